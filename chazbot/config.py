@@ -1,0 +1,215 @@
+"""Configuration: pydantic models read from YAML, with ``${VAR}`` taken from the environment.
+
+Every field is documented in ``config.yaml.example``. Unknown keys are an error that names
+their path; a missing environment variable is an error that names the variable. No file at
+all means the embedded defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from chazbot.errors import ConfigError
+
+MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMConfig(_Model):
+    """The chat model. ``openai`` is any OpenAI-compatible endpoint; ``local`` the embedded one."""
+
+    backend: Literal["openai", "local"] = "openai"
+    api_base: str = "https://api.openai.com/v1"
+    api_key: str | None = None
+    model: str = "gpt-4o-mini"
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
+class EmbeddingConfig(_Model):
+    """The embedder. Vectors are stored under ``embeddings:<provider>/<model>``."""
+
+    backend: Literal["openai", "local"] = "local"
+    provider: str | None = None
+    model: str | None = None
+    api_base: str = "https://api.openai.com/v1"
+    api_key: str | None = None
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    batch_size: int = Field(default=64, ge=1, le=2048)
+
+
+class MatrixConfig(_Model):
+    """The Matrix account of the bot and who may talk to it."""
+
+    homeserver_url: str
+    user_id: str
+    password: str | None = None
+    access_token: str | None = None
+    device_name: str = "chazbot"
+    allow_list: list[str] = Field(default_factory=list)
+    admins: list[str] = Field(default_factory=list)
+    encryption: bool = False
+    trust_unverified_devices: bool = True
+    command_prefix: str = "!chaz"
+
+    @field_validator("user_id")
+    @classmethod
+    def _mxid(cls, value: str) -> str:
+        if not re.fullmatch(r"@[^:\s]+:\S+", value):
+            raise ValueError(f"not a Matrix user id (like @bot:example.org): {value!r}")
+        return value
+
+
+class AgentConfig(_Model):
+    """One agent: a persona with its own key and its own agent DB."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    system_prompt: str = "You are chaz, a helpful assistant with a long-term memory."
+    model: str | None = None
+    allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS))
+    default_memory_banks: list[str] = Field(default_factory=list)
+    max_iterations: int = Field(default=6, ge=1, le=50)
+
+    @field_validator("default_memory_banks")
+    @classmethod
+    def _bank_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(NAME_PATTERN, name):
+                raise ValueError(f"bad bank name {name!r}: letters, digits, '_', '.', '-'")
+        return value
+
+
+class LoggingConfig(_Model):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+
+class Config(_Model):
+    """The whole configuration of one peer."""
+
+    state_dir: Path = Path("./state")
+    sync_listen: str = "127.0.0.1:8765"
+    http_listen: str = "127.0.0.1:8766"
+    llm: LLMConfig | None = None
+    embedding: EmbeddingConfig | None = None
+    matrix: MatrixConfig | None = None
+    agents: list[AgentConfig] = Field(
+        default_factory=lambda: [AgentConfig(name="chaz")], min_length=1
+    )
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @field_validator("sync_listen", "http_listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        if value and not re.fullmatch(r"\[?[A-Za-z0-9.:-]+\]?:\d{1,5}", value):
+            raise ValueError(f"expected host:port or empty, got {value!r}")
+        return value
+
+    @field_validator("agents")
+    @classmethod
+    def _unique_agents(cls, value: list[AgentConfig]) -> list[AgentConfig]:
+        names = [a.name.lower() for a in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agent names must be unique, repeated: {', '.join(dupes)}")
+        return value
+
+    def agent(self, name: str) -> AgentConfig:
+        for agent in self.agents:
+            if agent.name.lower() == name.lower():
+                return agent
+        raise ConfigError(f"no agent named {name!r} in the config")
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, path: str = "") -> Any:
+    """Replace ``${VAR}`` (or ``${VAR:-default}``) in every string of a YAML tree."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{path}: environment variable {name} is not set")
+
+        return _ENV_REF.sub(sub, value)
+    return value
+
+
+def _error_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown key"
+    msg = err["msg"].removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{loc}: {msg}{more}"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    """Validate a YAML tree (already loaded) into a Config; errors are one line."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys")
+    try:
+        return Config.model_validate(expand_env(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_error_line(exc)}") from exc
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Load the config: explicit path, else ``$CHAZBOT_CONFIG``, else ``./config.yaml``.
+
+    An explicit path that does not exist is an error; the default path missing means defaults.
+    """
+    explicit = path is not None or "CHAZBOT_CONFIG" in os.environ
+    file = Path(path if path is not None else os.environ.get("CHAZBOT_CONFIG", "config.yaml"))
+    if not file.exists():
+        if explicit:
+            raise ConfigError(f"config file {file} does not exist")
+        return Config()
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{file}:{where}: {problem}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror}") from exc
+    return parse_config(data, str(file))
+
+
+__all__ = [
+    "MEMORY_TOOLS",
+    "AgentConfig",
+    "Config",
+    "EmbeddingConfig",
+    "LLMConfig",
+    "LoggingConfig",
+    "MatrixConfig",
+    "load_config",
+    "parse_config",
+]

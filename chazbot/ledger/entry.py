@@ -1,0 +1,157 @@
+"""Signed, content-addressed entries.
+
+An entry is the canonical JSON (see ``encoding``) of::
+
+    {"v": 1, "db": <db id or null for a root>, "parents": [<ids, sorted>], "height": n,
+     "ops": {<store>: [<operation>, ...]}, "author": "ed25519:…", "ts": <µs since epoch UTC>,
+     "sig": "<hex ed25519 signature>"}
+
+The signature covers the canonical bytes of everything but ``sig``. The entry id is the
+content id of the canonical bytes including ``sig``; a database's id is its root entry's id.
+``height`` is 0 for a root and one more than the highest parent otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chazbot.errors import InputError, IntegrityError
+from chazbot.ledger.encoding import canonical, content_id, is_content_id
+from chazbot.ledger.keys import KeyPair, verify
+
+VERSION = 1
+MAX_ENTRY_BYTES = 4 * 1024 * 1024
+MAX_PARENTS = 64
+STORE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/@+-]{0,127}$")
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One signed entry. ``data`` is its canonical bytes, ``id`` their content id."""
+
+    id: str
+    db: str | None
+    parents: tuple[str, ...]
+    height: int
+    ops: dict[str, list[Any]]
+    author: str
+    ts: int
+    sig: str
+    data: bytes
+
+    @property
+    def db_id(self) -> str:
+        """The database this entry belongs to (a root belongs to itself)."""
+        return self.db if self.db is not None else self.id
+
+    @property
+    def is_root(self) -> bool:
+        return self.db is None
+
+    def sort_key(self) -> tuple[int, str]:
+        return (self.height, self.id)
+
+    @classmethod
+    def create(
+        cls,
+        key: KeyPair,
+        db: str | None,
+        parents: list[str],
+        height: int,
+        ops: dict[str, list[Any]],
+        ts: int | None = None,
+    ) -> Entry:
+        body: dict[str, Any] = {
+            "v": VERSION,
+            "db": db,
+            "parents": sorted(parents),
+            "height": height,
+            "ops": ops,
+            "author": key.public,
+            "ts": now_us() if ts is None else ts,
+        }
+        sig = key.sign(canonical(body)).hex()
+        body["sig"] = sig
+        data = canonical(body)
+        if len(data) > MAX_ENTRY_BYTES:
+            raise InputError(f"entry is {len(data)} bytes, more than {MAX_ENTRY_BYTES}")
+        return cls(
+            content_id(data),
+            db,
+            tuple(body["parents"]),
+            height,
+            ops,
+            key.public,
+            body["ts"],
+            sig,
+            data,
+        )
+
+    @classmethod
+    def decode(cls, data: bytes, expected_id: str | None = None) -> Entry:
+        """Parse and check an entry's shape, id and signature (not its authorisation)."""
+        if len(data) > MAX_ENTRY_BYTES:
+            raise IntegrityError(f"entry is {len(data)} bytes, more than {MAX_ENTRY_BYTES}")
+        try:
+            body = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise IntegrityError("entry is not valid JSON") from exc
+        if not isinstance(body, dict) or set(body) != {
+            "v",
+            "db",
+            "parents",
+            "height",
+            "ops",
+            "author",
+            "ts",
+            "sig",
+        }:
+            raise IntegrityError("entry does not have exactly the fields of a version 1 entry")
+        db, parents, height, ops = body["db"], body["parents"], body["height"], body["ops"]
+        author, ts, sig = body["author"], body["ts"], body["sig"]
+        ok = (
+            body["v"] == VERSION
+            and (db is None or is_content_id(db))
+            and isinstance(parents, list)
+            and len(parents) <= MAX_PARENTS
+            and all(is_content_id(p) for p in parents)
+            and parents == sorted(set(parents))
+            and type(height) is int
+            and 0 <= height < 2**53
+            and isinstance(ops, dict)
+            and all(STORE_NAME.match(s) and isinstance(v, list) for s, v in ops.items())
+            and isinstance(author, str)
+            and type(ts) is int
+            and isinstance(sig, str)
+            and len(sig) == 128
+        )
+        if not ok:
+            raise IntegrityError("entry is malformed")
+        if (db is None) != (not parents) or (db is None) != (height == 0):
+            raise IntegrityError("a root entry has no db and no parents; others have both")
+        try:
+            if canonical(body) != data:
+                raise IntegrityError("entry is not in canonical form")
+            unsigned = dict(body)
+            del unsigned["sig"]
+            payload = canonical(unsigned)
+        except InputError as exc:
+            raise IntegrityError(f"entry is malformed: {exc}") from exc
+        eid = content_id(data)
+        if expected_id is not None and eid != expected_id:
+            raise IntegrityError(f"entry id mismatch: stored as {expected_id}, content is {eid}")
+        try:
+            raw_sig = bytes.fromhex(sig)
+        except ValueError as exc:
+            raise IntegrityError("entry signature is not hex") from exc
+        if not verify(author, raw_sig, payload):
+            raise IntegrityError(f"entry {eid[:19]}… has a bad signature")
+        return cls(eid, db, tuple(parents), height, ops, author, ts, sig, data)

@@ -1,0 +1,61 @@
+"""Ed25519 keys. A public key is written ``ed25519:<64 hex>`` everywhere it is stored or sent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from chazbot.errors import InputError
+
+PREFIX = "ed25519:"
+
+
+def parse_public_key(text: str) -> Ed25519PublicKey:
+    """Parse ``ed25519:<hex>``; a malformed key is an InputError."""
+    if not isinstance(text, str) or not text.startswith(PREFIX) or len(text) != len(PREFIX) + 64:
+        raise InputError(f"not a public key (ed25519:<64 hex digits>): {str(text)[:80]!r}")
+    try:
+        return Ed25519PublicKey.from_public_bytes(bytes.fromhex(text[len(PREFIX) :]))
+    except ValueError as exc:
+        raise InputError(f"not a public key: {text[:80]!r}") from exc
+
+
+def verify(public_key: str, signature: bytes, message: bytes) -> bool:
+    """True when ``signature`` is ``public_key``'s signature of ``message``."""
+    try:
+        parse_public_key(public_key).verify(signature, message)
+    except (InvalidSignature, InputError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A private signing key and its public name."""
+
+    private: Ed25519PrivateKey
+    public: str
+
+    @classmethod
+    def generate(cls) -> KeyPair:
+        return cls.from_private_bytes(Ed25519PrivateKey.generate().private_bytes_raw())
+
+    @classmethod
+    def from_private_bytes(cls, raw: bytes) -> KeyPair:
+        private = Ed25519PrivateKey.from_private_bytes(raw)
+        pub = private.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        return cls(private, PREFIX + pub.hex())
+
+    def private_bytes(self) -> bytes:
+        return self.private.private_bytes_raw()
+
+    def sign(self, message: bytes) -> bytes:
+        return self.private.sign(message)
+
+    def __repr__(self) -> str:  # never show the private key
+        return f"KeyPair({self.public})"

@@ -1,0 +1,263 @@
+"""The ledger of one peer: every signed database in one SQLite file, behind an async API.
+
+The file is opened in WAL mode with ``synchronous=FULL`` (a commit is on disk when it
+returns) and owner-only permissions. All work on the connection runs on aiosqlite's worker
+thread, one function at a time, so each write is one atomic step (see ``core``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from chazbot.errors import BackendError, InputError, IntegrityError, NotFound
+from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
+from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
+from chazbot.ledger.entry import Entry
+from chazbot.ledger.keys import KeyPair
+from chazbot.ledger.schema import migrate
+
+T = TypeVar("T")
+Listener = Callable[[Applied], None]
+
+
+def _open_file(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+    os.chmod(path, 0o600)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+class Ledger:
+    """Signed, append-only databases in one SQLite file."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, core: LedgerCore) -> None:
+        self.path = path
+        self._conn = conn
+        self._core = core
+        self._listeners: list[Listener] = []
+
+    @classmethod
+    async def open(cls, path: str | Path) -> Ledger:
+        file = Path(path)
+        conn = aiosqlite.connect(":memory:")
+        conn._connector = lambda: _open_file(file)  # type: ignore[attr-defined]
+        try:
+            await conn
+            raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
+            core = await conn._execute(_init_core, raw)  # type: ignore[no-untyped-call]
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            raise BackendError(f"cannot open state file {file}: {exc}") from exc
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(file, conn, core)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(core, *args)`` on the connection's thread (one atomic step)."""
+        result: T = await self._conn._execute(fn, self._core, *args)  # type: ignore[no-untyped-call]
+        return result
+
+    def add_listener(self, listener: Listener) -> None:
+        """``listener(applied)`` runs in the event loop after every successful commit."""
+        self._listeners.append(listener)
+
+    def _notify(self, applied: Applied) -> None:
+        if applied.entries:
+            for listener in self._listeners:
+                listener(applied)
+
+    # ---- writes -------------------------------------------------------------------------
+
+    async def create_db(
+        self,
+        key: KeyPair,
+        meta: dict[str, Any],
+        grants: Iterable[tuple[str, Permission]] = (),
+    ) -> str:
+        """Create a database whose creator ``key`` is admin(0); return its id."""
+        auth = [auth_op(key.public, Permission.parse("admin", 0))]
+        auth += [auth_op(k, p) for k, p in grants if k != key.public]
+        ops: dict[str, list[Any]] = {AUTH_STORE: auth}
+        if meta:
+            ops["meta"] = [{"op": "set", "field": k, "value": v} for k, v in sorted(meta.items())]
+        applied = await self.run(LedgerCore.write, None, key, [ops], None)
+        self._notify(applied)
+        return applied.entries[0].id
+
+    async def write(self, db: str, key: KeyPair, ops: dict[str, list[Any]]) -> Applied:
+        """Sign and commit one entry; refused whole (nothing stored) if ``key`` may not."""
+        return await self.write_many(db, key, [ops])
+
+    async def write_many(
+        self, db: str, key: KeyPair, ops_list: list[dict[str, list[Any]]]
+    ) -> Applied:
+        """Commit several entries by one key in one transaction (all or nothing)."""
+        if not ops_list:
+            return Applied()
+        applied = await self.run(LedgerCore.write, db, key, ops_list, None)
+        self._notify(applied)
+        return applied
+
+    async def set_auth(
+        self, db: str, admin: KeyPair, key: str, perm: Permission, active: bool = True
+    ) -> None:
+        await self.write(db, admin, {AUTH_STORE: [auth_op(key, perm, active)]})
+
+    async def ingest(self, entries: Iterable[Entry | bytes]) -> IngestResult:
+        """Validate and store entries that came from another peer (parents first)."""
+        decoded: list[Entry] = []
+        bad: list[tuple[str, str]] = []
+        for item in entries:
+            if isinstance(item, Entry):
+                item = item.data
+            try:
+                decoded.append(Entry.decode(item))
+            except IntegrityError as exc:
+                bad.append(("?", str(exc)))
+        result, applied = await self.run(LedgerCore.ingest, decoded)
+        result.rejected = bad + result.rejected
+        self._notify(applied)
+        return result
+
+    # ---- reads --------------------------------------------------------------------------
+
+    async def exists(self, db: str) -> bool:
+        return bool(await self.run(lambda core: bool(core.tips(db))))
+
+    async def auth_state(self, db: str) -> dict[str, KeyGrant]:
+        return dict(await self.run(LedgerCore.auth_state, db))
+
+    async def permission(self, db: str, key: str) -> Permission:
+        return permission_of(await self.auth_state(db), key)
+
+    async def fields(self, db: str, store: str) -> dict[str, Any]:
+        def read(core: LedgerCore) -> dict[str, Any]:
+            cur = core.conn.execute(
+                "SELECT field, value FROM fields WHERE db = ? AND store = ?", (db, store)
+            )
+            return {name: json.loads(value) for name, value in cur}
+
+        return await self.run(read)
+
+    async def rows(self, db: str, store: str, after: int = 0, limit: int = -1) -> list[Row]:
+        """Rows of a table store in local insertion order, ``n > after``."""
+
+        def read(core: LedgerCore) -> list[Row]:
+            cur = core.conn.execute(
+                "SELECT n, row_id, entry_id, author, ts, height, data FROM rows "
+                "WHERE db = ? AND store = ? AND n > ? ORDER BY n LIMIT ?",
+                (db, store, after, limit),
+            )
+            return [
+                Row(n, db, store, rid, eid, a, ts, h, json.loads(d))
+                for n, rid, eid, a, ts, h, d in cur
+            ]
+
+        return await self.run(read)
+
+    async def stores(self, db: str) -> dict[str, int]:
+        """Table stores of a database with their row counts."""
+
+        def read(core: LedgerCore) -> dict[str, int]:
+            cur = core.conn.execute(
+                "SELECT store, count(*) FROM rows WHERE db = ? GROUP BY store", (db,)
+            )
+            return {store: int(n) for store, n in cur}
+
+        return await self.run(read)
+
+    async def tips(self, db: str) -> list[str]:
+        return sorted(await self.run(lambda core: list(core.tips(db))))
+
+    async def entry(self, eid: str) -> Entry:
+        def read(core: LedgerCore) -> bytes | None:
+            row = core.conn.execute("SELECT data FROM entries WHERE id = ?", (eid,)).fetchone()
+            return bytes(row[0]) if row else None
+
+        data = await self.run(read)
+        if data is None:
+            raise NotFound(f"no entry {eid}")
+        return Entry.decode(data, eid)
+
+    async def entries(
+        self, db: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[tuple[int, bytes]]:
+        """Raw entries of a database in local order, ``seq > after_seq``."""
+
+        def read(core: LedgerCore) -> list[tuple[int, bytes]]:
+            cur = core.conn.execute(
+                "SELECT seq, data FROM entries WHERE db = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (db, after_seq, limit),
+            )
+            return [(int(s), bytes(d)) for s, d in cur]
+
+        return await self.run(read)
+
+    async def count_entries(self, db: str | None = None) -> int:
+        def read(core: LedgerCore) -> int:
+            if db is None:
+                return int(core.conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+            q = "SELECT count(*) FROM entries WHERE db = ?"
+            return int(core.conn.execute(q, (db,)).fetchone()[0])
+
+        return await self.run(read)
+
+    # ---- peer-local tables (never synced) -------------------------------------------------
+
+    async def local(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on the peer-local tables and return its rows (autocommit)."""
+        if not sql.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE")):
+            raise InputError("only plain statements on peer-local tables")
+        return await self.run(lambda core: core.conn.execute(sql, params).fetchall())
+
+    # ---- checking -------------------------------------------------------------------------
+
+    async def verify(self) -> list[tuple[str, str]]:
+        """Re-check every stored entry's id, signature and authorisation; return the failures."""
+        return await self.run(_verify_all)
+
+
+def _init_core(raw: sqlite3.Connection) -> LedgerCore:
+    migrate(raw)
+    return LedgerCore(raw)
+
+
+def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
+    failures: list[tuple[str, str]] = []
+    try:
+        check = core.conn.execute("PRAGMA integrity_check").fetchall()
+        if check != [("ok",)]:
+            failures.append(("(file)", "; ".join(str(r[0]) for r in check[:5])))
+        rows = core.conn.execute("SELECT id, data FROM entries ORDER BY seq").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return [("(file)", f"SQLite: {exc}")]
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(scratch)
+    fresh = LedgerCore(scratch)
+    decoded: list[Entry] = []
+    for eid, data in rows:
+        try:
+            decoded.append(Entry.decode(bytes(data), eid))
+        except IntegrityError as exc:
+            failures.append((eid, str(exc)))
+    result, _ = fresh.ingest(decoded)
+    failures += result.rejected
+    scratch.close()
+    return failures
