@@ -1,1 +1,33 @@
-"""commands"""
+"""The command layer: one declared tree serves the terminal, Matrix and the command line."""
+
+from __future__ import annotations
+
+from chazbot.commands import memory_cmds, peer_cmds, sharing_cmds
+from chazbot.commands.context import Context
+from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
+from chazbot.errors import ChazError
+
+TREE = CommandTree()
+memory_cmds.register(TREE)
+sharing_cmds.register(TREE)
+peer_cmds.register(TREE)
+TREE.commands.sort(key=lambda c: c.path)
+
+
+async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:
+    """Parse and run one command line; every failure becomes a one-line ``Reply(False, …)``."""
+    try:
+        command, args = tree.parse(text, ctx.prefix)
+    except UsageError as exc:
+        return Reply(False, str(exc), usage_error=True)
+    if command.admin and not ctx.is_admin:
+        return Reply(False, f"only admins may use {ctx.prefix}{' '.join(command.path)}")
+    try:
+        return await command.handler(ctx, args)
+    except UsageError as exc:
+        return Reply(False, str(exc), usage_error=True)
+    except ChazError as exc:
+        return Reply(False, str(exc))
+
+
+__all__ = ["TREE", "Arg", "Command", "CommandTree", "Context", "Reply", "UsageError", "run_command"]

@@ -210,6 +210,15 @@ class Ledger:
 
         return await self.run(read)
 
+    async def db_size(self, db: str) -> int:
+        """Bytes of all entries of a database."""
+
+        def read(core: LedgerCore) -> int:
+            q = "SELECT coalesce(sum(length(data)), 0) FROM entries WHERE db = ?"
+            return int(core.conn.execute(q, (db,)).fetchone()[0])
+
+        return await self.run(read)
+
     async def count_entries(self, db: str | None = None) -> int:
         def read(core: LedgerCore) -> int:
             if db is None:

@@ -1,0 +1,152 @@
+"""One turn of one agent: history + auto-recall block → LLM → tool calls → reply."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chazbot.agent.llm import ChatModel
+from chazbot.agent.recall import RecallSettings, choose_banks, format_block, recall_query
+from chazbot.errors import BackendError, NotFound
+from chazbot.ledger import Level
+from chazbot.memory.banks import read_refs
+from chazbot.memory.rows import MemoryRow
+from chazbot.memory.tools import TOOLS, run_tool
+
+if TYPE_CHECKING:
+    from chazbot.agent.session import Session
+    from chazbot.peer import Agent, Peer
+
+log = logging.getLogger(__name__)
+
+NO_LLM = (
+    "No LLM is configured: set llm: in config.yaml or install chazbot[local]. "
+    "Commands still work (try help)."
+)
+HISTORY_CHAR_BUDGET = 24_000  # about 6k tokens of conversation
+HISTORY_MAX_MESSAGES = 100
+
+
+@dataclass
+class TurnResult:
+    text: str
+    ok: bool = True
+    tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool, ok)
+    recalled: int = 0
+    llm_seconds: float = 0.0
+
+
+async def recall_settings(peer: Peer, agent: Agent) -> RecallSettings:
+    stored = await peer.ledger.fields(agent.db, "config")
+    enabled = stored.get("auto_recall_enabled")
+    max_entries = stored.get("max_entries")
+    banks = stored.get("auto_recall_banks")
+    return RecallSettings(
+        enabled=enabled if isinstance(enabled, bool) else True,
+        max_entries=max_entries if isinstance(max_entries, int) else 3,
+        banks=tuple(banks) if isinstance(banks, list) else None,
+    )
+
+
+async def auto_recall(peer: Peer, agent: Agent, session: Session, messages: list[str]) -> tuple[str | None, int]:
+    """The auto-recall block for this turn (None when nothing matched) and the hit count."""
+    settings = await recall_settings(peer, agent)
+    query = recall_query(messages)
+    if not settings.enabled or not query:
+        return None, 0
+    engine = peer.memory
+    qvec = await engine.query_vector(query)
+    limit = settings.max_entries
+
+    async def search(db: str) -> list[MemoryRow]:
+        view = await engine.view(db)
+        return [r.row for r in view.search(query, (), limit, qvec)]
+
+    own = await search(agent.db)
+    refs = await read_refs(peer.ledger, agent.db)
+    attached = await session.attachments()
+    names = choose_banks(list(attached), agent.config.default_memory_banks, settings)
+    found: list[tuple[str, list[MemoryRow]]] = []
+    for name in names:
+        db = attached.get(name) or (refs[name].db if name in refs else None)
+        if db is None:
+            continue
+        try:
+            if not (await peer.ledger.permission(db, agent.key.public)).allows(Level.READ):
+                continue
+            found.append((name, await search(db)))
+        except NotFound:
+            continue
+    hits = len(own) + sum(len(rows) for _, rows in found)
+    return format_block(own, found), hits
+
+
+def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for message in reversed(history[-HISTORY_MAX_MESSAGES:]):
+        used += len(message["content"])
+        if used > HISTORY_CHAR_BUDGET and kept:
+            break
+        kept.append(message)
+    return list(reversed(kept))
+
+
+async def run_turn(
+    peer: Peer, agent: Agent, session: Session, text: str, sender: str, llm: ChatModel | None
+) -> TurnResult:
+    """Answer one user message; tool errors go back to the model, never to the user."""
+    await session.add_message("user", text, sender)
+    if llm is None:
+        return TurnResult(NO_LLM, ok=False)
+    history = [{"role": m.role, "content": m.content} for m in await session.history()]
+    history = _trim(history)
+    block, hits = await auto_recall(peer, agent, session, [m["content"] for m in history])
+    messages: list[dict[str, Any]] = [{"role": "system", "content": agent.config.system_prompt}]
+    messages += history
+    if block is not None:
+        messages.append({"role": "system", "content": block})
+    allowed = [t for t in agent.config.allowed_tools if t in TOOLS]
+    tools = [TOOLS[t].schema() for t in allowed] or None
+    result = TurnResult("", recalled=hits)
+    reply: str | None = None
+    for _ in range(agent.config.max_iterations):
+        started = time.perf_counter()
+        try:
+            answer = await llm.complete(messages, tools, model=agent.config.model)
+        except BackendError as exc:
+            result.llm_seconds += time.perf_counter() - started
+            result.text, result.ok = f"The language model failed: {exc}", False
+            return result
+        result.llm_seconds += time.perf_counter() - started
+        if not answer.tool_calls:
+            reply = answer.content or ""
+            break
+        messages.append(
+            {
+                "role": "assistant",
+                "content": answer.content,
+                "tool_calls": [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in answer.tool_calls
+                ],
+            }
+        )
+        for call in answer.tool_calls:
+            ok, output = await run_tool(agent.memory, agent.config.allowed_tools, call.name, call.arguments)
+            result.tool_calls.append((call.name, ok))
+            log.info("tool %s by %s: %s", call.name, agent.name, "ok" if ok else output)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+    if reply is None:
+        reply = f"I stopped after {agent.config.max_iterations} steps without a final answer."
+    reply = reply.strip() or "(no reply)"
+    await session.add_message("assistant", reply, agent.name)
+    result.text = reply
+    return result
+
+
+def tool_arguments_json(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)

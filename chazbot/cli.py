@@ -1,0 +1,234 @@
+"""The ``chazbot`` command line.
+
+A user error prints one line on stderr (``chazbot: error: …``), never a traceback. Exit
+codes: 0 ok, 1 the command failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from chazbot import __version__
+from chazbot.config import Config, load_config
+from chazbot.errors import ChazError, InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+DESCRIPTION = """\
+chazbot: a self-hosted Matrix agent bot with signed, shareable, persistent memory.
+
+commands:
+  run          run the service: Matrix bot, sync server, health and metrics endpoints
+  chat         chat with an agent in the terminal (/memory … and other commands work too)
+  cmd          run one command, e.g. chazbot cmd "/memory list"
+  tool         run one agent tool as the agent would, e.g. chazbot tool recall '{"query": "x"}'
+  reindex      backfill vectors for the configured embedding model (with progress)
+  export       write a bank's (or agent's) visible memory as JSONL
+  import-file  add memory rows from a JSONL file to a bank
+  verify       re-check every stored entry's id, signature and authorisation
+  version      print the version
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: usage error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="chazbot", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", help="config file (default: $CHAZBOT_CONFIG or ./config.yaml)")
+    parser.add_argument("--state-dir", help="override the config's state_dir")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.add_parser("run", help="run the service")
+    p = sub.add_parser("chat", help="chat with an agent in the terminal")
+    p.add_argument("--agent")
+    p.add_argument("--session", default="terminal")
+    p = sub.add_parser("cmd", help="run one command")
+    p.add_argument("text", help='the command, e.g. "/memory list"')
+    p.add_argument("--agent")
+    p.add_argument("--session", default="cli")
+    p = sub.add_parser("tool", help="run one agent tool")
+    p.add_argument("name")
+    p.add_argument("arguments", nargs="?", default="{}", help="JSON object")
+    p.add_argument("--agent")
+    p = sub.add_parser("reindex", help="backfill vectors for the active model")
+    p.add_argument("bank", nargs="?", help="bank name (default: the agent's own memory)")
+    p.add_argument("--agent")
+    p = sub.add_parser("export", help="write visible memory rows as JSONL")
+    p.add_argument("bank", help="bank or agent name")
+    p.add_argument("file", nargs="?", help="output file (default: stdout)")
+    p = sub.add_parser("import-file", help="add memory rows from JSONL")
+    p.add_argument("bank")
+    p.add_argument("file")
+    sub.add_parser("verify", help="re-check every stored entry")
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    cfg = load_config(args.config)
+    if args.state_dir:
+        cfg = cfg.model_copy(update={"state_dir": Path(args.state_dir)})
+    return cfg
+
+
+def _setup_logging(cfg: Config | None) -> None:
+    level = cfg.logging.level if cfg is not None else "WARNING"
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+async def _verify(cfg: Config) -> int:
+    from chazbot.ledger import Ledger
+    from chazbot.peer import STATE_FILE
+
+    path = Path(cfg.state_dir) / STATE_FILE
+    if not path.exists():
+        raise InputError(f"no state file at {path}")
+    ledger = await Ledger.open(path)
+    try:
+        total = await ledger.count_entries()
+        failures = await ledger.verify()
+    finally:
+        await ledger.close()
+    for eid, reason in failures:
+        print(f"FAIL {eid}: {reason}")
+    print(f"{total} entries checked, {len(failures)} failed")
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int:
+    from chazbot.peer import Peer
+
+    peer = await Peer.open(cfg)
+    try:
+        agent = peer.agent(agent_name) if agent_name else next(iter(peer.agents.values()))
+        _, db = await agent.memory.resolve(bank)
+
+        def progress(p: Any) -> None:
+            width = 30
+            filled = width * p.done // max(p.total, 1)
+            sys.stderr.write(f"\rreindex [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
+            sys.stderr.flush()
+
+        total = await peer.memory.reindex(db, agent.key, progress)
+        sys.stderr.write("\n")
+        print(f"reindexed {total} rows for {peer.memory.model}")
+    finally:
+        await peer.close()
+    return EXIT_OK
+
+
+async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) -> int:
+    from chazbot.transports.control import handle_request, send_to_service
+
+    request = {"op": "tool", "name": name, "arguments": arguments, "agent": agent_name}
+    reply = await send_to_service(cfg, request)
+    if reply is None:
+        from chazbot.peer import Peer
+
+        peer = await Peer.open(cfg)
+        try:
+            reply = await handle_request(peer, request)
+        finally:
+            await peer.close()
+    print(reply["text"])
+    return EXIT_OK if reply["ok"] else EXIT_FAILED
+
+
+async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
+    from chazbot.transports.control import send_to_service
+
+    reply = await send_to_service(cfg, {"op": "cmd", "text": text, "agent": agent, "session": session})
+    if reply is None:
+        from chazbot.peer import Peer
+
+        peer = await Peer.open(cfg)
+        try:
+            r = await peer.command(text, agent=agent, session=session, sender="cli")
+        finally:
+            await peer.close()
+        reply = {"ok": r.ok, "text": r.text, "usage_error": r.usage_error}
+    print(reply["text"])
+    if reply.get("usage_error"):
+        return EXIT_USAGE
+    return EXIT_OK if reply["ok"] else EXIT_FAILED
+
+
+async def _run(cfg: Config, config_path: str | None) -> int:
+    from chazbot.service import Service
+
+    await Service(cfg, config_path).run_forever()
+    return EXIT_OK
+
+
+async def _chat(cfg: Config, agent: str | None, session: str) -> int:
+    from chazbot.peer import Peer
+    from chazbot.transports.terminal import chat_loop
+
+    peer = await Peer.open(cfg)
+    try:
+        return await chat_loop(peer, agent, session)
+    finally:
+        await peer.close()
+
+
+def _not_yet(what: str) -> Callable[[], Awaitable[int]]:
+    async def run() -> int:
+        raise InputError(f"'{what}' is not available in this version yet")
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command in (None, "version"):
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        print(f"chazbot {__version__}")
+        return EXIT_OK
+    try:
+        cfg = _config(args)
+        _setup_logging(cfg)
+        job: Coroutine[Any, Any, int]
+        if args.command == "verify":
+            job = _verify(cfg)
+        elif args.command == "reindex":
+            job = _reindex(cfg, args.bank, args.agent)
+        elif args.command == "tool":
+            job = _tool(cfg, args.name, args.arguments, args.agent)
+        elif args.command == "cmd":
+            job = _cmd(cfg, args.text, args.agent, args.session)
+        elif args.command == "run":
+            job = _run(cfg, args.config)
+        elif args.command == "chat":
+            job = _chat(cfg, args.agent, args.session)
+        else:
+            job = _not_yet(args.command)()  # type: ignore[assignment]
+        return asyncio.run(job)
+    except ChazError as exc:
+        print(f"chazbot: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,223 @@
+"""The ``/memory`` commands (and their user-facing strings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chazbot.commands.context import Context
+from chazbot.commands.tree import Arg, CommandTree, Reply
+from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
+from chazbot.ledger import Level, Permission
+from chazbot.memory.banks import Hosted, check_name, grant, read_refs, revoke
+from chazbot.memory.banks import looks_like_db_id as is_db_id
+from chazbot.memory.rows import MEMORY_STORE, EMBEDDINGS_PREFIX
+from chazbot.memory.tools import format_hits
+
+CONFIG_STORE = "config"
+RECALL_DEFAULTS: dict[str, Any] = {
+    "auto_recall_enabled": True,
+    "max_entries": 3,
+    "auto_recall_banks": None,
+}
+
+
+def ok(text: str) -> Reply:
+    return Reply(True, text)
+
+
+async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
+    """A bank or hosted agent DB by display name or DB id."""
+    reg = ctx.peer.registry
+    if is_db_id(ref):
+        found = await reg.by_db(ref)
+    else:
+        found = await reg.get("bank", ref) or await reg.get("agent", ref)
+    if found is None:
+        banks = ", ".join(h.name for h in await reg.all("bank")) or "none"
+        raise NotFound(f"no bank or agent {ref!r} on this peer; banks: {banks}")
+    return found
+
+
+async def recall_settings(ctx: Context) -> dict[str, Any]:
+    stored = await ctx.peer.ledger.fields(ctx.agent.db, CONFIG_STORE)
+    return {k: stored.get(k) if stored.get(k) is not None else v for k, v in RECALL_DEFAULTS.items()}
+
+
+def register(tree: CommandTree) -> None:
+    add = tree.add
+
+    @add("memory new", (Arg("name"), Arg("description", optional=True, rest=True)),
+         "create a bank on this peer (this peer holds its key)")
+    async def new(ctx: Context, a: dict[str, str]) -> Reply:
+        name = check_name(a["name"])
+        if await ctx.peer.registry.get("bank", name) is not None:
+            raise ConflictError(f"a bank named {name!r} exists already")
+        db = await ctx.peer.create_bank(name, a.get("description", ""))
+        return ok(f"Created bank {name} ({db}).")
+
+    @add("memory list", (), "list the banks hosted by this peer")
+    async def list_(ctx: Context, a: dict[str, str]) -> Reply:
+        banks = await ctx.peer.registry.all("bank")
+        if not banks:
+            return ok(f"No banks yet. Create one with {ctx.prefix}memory new <name>.")
+        lines = [
+            f"- {b.name}" + (f": {b.data['description']}" if b.data.get("description") else "")
+            + f" ({b.db[:19]}…)"
+            for b in banks
+        ]
+        return ok("Banks on this peer:\n" + "\n".join(lines))
+
+    @add("memory delete", (Arg("ref"),), "unregister a bank; its DB stays on disk as an archive",
+         admin=True)
+    async def delete(ctx: Context, a: dict[str, str]) -> Reply:
+        hosted = await resolve_hosted(ctx, a["ref"])
+        if hosted.kind != "bank":
+            raise InputError(f"{hosted.name!r} is an agent, not a bank; agents are removed in the config")
+        await ctx.peer.registry.remove("bank", hosted.name)
+        return ok(f"Deleted bank {hosted.name} from this peer; its database {hosted.db[:19]}… is kept as an archive.")
+
+    @add("memory grant", (Arg("bank"), Arg("agent"), Arg("permission", choices=("read", "write"))),
+         "authorise an agent on a bank (or on another hosted agent's DB)", admin=True)
+    async def grant_(ctx: Context, a: dict[str, str]) -> Reply:
+        hosted = await resolve_hosted(ctx, a["bank"])
+        agent = ctx.peer.agent(a["agent"])
+        if hosted.db == agent.db:
+            raise InputError(f"{agent.name} always has its own memory; grant another agent instead")
+        perm = Permission.parse(a["permission"])
+        await grant(ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db, perm)
+        return ok(f"Granted {agent.name} {perm.name} on {hosted.name}.")
+
+    @add("memory revoke", (Arg("bank"), Arg("agent")), "take an agent's grant on a bank away",
+         admin=True)
+    async def revoke_(ctx: Context, a: dict[str, str]) -> Reply:
+        hosted = await resolve_hosted(ctx, a["bank"])
+        agent = ctx.peer.agent(a["agent"])
+        removed = await revoke(ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db)
+        tail = "" if removed else " (its bank ref could not be removed; writes are refused all the same)"
+        return ok(f"Revoked {agent.name} on {hosted.name}.{tail}")
+
+    @add("memory attach", (Arg("bank"),), "surface a bank's memories in this session's auto-recall")
+    async def attach(ctx: Context, a: dict[str, str]) -> Reply:
+        name, db = await ctx.agent.memory.resolve(a["bank"])
+        if name is None:
+            raise InputError("own memory is always searched; attach a bank instead")
+        perm = await ctx.peer.ledger.permission(db, ctx.agent.key.public)
+        if not perm.allows(Level.READ):
+            raise PermissionDenied(f"{ctx.agent.name} has no grant on {name}; ask an admin to {ctx.prefix}memory grant {name} {ctx.agent.name} read")
+        await ctx.session.attach(name, db)
+        return ok(f"Attached {name} to this session.")
+
+    @add("memory detach", (Arg("bank"),), "stop surfacing a bank in this session")
+    async def detach(ctx: Context, a: dict[str, str]) -> Reply:
+        attached = await ctx.session.attachments()
+        name = next((n for n in attached if n.lower() == a["bank"].lower()), None)
+        if name is None:
+            listed = ", ".join(attached) or "none"
+            raise NotFound(f"{a['bank']!r} is not attached to this session; attached: {listed}")
+        await ctx.session.detach(name)
+        return ok(f"Detached {name} from this session.")
+
+    @add("memory config", (Arg("action", optional=True, choices=("show", "set", "reset")),
+                           Arg("key", optional=True), Arg("value", optional=True, rest=True)),
+         "view or change auto-recall settings for this agent")
+    async def config(ctx: Context, a: dict[str, str]) -> Reply:
+        action = a.get("action", "show")
+        if action == "show":
+            if "key" in a:
+                raise InputError(f"show takes no arguments. Usage: {ctx.prefix}memory config show")
+            s = await recall_settings(ctx)
+            banks = s["auto_recall_banks"]
+            shown = "(all attached)" if banks is None else (", ".join(banks) or "(none)")
+            return ok(
+                f"Auto-recall config for {ctx.agent.name}:\n"
+                f"auto_recall_enabled = {str(s['auto_recall_enabled']).lower()}\n"
+                f"max_entries         = {s['max_entries']}\n"
+                f"auto_recall_banks   = {shown}"
+            )
+        if action == "reset":
+            if "key" in a:
+                raise InputError(f"reset takes no arguments. Usage: {ctx.prefix}memory config reset")
+            ops = [{"op": "set", "field": k, "value": None} for k in RECALL_DEFAULTS]
+            await ctx.peer.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
+            return ok("Auto-recall config reset to defaults.")
+        key, raw = a.get("key"), a.get("value")
+        if key is None or raw is None:
+            raise InputError(f"Usage: {ctx.prefix}memory config set <key> <value>; keys: {', '.join(RECALL_DEFAULTS)}")
+        value = await _config_value(ctx, key, raw)
+        await ctx.peer.ledger.write(
+            ctx.agent.db, ctx.agent.key, {CONFIG_STORE: [{"op": "set", "field": key, "value": value}]}
+        )
+        return ok(f"Set {key} = {raw.strip()}.")
+
+    @add("memory reindex", (Arg("bank", optional=True),), "backfill vectors for the active embedding model")
+    async def reindex(ctx: Context, a: dict[str, str]) -> Reply:
+        name, db = await ctx.agent.memory.resolve(a.get("bank"))
+        total = await ctx.peer.memory.reindex(db, ctx.agent.key)
+        return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.peer.memory.model}.")
+
+    @add("memory forget", (Arg("key"), Arg("bank", optional=True)), "hide a key from recall (history is kept)")
+    async def forget(ctx: Context, a: dict[str, str]) -> Reply:
+        await ctx.agent.memory.forget(a["key"], a.get("bank"))
+        return ok(f"Forgot {a['key']!r}.")
+
+    @add("memory search", (Arg("bank"), Arg("query", rest=True, optional=True)),
+         "browse a bank (or self) with the same ranking as recall")
+    async def search(ctx: Context, a: dict[str, str]) -> Reply:
+        db, label = await _browse_target(ctx, a["bank"])
+        ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10)
+        if not ranked:
+            return ok(f"No memories found in {label}.")
+        from chazbot.memory.rows import Hit, to_datetime
+
+        hits = [Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked]
+        return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits))
+
+    @add("memory stats", (Arg("bank", optional=True),), "entries, keys, vectors per model and size")
+    async def stats(ctx: Context, a: dict[str, str]) -> Reply:
+        db, label = await _browse_target(ctx, a.get("bank", "self"))
+        stores = await ctx.peer.ledger.stores(db)
+        view = await ctx.peer.memory.view(db)
+        size = await ctx.peer.ledger.db_size(db)
+        vectors = [f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}" for s, n in sorted(stores.items()) if s.startswith(EMBEDDINGS_PREFIX)]
+        return ok(
+            f"Stats for {label}:\n"
+            f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
+            f"visible keys   = {len(view.visible)}\n"
+            f"vectors        = {', '.join(vectors) or 'none'}\n"
+            f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
+            f"size           = {size} bytes"
+        )
+
+
+async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
+    if ref.lower() == "self":
+        return ctx.agent.db, f"{ctx.agent.name}'s own memory"
+    refs = await read_refs(ctx.peer.ledger, ctx.agent.db)
+    ref_hit = next((r for r in refs.values() if r.name.lower() == ref.lower()), None)
+    if ref_hit is not None:
+        return ref_hit.db, ref_hit.name
+    hosted = await resolve_hosted(ctx, ref)
+    return hosted.db, hosted.name
+
+
+async def _config_value(ctx: Context, key: str, raw: str) -> Any:
+    text = raw.strip()
+    if key == "auto_recall_enabled":
+        truth = {"true": True, "on": True, "yes": True, "false": False, "off": False, "no": False}
+        if text.lower() not in truth:
+            raise InputError("auto_recall_enabled takes true or false")
+        return truth[text.lower()]
+    if key == "max_entries":
+        if not text.isdigit() or not 1 <= int(text) <= 20:
+            raise InputError("max_entries takes a whole number from 1 to 20")
+        return int(text)
+    if key == "auto_recall_banks":
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        refs = await read_refs(ctx.peer.ledger, ctx.agent.db)
+        known = {r.lower(): r for r in refs}
+        unknown = [n for n in names if n.lower() not in known]
+        if unknown:
+            have = ", ".join(sorted(refs)) or "none"
+            raise InputError(f"unknown bank(s) {', '.join(unknown)}; {ctx.agent.name} holds: {have}")
+        return [known[n.lower()] for n in names]
+    raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")

@@ -1,0 +1,56 @@
+"""Peer-level commands: help, agents, agent, pubkey, clear, and the /sharing group."""
+
+from __future__ import annotations
+
+from chazbot.commands.context import Context
+from chazbot.commands.tree import Arg, CommandTree, Reply
+from chazbot.errors import InputError
+
+
+def register(tree: CommandTree) -> None:
+    add = tree.add
+
+    @add("help", (Arg("topic", optional=True, rest=True),), "list commands, or the ones under a topic")
+    async def help_(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, tree.help(a.get("topic", ""), ctx.prefix))
+
+    @add("agents", (), "list the agents hosted by this peer")
+    async def agents(ctx: Context, a: dict[str, str]) -> Reply:
+        lines = [
+            f"- {ag.name}" + (" (this session)" if ag.name == ctx.agent.name else "")
+            for ag in ctx.peer.agents.values()
+        ]
+        return Reply(True, "Agents:\n" + "\n".join(lines))
+
+    @add("agent", (Arg("name"),), "choose the agent that answers in this session")
+    async def agent(ctx: Context, a: dict[str, str]) -> Reply:
+        chosen = ctx.peer.agent(a["name"])
+        await ctx.session.set_agent(chosen.name)
+        return Reply(True, f"{chosen.name} answers in this session now.")
+
+    @add("pubkey", (), "show this peer's public key (and the current agent's)")
+    async def pubkey(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, f"peer: {ctx.peer.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
+
+    @add("clear", (), "start a fresh context in this session (history is kept)")
+    async def clear(ctx: Context, a: dict[str, str]) -> Reply:
+        await ctx.session.clear()
+        return Reply(True, "Context cleared.")
+
+    @add("sharing requests", (), "list pending import requests from other peers", admin=True)
+    async def requests(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, await ctx.peer.sharing_requests())
+
+    @add("sharing approve", (Arg("id"),), "approve an import request", admin=True)
+    async def approve(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, await ctx.peer.sharing_decide(_request_id(a["id"]), True))
+
+    @add("sharing reject", (Arg("id"),), "reject an import request", admin=True)
+    async def reject(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, await ctx.peer.sharing_decide(_request_id(a["id"]), False))
+
+
+def _request_id(text: str) -> str:
+    if not text or len(text) > 64 or not all(c.isalnum() or c in "-_" for c in text):
+        raise InputError(f"not a request id: {text[:70]!r}")
+    return text

@@ -1,0 +1,131 @@
+"""The declared command tree: one declaration serves parsing, usage lines and help.
+
+Pure: parsing and help need no I/O. A command is a path of words (``memory grant``), its
+arguments, a one-line summary, whether it needs an admin, and an async handler.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chazbot.errors import InputError
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a command answers: ``ok`` and one or more lines of text."""
+
+    ok: bool
+    text: str
+    usage_error: bool = False
+
+
+class UsageError(InputError):
+    """The command line does not match the declaration; carries the usage line."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    optional: bool = False
+    rest: bool = False  # takes every remaining word (joined by spaces)
+    choices: tuple[str, ...] = ()
+
+    def usage(self) -> str:
+        inner = "|".join(self.choices) if self.choices else self.name
+        inner += "…" if self.rest else ""
+        return f"[{inner}]" if self.optional else f"<{inner}>"
+
+
+Handler = Callable[[Any, dict[str, str]], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Command:
+    path: tuple[str, ...]
+    args: tuple[Arg, ...]
+    summary: str
+    handler: Handler
+    admin: bool = False
+
+    def usage(self, prefix: str = "/") -> str:
+        return " ".join([prefix + " ".join(self.path), *(a.usage() for a in self.args)])
+
+
+@dataclass
+class CommandTree:
+    commands: list[Command] = field(default_factory=list)
+
+    def add(
+        self, path: str, args: tuple[Arg, ...], summary: str, admin: bool = False
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.commands.append(Command(tuple(path.split()), args, summary, handler, admin))
+            return handler
+
+        return register
+
+    def parse(self, text: str, prefix: str = "/") -> tuple[Command, dict[str, str]]:
+        """Match a command line; raise UsageError with the usage line when it does not fit."""
+        body = text.strip()
+        if body.startswith("/"):
+            body = body[1:]
+        try:
+            words = shlex.split(body)
+        except ValueError as exc:
+            raise UsageError(f"cannot parse the command: {exc}") from None
+        if not words:
+            raise UsageError(f"no command given; try {prefix}help")
+        lowered = [w.lower() for w in words]
+        best: Command | None = None
+        for command in self.commands:
+            n = len(command.path)
+            if tuple(lowered[:n]) == command.path and (best is None or n > len(best.path)):
+                best = command
+        if best is None:
+            group = [c for c in self.commands if c.path[0] == lowered[0]]
+            if group:
+                subs = ", ".join(sorted({c.path[1] for c in group if len(c.path) > 1}))
+                raise UsageError(f"unknown {lowered[0]} subcommand; use one of: {subs}")
+            raise UsageError(f"unknown command {words[0]!r}; try {prefix}help")
+        return best, self._bind(best, words[len(best.path) :], prefix)
+
+    def _bind(self, command: Command, words: list[str], prefix: str) -> dict[str, str]:
+        bound: dict[str, str] = {}
+        rest = list(words)
+        for arg in command.args:
+            if not rest:
+                if arg.optional:
+                    continue
+                raise UsageError(f"missing <{arg.name}>. Usage: {command.usage(prefix)}")
+            if arg.rest:
+                bound[arg.name] = " ".join(rest)
+                rest = []
+                continue
+            value = rest.pop(0)
+            if arg.choices:
+                if value.lower() not in arg.choices:
+                    raise UsageError(
+                        f"{arg.name} must be one of {', '.join(arg.choices)}. "
+                        f"Usage: {command.usage(prefix)}"
+                    )
+                value = value.lower()
+            bound[arg.name] = value
+        if rest:
+            raise UsageError(f"too many arguments. Usage: {command.usage(prefix)}")
+        return bound
+
+    def help(self, topic: str = "", prefix: str = "/") -> str:
+        words = topic.lower().split()
+        chosen = [c for c in self.commands if list(c.path[: len(words)]) == words]
+        if not chosen:
+            raise UsageError(f"no help for {topic!r}; try {prefix}help")
+        width = max(len(c.usage(prefix)) for c in chosen)
+        lines = [
+            f"{c.usage(prefix).ljust(width)}  {c.summary}" + (" (admins)" if c.admin else "")
+            for c in chosen
+        ]
+        return "\n".join(lines)

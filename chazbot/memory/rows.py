@@ -1,0 +1,150 @@
+"""Memory rows: their limits, their ledger operations, and the results recall returns.
+
+A memory row lives in the ``memory`` store of any database (agent DB or bank) as an insert
+``{"key", "value", "tags"}``; ``forget`` inserts a tombstone ``{"key", "forget": true}``.
+A vector lives in ``embeddings:<provider>/<model>`` as ``{"ref": <memory row id>, "vec":
+<base64 little-endian float32>}``; ``"ref": "@memory/<i>"`` points at a row of the same entry.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from chazbot.errors import InputError
+
+MEMORY_STORE = "memory"
+EMBEDDINGS_PREFIX = "embeddings:"
+MAX_KEY_CHARS = 256
+MAX_VALUE_BYTES = 16 * 1024
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_LIMIT = 100
+
+
+def embeddings_store(model_name: str) -> str:
+    return EMBEDDINGS_PREFIX + model_name
+
+
+def check_key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise InputError("key must be a string")
+    if not 1 <= len(key) <= MAX_KEY_CHARS or not key.strip():
+        raise InputError(f"key must be 1-{MAX_KEY_CHARS} characters, got {len(key)}")
+    if any(ch in key for ch in "\n\r\t\x00"):
+        raise InputError("key must be one line (no newlines, tabs or NUL)")
+    return key
+
+
+def check_value(value: Any) -> str:
+    if not isinstance(value, str):
+        raise InputError("value must be a string")
+    size = len(value.encode())
+    if size > MAX_VALUE_BYTES:
+        raise InputError(f"value is {size} bytes; the limit is {MAX_VALUE_BYTES} (16 KiB)")
+    if "\x00" in value:
+        raise InputError("value must not contain NUL characters")
+    return value
+
+
+def check_tags(tags: Any) -> list[str]:
+    if tags is None:
+        return []
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise InputError("tags must be a list of strings")
+    if len(tags) > MAX_TAGS:
+        raise InputError(f"at most {MAX_TAGS} tags, got {len(tags)}")
+    for tag in tags:
+        if not 1 <= len(tag) <= MAX_TAG_CHARS or not tag.strip():
+            raise InputError(f"each tag must be 1-{MAX_TAG_CHARS} characters: {tag[:70]!r}")
+    return list(dict.fromkeys(tags))
+
+
+def check_limit(limit: Any, default: int = 10) -> int:
+    if limit is None:
+        return default
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InputError(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return limit
+
+
+def remember_ops(
+    key: str, value: str, tags: list[str], vector: NDArray[np.float32] | None, model: str | None
+) -> dict[str, list[Any]]:
+    ops: dict[str, list[Any]] = {
+        MEMORY_STORE: [{"op": "insert", "row": {"key": key, "value": value, "tags": tags}}]
+    }
+    if vector is not None and model is not None:
+        ops[embeddings_store(model)] = [
+            {"op": "insert", "row": {"ref": f"@{MEMORY_STORE}/0", "vec": encode_vector(vector)}}
+        ]
+    return ops
+
+
+def forget_ops(key: str) -> dict[str, list[Any]]:
+    return {MEMORY_STORE: [{"op": "insert", "row": {"key": key, "forget": True}}]}
+
+
+def encode_vector(vector: NDArray[np.float32]) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> NDArray[np.float32]:
+    raw = base64.b64decode(text, validate=True)
+    if len(raw) % 4 or not raw:
+        raise InputError("a vector must be a non-empty base64 float32 array")
+    return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """One memory row as stored (a tombstone has ``forgotten`` set)."""
+
+    doc: int  # the local row number; the index key
+    row_id: str
+    key: str
+    value: str
+    tags: tuple[str, ...]
+    ts: int  # microseconds since the epoch, UTC
+    order: tuple[int, str]  # (height, entry id): ties of ts are broken by entry order
+    author: str
+    forgotten: bool = False
+
+    def newer_than(self, other: MemoryRow) -> bool:
+        return (self.ts, self.order) > (other.ts, other.order)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recall result."""
+
+    key: str
+    value: str
+    tags: tuple[str, ...]
+    timestamp: datetime
+    score: float
+    bank: str | None = None
+
+
+def to_datetime(ts_us: int) -> datetime:
+    return datetime.fromtimestamp(ts_us / 1_000_000, tz=UTC)
+
+
+def parse_memory_row(
+    doc: int, row_id: str, data: dict[str, Any], ts: int, order: tuple[int, str], author: str
+) -> MemoryRow | None:
+    """A stored row as a MemoryRow, or None when it is not a well-formed memory row."""
+    key = data.get("key")
+    if not isinstance(key, str) or not key:
+        return None
+    if data.get("forget") is True:
+        return MemoryRow(doc, row_id, key, "", (), ts, order, author, forgotten=True)
+    value, tags = data.get("value"), data.get("tags", [])
+    if not isinstance(value, str) or not isinstance(tags, list):
+        return None
+    return MemoryRow(doc, row_id, key, value, tuple(str(t) for t in tags), ts, order, author)

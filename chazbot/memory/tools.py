@@ -1,0 +1,183 @@
+"""The memory tools the model calls: ``remember``, ``recall``, ``forget``, ``list_memory_banks``.
+
+Each tool is a JSON schema plus a function from (scope, arguments) to a short plain reply.
+Bad arguments and refused operations come back as a reply that tells the model how to
+correct itself; they never raise to the user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chazbot.errors import ChazError, InputError
+from chazbot.memory.rows import MAX_KEY_CHARS, MAX_LIMIT, MAX_TAGS, Hit
+from chazbot.memory.scope import MemoryScope
+
+ToolFn = Callable[[MemoryScope, dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: ToolFn
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+_BANK = {
+    "type": "string",
+    "description": "a bank name from list_memory_banks; omit for your own memory",
+}
+_TAGS = {
+    "type": "array",
+    "items": {"type": "string", "maxLength": 64},
+    "maxItems": MAX_TAGS,
+}
+
+
+def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[str, Any]:
+    if not isinstance(args, dict):
+        raise InputError("arguments must be a JSON object")
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise InputError(
+            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+    missing = sorted(required - set(args))
+    if missing:
+        raise InputError(f"missing argument(s) {', '.join(missing)}")
+    bank = args.get("bank")
+    if bank is not None and not isinstance(bank, str):
+        raise InputError("bank must be a string")
+    return args
+
+
+def format_hits(hits: list[Hit]) -> str:
+    return "\n".join(
+        f"- [{h.key}]: {h.value}" + (f" (tags: {', '.join(h.tags)})" if h.tags else "")
+        for h in hits
+    )
+
+
+async def _remember(scope: MemoryScope, args: dict[str, Any]) -> str:
+    a = _args(args, {"key", "value", "tags", "bank"}, {"key", "value"})
+    await scope.remember(a["key"], a["value"], a.get("tags"), a.get("bank"))
+    where = f" in bank {a['bank']}" if a.get("bank") else ""
+    return f"Remembered {a['key']!r}{where}."
+
+
+async def _recall(scope: MemoryScope, args: dict[str, Any]) -> str:
+    a = _args(args, {"query", "tags", "limit", "bank"}, set())
+    query = a.get("query", "")
+    hits = await scope.recall(
+        query if query is not None else "", a.get("tags"), a.get("limit", 10), a.get("bank")
+    )
+    if not hits:
+        return f"No memories found for {query!r}." if query else "No memories found."
+    return format_hits(hits)
+
+
+async def _forget(scope: MemoryScope, args: dict[str, Any]) -> str:
+    a = _args(args, {"key", "bank"}, {"key"})
+    await scope.forget(a["key"], a.get("bank"))
+    return f"Forgot {a['key']!r}."
+
+
+async def _list_banks(scope: MemoryScope, args: dict[str, Any]) -> str:
+    _args(args, set(), set())
+    lines = [f"- {b.name}: {b.permission}" for b in await scope.banks()]
+    return "Memory banks you can see (name: permission):\n" + "\n".join(lines)
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in [
+        Tool(
+            "remember",
+            "Store a fact in long-term memory under a short key. Writing an existing key "
+            "replaces its value.",
+            {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "maxLength": MAX_KEY_CHARS},
+                    "value": {"type": "string"},
+                    "tags": _TAGS,
+                    "bank": _BANK,
+                },
+                "required": ["key", "value"],
+                "additionalProperties": False,
+            },
+            _remember,
+        ),
+        Tool(
+            "recall",
+            "Search long-term memory. An empty query lists the newest entries.",
+            {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "tags": _TAGS,
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                    "bank": _BANK,
+                },
+                "additionalProperties": False,
+            },
+            _recall,
+        ),
+        Tool(
+            "forget",
+            "Hide a key from memory (its history is kept).",
+            {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "bank": _BANK},
+                "required": ["key"],
+                "additionalProperties": False,
+            },
+            _forget,
+        ),
+        Tool(
+            "list_memory_banks",
+            "List the memory banks you can use, with your permission on each.",
+            {"type": "object", "properties": {}, "additionalProperties": False},
+            _list_banks,
+        ),
+    ]
+}
+
+
+async def run_tool(
+    scope: MemoryScope, allowed: list[str], name: str, arguments: str | dict[str, Any]
+) -> tuple[bool, str]:
+    """Run a tool call from the model: (ok, reply). Never raises for bad input."""
+    if name not in allowed:
+        usable = ", ".join(t for t in allowed if t in TOOLS) or "none"
+        return (
+            False,
+            f"Error: tool {name!r} is not allowed for this agent; tools you can use: {usable}.",
+        )
+    tool = TOOLS.get(name)
+    if tool is None:
+        return False, f"Error: there is no tool {name!r}."
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else arguments
+        if args is None:
+            args = {}
+        return True, await tool.run(scope, args)
+    except json.JSONDecodeError:
+        return False, "Error: the arguments are not valid JSON; send a JSON object."
+    except ChazError as exc:
+        return False, f"Error: {exc}"

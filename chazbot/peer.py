@@ -1,0 +1,273 @@
+"""One running peer: its state directory, ledger, keys, agents, banks and memory engine.
+
+``Peer.open`` creates what is missing on first start (the state directory with owner-only
+permissions, the peer key, each configured agent's key and DB, the default banks) and is
+idempotent on every later start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from chazbot import metrics
+from chazbot.agent.llm import ChatModel, make_llm
+from chazbot.agent.session import Session
+from chazbot.agent.turn import TurnResult, run_turn
+from chazbot.commands import Context, Reply, run_command
+from chazbot.config import AgentConfig, Config
+from chazbot.errors import ConfigError, InputError, NotFound
+from chazbot.ledger import KeyPair, Ledger, Permission
+from chazbot.memory.banks import Registry, check_name, grant, read_refs
+from chazbot.memory.embedders import Embedder, make_embedder
+from chazbot.memory.engine import MemoryEngine
+from chazbot.memory.rows import Hit
+from chazbot.memory.scope import MemoryScope
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "chazbot.sqlite3"
+PEER_KEY = "peer"
+
+
+@dataclass
+class Agent:
+    """A hosted agent: its config, key, DB, and its memory as it sees it."""
+
+    config: AgentConfig
+    key: KeyPair
+    db: str
+    memory: MemoryScope
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    async def remember(
+        self, key: str, value: str, tags: list[str] | None = None, bank: str | None = None
+    ) -> str:
+        """Store a memory row in own memory (or ``bank``); return its row id."""
+        return await self.memory.remember(key, value, tags, bank)
+
+    async def recall(
+        self,
+        query: str,
+        tags: list[str] | None = None,
+        limit: int = 10,
+        bank: str | None = None,
+    ) -> list[Hit]:
+        """Ranked memories (BM25 + vectors fused by RRF; newest first for an empty query)."""
+        return await self.memory.recall(query, tags, limit, bank)
+
+    async def forget(self, key: str, bank: str | None = None) -> None:
+        """Hide a key from recall (a tombstone; the log keeps the history)."""
+        await self.memory.forget(key, bank)
+
+
+class Peer:
+    """The state and services of one chazbot process."""
+
+    def __init__(
+        self,
+        config: Config,
+        ledger: Ledger,
+        key: KeyPair,
+        registry: Registry,
+        memory: MemoryEngine,
+        embedder: Embedder | None,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.key = key
+        self.registry = registry
+        self.memory = memory
+        self.embedder = embedder
+        self.agents: dict[str, Agent] = {}
+        self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._llm: ChatModel | None = None
+        self._llm_made = False
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.config.state_dir)
+
+    @classmethod
+    async def open(cls, config: Config) -> Peer:
+        state = Path(config.state_dir)
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(state, 0o700)
+        ledger = await Ledger.open(state / STATE_FILE)
+        try:
+            registry = Registry(ledger)
+            key = await registry.key(PEER_KEY)
+            if key is None:
+                key = KeyPair.generate()
+                await registry.save_key(key, PEER_KEY)
+                log.info("created peer key %s", key.public)
+            embedder = make_embedder(config.embedding)
+            peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
+            await peer.load_agents()
+        except BaseException:
+            await ledger.close()
+            raise
+        return peer
+
+    async def close(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+        if self.embedder is not None:
+            await self.embedder.aclose()
+        await self.ledger.close()
+
+    async def __aenter__(self) -> Peer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- agents and banks ------------------------------------------------------------------
+
+    def agent(self, name: str) -> Agent:
+        found = self.agents.get(name.lower())
+        if found is None:
+            known = ", ".join(sorted(a.name for a in self.agents.values()))
+            raise NotFound(f"no agent named {name!r}; agents here: {known}")
+        return found
+
+    async def load_agents(self) -> None:
+        """Create or open every configured agent and apply its default banks (idempotent)."""
+        agents: dict[str, Agent] = {}
+        for cfg in self.config.agents:
+            hosted = await self.registry.get("agent", cfg.name)
+            if hosted is None:
+                key = KeyPair.generate()
+                await self.registry.save_key(key, f"agent:{cfg.name.lower()}")
+                db = await self.ledger.create_db(key, {"kind": "agent", "name": cfg.name})
+                await self.registry.add("agent", cfg.name, db)
+                log.info("created agent %s (db %s)", cfg.name, db)
+            else:
+                found = await self.registry.key(f"agent:{cfg.name.lower()}")
+                if found is None:
+                    raise ConfigError(
+                        f"agent {cfg.name}: its private key is missing from the state"
+                    )
+                key, db = found, hosted.db
+            agents[cfg.name.lower()] = Agent(
+                cfg, key, db, MemoryScope(self.memory, cfg.name, key, db)
+            )
+        self.agents = agents
+        for agent in agents.values():
+            await self.apply_default_banks(agent)
+
+    async def create_bank(self, name: str, description: str = "") -> str:
+        check_name(name)
+        if await self.registry.get("agent", name) is not None:
+            raise ConfigError(f"{name!r} is an agent's name; pick another bank name")
+        key = KeyPair.generate()
+        await self.registry.save_key(key, f"bank:{name.lower()}")
+        db = await self.ledger.create_db(
+            key, {"kind": "bank", "name": name, "description": description}
+        )
+        await self.registry.add("bank", name, db, {"description": description})
+        return db
+
+    async def apply_default_banks(self, agent: Agent) -> None:
+        """Create missing default banks, grant the agent write and write its ref."""
+        refs = await read_refs(self.ledger, agent.db)
+        for name in agent.config.default_memory_banks:
+            hosted = await self.registry.get("bank", name)
+            db = hosted.db if hosted is not None else await self.create_bank(name)
+            perm = await self.ledger.permission(db, agent.key.public)
+            ref = refs.get(name)
+            if perm.name in ("write", "admin") and ref is not None and ref.db == db:
+                continue
+            await grant(
+                self.ledger, self.registry, name, db, agent.key, agent.db, Permission.parse("write")
+            )
+            log.info("granted %s write on default bank %s", agent.name, name)
+
+    # ---- sessions and commands -------------------------------------------------------------
+
+    async def session(self, name: str) -> Session:
+        """The session named ``name`` (created on first use, kept across restarts)."""
+        found = self._sessions.get(name)
+        if found is None:
+            if not name or len(name) > 255:
+                raise InputError("a session name is 1-255 characters")
+            found = await Session.open(self.ledger, self.registry, self.key, name)
+            self._sessions[name] = found
+        return found
+
+    async def session_agent(self, session: Session) -> Agent:
+        """The agent that answers in a session: its chosen one, else the first configured."""
+        chosen = await session.agent_name()
+        if chosen is not None and chosen.lower() in self.agents:
+            return self.agents[chosen.lower()]
+        return next(iter(self.agents.values()))
+
+    async def command(
+        self,
+        text: str,
+        agent: str | None = None,
+        session: str = "cli",
+        sender: str = "local",
+        is_admin: bool = True,
+        prefix: str = "/",
+    ) -> Reply:
+        """Run one command line (``/memory list``…) as ``agent`` in ``session``."""
+        try:
+            sess = await self.session(session)
+            who = self.agent(agent) if agent else await self.session_agent(sess)
+        except NotFound as exc:
+            return Reply(False, str(exc))
+        reply = await run_command(Context(self, who, sess, sender, is_admin, prefix), text)
+        metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()
+        return reply
+
+    @property
+    def llm(self) -> ChatModel | None:
+        """The chat model (made on first use: the local one loads lazily)."""
+        if not self._llm_made:
+            self._llm = make_llm(self.config.llm)
+            self._llm_made = True
+        return self._llm
+
+    async def chat(
+        self, text: str, agent: str | None = None, session: str = "cli", sender: str = "local"
+    ) -> TurnResult:
+        """One agent turn in a session; turns in one session run one at a time."""
+        sess = await self.session(session)
+        who = self.agent(agent) if agent else await self.session_agent(sess)
+        lock = self._locks.setdefault(session, asyncio.Lock())
+        async with lock:
+            result = await run_turn(self, who, sess, text, sender, self.llm)
+        metrics.TURNS.labels("ok" if result.ok else "failed").inc()
+        if not result.ok and self._llm is not None:
+            metrics.LLM_ERRORS.inc()
+        if result.llm_seconds:
+            metrics.LLM_SECONDS.observe(result.llm_seconds)
+        metrics.AUTO_RECALL_HITS.inc(result.recalled)
+        for tool, ok in result.tool_calls:
+            metrics.TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
+        return result
+
+    # ---- sharing (filled in by the sync layer) -----------------------------------------------
+
+    async def share(self, db: str) -> str:
+        raise InputError("sync is not available yet")
+
+    async def unshare(self, db: str) -> None:
+        raise InputError("sync is not available yet")
+
+    async def import_bank(self, ticket: str, permission: str, name: str | None) -> str:
+        raise InputError("sync is not available yet")
+
+    async def sharing_requests(self) -> str:
+        raise InputError("sync is not available yet")
+
+    async def sharing_decide(self, request_id: str, approve: bool) -> str:
+        raise InputError("sync is not available yet")

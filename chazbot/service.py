@@ -1,0 +1,107 @@
+"""``chazbot run``: the long-running service of one peer.
+
+Starts, in order: the peer (state, keys, agents, default banks), the control socket, the
+sync server and replicator (when ``sync_listen`` is set), the health and metrics endpoint
+(when ``http_listen`` is set), and the Matrix bot (when ``matrix`` is configured). SIGTERM
+and SIGINT stop everything cleanly; SIGHUP reloads the config's agents and default banks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from chazbot.config import Config, load_config
+from chazbot.errors import ChazError
+from chazbot.peer import Peer
+from chazbot.transports.control import ControlServer
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    """Everything ``chazbot run`` runs, with an orderly start and stop."""
+
+    def __init__(self, config: Config, config_path: str | None = None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.peer: Peer | None = None
+        self._stops: list[Callable[[], Awaitable[None]]] = []
+        self.stopping = asyncio.Event()
+
+    async def start(self) -> Peer:
+        peer = await Peer.open(self.config)
+        self.peer = peer
+        self._stops.append(peer.close)
+        control = ControlServer(peer)
+        await control.start()
+        self._stops.append(control.stop)
+        for starter in (self._start_sync, self._start_http, self._start_matrix):
+            await starter(peer)
+        log.info("chazbot is running (state %s)", Path(self.config.state_dir).resolve())
+        return peer
+
+    async def _start_sync(self, peer: Peer) -> None:
+        starter = getattr(peer, "start_sync", None)
+        if starter is not None and self.config.sync_listen:
+            await starter()
+            self._stops.append(peer.stop_sync)
+
+    async def _start_http(self, peer: Peer) -> None:
+        if not self.config.http_listen:
+            return
+        from chazbot.transports.http import HttpServer
+
+        server = HttpServer(peer, self.config.http_listen, self)
+        await server.start()
+        self._stops.append(server.stop)
+
+    async def _start_matrix(self, peer: Peer) -> None:
+        if self.config.matrix is None:
+            return
+        from chazbot.transports.matrix import MatrixBot
+
+        bot = MatrixBot(peer, self.config.matrix)
+        self.matrix = bot
+        await bot.start()
+        self._stops.append(bot.stop)
+
+    async def reload(self) -> None:
+        """SIGHUP: re-read the config; apply agents and default banks (idempotent)."""
+        if self.peer is None:
+            return
+        try:
+            fresh = load_config(self.config_path)
+        except ChazError as exc:
+            log.error("config reload failed, keeping the old config: %s", exc)
+            return
+        self.peer.config = fresh.model_copy(update={"state_dir": self.config.state_dir})
+        await self.peer.load_agents()
+        log.info("config reloaded: %d agents", len(self.peer.agents))
+
+    async def stop(self) -> None:
+        while self._stops:
+            stop = self._stops.pop()
+            try:
+                await stop()
+            except Exception:
+                log.exception("error while stopping")
+
+    async def run_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+        try:
+            await self.start()
+            await self.stopping.wait()
+        finally:
+            log.info("stopping")
+            await self.stop()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)

@@ -1,0 +1,367 @@
+"""A stand-in OpenAI-compatible chat model for tests: a small aiohttp app on loopback.
+
+It answers ``POST /v1/chat/completions`` by rules, so a test can drive an agent with plain
+chat text, and ``GET /v1/models``. The rules look at the last user message:
+
+- ``remember [that] <key> is <value>`` and a ``remember`` tool offered: call
+  ``remember {"key": key, "value": value}``; when the result comes back: ``Noted: <result>``.
+- ``recall <query>`` and ``recall`` offered: call ``recall {"query": query}``; then answer with
+  the tool result text.
+- ``forget <key>`` and ``forget`` offered: call ``forget {"key": key}``; then ``Done: <result>``.
+- ``call <tool> <json>`` (the JSON part starts with ``{`` or ``[``, or is left out for ``{}``):
+  call that tool with that raw text as arguments, offered or not, valid JSON or not; then
+  ``Tool said: <result>``.
+- otherwise, if a message holds a ``## Relevant Memories`` block: ``From memory: `` + its first
+  bullet; else ``You said: <text>``.
+
+A line may start with a mention (``chaz: remember ...``). Knobs, all on the fixture object:
+``api_key`` (then a request without ``Bearer <api_key>`` gets 401), ``fail(n, status,
+retry_after)``, ``hang(n)`` (held until ``release()`` or teardown), ``malformed(n, body)``,
+``respond_with(message)`` (a canned assistant message, before the rules), ``stop()``. Every chat
+request body is kept in ``requests`` (and its headers in ``headers``), in arrival order,
+including the ones that were failed; ``wait_for_requests(n)`` waits for the n-th.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest_asyncio
+from aiohttp import web
+
+from chazbot.config import LLMConfig
+
+MEMORY_HEADING = "## Relevant Memories"
+_MENTION = r"(?:[@\w.:-]+[:,]\s+)?"
+_REMEMBER = re.compile(
+    rf"^\s*{_MENTION}remember\s+(?:that\s+)?(?P<key>.+?)\s+is\s+(?P<value>.+?)\s*[.!]?\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_RECALL = re.compile(
+    rf"^\s*{_MENTION}recall\s+(?P<query>.+?)\s*[.?!]?\s*$", re.IGNORECASE | re.MULTILINE
+)
+_FORGET = re.compile(
+    rf"^\s*{_MENTION}forget\s+(?:about\s+)?(?P<key>.+?)\s*[.!]?\s*$", re.IGNORECASE | re.MULTILINE
+)
+_CALL = re.compile(
+    rf"^\s*{_MENTION}call\s+(?P<tool>[\w.-]+)(?:\s+(?P<args>[{{\[].*?))?\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of an OpenAI message (string content or text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def offered_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tool name -> its JSON-schema parameters, for the tools a request offers."""
+    tools: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        function = tool.get("function", {}) if isinstance(tool, dict) else {}
+        if isinstance(function.get("name"), str):
+            params = function.get("parameters")
+            tools[function["name"]] = params if isinstance(params, dict) else {}
+    return tools
+
+
+def memory_block_bullets(text: str) -> list[str]:
+    """The bullet lines (without the bullet) of a ``## Relevant Memories`` block in a text."""
+    start = text.find(MEMORY_HEADING)
+    if start < 0:
+        return []
+    bullets: list[str] = []
+    for line in text[start + len(MEMORY_HEADING) :].splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            break
+        if stripped.startswith(("- ", "* ")):
+            bullets.append(stripped[2:].strip())
+        elif stripped and bullets and line[:1].isspace():
+            bullets[-1] += " " + stripped  # a wrapped bullet
+        elif not stripped and bullets:
+            break
+    return bullets
+
+
+def _arg_name(params: dict[str, Any], preferred: str) -> str:
+    """``preferred`` if the tool's schema has it, else its first required parameter."""
+    properties = params.get("properties")
+    if isinstance(properties, dict) and preferred in properties:
+        return preferred
+    required = params.get("required")
+    if isinstance(required, list) and required and isinstance(required[0], str):
+        return required[0]
+    return preferred
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: float | None
+    body: str
+
+
+@dataclass
+class StandinLLM:
+    """The running stand-in; ``url`` is its ``.../v1`` base."""
+
+    model_name: str = "standin-model"
+    api_key: str | None = None
+    memory_bullets: int = 1
+    """How many bullets of a Relevant Memories block the ``From memory:`` answer quotes."""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    models_requests: int = 0
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        self._failures: list[_Failure] = []
+        self._hangs = 0
+        self._malformed: list[str] = []
+        self._canned: list[dict[str, Any]] = []
+        self._release = asyncio.Event()
+        self._arrived = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+
+    # -- knobs ------------------------------------------------------------------------------
+
+    def fail(
+        self,
+        count: int = 1,
+        status: int = 500,
+        retry_after: float | None = None,
+        body: str | None = None,
+    ) -> None:
+        """The next ``count`` chat requests get ``status`` (with Retry-After if given)."""
+        text = body or json.dumps({"error": {"message": f"stand-in failure {status}"}})
+        self._failures.extend(_Failure(status, retry_after, text) for _ in range(count))
+
+    def hang(self, count: int = 1) -> None:
+        """The next ``count`` chat requests get no answer until ``release()`` or teardown."""
+        self._hangs += count
+
+    def release(self) -> None:
+        """Let every hanging request go (they answer 503)."""
+        self._release.set()
+
+    def malformed(self, count: int = 1, body: str = "this is not JSON {") -> None:
+        """The next ``count`` chat requests get 200 with ``body`` as is."""
+        self._malformed.extend([body] * count)
+
+    def respond_with(self, message: dict[str, Any]) -> None:
+        """Queue a canned assistant message (``content`` and/or ``tool_calls``)."""
+        self._canned.append(message)
+
+    def config(self, **overrides: Any) -> LLMConfig:
+        """An ``LLMConfig`` pointing at this stand-in (fast: 1 retry, 5 s timeout)."""
+        values: dict[str, Any] = {
+            "backend": "openai",
+            "api_base": self.url,
+            "api_key": self.api_key,
+            "model": self.model_name,
+            "timeout_s": 5.0,
+            "max_retries": 1,
+        }
+        values.update(overrides)
+        return LLMConfig(**values)
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        return self.requests[-1]
+
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until ``count`` chat requests have arrived."""
+        async with asyncio.timeout(timeout), self._arrived:
+            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/v1"
+
+    async def stop(self) -> None:
+        """Close the port (idempotent); afterwards the backend is down."""
+        self._release.set()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    def _authorised(self, request: web.Request) -> bool:
+        return self.api_key is None or request.headers.get("Authorization") == (
+            f"Bearer {self.api_key}"
+        )
+
+    def _unauthorised(self, request: web.Request) -> web.Response:
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        # Like OpenAI, echo the key that was given: the client must not repeat it.
+        message = f"Incorrect API key provided: {given}" if given else "Missing API key"
+        return web.json_response(
+            {"error": {"message": message, "type": "invalid_request_error"}}, status=401
+        )
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self.models_requests += 1
+        if not self._authorised(request):
+            return self._unauthorised(request)
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model_name, "object": "model"}]}
+        )
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        async with self._arrived:
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
+            self._arrived.notify_all()
+
+        if not self._authorised(request):
+            return self._unauthorised(request)
+        if self._hangs:
+            self._hangs -= 1
+            await self._release.wait()
+            return web.json_response({"error": {"message": "released"}}, status=503)
+        if self._failures:
+            failure = self._failures.pop(0)
+            headers = {}
+            if failure.retry_after is not None:
+                headers["Retry-After"] = f"{failure.retry_after:g}"
+            return web.Response(
+                status=failure.status,
+                text=failure.body,
+                content_type="application/json",
+                headers=headers,
+            )
+        if self._malformed:
+            return web.Response(status=200, text=self._malformed.pop(0))
+        if "_unparsed" in body or not isinstance(body.get("messages"), list):
+            return web.json_response({"error": {"message": "messages missing"}}, status=400)
+
+        message = self._canned.pop(0) if self._canned else self.answer(body)
+        message = {"role": "assistant", "content": None, **message}
+        words = sum(len(message_text(m).split()) for m in body["messages"])
+        completion = len((message.get("content") or "").split())
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", self.model_name),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": words,
+                    "completion_tokens": completion,
+                    "total_tokens": words + completion,
+                },
+            }
+        )
+
+    # -- the rules --------------------------------------------------------------------------
+
+    def _tool_call(self, name: str, arguments: str) -> dict[str, Any]:
+        call = {
+            "id": f"call_{next(self._ids)}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        return {"content": None, "tool_calls": [call]}
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The assistant message the rules give for a request body."""
+        messages: list[dict[str, Any]] = [m for m in body["messages"] if isinstance(m, dict)]
+        tools = offered_tools(body)
+
+        if messages and messages[-1].get("role") == "tool":
+            results: list[str] = []
+            for message in reversed(messages):
+                if message.get("role") != "tool":
+                    break
+                results.insert(0, message_text(message))
+            result = "\n".join(results)
+            called = self._last_called_tool(messages)
+            if called == "remember":
+                return {"content": f"Noted: {result}"}
+            if called == "recall":
+                return {"content": result}
+            if called == "forget":
+                return {"content": f"Done: {result}"}
+            return {"content": f"Tool said: {result}"}
+
+        users = [m for m in messages if m.get("role") == "user"]
+        text = message_text(users[-1]) if users else ""
+
+        if match := _CALL.search(text):
+            args = (match.group("args") or "").strip() or "{}"
+            return self._tool_call(match.group("tool"), args)
+        if "remember" in tools and (match := _REMEMBER.search(text)):
+            args_map = {"key": match.group("key"), "value": match.group("value")}
+            return self._tool_call("remember", json.dumps(args_map))
+        if "recall" in tools and (match := _RECALL.search(text)):
+            name = _arg_name(tools["recall"], "query")
+            return self._tool_call("recall", json.dumps({name: match.group("query")}))
+        if "forget" in tools and (match := _FORGET.search(text)):
+            name = _arg_name(tools["forget"], "key")
+            return self._tool_call("forget", json.dumps({name: match.group("key")}))
+
+        for message in reversed(messages):
+            bullets = memory_block_bullets(message_text(message))
+            if bullets:
+                return {"content": "From memory: " + "\n".join(bullets[: self.memory_bullets])}
+        return {"content": f"You said: {text}"}
+
+    @staticmethod
+    def _last_called_tool(messages: list[dict[str, Any]]) -> str | None:
+        for message in reversed(messages):
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                calls = message["tool_calls"]
+                function = calls[-1].get("function", {}) if isinstance(calls[-1], dict) else {}
+                name = function.get("name")
+                return name if isinstance(name, str) else None
+        return None
+
+
+@pytest_asyncio.fixture
+async def standin_llm() -> AsyncIterator[StandinLLM]:
+    """A running stand-in LLM on a free loopback port, stopped after the test."""
+    server = StandinLLM()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+__all__ = ["MEMORY_HEADING", "StandinLLM", "memory_block_bullets", "standin_llm"]

