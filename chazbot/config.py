@@ -157,9 +157,17 @@ def expand_env(value: Any, path: str = "") -> Any:
     return value
 
 
+def _path(loc: tuple[int | str, ...]) -> str:
+    """``("agents", 0, "foo")`` → ``agents[0].foo``, the form ``expand_env`` names paths in."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or "(top level)"
+
+
 def _error_line(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    loc = _path(err["loc"])
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown key"
     msg = err["msg"].removeprefix("Value error, ")
@@ -175,6 +183,8 @@ def parse_config(data: Any, source: str = "config") -> Config:
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
     try:
         return Config.model_validate(expand_env(data))
+    except ConfigError as exc:  # a missing ${VAR}: say which file
+        raise ConfigError(f"{source}: {exc}") from exc
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_error_line(exc)}") from exc
 
@@ -199,6 +209,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(f"{file}:{where}: {problem}") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read {file}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
     return parse_config(data, str(file))
 
 

@@ -11,6 +11,7 @@ in (height, entry id) order, so that peers holding the same entries agree.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from chazbot.errors import InputError, PermissionDenied
 
 AUTH_STORE = "_auth"
+_WITH_PRIO = re.compile(r"([A-Za-z]+)\(([0-9]{1,10})\)")
 
 
 class Level(enum.IntEnum):
@@ -36,6 +38,10 @@ class Permission:
 
     @classmethod
     def parse(cls, text: str, prio: int = 0) -> Permission:
+        """Parse ``read``/``write``/``admin`` (with ``prio``) or the ``str()`` form ``write(3)``."""
+        match = _WITH_PRIO.fullmatch(text.strip())
+        if match is not None:
+            text, prio = match.group(1), int(match.group(2))
         try:
             level = Level[text.strip().upper()]
         except KeyError:
@@ -89,8 +95,8 @@ def parse_auth_op(op: Any) -> tuple[str, KeyGrant]:
         raise InputError("an _auth operation must be {op: set_key, key, perm, prio, status}")
     key, perm, prio, status = op.get("key"), op.get("perm"), op.get("prio", 0), op.get("status")
     parse_public_key(str(key))
-    if not isinstance(perm, str) or not isinstance(prio, int) or isinstance(prio, bool):
-        raise InputError("an _auth operation needs perm (string) and prio (integer)")
+    if perm not in ("read", "write", "admin") or type(prio) is not int:
+        raise InputError("an _auth operation needs perm (read, write or admin) and prio (integer)")
     if prio < 0 or prio > 2**31:
         raise InputError("auth priority must be between 0 and 2^31")
     if status not in ("active", "revoked"):

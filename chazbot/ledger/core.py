@@ -33,7 +33,7 @@ from chazbot.ledger.auth import (
     parse_auth_op,
     permission_of,
 )
-from chazbot.ledger.entry import Entry
+from chazbot.ledger.entry import MAX_PARENTS, Entry
 from chazbot.ledger.keys import KeyPair
 
 MAX_FIELD_NAME = 128
@@ -143,8 +143,8 @@ class LedgerCore:
             self._tips[db] = tips
         return tips
 
-    def _parent_info(self, eid: str, batch: dict[str, _Tip]) -> _Tip | None:
-        info = batch.get(eid)
+    def _parent_info(self, eid: str, batch: dict[str, _Tip], db: str) -> _Tip | None:
+        info = batch.get(eid) or self._tips.get(db, {}).get(eid)  # usually a current tip
         if info is not None:
             return info
         row = self.conn.execute("SELECT height, auth_set, db FROM entries WHERE id = ?", (eid,))
@@ -178,12 +178,12 @@ class LedgerCore:
                 raise PermissionDenied("a root entry must make its author admin(0)")
             self._auth_ops[entry.id] = (entry.sort_key(), grants)
             return self._intern_set(db, frozenset([entry.id])), []
-        if db not in batch and not self._known(db):
+        if db not in batch and not self.tips(db):  # a known database has tips
             raise NotFound(f"unknown database {db[:19]}…")
         members: set[str] = set()
         heights = []
         for parent in entry.parents:
-            info = self._parent_info(parent, batch)
+            info = self._parent_info(parent, batch, db)
             if info is None:
                 raise NotFound(f"parent {parent[:19]}… is not known")
             if info.db != db:
@@ -197,13 +197,16 @@ class LedgerCore:
         if set_n is None:
             set_n = self._intern_set(db, frozen)
         state = self._state_of_set(set_n)
-        if any(store != AUTH_STORE for store in entry.ops):
-            perm = permission_of(state, entry.author)
-            if not perm.allows(Level.WRITE):
-                raise PermissionDenied(
-                    f"key {entry.author[:24]}… may not write to this database"
-                    f" (it holds {perm.name})"
-                )
+        perm = permission_of(state, entry.author)
+        # An entry with no operations at all (``{}``) still needs write, and one carrying
+        # ``_auth`` needs admin even when its list is empty.
+        if has_auth and perm.level is not Level.ADMIN:
+            raise PermissionDenied(f"key {entry.author[:24]}… is not an admin of this database")
+        writes_data = any(store != AUTH_STORE for store in entry.ops) or not has_auth
+        if writes_data and not perm.allows(Level.WRITE):
+            raise PermissionDenied(
+                f"key {entry.author[:24]}… may not write to this database (it holds {perm.name})"
+            )
         if has_auth:
             grants = [parse_auth_op(op) for op in entry.ops[AUTH_STORE]]
             progressive = dict(state)
@@ -278,7 +281,7 @@ class LedgerCore:
         row = self.conn.execute(
             "SELECT height, entry_id FROM auth WHERE db = ? AND key = ?", (db, key)
         ).fetchone()
-        if row is None or (row[0], row[1]) < order:
+        if row is None or (row[0], row[1]) <= order:  # <=: a later op in one entry wins
             self.conn.execute(
                 "INSERT OR REPLACE INTO auth VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -298,7 +301,7 @@ class LedgerCore:
             "SELECT height, entry_id FROM fields WHERE db = ? AND store = ? AND field = ?",
             (db, store, name),
         ).fetchone()
-        if row is None or (row[0], row[1]) < order:
+        if row is None or (row[0], row[1]) <= order:  # <=: a later op in one entry wins
             self.conn.execute(
                 "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?, ?, ?)",
                 (db, store, name, json.dumps(value, ensure_ascii=False), *order),
@@ -323,8 +326,10 @@ class LedgerCore:
                     tips = self.tips(current_db)
                     if not tips:
                         raise NotFound(f"no database {current_db}")
-                    height = max(t.height for t in tips.values()) + 1
-                    entry = Entry.create(key, current_db, list(tips), height, ops, ts)
+                    # Merge at most MAX_PARENTS tips (the highest); the rest stay tips.
+                    parents = sorted(tips, key=lambda t: (tips[t].height, t))[-MAX_PARENTS:]
+                    height = max(tips[t].height for t in parents) + 1
+                    entry = Entry.create(key, current_db, parents, height, ops, ts)
                 auth_set, _ = self._validate(entry, batch)
                 self._store(entry, auth_set, applied)
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)

@@ -19,30 +19,43 @@ from chazbot.errors import InputError
 ID_PREFIX = "sha256:"
 
 
+_LEAVES = (str, int, type(None))  # bool is an int; float is not
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _check(value: Any, depth: int = 0) -> None:
     if depth > 32:
         raise InputError("entry is nested too deeply")
-    if value is None or isinstance(value, (bool, int, str)):
+    if isinstance(value, _LEAVES):
         return
     if isinstance(value, float):
         raise InputError("floats are not allowed in entries (use integers or base64)")
     if isinstance(value, list):
-        for item in value:
+        items: Any = value
+    elif isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise InputError("object keys in entries must be strings")
+        items = value.values()
+    else:
+        raise InputError(f"type {type(value).__name__} is not allowed in entries")
+    for item in items:
+        # leaves are checked inline (most values are leaves); the depth limit stays exact
+        if depth >= 32 or not isinstance(item, _LEAVES):
             _check(item, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InputError("object keys in entries must be strings")
-            _check(item, depth + 1)
-        return
-    raise InputError(f"type {type(value).__name__} is not allowed in entries")
 
 
 def canonical(value: Any) -> bytes:
     """The canonical bytes of a JSON-able value (see the module docstring)."""
     _check(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return encode_checked(value)
+
+
+def encode_checked(value: Any) -> bytes:
+    """``canonical`` without the type walk, for a value whose parts were already checked."""
+    try:
+        return _ENCODER.encode(value).encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from JSON "\ud800"
+        raise InputError("strings in entries must be valid Unicode (no lone surrogates)") from exc
 
 
 def content_id(data: bytes) -> str:

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from chazbot.errors import InputError, IntegrityError
-from chazbot.ledger.encoding import canonical, content_id, is_content_id
+from chazbot.ledger.encoding import canonical, content_id, encode_checked, is_content_id
 from chazbot.ledger.keys import KeyPair, verify
 
 VERSION = 1
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 MAX_PARENTS = 64
-STORE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/@+-]{0,127}$")
+STORE_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.:/@+-]{0,127}\Z")  # \Z: no trailing "\n"
+HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 def now_us() -> int:
@@ -69,6 +70,15 @@ class Entry:
         ops: dict[str, list[Any]],
         ts: int | None = None,
     ) -> Entry:
+        # The checks ``decode`` makes on shape, so a local write never makes an entry that
+        # its peers (or ``verify``) would refuse.
+        if len(set(parents)) != len(parents) or len(parents) > MAX_PARENTS:
+            raise InputError(f"an entry has at most {MAX_PARENTS} distinct parents")
+        for store, store_ops in ops.items():
+            if not isinstance(store, str) or not STORE_NAME.fullmatch(store):
+                raise InputError(f"bad store name {str(store)[:80]!r}")
+            if not isinstance(store_ops, list):
+                raise InputError(f"store {store}: operations must be a list")
         body: dict[str, Any] = {
             "v": VERSION,
             "db": db,
@@ -80,7 +90,7 @@ class Entry:
         }
         sig = key.sign(canonical(body)).hex()
         body["sig"] = sig
-        data = canonical(body)
+        data = encode_checked(body)  # the body was checked above; sig is hex
         if len(data) > MAX_ENTRY_BYTES:
             raise InputError(f"entry is {len(data)} bytes, more than {MAX_ENTRY_BYTES}")
         return cls(
@@ -102,7 +112,7 @@ class Entry:
             raise IntegrityError(f"entry is {len(data)} bytes, more than {MAX_ENTRY_BYTES}")
         try:
             body = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise IntegrityError("entry is not valid JSON") from exc
         if not isinstance(body, dict) or set(body) != {
             "v",
@@ -127,11 +137,12 @@ class Entry:
             and type(height) is int
             and 0 <= height < 2**53
             and isinstance(ops, dict)
-            and all(STORE_NAME.match(s) and isinstance(v, list) for s, v in ops.items())
+            and all(STORE_NAME.fullmatch(s) and isinstance(v, list) for s, v in ops.items())
             and isinstance(author, str)
             and type(ts) is int
             and isinstance(sig, str)
             and len(sig) == 128
+            and HEX_DIGITS.issuperset(sig)  # lowercase only: one signature, one entry id
         )
         if not ok:
             raise IntegrityError("entry is malformed")
@@ -142,7 +153,7 @@ class Entry:
                 raise IntegrityError("entry is not in canonical form")
             unsigned = dict(body)
             del unsigned["sig"]
-            payload = canonical(unsigned)
+            payload = encode_checked(unsigned)  # checked with the whole body above
         except InputError as exc:
             raise IntegrityError(f"entry is malformed: {exc}") from exc
         eid = content_id(data)

@@ -1,0 +1,241 @@
+"""The /memory command layer through peer.command, and the seed's walkthrough."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import chazbot
+from chazbot.commands import TREE
+from chazbot.config import AgentConfig, Config
+from chazbot.errors import PermissionDenied
+from chazbot.peer import Peer
+
+
+def two_agents(tmp_path: Path, **kw: object) -> Config:
+    return Config(
+        state_dir=tmp_path,
+        agents=[AgentConfig(name="alpha"), AgentConfig(name="beta"), AgentConfig(name="gamma")],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def peer(tmp_path: Path):  # type: ignore[no-untyped-def]
+    async with chazbot.open(tmp_path / "state", two_agents(tmp_path / "state")) as p:
+        yield p
+
+
+async def test_walkthrough_two_agents_one_bank(peer: Peer) -> None:
+    r = await peer.command('/memory new project-notes "Shared notes for the chaz project"')
+    assert r.ok, r.text
+    assert (await peer.command("/memory grant project-notes alpha write")).ok
+    assert (await peer.command("/memory grant project-notes beta read")).ok
+    alpha, beta = peer.agent("alpha"), peer.agent("beta")
+    await alpha.remember("architecture.sessions", "Each conversation gets its own DB.", bank="project-notes")
+    hits = await beta.recall("sessions", bank="project-notes")
+    assert [h.key for h in hits] == ["architecture.sessions"]
+    assert hits[0].bank == "project-notes"
+    with pytest.raises(PermissionDenied):
+        await beta.remember("x", "y", bank="project-notes")
+    # revoke: the auth goes first; later recalls are refused
+    r = await peer.command("/memory revoke project-notes beta")
+    assert r.ok, r.text
+    with pytest.raises(Exception, match="no bank named"):
+        await beta.recall("sessions", bank="project-notes")
+    # memory is append-only: alpha's entry is still there
+    assert [h.key for h in await alpha.recall("sessions", bank="project-notes")] == ["architecture.sessions"]
+
+
+async def test_list_and_new_errors(peer: Peer) -> None:
+    assert "No banks yet" in (await peer.command("/memory list")).text
+    assert (await peer.command("/memory new notes")).ok
+    again = await peer.command("/memory new notes")
+    assert not again.ok and "exists already" in again.text
+    bad = await peer.command("/memory new 'bad name!'")
+    assert not bad.ok and "bad bank name" in bad.text
+    missing = await peer.command("/memory new")
+    assert not missing.ok and missing.usage_error and "Usage: /memory new <name>" in missing.text
+    listed = await peer.command("/MEMORY LIST")
+    assert listed.ok and "- notes" in listed.text
+
+
+async def test_unknown_and_extra_arguments_change_nothing(peer: Peer) -> None:
+    r = await peer.command("/memory bogus")
+    assert not r.ok and r.usage_error and "subcommand" in r.text
+    r = await peer.command("/memory list extra")
+    assert not r.ok and "too many arguments" in r.text
+    r = await peer.command("/memory grant notes alpha sudo")
+    assert not r.ok and "read, write" in r.text
+    r = await peer.command('/memory new "unbalanced')
+    assert not r.ok and r.usage_error
+    assert "No banks yet" in (await peer.command("/memory list")).text
+
+
+async def test_grant_errors(peer: Peer) -> None:
+    await peer.command("/memory new notes")
+    r = await peer.command("/memory grant nope alpha read")
+    assert not r.ok and "no bank or agent 'nope'" in r.text
+    r = await peer.command("/memory grant notes nobody read")
+    assert not r.ok and "no agent named 'nobody'" in r.text
+
+
+async def test_non_admin_cannot_grant(peer: Peer) -> None:
+    await peer.command("/memory new notes")
+    r = await peer.command("/memory grant notes alpha write", is_admin=False)
+    assert not r.ok and "only admins" in r.text
+    with pytest.raises(Exception, match="no bank named"):
+        await peer.agent("alpha").remember("k", "v", bank="notes")
+
+
+async def test_agent_db_as_bank(peer: Peer) -> None:
+    alpha, beta = peer.agent("alpha"), peer.agent("beta")
+    await alpha.remember("alpha.note", "alpha keeps notes on sessions")
+    r = await peer.command("/memory grant alpha beta read")
+    assert r.ok, r.text
+    hits = await beta.recall("sessions", bank="alpha")
+    assert [h.value for h in hits] == ["alpha keeps notes on sessions"]
+    with pytest.raises(PermissionDenied):
+        await beta.remember("x", "y", bank="alpha")
+
+
+async def test_grant_rollback_restores_previous_level(peer: Peer) -> None:
+    from chazbot.memory.banks import grant
+
+    await peer.command("/memory new notes")
+    assert (await peer.command("/memory grant notes alpha read")).ok
+    alpha = peer.agent("alpha")
+    hosted = await peer.registry.get("bank", "notes")
+    assert hosted is not None
+    from chazbot.ledger import Permission
+
+    with pytest.raises(Exception, match="rolled back"):
+        await grant(peer.ledger, peer.registry, "notes", hosted.db, alpha.key, alpha.db,
+                    Permission.parse("write"), fail_ref_write=True)
+    assert (await peer.ledger.permission(hosted.db, alpha.key.public)).name == "read"
+    # a fresh grant that fails leaves no permission at all
+    beta = peer.agent("beta")
+    with pytest.raises(Exception, match="rolled back"):
+        await grant(peer.ledger, peer.registry, "notes", hosted.db, beta.key, beta.db,
+                    Permission.parse("write"), fail_ref_write=True)
+    assert (await peer.ledger.permission(hosted.db, beta.key.public)).name == "none"
+
+
+async def test_stale_ref_is_refused_by_the_ledger(peer: Peer) -> None:
+    """With the friendly ref check out of the way, the bank's AuthSettings still refuse."""
+    from chazbot.memory.banks import ref_op
+
+    await peer.command("/memory new notes")
+    await peer.command("/memory grant notes alpha write")
+    alpha = peer.agent("alpha")
+    hosted = await peer.registry.get("bank", "notes")
+    assert hosted is not None
+    await peer.command("/memory revoke notes alpha")
+    # put the stale ref back, as if the best-effort removal had failed
+    await peer.ledger.write(alpha.db, alpha.key, ref_op("notes", hosted.db, "write"))
+    with pytest.raises(PermissionDenied):
+        await alpha.remember("k", "v", bank="notes")
+    # and straight at the engine, with no ref lookup at all
+    with pytest.raises(PermissionDenied):
+        await peer.memory.remember(hosted.db, alpha.key, "k", "v")
+
+
+async def test_delete_is_durable_and_frees_the_name(tmp_path: Path) -> None:
+    cfg = two_agents(tmp_path / "s")
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        await peer.command("/memory new notes")
+        old = await peer.registry.get("bank", "notes")
+        assert (await peer.command("/memory delete notes")).ok
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        assert "No banks yet" in (await peer.command("/memory list")).text
+        assert old is not None and await peer.ledger.exists(old.db)  # archive kept
+        assert (await peer.command("/memory new notes")).ok
+        new = await peer.registry.get("bank", "notes")
+        assert new is not None and new.db != old.db
+
+
+async def test_attach_detach_survive_restart(tmp_path: Path) -> None:
+    cfg = two_agents(tmp_path / "s")
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        await peer.command("/memory new notes")
+        r = await peer.command("/memory attach notes", agent="alpha", session="room1")
+        assert not r.ok and "no bank named" in r.text
+        await peer.command("/memory grant notes alpha read")
+        r = await peer.command("/memory attach notes", agent="alpha", session="room1")
+        assert r.ok, r.text
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        session = await peer.session("room1")
+        assert list(await session.attachments()) == ["notes"]
+        r = await peer.command("/memory detach notes", agent="alpha", session="room1")
+        assert r.ok
+        assert await session.attachments() == {}
+        r = await peer.command("/memory detach notes", agent="alpha", session="room1")
+        assert not r.ok and "not attached" in r.text
+
+
+async def test_config_show_set_reset(peer: Peer) -> None:
+    show = await peer.command("/memory config", agent="alpha")
+    assert "auto_recall_enabled = true" in show.text and "max_entries         = 3" in show.text
+    assert (await peer.command("/memory config set max_entries 5", agent="alpha")).ok
+    for bad, why in [("max_entries 0", "1 to 20"), ("max_entries 21", "1 to 20"),
+                     ("auto_recall_enabled maybe", "true or false"), ("colour blue", "unknown setting"),
+                     ("auto_recall_banks nosuch", "unknown bank")]:
+        r = await peer.command(f"/memory config set {bad}", agent="alpha")
+        assert not r.ok and why in r.text, (bad, r.text)
+    assert "max_entries         = 5" in (await peer.command("/memory config show", agent="alpha")).text
+    await peer.command("/memory new notes")
+    await peer.command("/memory grant notes alpha read")
+    assert (await peer.command("/memory config set auto_recall_banks notes", agent="alpha")).ok
+    assert "auto_recall_banks   = notes" in (await peer.command("/memory config show", agent="alpha")).text
+    assert (await peer.command("/memory config reset", agent="alpha")).ok
+    shown = (await peer.command("/memory config show", agent="alpha")).text
+    assert "max_entries         = 3" in shown and "(all attached)" in shown
+
+
+async def test_forget_search_stats(peer: Peer) -> None:
+    alpha = peer.agent("alpha")
+    await alpha.remember("deploy", "build with nix and scp to prod", tags=["ops"])
+    await alpha.remember("api", "https://api.example.com/v2")
+    r = await peer.command("/memory search self nix", agent="alpha")
+    assert r.ok and "[deploy]" in r.text and "[api]" not in r.text
+    stats = await peer.command("/memory stats", agent="alpha")
+    assert "visible keys   = 2" in stats.text
+    assert (await peer.command("/memory forget deploy", agent="alpha")).ok
+    r = await peer.command("/memory search self nix", agent="alpha")
+    assert "No memories found" in r.text
+    r = await peer.command("/memory forget deploy", agent="alpha")
+    assert not r.ok and "no memory with key" in r.text
+    assert "visible keys   = 1" in (await peer.command("/memory stats self", agent="alpha")).text
+
+
+async def test_default_banks_idempotent(tmp_path: Path) -> None:
+    cfg = Config(state_dir=tmp_path / "s", agents=[
+        AgentConfig(name="ava", default_memory_banks=["shared-facts"]),
+        AgentConfig(name="bob", default_memory_banks=["shared-facts"]),
+    ])
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        await peer.agent("ava").remember("fact", "the sky is blue", bank="shared-facts")
+        hits = await peer.agent("bob").recall("sky", bank="shared-facts")
+        assert [h.key for h in hits] == ["fact"]
+        entries = await peer.ledger.count_entries()
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        assert await peer.ledger.count_entries() == entries  # nothing re-granted
+        banks = await peer.registry.all("bank")
+        assert [b.name for b in banks] == ["shared-facts"]
+
+
+async def test_help_is_generated_from_the_tree(peer: Peer) -> None:
+    r = await peer.command("/help memory")
+    assert r.ok
+    for command in TREE.commands:
+        if command.path[0] == "memory":
+            assert command.usage("/") in r.text
+    assert "/memory grant <bank> <agent> <read|write>" in r.text
+
+
+async def test_sharing_commands_parse_now(peer: Peer) -> None:
+    r = await peer.command("/memory import")
+    assert not r.ok and r.usage_error
+    r = await peer.command("/memory import eidetica:?db=x bogus")
+    assert not r.ok and "admin, write, read" in r.text

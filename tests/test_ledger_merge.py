@@ -1,0 +1,212 @@
+"""Concurrent writes on branches merge to one state, whatever order the entries arrive in."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Permission
+from chazbot.ledger.auth import parse_auth_op
+
+ADMIN0 = Permission.parse("admin", 0)
+ADMIN1 = Permission.parse("admin", 1)
+WRITE0 = Permission.parse("write", 0)
+READ = Permission.parse("read")
+
+
+def key(n: int) -> KeyPair:
+    return KeyPair.from_private_bytes(bytes([n]) * 32)
+
+
+OWNER, ADMIN, WRITER, STRANGER = key(1), key(2), key(3), key(5)
+
+
+def set_meta(field: str, value: Any) -> dict[str, list[Any]]:
+    return {"meta": [{"op": "set", "field": field, "value": value}]}
+
+
+def insert(value: Any) -> dict[str, list[Any]]:
+    return {"memory": [{"op": "insert", "row": {"value": value}}]}
+
+
+async def sync(src: Ledger, dst: Ledger, db: str) -> None:
+    """Send every entry ``src`` has to ``dst`` in one batch (ingest sorts parents first)."""
+    raw = [data for _, data in await src.entries(db, 0, 1_000_000)]
+    result = await dst.ingest(raw)
+    assert result.rejected == []
+
+
+async def state(ledger: Ledger, db: str) -> dict[str, Any]:
+    auth_rows = await ledger.local(
+        "SELECT key, perm, prio, status FROM auth WHERE db = ? ORDER BY key", (db,)
+    )
+    return {
+        "meta": await ledger.fields(db, "meta"),
+        "auth": await ledger.auth_state(db),
+        "auth_table": [tuple(r) for r in auth_rows],
+        "tips": await ledger.tips(db),
+        "rows": sorted(
+            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "memory")
+        ),
+        "count": await ledger.count_entries(db),
+    }
+
+
+async def branches(root: Path) -> tuple[str, list[bytes], dict[str, Any]]:
+    """Three peers share a root, write conflicting settings and auth changes, then sync.
+
+    Returns the db id, every entry, and the state all three peers agree on.
+    """
+    a, b, c = [await Ledger.open(root / f"{n}.db") for n in "abc"]
+    try:
+        db = await a.create_db(
+            OWNER, {"name": "start"}, [(ADMIN.public, ADMIN1), (WRITER.public, WRITE0)]
+        )
+        await sync(a, b, db)
+        await sync(a, c, db)
+        # branch a: the owner renames, demotes the writer to read
+        await a.write(db, OWNER, set_meta("name", "from-a"))
+        await a.write(db, WRITER, insert("a1"))
+        await a.set_auth(db, OWNER, WRITER.public, READ)
+        await a.write(db, OWNER, set_meta("colour", "red"))
+        # branch b: the admin renames, promotes the writer to admin(1), the writer writes
+        await b.write(db, ADMIN, set_meta("name", "from-b"))
+        await b.set_auth(db, ADMIN, WRITER.public, ADMIN1)
+        await b.write(db, WRITER, insert("b1"))
+        await b.write(db, WRITER, set_meta("colour", "blue"))
+        await b.set_auth(db, WRITER, STRANGER.public, WRITE0)
+        # branch c: the owner revokes the admin and writes rows in one batch
+        await c.write(db, OWNER, set_meta("name", "from-c"))
+        await c.set_auth(db, OWNER, ADMIN.public, ADMIN1, active=False)
+        await c.write_many(db, OWNER, [insert("c1"), insert("c2"), set_meta("size", 2)])
+        # a learns b's branch and writes a merge entry on top of both
+        await sync(b, a, db)
+        assert len(await a.tips(db)) == 2
+        merge = await a.write(db, OWNER, set_meta("name", "merged-ab"))
+        assert len(merge.entries[0].parents) == 2
+        # the stranger, granted on b's branch, writes on the merged state
+        await a.write(db, STRANGER, insert("s1"))
+        # c writes again before hearing from anyone
+        await c.write(db, OWNER, set_meta("colour", "green"))
+        # full mesh
+        for src, dst in [(a, b), (c, b), (b, a), (b, c)]:
+            await sync(src, dst, db)
+        states = [await state(p, db) for p in (a, b, c)]
+        assert states[0] == states[1] == states[2]
+        assert len(states[0]["tips"]) == 2  # a's merge line and c's branch
+        raw = [data for _, data in await a.entries(db, 0, 1_000_000)]
+        return db, raw, states[0]
+    finally:
+        for p in (a, b, c):
+            await p.close()
+
+
+@functools.cache
+def history() -> tuple[str, tuple[Entry, ...], dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db, raw, agreed = asyncio.run(branches(Path(tmp)))
+    return db, tuple(Entry.decode(d) for d in raw), agreed
+
+
+def expected_settings(entries: tuple[Entry, ...]) -> tuple[dict[str, Any], dict[str, KeyGrant]]:
+    """A naive model of the merge rule: the entry last by (height, id) wins, and within one
+    entry the later operation wins."""
+    meta: dict[str, Any] = {}
+    auth: dict[str, KeyGrant] = {}
+    for entry in sorted(entries, key=Entry.sort_key):
+        for op in entry.ops.get("meta", []):
+            meta[op["field"]] = op["value"]
+        for op in entry.ops.get(AUTH_STORE, []):
+            k, grant = parse_auth_op(op)
+            auth[k] = grant
+    return meta, auth
+
+
+def test_peers_agree_and_follow_the_merge_rule() -> None:
+    _, entries, agreed = history()
+    meta, auth = expected_settings(entries)
+    assert agreed["meta"] == meta
+    assert agreed["auth"] == auth
+    assert agreed["auth_table"] == [
+        (k, g.perm.name, g.perm.prio, "active" if g.active else "revoked")
+        for k, g in sorted(auth.items())
+    ]
+    assert sorted(v for _, _, v in agreed["rows"]) == sorted(
+        json.dumps({"value": v}) for v in ["a1", "b1", "c1", "c2", "s1"]
+    )
+    assert agreed["count"] == len(entries)
+    # the conflict is real: five entries set "name", three of them at the same height
+    names = [e for e in entries if any(o["field"] == "name" for o in e.ops.get("meta", []))]
+    assert len(names) == 5 and sorted(e.height for e in names)[:4] == [0, 1, 1, 1]
+
+
+async def ingest_in_order(path: Path, order: list[Entry], chunk: int) -> tuple[dict[str, Any], int]:
+    ledger = await Ledger.open(path)
+    try:
+        db = history()[0]
+        pending, rounds = order, 0
+        while pending:
+            rounds += 1
+            missing: set[str] = set()
+            for start in range(0, len(pending), chunk):
+                result = await ledger.ingest(pending[start : start + chunk])
+                for eid, reason in result.rejected:
+                    assert "is not known" in reason or "unknown database" in reason, reason
+                    missing.add(eid)
+            again = [e for e in pending if e.id in missing]
+            assert len(again) < len(pending), "no progress"
+            pending = again
+        return await state(ledger, db), rounds
+    finally:
+        await ledger.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_any_ingest_order_gives_the_same_state(data: st.DataObject) -> None:
+    _, entries, agreed = history()
+    n = len(entries)
+    repeats = data.draw(st.lists(st.integers(0, n - 1), max_size=4), label="repeats")
+    order = data.draw(st.permutations([*range(n), *repeats]), label="order")
+    chunk = data.draw(st.sampled_from([1, 2, 3, 7, n]), label="chunk")
+    with tempfile.TemporaryDirectory() as tmp:
+        got, rounds = asyncio.run(
+            ingest_in_order(Path(tmp) / "fresh.db", [entries[i] for i in order], chunk)
+        )
+    assert got == agreed
+    assert rounds <= n + 1
+
+
+def test_reverse_order_one_at_a_time_needs_resends_and_converges(tmp_path: Path) -> None:
+    _, entries, agreed = history()
+    order = sorted(entries, key=Entry.sort_key, reverse=True)
+    got, rounds = asyncio.run(ingest_in_order(tmp_path / "fresh.db", order, 1))
+    assert got == agreed
+    assert rounds > 1
+
+
+async def test_many_concurrent_tips_merge_within_the_parent_limit(tmp_path: Path) -> None:
+    ledger = await Ledger.open(tmp_path / "state.db")
+    try:
+        db = await ledger.create_db(OWNER, {"name": "wide"}, [(WRITER.public, WRITE0)])
+        # 70 peers each wrote on top of the root without seeing each other
+        side = [Entry.create(WRITER, db, [db], 1, insert(i), ts=i) for i in range(70)]
+        assert len((await ledger.ingest(side)).accepted) == 70
+        assert len(await ledger.tips(db)) == 70
+        merge = (await ledger.write(db, OWNER, insert("merge"))).entries[0]
+        assert len(merge.parents) == 64 and merge.height == 2
+        assert Entry.decode(merge.data) == merge  # a peer would accept it
+        assert len(await ledger.tips(db)) == 70 - 64 + 1
+        again = (await ledger.write(db, OWNER, insert("again"))).entries[0]
+        assert len(again.parents) == 7 and merge.id in again.parents
+        assert await ledger.tips(db) == [again.id]
+        assert await ledger.verify() == []
+    finally:
+        await ledger.close()

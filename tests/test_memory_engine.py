@@ -1,0 +1,232 @@
+"""The memory engine through the public API: newest-per-key, forget, tags, recency, fallbacks,
+model subtrees and reindex. Real SQLite files; the embedding API is the loopback stand-in."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import chazbot
+from chazbot.config import Config
+from chazbot.errors import InputError, NotFound
+from chazbot.memory.rows import embeddings_store
+from tests.standin_embeddings import StandinEmbeddings
+
+
+def cfg(tmp_path: Path, **kw: object) -> Config:
+    return Config(state_dir=tmp_path, **kw)  # type: ignore[arg-type]
+
+
+async def test_spec_bm25_check_through_the_api(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("ops_note_a", "deploy on monday")
+        await agent.remember("ops_note_b", "deploy on friday")
+        await agent.remember("ops_note_c", "weekly status")
+        hits = await agent.recall("deploy friday")
+        assert [(h.key, round(h.score, 6)) for h in hits] == [
+            ("ops_note_b", round(1 / 61, 6)),
+            ("ops_note_a", round(1 / 62, 6)),
+        ]
+
+
+async def test_newest_row_per_key_never_leaks_old_value(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        for i in range(5):
+            await agent.remember("project.deadline", f"deadline version{i} june")
+        hits = await agent.recall("deadline june")
+        assert [h.value for h in hits] == ["deadline version4 june"]
+        assert await agent.recall("version0") == []
+        assert [h.value for h in await agent.recall("")] == ["deadline version4 june"]
+    async with chazbot.open(tmp_path) as peer:  # and after a restart, from SQLite
+        agent = peer.agent("chaz")
+        assert [h.value for h in await agent.recall("deadline")] == ["deadline version4 june"]
+        assert await agent.recall("version3") == []
+
+
+async def test_forget_hides_from_every_ranker(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("pet", "my cat is called Miso")
+        await agent.remember("car", "a blue bicycle")
+        assert [h.key for h in await agent.recall("cat Miso")] == ["pet"]
+        view = await peer.memory.view(agent.memory.db)
+        assert view.vectors is not None and len(view.vectors) == 2
+        await agent.forget("pet")
+        assert await agent.recall("cat Miso") == []
+        assert [h.key for h in await agent.recall("")] == ["car"]
+        assert len(view.vectors) == 1 and len(view.bm25) == 1
+        with pytest.raises(NotFound):
+            await agent.forget("pet")
+        await agent.remember("pet", "now a dog called Rex")  # a key can come back
+        assert [h.value for h in await agent.recall("dog")] == ["now a dog called Rex"]
+
+
+async def test_tags_are_and_filtered_case_insensitively(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("a", "alpha note", tags=["Project", "chaz"])
+        await agent.remember("b", "beta note", tags=["project"])
+        await agent.remember("c", "gamma note", tags=["chaz"])
+        assert {h.key for h in await agent.recall("note", tags=["project"])} == {"a", "b"}
+        assert [h.key for h in await agent.recall("note", tags=["PROJECT", "chaz"])] == ["a"]
+        assert [h.key for h in await agent.recall("", tags=["chaz"])] == ["c", "a"]
+        assert await agent.recall("note", tags=["nope"]) == []
+        # tags filter after the newest-per-key step: b loses its tag
+        await agent.remember("b", "beta note", tags=[])
+        assert [h.key for h in await agent.recall("note", tags=["project"])] == ["a"]
+
+
+async def test_limit_and_empty_query_recency(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        for i in range(15):
+            await agent.remember(f"k{i:02d}", f"value {i}")
+        assert [h.key for h in await agent.recall("")] == [f"k{i:02d}" for i in range(14, 4, -1)]
+        assert [h.key for h in await agent.recall("", limit=3)] == ["k14", "k13", "k12"]
+        assert len(await agent.recall("value", limit=4)) == 4
+        # a query with no tokens (only 1-byte words) and no vector: newest first as well
+        assert [h.key for h in await agent.recall("a ! ?", limit=2)] == ["k14", "k13"]
+        for bad in (0, 101, "5", True):
+            with pytest.raises(InputError):
+                await agent.recall("value", limit=bad)  # type: ignore[arg-type]
+
+
+async def test_row_limits_have_clear_errors(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        cases = [
+            (("", "v"), "1-256"),
+            (("k" * 257, "v"), "1-256"),
+            (("k", "v" * (16 * 1024 + 1)), "16 KiB"),
+            (("k", "v", ["t"] * 33), "at most 32"),
+            (("k", "v", ["x" * 65]), "1-64"),
+            (("line\nbreak", "v"), "one line"),
+        ]
+        for args, why in cases:
+            with pytest.raises(InputError, match=why):
+                await agent.remember(*args)  # type: ignore[arg-type]
+        await agent.remember("k" * 256, "v" * (16 * 1024), ["t" * 64] * 32)
+        assert await peer.ledger.count_entries(agent.memory.db) == 2  # root + the one good row
+
+
+async def test_no_embedder_is_bm25_only(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("deploy", "nix build and scp")
+        assert [h.key for h in await agent.recall("nix")] == ["deploy"]
+        assert await agent.recall("kubernetes") == []
+        assert peer.memory.model is None
+
+
+async def test_embedder_without_vectors_is_bm25_only(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+    async with chazbot.open(tmp_path) as peer:  # written with no embedder configured
+        await peer.agent("chaz").remember("deploy", "nix build and scp")
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        assert [h.key for h in await agent.recall("nix")] == ["deploy"]
+        assert await agent.recall("kubernetes cluster") == []
+
+
+async def test_embedding_failure_on_write_keeps_the_memory(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        standin_embeddings.fail(5, 500)
+        await agent.remember("deploy", "nix build and scp")
+        stores = await peer.ledger.stores(agent.memory.db)
+        assert stores.get("memory") == 1 and embeddings_store(peer.memory.model or "") not in stores
+        assert [h.key for h in await agent.recall("nix")] == ["deploy"]  # BM25 still finds it
+
+
+async def test_embedding_failure_on_read_falls_back_to_bm25(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("deploy", "nix build and scp")
+        await agent.remember("other", "unrelated words entirely")
+        standin_embeddings.fail(5, 503)
+        assert [h.key for h in await agent.recall("nix")] == ["deploy"]
+
+
+async def test_hybrid_surfaces_semantic_only_matches(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("deploy", "nix build then scp to prod")
+        await agent.remember("lunch", "pizza on fridays")
+        # the stand-in embeds by hashed words, so a query sharing words ranks by cosine too;
+        # both rankers agree on deploy, which is boosted above single-list hits
+        hits = await agent.recall("nix scp prod")
+        assert hits[0].key == "deploy"
+        assert hits[0].score == pytest.approx(2 / 61)
+
+
+async def test_several_model_subtrees_coexist(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+    one = cfg(tmp_path, embedding=standin_embeddings.config(provider="one"))
+    two = cfg(tmp_path, embedding=standin_embeddings.config(provider="two"))
+    async with chazbot.open(tmp_path, one) as peer:
+        await peer.agent("chaz").remember("a", "written under model one")
+        db = peer.agent("chaz").memory.db
+    async with chazbot.open(tmp_path, two) as peer:
+        await peer.agent("chaz").remember("b", "written under model two")
+        stores = await peer.ledger.stores(db)
+        m1 = f"embeddings:one/{standin_embeddings.model_name}"
+        m2 = f"embeddings:two/{standin_embeddings.model_name}"
+        assert stores[m1] == 1 and stores[m2] == 1
+        view = await peer.memory.view(db)
+        assert view.vectors is not None and len(view.vectors) == 1  # only the active model's
+        assert await peer.memory.reindex(db, peer.agent("chaz").key) == 1
+        assert (await peer.ledger.stores(db))[m2] == 2 and (await peer.ledger.stores(db))[m1] == 1
+        assert len(view.vectors) == 2
+
+
+REINDEX_SCRIPT = """
+import asyncio, os, signal, sys
+import chazbot
+from chazbot.config import Config, EmbeddingConfig
+cfg = Config(state_dir=sys.argv[1], embedding=EmbeddingConfig(backend="openai", api_base=sys.argv[2],
+             model="standin-embed", timeout_s=5, max_retries=0))
+async def main():
+    async with chazbot.open(sys.argv[1], cfg) as peer:
+        agent = peer.agent("chaz")
+        def progress(p):
+            print(p.done, flush=True)
+            if p.done >= int(sys.argv[3]):
+                os.kill(os.getpid(), signal.SIGKILL)
+        await peer.memory.reindex(agent.memory.db, agent.key, progress, batch=10)
+asyncio.run(main())
+"""
+
+
+async def test_reindex_after_a_kill_finishes_without_duplicates(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
+    import asyncio
+
+    async with chazbot.open(tmp_path) as peer:  # 60 rows, no vectors
+        agent = peer.agent("chaz")
+        for i in range(60):
+            await agent.remember(f"key{i}", f"value number {i}")
+        db = agent.memory.db
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", REINDEX_SCRIPT, str(tmp_path), standin_embeddings.url, "30",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == -9 and out.split()[-1] == b"30"
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        store = embeddings_store(peer.memory.model or "")
+        assert (await peer.ledger.stores(db))[store] == 30
+        assert await peer.memory.reindex(db, peer.agent("chaz").key) == 30
+        assert (await peer.ledger.stores(db))[store] == 60
+        assert await peer.memory.reindex(db, peer.agent("chaz").key) == 0  # idempotent
+        rows = await peer.ledger.rows(db, store)
+        refs = [r.data["ref"] for r in rows]
+        assert len(set(refs)) == 60
