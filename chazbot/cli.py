@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -166,6 +165,65 @@ async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
     return EXIT_OK if reply["ok"] else EXIT_FAILED
 
 
+async def _resolve_db(peer: Any, ref: str) -> tuple[str, str]:
+    from chazbot.ledger.encoding import is_content_id
+
+    reg = peer.registry
+    found = await reg.by_db(ref) if is_content_id(ref) else None
+    found = found or await reg.get("bank", ref) or await reg.get("agent", ref)
+    if found is None:
+        raise InputError(f"no bank or agent {ref!r} on this peer")
+    return found.name, found.db
+
+
+async def _export(cfg: Config, ref: str, file: str | None) -> int:
+    from chazbot.memory.transfer import export_lines
+    from chazbot.peer import Peer
+
+    peer = await Peer.open(cfg)
+    try:
+        _, db = await _resolve_db(peer, ref)
+        lines = await export_lines(peer.memory, db)
+    finally:
+        await peer.close()
+    text = "".join(line + "\n" for line in lines)
+    if file:
+        Path(file).write_text(text, encoding="utf-8")
+        print(f"exported {len(lines)} rows to {file}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+async def _import_file(cfg: Config, ref: str, file: str) -> int:
+    from chazbot.memory.banks import writer_key_for
+    from chazbot.memory.transfer import import_lines
+    from chazbot.peer import Peer
+
+    try:
+        lines = Path(file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {file}: {exc}") from exc
+    peer = await Peer.open(cfg)
+    try:
+        name, db = await _resolve_db(peer, ref)
+        key = await writer_key_for(peer.ledger, peer.registry, db)
+        total = sum(1 for line in lines if line.strip())
+
+        def progress(done: int) -> None:
+            sys.stderr.write(f"\rimport {name}: {done}/{total}")
+            sys.stderr.flush()
+
+        report = await import_lines(peer.memory, db, key, lines, progress)
+    finally:
+        await peer.close()
+    sys.stderr.write("\n")
+    for error in report.errors:
+        print(error, file=sys.stderr)
+    print(f"imported {report.written} rows into {name}; {report.batches_skipped} batches skipped")
+    return EXIT_FAILED if report.errors else EXIT_OK
+
+
 async def _run(cfg: Config, config_path: str | None) -> int:
     from chazbot.service import Service
 
@@ -212,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             job = _tool(cfg, args.name, args.arguments, args.agent)
         elif args.command == "cmd":
             job = _cmd(cfg, args.text, args.agent, args.session)
+        elif args.command == "export":
+            job = _export(cfg, args.bank, args.file)
+        elif args.command == "import-file":
+            job = _import_file(cfg, args.bank, args.file)
         elif args.command == "run":
             job = _run(cfg, args.config)
         elif args.command == "chat":

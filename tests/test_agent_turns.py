@@ -170,7 +170,7 @@ def test_recall_query_and_block_are_pure() -> None:
     messages = ["The", "deploy of THE api", "x", "is it on Friday?", "old", "newest: deploy friday"]
     assert recall_query(messages) == "deploy api friday old newest"
     assert format_block([], []) is None
-    row = MemoryRow(1, "r", "k", "v", (), 0, (1, "e"), "a")
+    row = MemoryRow(1, "r", "k", "v", (), 0, (1, "e", 0), "a")
     assert format_block([], [("b", [row])]) == "## Relevant Memories\n_(from bank: b)_\n- [k]: v"
     assert choose_banks(["a", "b"], ["b", "c"], RecallSettings()) == ["a", "b", "c"]
     assert choose_banks(["a", "b"], ["c"], RecallSettings(banks=("C", "a"))) == ["a", "c"]

@@ -139,6 +139,19 @@ async def admin_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair:
     return best[1]
 
 
+async def writer_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair:
+    """A key this peer holds that may write to ``db`` (the strongest one)."""
+    state = await ledger.auth_state(db)
+    ranked = [
+        (permission_of(state, k.public).rank(), k)
+        for k in await registry.keys()
+        if permission_of(state, k.public).allows(Level.WRITE)
+    ]
+    if not ranked:
+        raise PermissionDenied("this peer holds no key that may write to that bank")
+    return max(ranked, key=lambda item: item[0])[1]
+
+
 async def grant(
     ledger: Ledger,
     registry: Registry,

@@ -218,9 +218,9 @@ class MemoryEngine:
 
 
 def _memory_row(row: Row) -> MemoryRow | None:
-    return parse_memory_row(
-        row.n, row.row_id, row.data, row.ts, (row.height, row.entry_id), row.author
-    )
+    index = row.row_id.rsplit("/", 1)[-1]
+    order = (row.height, row.entry_id, int(index) if index.isdigit() else 0)
+    return parse_memory_row(row.n, row.row_id, row.data, row.ts, order, row.author)
 
 
 def _vector_of(row: Row) -> tuple[str, NDArray[np.float32]] | None:

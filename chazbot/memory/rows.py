@@ -111,7 +111,7 @@ class MemoryRow:
     value: str
     tags: tuple[str, ...]
     ts: int  # microseconds since the epoch, UTC
-    order: tuple[int, str]  # (height, entry id): ties of ts are broken by entry order
+    order: tuple[int, str, int]  # (height, entry id, op index): ties of ts by entry order
     author: str
     forgotten: bool = False
 
@@ -136,7 +136,7 @@ def to_datetime(ts_us: int) -> datetime:
 
 
 def parse_memory_row(
-    doc: int, row_id: str, data: dict[str, Any], ts: int, order: tuple[int, str], author: str
+    doc: int, row_id: str, data: dict[str, Any], ts: int, order: tuple[int, str, int], author: str
 ) -> MemoryRow | None:
     """A stored row as a MemoryRow, or None when it is not a well-formed memory row."""
     key = data.get("key")

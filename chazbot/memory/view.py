@@ -172,9 +172,9 @@ class MemoryView:
             return []
         visible = self.visible
 
-        def tiebreak(doc: int) -> tuple[int, tuple[int, str], str]:
+        def tiebreak(doc: int) -> tuple[int, int, str, int, str]:
             row = visible[doc]
-            return (-row.ts, (-row.order[0], row.order[1]), row.key)
+            return (-row.ts, -row.order[0], row.order[1], -row.order[2], row.key)
 
         fused = top_fused(lists, limit, tiebreak=tiebreak, k=RRF_K)
         return [Ranked(visible[doc], score) for doc, score in fused]

@@ -1,0 +1,143 @@
+"""The chazbot command line as a user runs it: subprocesses on real state directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+COMMANDS = [
+    "/memory new notes",
+    "/memory list",
+    "/memory grant notes chaz write",
+    "/memory new notes",
+    "/memory grant notes",
+    "/memory attach notes",
+    "/memory config set max_entries 4",
+    "/memory config show",
+    "/help memory",
+]
+
+
+def chazbot(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CHAZBOT_CONFIG": str(cwd / "config.yaml")}
+    return subprocess.run(
+        [sys.executable, "-m", "chazbot.cli", *args], cwd=cwd, env=env, capture_output=True,
+        text=True, timeout=timeout,
+    )
+
+
+def write_config(where: Path, **extra: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    lines = [f"state_dir: {where / 'state'}", 'sync_listen: ""', 'http_listen: ""']
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    (where / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def normalise(text: str) -> str:
+    return re.sub(r"sha256:[0-9a-f]{4,64}…?", "sha256:ID", text)
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    r = chazbot("version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("chazbot 0.")
+    r = chazbot("--help", cwd=tmp_path)
+    for word in ("run", "chat", "cmd", "tool", "verify", "export", "import-file"):
+        assert word in r.stdout
+    r = chazbot("bogus", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_bad_config_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("llm:\n  backend: openai\n  bogus: 1\n")
+    r = chazbot("cmd", "/memory list", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0 and "llm.bogus: unknown key" in r.stderr
+
+
+def test_cmd_exit_codes(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    assert chazbot("cmd", "/memory new notes", cwd=tmp_path).returncode == 0
+    failed = chazbot("cmd", "/memory new notes", cwd=tmp_path)
+    assert failed.returncode == 1 and "exists already" in failed.stdout
+    usage = chazbot("cmd", "/memory grant notes", cwd=tmp_path)
+    assert usage.returncode == 2 and "Usage: /memory grant" in usage.stdout
+
+
+@pytest.fixture
+def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
+    where = tmp_path / "running"
+    write_config(where)
+    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chazbot.cli", "run"], cwd=where, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    sock = where / "state" / "control.sock"
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "service did not start"
+        time.sleep(0.05)
+    yield where, proc
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert not sock.exists()
+
+
+def test_cmd_through_a_running_service_matches_a_stopped_one(tmp_path: Path, running_service) -> None:  # type: ignore[no-untyped-def]
+    where, proc = running_service
+    stopped = tmp_path / "stopped"
+    write_config(stopped)
+    for command in COMMANDS:
+        live = chazbot("cmd", command, cwd=where)
+        cold = chazbot("cmd", command, cwd=stopped)
+        assert (live.returncode, normalise(live.stdout)) == (cold.returncode, normalise(cold.stdout)), command
+    # the service saw the change at once (it holds the state file open)
+    tool = chazbot("tool", "remember", json.dumps({"key": "k", "value": "via the service"}), cwd=where)
+    assert tool.returncode == 0 and "Remembered" in tool.stdout
+    recall = chazbot("tool", "recall", '{"query": "service"}', cwd=where)
+    assert "[k]: via the service" in recall.stdout
+    bad = chazbot("tool", "recall", '{"limit": 0}', cwd=where)
+    assert bad.returncode == 1 and "limit must be" in bad.stdout
+    assert proc.poll() is None
+
+
+def test_verify_finds_a_flipped_byte(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    assert chazbot("tool", "remember", '{"key": "k", "value": "v"}', cwd=tmp_path).returncode == 0
+    ok = chazbot("verify", cwd=tmp_path)
+    assert ok.returncode == 0 and " 0 failed" in ok.stdout
+    db = tmp_path / "state" / "chazbot.sqlite3"
+    raw = bytearray(db.read_bytes())
+    at = raw.find(b'"value":"v"')
+    assert at > 0
+    raw[at + 9] = ord("w")
+    db.write_bytes(bytes(raw))
+    bad = chazbot("verify", cwd=tmp_path)
+    assert bad.returncode == 1 and "FAIL sha256:" in bad.stdout
+
+
+def test_export_and_import_file(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    assert chazbot("cmd", "/memory new notes", cwd=tmp_path).returncode == 0
+    good = [json.dumps({"key": f"k{i}", "value": f"value {i}", "tags": ["t"]}) for i in range(5)]
+    (tmp_path / "rows.jsonl").write_text("\n".join(good) + "\n")
+    r = chazbot("import-file", "notes", str(tmp_path / "rows.jsonl"), cwd=tmp_path)
+    assert r.returncode == 0 and "imported 5 rows" in r.stdout
+    bad = good[:2] + ['{"key": "", "value": "x"}', "not json"]
+    (tmp_path / "bad.jsonl").write_text("\n".join(bad) + "\n")
+    r = chazbot("import-file", "notes", str(tmp_path / "bad.jsonl"), cwd=tmp_path)
+    assert r.returncode == 1 and "line 3:" in r.stderr and "line 4:" in r.stderr
+    assert "imported 0 rows" in r.stdout  # none of the bad batch
+    r = chazbot("export", "notes", cwd=tmp_path)
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["key"] for row in rows] == [f"k{i}" for i in range(5)]
+    assert rows[0]["tags"] == ["t"] and rows[0]["timestamp"].endswith("+00:00")
