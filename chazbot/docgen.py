@@ -45,7 +45,7 @@ def _type_name(annotation: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(annotation))
     if origin is typing.Literal:
-        return " \\| ".join(repr(a).replace("'", "") for a in typing.get_args(annotation))
+        return " | ".join(str(a) for a in typing.get_args(annotation))
     if origin is list:
         return f"list of {_type_name(typing.get_args(annotation)[0])}"
     if isinstance(annotation, type):
@@ -60,7 +60,8 @@ def _model_rows(model: type[BaseModel], prefix: str, out: list[str], nested: lis
         inner = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             inner = [annotation]
-        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        value = None if field.is_required() else field.get_default(call_default_factory=True)
+        default = "required" if field.is_required() else (str(value) if isinstance(value, Path) else repr(value))
         if inner:
             default = "see below" if not field.is_required() else "required"
             nested.append((f"{prefix}{name}" + ("[]" if typing.get_origin(annotation) is list else ""), inner[0]))

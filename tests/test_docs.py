@@ -1,0 +1,39 @@
+"""The generated reference pages are current, and config.yaml.example is a valid config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chazbot.config import parse_config
+from chazbot.docgen import DOCS, PAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_generated_docs_are_current(name: str) -> None:
+    assert (DOCS / name).read_text(encoding="utf-8") == PAGES[name](), (
+        f"docs/{name} is stale: run python -m chazbot.docgen"
+    )
+
+
+def test_config_example_is_valid_and_complete(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("CHAZBOT_MATRIX_PASSWORD", "pw")
+    data = yaml.safe_load((ROOT / "config.yaml.example").read_text())
+    cfg = parse_config(data, "config.yaml.example")
+    assert cfg.llm is not None and cfg.llm.api_key == "sk-test"
+    # every key of every model appears in the example, at its depth
+    from chazbot import config as c
+
+    text = "\n" + (ROOT / "config.yaml.example").read_text()
+    for name in c.Config.model_fields:
+        assert f"\n{name}:" in text, name
+    for model in (c.LLMConfig, c.EmbeddingConfig, c.MatrixConfig, c.LoggingConfig):
+        for name in model.model_fields:
+            assert f"\n  {name}:" in text, f"{model.__name__}.{name}"
+    for name in c.AgentConfig.model_fields:
+        assert f"\n  - {name}:" in text or f"\n    {name}:" in text, f"AgentConfig.{name}"
