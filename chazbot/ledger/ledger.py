@@ -7,6 +7,7 @@ thread, one function at a time, so each write is one atomic step (see ``core``).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sqlite3
@@ -48,6 +49,10 @@ class Ledger:
         self._conn = conn
         self._core = core
         self._listeners: list[Listener] = []
+        # read caches, invalidated by every commit that touches them (one writer: this object)
+        self._auth_cache: dict[str, dict[str, KeyGrant]] = {}
+        self._fields_cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self._epoch = 0  # bumped by every commit; a read that raced one is not cached
 
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
@@ -79,6 +84,11 @@ class Ledger:
         self._listeners.append(listener)
 
     def _notify(self, applied: Applied) -> None:
+        self._epoch += 1
+        for db in applied.auth_dbs:
+            self._auth_cache.pop(db, None)
+        for db, store, _ in applied.fields:
+            self._fields_cache.pop((db, store), None)
         if applied.entries:
             for listener in self._listeners:
                 listener(applied)
@@ -142,19 +152,33 @@ class Ledger:
         return bool(await self.run(lambda core: bool(core.tips(db))))
 
     async def auth_state(self, db: str) -> dict[str, KeyGrant]:
-        return dict(await self.run(LedgerCore.auth_state, db))
+        cached = self._auth_cache.get(db)
+        if cached is None:
+            epoch = self._epoch
+            cached = dict(await self.run(LedgerCore.auth_state, db))
+            if epoch == self._epoch:
+                self._auth_cache[db] = cached
+        return dict(cached)
 
     async def permission(self, db: str, key: str) -> Permission:
         return permission_of(await self.auth_state(db), key)
 
     async def fields(self, db: str, store: str) -> dict[str, Any]:
-        def read(core: LedgerCore) -> dict[str, Any]:
-            cur = core.conn.execute(
-                "SELECT field, value FROM fields WHERE db = ? AND store = ?", (db, store)
-            )
-            return {name: json.loads(value) for name, value in cur}
+        """The current single-valued fields of a store (a copy; JSON values)."""
+        cached = self._fields_cache.get((db, store))
+        if cached is None:
 
-        return await self.run(read)
+            def read(core: LedgerCore) -> dict[str, Any]:
+                cur = core.conn.execute(
+                    "SELECT field, value FROM fields WHERE db = ? AND store = ?", (db, store)
+                )
+                return {name: json.loads(value) for name, value in cur}
+
+            epoch = self._epoch
+            cached = await self.run(read)
+            if epoch == self._epoch:
+                self._fields_cache[(db, store)] = cached
+        return copy.deepcopy(cached)
 
     async def rows(self, db: str, store: str, after: int = 0, limit: int = -1) -> list[Row]:
         """Rows of a table store in local insertion order, ``n > after``."""
