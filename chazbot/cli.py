@@ -43,7 +43,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="chazbot", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="chazbot",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", help="config file (default: $CHAZBOT_CONFIG or ./config.yaml)")
     parser.add_argument("--state-dir", help="override the config's state_dir")
@@ -118,7 +120,9 @@ async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int
         def progress(p: Any) -> None:
             width = 30
             filled = width * p.done // max(p.total, 1)
-            sys.stderr.write(f"\rreindex [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}")
+            sys.stderr.write(
+                f"\rreindex [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}"
+            )
             sys.stderr.flush()
 
         total = await peer.memory.reindex(db, agent.key, progress)
@@ -149,7 +153,9 @@ async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) 
 async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
     from chazbot.transports.control import send_to_service
 
-    reply = await send_to_service(cfg, {"op": "cmd", "text": text, "agent": agent, "session": session})
+    reply = await send_to_service(
+        cfg, {"op": "cmd", "text": text, "agent": agent, "session": session}
+    )
     if reply is None:
         from chazbot.peer import Peer
 

@@ -49,24 +49,48 @@ def _type_name(annotation: Any) -> str:
     if origin is list:
         return f"list of {_type_name(typing.get_args(annotation)[0])}"
     if isinstance(annotation, type):
-        return {"NoneType": "null", "str": "string", "int": "integer", "float": "number",
-                "bool": "boolean", "PosixPath": "path", "Path": "path"}.get(annotation.__name__, annotation.__name__)
+        return {
+            "NoneType": "null",
+            "str": "string",
+            "int": "integer",
+            "float": "number",
+            "bool": "boolean",
+            "PosixPath": "path",
+            "Path": "path",
+        }.get(annotation.__name__, annotation.__name__)
     return str(annotation)
 
 
-def _model_rows(model: type[BaseModel], prefix: str, out: list[str], nested: list[tuple[str, type[BaseModel]]]) -> None:
+def _model_rows(
+    model: type[BaseModel], prefix: str, out: list[str], nested: list[tuple[str, type[BaseModel]]]
+) -> None:
     for name, field in model.model_fields.items():
         annotation = field.annotation
-        inner = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        inner = [
+            a
+            for a in typing.get_args(annotation)
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             inner = [annotation]
         value = None if field.is_required() else field.get_default(call_default_factory=True)
-        default = "required" if field.is_required() else (str(value) if isinstance(value, Path) else repr(value))
+        default = (
+            "required"
+            if field.is_required()
+            else (str(value) if isinstance(value, Path) else repr(value))
+        )
         if inner:
             default = "see below" if not field.is_required() else "required"
-            nested.append((f"{prefix}{name}" + ("[]" if typing.get_origin(annotation) is list else ""), inner[0]))
+            nested.append(
+                (
+                    f"{prefix}{name}" + ("[]" if typing.get_origin(annotation) is list else ""),
+                    inner[0],
+                )
+            )
         typename = _type_name(annotation).replace("|", "\\|")
-        out.append(f"| `{prefix}{name}` | {typename} | `{default}` |".replace("`see below`", "see below"))
+        out.append(
+            f"| `{prefix}{name}` | {typename} | `{default}` |".replace("`see below`", "see below")
+        )
 
 
 def configuration_page() -> str:

@@ -18,7 +18,9 @@ def config(tmp_path: Path, llm: StandinLLM, **kw: object) -> Config:
 
 
 def block_of(body: dict) -> str | None:  # type: ignore[type-arg]
-    found = [m["content"] for m in body["messages"] if "## Relevant Memories" in str(m.get("content"))]
+    found = [
+        m["content"] for m in body["messages"] if "## Relevant Memories" in str(m.get("content"))
+    ]
     return found[-1] if found else None
 
 
@@ -41,7 +43,11 @@ async def test_remember_in_one_session_recall_in_another_by_auto_recall(
 async def test_auto_recall_block_exact_with_own_memory_and_two_banks(
     tmp_path: Path, standin_llm: StandinLLM
 ) -> None:
-    cfg = config(tmp_path, standin_llm, agents=[AgentConfig(name="ava", default_memory_banks=["conventions"])])
+    cfg = config(
+        tmp_path,
+        standin_llm,
+        agents=[AgentConfig(name="ava", default_memory_banks=["conventions"])],
+    )
     async with chazbot.open(tmp_path, cfg) as peer:
         ava = peer.agent("ava")
         await peer.command("/memory new notes")
@@ -85,7 +91,9 @@ async def test_no_block_when_nothing_matches(tmp_path: Path, standin_llm: Standi
         assert r.recalled == 0
 
 
-async def test_unreadable_banks_are_skipped_silently(tmp_path: Path, standin_llm: StandinLLM) -> None:
+async def test_unreadable_banks_are_skipped_silently(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm)) as peer:
         await peer.command("/memory new notes")
         await peer.command("/memory grant notes chaz read")
@@ -100,8 +108,12 @@ async def test_unreadable_banks_are_skipped_silently(tmp_path: Path, standin_llm
         assert block is not None and "notes" not in block and "[own]" in block
 
 
-async def test_tool_not_in_allowed_tools_is_refused(tmp_path: Path, standin_llm: StandinLLM) -> None:
-    cfg = config(tmp_path, standin_llm, agents=[AgentConfig(name="quiet", allowed_tools=["recall"])])
+async def test_tool_not_in_allowed_tools_is_refused(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    cfg = config(
+        tmp_path, standin_llm, agents=[AgentConfig(name="quiet", allowed_tools=["recall"])]
+    )
     async with chazbot.open(tmp_path, cfg) as peer:
         r = await peer.chat('call remember {"key": "k", "value": "v"}')
         assert r.tool_calls == [("remember", False)]
@@ -111,7 +123,9 @@ async def test_tool_not_in_allowed_tools_is_refused(tmp_path: Path, standin_llm:
         assert await peer.agent("quiet").recall("") == []
 
 
-async def test_bad_tool_arguments_go_back_to_the_model(tmp_path: Path, standin_llm: StandinLLM) -> None:
+async def test_bad_tool_arguments_go_back_to_the_model(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm)) as peer:
         r = await peer.chat("call remember {not json")
         assert r.ok and "not valid JSON" in r.text

@@ -29,8 +29,12 @@ COMMANDS = [
 def chazbot(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CHAZBOT_CONFIG": str(cwd / "config.yaml")}
     return subprocess.run(
-        [sys.executable, "-m", "chazbot.cli", *args], cwd=cwd, env=env, capture_output=True,
-        text=True, timeout=timeout,
+        [sys.executable, "-m", "chazbot.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -77,8 +81,12 @@ def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
     write_config(where)
     env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chazbot.cli", "run"], cwd=where, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "chazbot.cli", "run"],
+        cwd=where,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     sock = where / "state" / "control.sock"
     deadline = time.monotonic() + 60
@@ -92,16 +100,23 @@ def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
     assert not sock.exists()
 
 
-def test_cmd_through_a_running_service_matches_a_stopped_one(tmp_path: Path, running_service) -> None:  # type: ignore[no-untyped-def]
+def test_cmd_through_a_running_service_matches_a_stopped_one(
+    tmp_path: Path, running_service
+) -> None:  # type: ignore[no-untyped-def]
     where, proc = running_service
     stopped = tmp_path / "stopped"
     write_config(stopped)
     for command in COMMANDS:
         live = chazbot("cmd", command, cwd=where)
         cold = chazbot("cmd", command, cwd=stopped)
-        assert (live.returncode, normalise(live.stdout)) == (cold.returncode, normalise(cold.stdout)), command
+        assert (live.returncode, normalise(live.stdout)) == (
+            cold.returncode,
+            normalise(cold.stdout),
+        ), command
     # the service saw the change at once (it holds the state file open)
-    tool = chazbot("tool", "remember", json.dumps({"key": "k", "value": "via the service"}), cwd=where)
+    tool = chazbot(
+        "tool", "remember", json.dumps({"key": "k", "value": "via the service"}), cwd=where
+    )
     assert tool.returncode == 0 and "Remembered" in tool.stdout
     recall = chazbot("tool", "recall", '{"query": "service"}', cwd=where)
     assert "[k]: via the service" in recall.stdout
@@ -132,7 +147,7 @@ def test_export_and_import_file(tmp_path: Path) -> None:
     (tmp_path / "rows.jsonl").write_text("\n".join(good) + "\n")
     r = chazbot("import-file", "notes", str(tmp_path / "rows.jsonl"), cwd=tmp_path)
     assert r.returncode == 0 and "imported 5 rows" in r.stdout
-    bad = good[:2] + ['{"key": "", "value": "x"}', "not json"]
+    bad = [*good[:2], '{"key": "", "value": "x"}', "not json"]
     (tmp_path / "bad.jsonl").write_text("\n".join(bad) + "\n")
     r = chazbot("import-file", "notes", str(tmp_path / "bad.jsonl"), cwd=tmp_path)
     assert r.returncode == 1 and "line 3:" in r.stderr and "line 4:" in r.stderr

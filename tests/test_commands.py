@@ -33,7 +33,9 @@ async def test_walkthrough_two_agents_one_bank(peer: Peer) -> None:
     assert (await peer.command("/memory grant project-notes alpha write")).ok
     assert (await peer.command("/memory grant project-notes beta read")).ok
     alpha, beta = peer.agent("alpha"), peer.agent("beta")
-    await alpha.remember("architecture.sessions", "Each conversation gets its own DB.", bank="project-notes")
+    await alpha.remember(
+        "architecture.sessions", "Each conversation gets its own DB.", bank="project-notes"
+    )
     hits = await beta.recall("sessions", bank="project-notes")
     assert [h.key for h in hits] == ["architecture.sessions"]
     assert hits[0].bank == "project-notes"
@@ -45,7 +47,9 @@ async def test_walkthrough_two_agents_one_bank(peer: Peer) -> None:
     with pytest.raises(Exception, match="no bank named"):
         await beta.recall("sessions", bank="project-notes")
     # memory is append-only: alpha's entry is still there
-    assert [h.key for h in await alpha.recall("sessions", bank="project-notes")] == ["architecture.sessions"]
+    assert [h.key for h in await alpha.recall("sessions", bank="project-notes")] == [
+        "architecture.sessions"
+    ]
 
 
 async def test_list_and_new_errors(peer: Peer) -> None:
@@ -111,14 +115,30 @@ async def test_grant_rollback_restores_previous_level(peer: Peer) -> None:
     from chazbot.ledger import Permission
 
     with pytest.raises(Exception, match="rolled back"):
-        await grant(peer.ledger, peer.registry, "notes", hosted.db, alpha.key, alpha.db,
-                    Permission.parse("write"), fail_ref_write=True)
+        await grant(
+            peer.ledger,
+            peer.registry,
+            "notes",
+            hosted.db,
+            alpha.key,
+            alpha.db,
+            Permission.parse("write"),
+            fail_ref_write=True,
+        )
     assert (await peer.ledger.permission(hosted.db, alpha.key.public)).name == "read"
     # a fresh grant that fails leaves no permission at all
     beta = peer.agent("beta")
     with pytest.raises(Exception, match="rolled back"):
-        await grant(peer.ledger, peer.registry, "notes", hosted.db, beta.key, beta.db,
-                    Permission.parse("write"), fail_ref_write=True)
+        await grant(
+            peer.ledger,
+            peer.registry,
+            "notes",
+            hosted.db,
+            beta.key,
+            beta.db,
+            Permission.parse("write"),
+            fail_ref_write=True,
+        )
     assert (await peer.ledger.permission(hosted.db, beta.key.public)).name == "none"
 
 
@@ -178,16 +198,25 @@ async def test_config_show_set_reset(peer: Peer) -> None:
     show = await peer.command("/memory config", agent="alpha")
     assert "auto_recall_enabled = true" in show.text and "max_entries         = 3" in show.text
     assert (await peer.command("/memory config set max_entries 5", agent="alpha")).ok
-    for bad, why in [("max_entries 0", "1 to 20"), ("max_entries 21", "1 to 20"),
-                     ("auto_recall_enabled maybe", "true or false"), ("colour blue", "unknown setting"),
-                     ("auto_recall_banks nosuch", "unknown bank")]:
+    for bad, why in [
+        ("max_entries 0", "1 to 20"),
+        ("max_entries 21", "1 to 20"),
+        ("auto_recall_enabled maybe", "true or false"),
+        ("colour blue", "unknown setting"),
+        ("auto_recall_banks nosuch", "unknown bank"),
+    ]:
         r = await peer.command(f"/memory config set {bad}", agent="alpha")
         assert not r.ok and why in r.text, (bad, r.text)
-    assert "max_entries         = 5" in (await peer.command("/memory config show", agent="alpha")).text
+    assert (
+        "max_entries         = 5" in (await peer.command("/memory config show", agent="alpha")).text
+    )
     await peer.command("/memory new notes")
     await peer.command("/memory grant notes alpha read")
     assert (await peer.command("/memory config set auto_recall_banks notes", agent="alpha")).ok
-    assert "auto_recall_banks   = notes" in (await peer.command("/memory config show", agent="alpha")).text
+    assert (
+        "auto_recall_banks   = notes"
+        in (await peer.command("/memory config show", agent="alpha")).text
+    )
     assert (await peer.command("/memory config reset", agent="alpha")).ok
     shown = (await peer.command("/memory config show", agent="alpha")).text
     assert "max_entries         = 3" in shown and "(all attached)" in shown
@@ -210,10 +239,13 @@ async def test_forget_search_stats(peer: Peer) -> None:
 
 
 async def test_default_banks_idempotent(tmp_path: Path) -> None:
-    cfg = Config(state_dir=tmp_path / "s", agents=[
-        AgentConfig(name="ava", default_memory_banks=["shared-facts"]),
-        AgentConfig(name="bob", default_memory_banks=["shared-facts"]),
-    ])
+    cfg = Config(
+        state_dir=tmp_path / "s",
+        agents=[
+            AgentConfig(name="ava", default_memory_banks=["shared-facts"]),
+            AgentConfig(name="bob", default_memory_banks=["shared-facts"]),
+        ],
+    )
     async with chazbot.open(tmp_path / "s", cfg) as peer:
         await peer.agent("ava").remember("fact", "the sky is blue", bank="shared-facts")
         hits = await peer.agent("bob").recall("sky", bank="shared-facts")

@@ -47,7 +47,9 @@ async def test_newest_row_per_key_never_leaks_old_value(tmp_path: Path) -> None:
         assert await agent.recall("version3") == []
 
 
-async def test_forget_hides_from_every_ranker(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+async def test_forget_hides_from_every_ranker(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
     async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
         agent = peer.agent("chaz")
         await agent.remember("pet", "my cat is called Miso")
@@ -122,7 +124,9 @@ async def test_no_embedder_is_bm25_only(tmp_path: Path) -> None:
         assert peer.memory.model is None
 
 
-async def test_embedder_without_vectors_is_bm25_only(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+async def test_embedder_without_vectors_is_bm25_only(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
     async with chazbot.open(tmp_path) as peer:  # written with no embedder configured
         await peer.agent("chaz").remember("deploy", "nix build and scp")
     async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
@@ -168,7 +172,9 @@ async def test_hybrid_surfaces_semantic_only_matches(
         assert hits[0].score == pytest.approx(2 / 61)
 
 
-async def test_several_model_subtrees_coexist(tmp_path: Path, standin_embeddings: StandinEmbeddings) -> None:
+async def test_several_model_subtrees_coexist(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
+) -> None:
     one = cfg(tmp_path, embedding=standin_embeddings.config(provider="one"))
     two = cfg(tmp_path, embedding=standin_embeddings.config(provider="two"))
     async with chazbot.open(tmp_path, one) as peer:
@@ -191,8 +197,9 @@ REINDEX_SCRIPT = """
 import asyncio, os, signal, sys
 import chazbot
 from chazbot.config import Config, EmbeddingConfig
-cfg = Config(state_dir=sys.argv[1], embedding=EmbeddingConfig(backend="openai", api_base=sys.argv[2],
-             model="standin-embed", timeout_s=5, max_retries=0))
+emb = EmbeddingConfig(backend="openai", api_base=sys.argv[2], model="standin-embed",
+                      timeout_s=5, max_retries=0)
+cfg = Config(state_dir=sys.argv[1], embedding=emb)
 async def main():
     async with chazbot.open(sys.argv[1], cfg) as peer:
         agent = peer.agent("chaz")
@@ -216,7 +223,12 @@ async def test_reindex_after_a_kill_finishes_without_duplicates(
             await agent.remember(f"key{i}", f"value number {i}")
         db = agent.memory.db
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", REINDEX_SCRIPT, str(tmp_path), standin_embeddings.url, "30",
+        sys.executable,
+        "-c",
+        REINDEX_SCRIPT,
+        str(tmp_path),
+        standin_embeddings.url,
+        "30",
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()

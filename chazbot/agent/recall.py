@@ -41,7 +41,9 @@ def choose_banks(
     return [n for n in names if n.lower() in wanted]
 
 
-def format_block(own: Sequence[MemoryRow], banks: Sequence[tuple[str, Sequence[MemoryRow]]]) -> str | None:
+def format_block(
+    own: Sequence[MemoryRow], banks: Sequence[tuple[str, Sequence[MemoryRow]]]
+) -> str | None:
     """The ``## Relevant Memories`` block, or None when nothing matched."""
     lines = [f"- [{r.key}]: {r.value}" for r in own]
     for name, rows in banks:

@@ -87,11 +87,19 @@ class Session:
         start = (await self.settings()).get("context_start", 0)
         rows = await self.ledger.rows(self.db, HISTORY_STORE, after=int(start) - 1 if start else 0)
         out = [
-            Message(r.n, str(r.data.get("role")), str(r.data.get("content")), str(r.data.get("sender", "")), r.ts)
+            Message(
+                r.n,
+                str(r.data.get("role")),
+                str(r.data.get("content")),
+                str(r.data.get("sender", "")),
+                r.ts,
+            )
             for r in rows
             if r.data.get("role") in ("user", "assistant")
         ]
         return out[-limit:]
 
     async def _set(self, store: str, field: str, value: Any) -> None:
-        await self.ledger.write(self.db, self.key, {store: [{"op": "set", "field": field, "value": value}]})
+        await self.ledger.write(
+            self.db, self.key, {store: [{"op": "set", "field": field, "value": value}]}
+        )

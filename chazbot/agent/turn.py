@@ -51,7 +51,9 @@ async def recall_settings(peer: Peer, agent: Agent) -> RecallSettings:
     )
 
 
-async def auto_recall(peer: Peer, agent: Agent, session: Session, messages: list[str]) -> tuple[str | None, int]:
+async def auto_recall(
+    peer: Peer, agent: Agent, session: Session, messages: list[str]
+) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count."""
     settings = await recall_settings(peer, agent)
     query = recall_query(messages)
@@ -130,13 +132,19 @@ async def run_turn(
                 "role": "assistant",
                 "content": answer.content,
                 "tool_calls": [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
                     for c in answer.tool_calls
                 ],
             }
         )
         for call in answer.tool_calls:
-            ok, output = await run_tool(agent.memory, agent.config.allowed_tools, call.name, call.arguments)
+            ok, output = await run_tool(
+                agent.memory, agent.config.allowed_tools, call.name, call.arguments
+            )
             result.tool_calls.append((call.name, ok))
             log.info("tool %s by %s: %s", call.name, agent.name, "ok" if ok else output)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": output})

@@ -10,7 +10,7 @@ from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import Level, Permission
 from chazbot.memory.banks import Hosted, check_name, grant, read_refs, revoke
 from chazbot.memory.banks import looks_like_db_id as is_db_id
-from chazbot.memory.rows import MEMORY_STORE, EMBEDDINGS_PREFIX
+from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
 from chazbot.memory.tools import format_hits
 
 CONFIG_STORE = "config"
@@ -40,14 +40,19 @@ async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
 
 async def recall_settings(ctx: Context) -> dict[str, Any]:
     stored = await ctx.peer.ledger.fields(ctx.agent.db, CONFIG_STORE)
-    return {k: stored.get(k) if stored.get(k) is not None else v for k, v in RECALL_DEFAULTS.items()}
+    return {
+        k: stored.get(k) if stored.get(k) is not None else v for k, v in RECALL_DEFAULTS.items()
+    }
 
 
 def register(tree: CommandTree) -> None:
     add = tree.add
 
-    @add("memory new", (Arg("name"), Arg("description", optional=True, rest=True)),
-         "create a bank on this peer (this peer holds its key)")
+    @add(
+        "memory new",
+        (Arg("name"), Arg("description", optional=True, rest=True)),
+        "create a bank on this peer (this peer holds its key)",
+    )
     async def new(ctx: Context, a: dict[str, str]) -> Reply:
         name = check_name(a["name"])
         if await ctx.peer.registry.get("bank", name) is not None:
@@ -61,39 +66,65 @@ def register(tree: CommandTree) -> None:
         if not banks:
             return ok(f"No banks yet. Create one with {ctx.prefix}memory new <name>.")
         lines = [
-            f"- {b.name}" + (f": {b.data['description']}" if b.data.get("description") else "")
+            f"- {b.name}"
+            + (f": {b.data['description']}" if b.data.get("description") else "")
             + f" ({b.db[:19]}…)"
             for b in banks
         ]
         return ok("Banks on this peer:\n" + "\n".join(lines))
 
-    @add("memory delete", (Arg("ref"),), "unregister a bank; its DB stays on disk as an archive",
-         admin=True)
+    @add(
+        "memory delete",
+        (Arg("ref"),),
+        "unregister a bank; its DB stays on disk as an archive",
+        admin=True,
+    )
     async def delete(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["ref"])
         if hosted.kind != "bank":
-            raise InputError(f"{hosted.name!r} is an agent, not a bank; agents are removed in the config")
+            raise InputError(
+                f"{hosted.name!r} is an agent, not a bank; agents are removed in the config"
+            )
         await ctx.peer.registry.remove("bank", hosted.name)
-        return ok(f"Deleted bank {hosted.name} from this peer; its database {hosted.db[:19]}… is kept as an archive.")
+        return ok(
+            f"Deleted bank {hosted.name} from this peer; its database {hosted.db[:19]}… "
+            "is kept as an archive."
+        )
 
-    @add("memory grant", (Arg("bank"), Arg("agent"), Arg("permission", choices=("read", "write"))),
-         "authorise an agent on a bank (or on another hosted agent's DB)", admin=True)
+    @add(
+        "memory grant",
+        (Arg("bank"), Arg("agent"), Arg("permission", choices=("read", "write"))),
+        "authorise an agent on a bank (or on another hosted agent's DB)",
+        admin=True,
+    )
     async def grant_(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
         agent = ctx.peer.agent(a["agent"])
         if hosted.db == agent.db:
             raise InputError(f"{agent.name} always has its own memory; grant another agent instead")
         perm = Permission.parse(a["permission"])
-        await grant(ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db, perm)
+        await grant(
+            ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db, perm
+        )
         return ok(f"Granted {agent.name} {perm.name} on {hosted.name}.")
 
-    @add("memory revoke", (Arg("bank"), Arg("agent")), "take an agent's grant on a bank away",
-         admin=True)
+    @add(
+        "memory revoke",
+        (Arg("bank"), Arg("agent")),
+        "take an agent's grant on a bank away",
+        admin=True,
+    )
     async def revoke_(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
         agent = ctx.peer.agent(a["agent"])
-        removed = await revoke(ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db)
-        tail = "" if removed else " (its bank ref could not be removed; writes are refused all the same)"
+        removed = await revoke(
+            ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db
+        )
+        tail = (
+            ""
+            if removed
+            else " (its bank ref could not be removed; writes are refused all the same)"
+        )
         return ok(f"Revoked {agent.name} on {hosted.name}.{tail}")
 
     @add("memory attach", (Arg("bank"),), "surface a bank's memories in this session's auto-recall")
@@ -103,7 +134,10 @@ def register(tree: CommandTree) -> None:
             raise InputError("own memory is always searched; attach a bank instead")
         perm = await ctx.peer.ledger.permission(db, ctx.agent.key.public)
         if not perm.allows(Level.READ):
-            raise PermissionDenied(f"{ctx.agent.name} has no grant on {name}; ask an admin to {ctx.prefix}memory grant {name} {ctx.agent.name} read")
+            raise PermissionDenied(
+                f"{ctx.agent.name} has no grant on {name}; ask an admin to "
+                f"{ctx.prefix}memory grant {name} {ctx.agent.name} read"
+            )
         await ctx.session.attach(name, db)
         return ok(f"Attached {name} to this session.")
 
@@ -117,9 +151,15 @@ def register(tree: CommandTree) -> None:
         await ctx.session.detach(name)
         return ok(f"Detached {name} from this session.")
 
-    @add("memory config", (Arg("action", optional=True, choices=("show", "set", "reset")),
-                           Arg("key", optional=True), Arg("value", optional=True, rest=True)),
-         "view or change auto-recall settings for this agent")
+    @add(
+        "memory config",
+        (
+            Arg("action", optional=True, choices=("show", "set", "reset")),
+            Arg("key", optional=True),
+            Arg("value", optional=True, rest=True),
+        ),
+        "view or change auto-recall settings for this agent",
+    )
     async def config(ctx: Context, a: dict[str, str]) -> Reply:
         action = a.get("action", "show")
         if action == "show":
@@ -136,32 +176,50 @@ def register(tree: CommandTree) -> None:
             )
         if action == "reset":
             if "key" in a:
-                raise InputError(f"reset takes no arguments. Usage: {ctx.prefix}memory config reset")
+                raise InputError(
+                    f"reset takes no arguments. Usage: {ctx.prefix}memory config reset"
+                )
             ops = [{"op": "set", "field": k, "value": None} for k in RECALL_DEFAULTS]
             await ctx.peer.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
             return ok("Auto-recall config reset to defaults.")
         key, raw = a.get("key"), a.get("value")
         if key is None or raw is None:
-            raise InputError(f"Usage: {ctx.prefix}memory config set <key> <value>; keys: {', '.join(RECALL_DEFAULTS)}")
+            raise InputError(
+                f"Usage: {ctx.prefix}memory config set <key> <value>; "
+                f"keys: {', '.join(RECALL_DEFAULTS)}"
+            )
         value = await _config_value(ctx, key, raw)
         await ctx.peer.ledger.write(
-            ctx.agent.db, ctx.agent.key, {CONFIG_STORE: [{"op": "set", "field": key, "value": value}]}
+            ctx.agent.db,
+            ctx.agent.key,
+            {CONFIG_STORE: [{"op": "set", "field": key, "value": value}]},
         )
         return ok(f"Set {key} = {raw.strip()}.")
 
-    @add("memory reindex", (Arg("bank", optional=True),), "backfill vectors for the active embedding model")
+    @add(
+        "memory reindex",
+        (Arg("bank", optional=True),),
+        "backfill vectors for the active embedding model",
+    )
     async def reindex(ctx: Context, a: dict[str, str]) -> Reply:
         name, db = await ctx.agent.memory.resolve(a.get("bank"))
         total = await ctx.peer.memory.reindex(db, ctx.agent.key)
         return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.peer.memory.model}.")
 
-    @add("memory forget", (Arg("key"), Arg("bank", optional=True)), "hide a key from recall (history is kept)")
+    @add(
+        "memory forget",
+        (Arg("key"), Arg("bank", optional=True)),
+        "hide a key from recall (history is kept)",
+    )
     async def forget(ctx: Context, a: dict[str, str]) -> Reply:
         await ctx.agent.memory.forget(a["key"], a.get("bank"))
         return ok(f"Forgot {a['key']!r}.")
 
-    @add("memory search", (Arg("bank"), Arg("query", rest=True, optional=True)),
-         "browse a bank (or self) with the same ranking as recall")
+    @add(
+        "memory search",
+        (Arg("bank"), Arg("query", rest=True, optional=True)),
+        "browse a bank (or self) with the same ranking as recall",
+    )
     async def search(ctx: Context, a: dict[str, str]) -> Reply:
         db, label = await _browse_target(ctx, a["bank"])
         ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10)
@@ -169,7 +227,9 @@ def register(tree: CommandTree) -> None:
             return ok(f"No memories found in {label}.")
         from chazbot.memory.rows import Hit, to_datetime
 
-        hits = [Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked]
+        hits = [
+            Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked
+        ]
         return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits))
 
     @add("memory stats", (Arg("bank", optional=True),), "entries, keys, vectors per model and size")
@@ -178,7 +238,11 @@ def register(tree: CommandTree) -> None:
         stores = await ctx.peer.ledger.stores(db)
         view = await ctx.peer.memory.view(db)
         size = await ctx.peer.ledger.db_size(db)
-        vectors = [f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}" for s, n in sorted(stores.items()) if s.startswith(EMBEDDINGS_PREFIX)]
+        vectors = [
+            f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}"
+            for s, n in sorted(stores.items())
+            if s.startswith(EMBEDDINGS_PREFIX)
+        ]
         return ok(
             f"Stats for {label}:\n"
             f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
@@ -218,6 +282,8 @@ async def _config_value(ctx: Context, key: str, raw: str) -> Any:
         unknown = [n for n in names if n.lower() not in known]
         if unknown:
             have = ", ".join(sorted(refs)) or "none"
-            raise InputError(f"unknown bank(s) {', '.join(unknown)}; {ctx.agent.name} holds: {have}")
+            raise InputError(
+                f"unknown bank(s) {', '.join(unknown)}; {ctx.agent.name} holds: {have}"
+            )
         return [known[n.lower()] for n in names]
     raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")

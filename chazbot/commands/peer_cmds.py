@@ -10,7 +10,11 @@ from chazbot.errors import InputError
 def register(tree: CommandTree) -> None:
     add = tree.add
 
-    @add("help", (Arg("topic", optional=True, rest=True),), "list commands, or the ones under a topic")
+    @add(
+        "help",
+        (Arg("topic", optional=True, rest=True),),
+        "list commands, or the ones under a topic",
+    )
     async def help_(ctx: Context, a: dict[str, str]) -> Reply:
         return Reply(True, tree.help(a.get("topic", ""), ctx.prefix))
 

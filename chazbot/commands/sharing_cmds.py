@@ -10,22 +10,40 @@ from chazbot.commands.tree import Arg, CommandTree, Reply
 def register(tree: CommandTree) -> None:
     add = tree.add
 
-    @add("memory share", (Arg("bank"),), "make a ticket other peers can import the bank with",
-         admin=True)
+    @add(
+        "memory share",
+        (Arg("bank"),),
+        "make a ticket other peers can import the bank with",
+        admin=True,
+    )
     async def share(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
         ticket = await ctx.peer.share(hosted.db)
         return Reply(True, f"Sharing {hosted.name}. Ticket:\n{ticket}")
 
-    @add("memory unshare", (Arg("bank"),),
-         "stop serving a bank to other peers (keys already handed out stay valid)", admin=True)
+    @add(
+        "memory unshare",
+        (Arg("bank"),),
+        "stop serving a bank to other peers (keys already handed out stay valid)",
+        admin=True,
+    )
     async def unshare(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
         await ctx.peer.unshare(hosted.db)
         return Reply(True, f"Stopped sharing {hosted.name}.")
 
-    @add("memory import", (Arg("ticket"), Arg("permission", optional=True, choices=("admin", "write", "read")),
-                           Arg("name", optional=True)),
-         "sync a bank from another peer's ticket (default permission: write)", admin=True)
+    @add(
+        "memory import",
+        (
+            Arg("ticket"),
+            Arg("permission", optional=True, choices=("admin", "write", "read")),
+            Arg("name", optional=True),
+        ),
+        "sync a bank from another peer's ticket (default permission: write)",
+        admin=True,
+    )
     async def import_(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, await ctx.peer.import_bank(a["ticket"], a.get("permission", "write"), a.get("name")))
+        return Reply(
+            True,
+            await ctx.peer.import_bank(a["ticket"], a.get("permission", "write"), a.get("name")),
+        )

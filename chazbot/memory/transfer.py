@@ -97,13 +97,20 @@ async def import_lines(
             report.batches_skipped += 1
             continue
         ops: dict[str, list[Any]] = {
-            MEMORY_STORE: [{"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in parsed]
+            MEMORY_STORE: [
+                {"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in parsed
+            ]
         }
         if engine.embedder is not None and engine.model is not None:
             try:
-                vectors = await engine.embedder.embed_documents([embed_text(k, v) for k, v, _ in parsed])
+                vectors = await engine.embedder.embed_documents(
+                    [embed_text(k, v) for k, v, _ in parsed]
+                )
                 ops[embeddings_store(engine.model)] = [
-                    {"op": "insert", "row": {"ref": f"@{MEMORY_STORE}/{i}", "vec": encode_vector(vec)}}
+                    {
+                        "op": "insert",
+                        "row": {"ref": f"@{MEMORY_STORE}/{i}", "vec": encode_vector(vec)},
+                    }
                     for i, vec in enumerate(vectors)
                 ]
             except ChazError:

@@ -68,7 +68,9 @@ class ControlServer:
             self.path.unlink()
         old = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_REQUEST)
+            self._server = await asyncio.start_unix_server(
+                self._serve, path=str(self.path), limit=MAX_REQUEST
+            )
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
@@ -86,7 +88,10 @@ class ControlServer:
             try:
                 reply = await handle_request(self.peer, json.loads(line))
             except (ValueError, ChazError) as exc:
-                reply = {"ok": False, "text": f"error: {exc}" if not isinstance(exc, ChazError) else str(exc)}
+                reply = {
+                    "ok": False,
+                    "text": f"error: {exc}" if not isinstance(exc, ChazError) else str(exc),
+                }
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
         except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:

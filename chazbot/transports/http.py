@@ -61,7 +61,8 @@ class HttpServer:
         out: dict[str, dict[str, Any]] = {}
         try:
             await self.peer.ledger.local(
-                "INSERT OR REPLACE INTO local_kv (key, value) VALUES ('healthz', ?)", (str(time.time()),)
+                "INSERT OR REPLACE INTO local_kv (key, value) VALUES ('healthz', ?)",
+                (str(time.time()),),
             )
             out["db"] = {"ok": True}
         except Exception as exc:
@@ -70,7 +71,10 @@ class HttpServer:
         if bot is not None:
             last = getattr(bot, "last_sync_ok", None)
             alive = last is not None and time.time() - float(last) < MATRIX_STALE_S
-            out["matrix"] = {"ok": bool(alive and getattr(bot, "healthy", True)), "last_sync_ok": last}
+            out["matrix"] = {
+                "ok": bool(alive and getattr(bot, "healthy", True)),
+                "last_sync_ok": last,
+            }
         llm = self.peer.llm
         if llm is not None:
             try:

@@ -21,13 +21,15 @@ async def chat_loop(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
 ) -> int:
-    """Chat until end of input (or /quit). On a TTY it shows a prompt; otherwise it is scriptable."""
+    """Chat until end of input or /quit; with no TTY it reads one line per input (scriptable)."""
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     interactive = inp.isatty()
     sess = await peer.session(session)
     who = peer.agent(agent) if agent else await peer.session_agent(sess)
     if interactive:
-        out.write(f"chatting with {who.name} in session {session!r}; /help for commands, /quit to leave\n")
+        out.write(
+            f"chatting with {who.name} in session {session!r}; /help for commands, /quit to leave\n"
+        )
     while True:
         if interactive:
             out.write("you> ")
