@@ -57,6 +57,23 @@ MIGRATIONS: list[str] = [
     CREATE TABLE credentials (name TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE local_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 2: peer-to-peer sync (peer-local, never synced): what this peer serves, whom it syncs
+    # with and how far (cursors: the remote's seq pulled, our seq the remote is known to
+    # hold), and the access requests it has received.
+    """
+    CREATE TABLE sync_shared (db TEXT PRIMARY KEY, since INTEGER NOT NULL);
+    CREATE TABLE sync_remotes (
+        db TEXT NOT NULL, address TEXT NOT NULL,
+        pulled INTEGER NOT NULL DEFAULT 0, pushed INTEGER NOT NULL DEFAULT 0,
+        log TEXT NOT NULL DEFAULT '', added INTEGER NOT NULL,
+        PRIMARY KEY (db, address)
+    ) WITHOUT ROWID;
+    CREATE TABLE sync_requests (
+        id INTEGER PRIMARY KEY, db TEXT NOT NULL, key TEXT NOT NULL, permission TEXT NOT NULL,
+        created INTEGER NOT NULL, status TEXT NOT NULL, decided INTEGER
+    );
+    CREATE INDEX sync_requests_db_key ON sync_requests (db, key)
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

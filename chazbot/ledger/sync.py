@@ -1,0 +1,496 @@
+"""Peer-to-peer sync of databases over HTTP: the replicator, and the public names of sync.
+
+A ``Replicator`` keeps every tracked (database, remote address) pair in step, exchanging
+only what each side lacks:
+
+- **pull**: ask the remote's heads; if every remote tip is known here, the remote has
+  nothing we lack (every entry is an ancestor of a tip, and an entry is stored only after
+  its parents), so the pull cursor jumps to the remote's highest seq. Otherwise fetch the
+  remote's entries after the cursor in batches (batch k+1 is fetched while batch k is
+  ingested), and move the cursor past a batch only once its ingest has committed. An
+  idle pull is a long poll (``watch`` seconds), so remote writes arrive at once; idle
+  polls are at most every ``pull_interval``.
+- **push**: our entries after the push cursor, in batches, skipping those that came from
+  that remote; a batch of more than a few entries first asks the remote which it lacks
+  (``have``), so after a restart nothing it holds is sent again. A commit to a tracked
+  database schedules a push after ``push_debounce``.
+- entries we pulled move the push cursor past them when nothing of ours is in between,
+  so what came from a remote is not sent back to it.
+- every exchange is retried with exponential backoff (tenacity) after a failure; a remote
+  that is down delays only its own pair and never blocks local writes.
+
+Cursors live in the peer-local ``sync_remotes`` table and survive restarts; a restart
+resumes from them (at worst the batch in flight is fetched again; duplicates are
+ignored).
+
+Owner side: ``SyncServer`` serves, ``Sharing`` holds what is shared and the access requests
+(``/sharing requests|approve|reject``). Importer side: ``Replicator.import_db(ticket, perm)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    wait_exponential,
+    wait_random,
+)
+
+from chazbot.errors import BackendError, ChazError, IntegrityError
+from chazbot.ledger.core import Applied
+from chazbot.ledger.encoding import content_id
+from chazbot.ledger.keys import KeyPair
+from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.sync_client import EntryBatch, PushResult, RemoteHeads, SyncClient
+from chazbot.ledger.sync_protocol import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_ENTRIES,
+    SyncCounters,
+    entry_db,
+)
+from chazbot.ledger.sync_server import SyncServer
+from chazbot.ledger.sync_store import (
+    AccessDecision,
+    AccessRequest,
+    RemoteRow,
+    Remotes,
+    Sharing,
+    check_db_id,
+    parse_permission,
+    read_after,
+    read_ids_after,
+    read_known,
+)
+from chazbot.ledger.tickets import Ticket, check_address, format_ticket, parse_ticket
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_REMOTE_HAS = 200_000
+HAVE_CHECK_OVER = 16  # a push of more entries first asks which ones the remote lacks
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``import_db`` did: ``done`` (the database is here and synced), ``pending``
+    (the owner must approve ``request_id``; call again after) or ``rejected``."""
+
+    status: str
+    db: str
+    request_id: int | None = None
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class PairStatus:
+    """How one (database, remote) pair is doing, for ``/sharing`` and metrics."""
+
+    db: str
+    address: str
+    pulled: int
+    pushed: int
+    failing: bool
+    last_error: str | None
+
+
+@dataclass
+class _Pair:
+    """One (database, remote) pair being synced, with its cursors and tasks."""
+
+    row: RemoteRow
+    push_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    push_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    remote_has: set[str] = field(default_factory=set)  # ids past the push cursor it holds
+    push_timer: asyncio.TimerHandle | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    failing: bool = False
+    last_error: str | None = None
+
+    @property
+    def db(self) -> str:
+        return self.row.db
+
+    @property
+    def address(self) -> str:
+        return self.row.address
+
+
+class Replicator:
+    """Keeps this peer's tracked databases in step with their remotes (see the module doc).
+
+    ``key`` is this peer's key: it signs every request, and it is the key an import asks
+    the owner to authorise.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        key: KeyPair,
+        *,
+        pull_interval: float = 10.0,
+        watch: float = 20.0,
+        push_debounce: float = 0.05,
+        batch: int = MAX_BATCH_ENTRIES,
+        retry_initial: float = 0.5,
+        retry_max: float = 30.0,
+        timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.pull_interval = pull_interval
+        self.watch = watch
+        self.push_debounce = push_debounce
+        self.batch = max(1, min(batch, MAX_BATCH_ENTRIES))
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.client = SyncClient(key, timeout=timeout, clock=clock)
+        self.remotes = Remotes(ledger)
+        self.counters = SyncCounters()
+        self._pairs: dict[tuple[str, str], _Pair] = {}
+        self._started = False
+        self._closed = False
+        ledger.add_listener(self._on_commit)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the tracked pairs and start syncing them (pushing whatever is pending)."""
+        if self._started:
+            return
+        self._started = True
+        for row in await self.remotes.list():
+            self._run_pair(self._pair(row))
+
+    async def close(self) -> None:
+        """Stop every sync task and close the HTTP client (cursors are already saved)."""
+        self._closed = True
+        tasks = []
+        for pair in self._pairs.values():
+            if pair.push_timer is not None:
+                pair.push_timer.cancel()
+            tasks += pair.tasks
+            for task in pair.tasks:
+                task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.client.close()
+
+    # ---- what is tracked --------------------------------------------------------------------
+
+    async def tracked(self, db: str | None = None) -> list[RemoteRow]:
+        """The (database, address) pairs synced, with their cursors."""
+        return await self.remotes.list(db)
+
+    def status(self) -> list[PairStatus]:
+        """Every pair this replicator syncs, with its cursors and its last failure."""
+        return [
+            PairStatus(p.db, p.address, p.row.pulled, p.row.pushed, p.failing, p.last_error)
+            for p in self._pairs.values()
+        ]
+
+    async def add_remote(self, db: str, address: str) -> None:
+        """Sync ``db`` with the peer at ``address`` from now on (and after restarts)."""
+        check_db_id(db)
+        check_address(address)
+        row = await self.remotes.add(db, address)
+        pair = self._pair(row)
+        if self._started and not pair.tasks:
+            self._run_pair(pair)
+
+    async def remove_remote(self, db: str, address: str | None = None) -> int:
+        """Stop syncing ``db`` with ``address`` (or with every remote); return how many."""
+        for key, pair in list(self._pairs.items()):
+            if pair.db == db and address in (None, pair.address):
+                for task in pair.tasks:
+                    task.cancel()
+                del self._pairs[key]
+        return await self.remotes.remove(db, address)
+
+    def _pair(self, row: RemoteRow) -> _Pair:
+        pair = self._pairs.get((row.db, row.address))
+        if pair is None:
+            pair = self._pairs[(row.db, row.address)] = _Pair(row)
+        return pair
+
+    def _run_pair(self, pair: _Pair) -> None:
+        if self._closed:
+            return
+        pair.tasks = [
+            asyncio.create_task(self._pull_loop(pair), name=f"sync-pull {pair.address}"),
+            asyncio.create_task(self._push_loop(pair), name=f"sync-push {pair.address}"),
+        ]
+        pair.push_wanted.set()
+
+    # ---- import ---------------------------------------------------------------------------
+
+    async def import_db(self, ticket: str | Ticket, permission: str = "write") -> ImportResult:
+        """Ask for ``permission`` on the ticket's database and, once granted, fetch it all.
+
+        Tries the ticket's addresses in order until one answers. ``pending``: the owner
+        must approve the request (``/sharing approve``); call again afterwards (the same
+        request is found again). ``done``: every entry was pulled (the root first) and the
+        remote is tracked for ongoing sync. Idempotent; an interrupted import resumes.
+        """
+        t = parse_ticket(ticket) if isinstance(ticket, str) else ticket
+        parse_permission(permission)
+        failures: list[str] = []
+        for address in t.addresses:
+            try:
+                decision: AccessDecision = await self.client.access(address, t.db, permission)
+            except BackendError as exc:
+                failures.append(str(exc))
+                continue
+            if decision.status != "granted":
+                log.info("import of %s from %s: %s", t.db, address, decision.status)
+                return ImportResult(decision.status, t.db, decision.request, address)
+            row = await self.remotes.add(t.db, address)
+            pair = self._pair(row)
+            await self._pull(pair, 0.0)
+            if not await self.ledger.exists(t.db):
+                raise IntegrityError(f"peer {address} did not serve database {t.db}")
+            if self._started and not pair.tasks:
+                self._run_pair(pair)
+            log.info("imported %s from %s", t.db, address)
+            return ImportResult("done", t.db, None, address)
+        raise BackendError("no peer in the ticket answered: " + "; ".join(failures))
+
+    async def sync_now(self, db: str | None = None) -> None:
+        """One pull and one push of every pair (of ``db``), now; raises the first failure."""
+        errors: list[Exception] = []
+        for pair in list(self._pairs.values()):
+            if db is None or pair.db == db:
+                try:
+                    await self._pull(pair, 0.0)
+                    await self._push(pair)
+                except ChazError as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    # ---- the loops --------------------------------------------------------------------------
+
+    def _on_commit(self, applied: Applied) -> None:
+        if self._closed:
+            return
+        dbs = {entry.db_id for entry in applied.entries}
+        for pair in self._pairs.values():
+            if pair.db in dbs and pair.tasks and pair.push_timer is None:
+                pair.push_timer = asyncio.get_running_loop().call_later(
+                    self.push_debounce, self._fire_push, pair
+                )
+
+    def _fire_push(self, pair: _Pair) -> None:
+        pair.push_timer = None
+        pair.push_wanted.set()
+
+    async def _pull_loop(self, pair: _Pair) -> None:
+        while True:
+            started = time.monotonic()
+            got = await self._retrying(pair, "pull", lambda: self._pull(pair, self.watch))
+            if got == 0:
+                await asyncio.sleep(max(0.0, self.pull_interval - (time.monotonic() - started)))
+
+    async def _push_loop(self, pair: _Pair) -> None:
+        while True:
+            await pair.push_wanted.wait()
+            pair.push_wanted.clear()
+            await self._retrying(pair, "push", lambda: self._push(pair))
+
+    async def _retrying(self, pair: _Pair, what: str, step: Callable[[], Awaitable[T]]) -> T:
+        def before_sleep(state: RetryCallState) -> None:
+            self.counters.errors += 1
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            level = logging.DEBUG if pair.failing else logging.WARNING
+            pair.failing = True
+            pair.last_error = f"{what}: {exc}"
+            if exc is not None and not isinstance(exc, ChazError):
+                log.error(
+                    "sync %s of %s with %s crashed", what, pair.db, pair.address, exc_info=exc
+                )
+            else:
+                log.log(
+                    level,
+                    "sync %s of %s with %s failed (retry in %.1fs): %s",
+                    what,
+                    pair.db[:19],
+                    pair.address,
+                    wait,
+                    exc,
+                )
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(Exception),
+            wait=wait_exponential(multiplier=self.retry_initial, max=self.retry_max)
+            + wait_random(0, self.retry_initial),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                result = await step()
+        if pair.failing:
+            pair.failing = False
+            log.info("sync %s of %s with %s works again", what, pair.db[:19], pair.address)
+        return result
+
+    # ---- pull -----------------------------------------------------------------------------
+
+    async def _pull(self, pair: _Pair, wait: float) -> int:
+        """Fetch what the remote has and we lack; return how many entries came."""
+        heads = await self.client.heads(pair.address, pair.db)
+        await self._check_log(pair, heads)
+        known = await self.ledger.run(read_known, pair.db, heads.tips)
+        if len(known) == len(set(heads.tips)):
+            if heads.max_seq > pair.row.pulled:
+                pair.row.pulled = heads.max_seq
+                await self.remotes.save(pair.row)
+        else:
+            wait = 0.0
+        batch = await self.client.entries(pair.address, pair.db, pair.row.pulled, self.batch, wait)
+        # Batch k+1 is fetched while batch k is ingested; ingests run one after another,
+        # so the cursor passes a batch only once it and all before it are committed.
+        total = 0
+        while True:
+            nxt: asyncio.Task[EntryBatch] | None = None
+            if batch.more:
+                nxt = asyncio.create_task(
+                    self.client.entries(pair.address, pair.db, batch.next, self.batch)
+                )
+            try:
+                total += await self._apply(pair, batch)
+            except BaseException:
+                if nxt is not None:
+                    nxt.cancel()
+                    with contextlib.suppress(BaseException):
+                        await nxt
+                raise
+            if nxt is None:
+                return total
+            batch = await nxt
+
+    async def _check_log(self, pair: _Pair, heads: RemoteHeads) -> None:
+        """Cursors belong to one remote log; a rebuilt remote is read (and fed) afresh."""
+        row = pair.row
+        if not row.log:
+            row.log = heads.log
+            await self.remotes.save(row)
+        elif row.log != heads.log or heads.max_seq < row.pulled:
+            log.warning(
+                "remote %s was rebuilt; syncing %s with it from the start",
+                pair.address,
+                pair.db[:19],
+            )
+            row.log, row.pulled, row.pushed = heads.log, 0, 0
+            pair.remote_has.clear()
+            await self.remotes.save(row)
+
+    async def _apply(self, pair: _Pair, batch: EntryBatch) -> int:
+        """Ingest one batch, then move the cursors; return how many entries came."""
+        if not batch.entries:
+            return 0
+        if batch.log != pair.row.log:
+            raise BackendError(f"peer {pair.address} changed its log during a pull")
+        # Entries at or below the pull cursor are held already (the cursor may have moved
+        # past them since this batch was asked for, e.g. by a push that taught us the tips).
+        fresh = [data for seq, data in batch.entries if seq > pair.row.pulled]
+        ours = [data for data in fresh if entry_db(data) == pair.db]
+        foreign = len(fresh) - len(ours)
+        received = {content_id(data) for data in ours}
+        # Marked before the ingest commits, so a push running meanwhile does not send
+        # them back to the remote they came from.
+        if len(pair.remote_has) + len(received) <= MAX_REMOTE_HAS:
+            pair.remote_has |= received
+        result = await self.ledger.ingest(ours)
+        pair.row.pulled = max(pair.row.pulled, batch.next)
+        await self._skip_received(pair, received)
+        await self.remotes.save(pair.row)
+        refused = len(result.rejected) + foreign
+        self.counters.received += len(result.accepted)
+        self.counters.duplicates += result.duplicates
+        self.counters.refused += refused
+        if foreign:
+            log.warning("peer %s sent %d entries of another database", pair.address, foreign)
+        for eid, reason in result.rejected[:5]:
+            log.warning("refused entry %s from %s: %s", eid[:19], pair.address, reason)
+        return len(batch.entries)
+
+    async def _skip_received(self, pair: _Pair, received: set[str]) -> None:
+        """Move the push cursor past entries the remote sent us (it holds them)."""
+        start = pair.row.pushed
+        rows = await self.ledger.run(read_ids_after, pair.db, start, len(received) + 1)
+        end = start
+        for seq, eid in rows:
+            if eid not in received:
+                break
+            end = seq
+            pair.remote_has.discard(eid)
+        pair.row.pushed = max(pair.row.pushed, end)
+
+    # ---- push -----------------------------------------------------------------------------
+
+    async def _push(self, pair: _Pair) -> int:
+        """Send our entries after the push cursor; return how many the remote accepted."""
+        sent = 0
+        async with pair.push_lock:
+            while True:
+                rows, more = await self.ledger.run(
+                    read_after, pair.db, pair.row.pushed, self.batch, MAX_BATCH_BYTES
+                )
+                if not rows:
+                    return sent
+                ids = [eid for _, eid, _ in rows]
+                todo = [(eid, data) for _, eid, data in rows if eid not in pair.remote_has]
+                if len(todo) > HAVE_CHECK_OVER:  # worth a round trip to send only what it lacks
+                    lacking = await self.client.missing(pair.address, pair.db, [e for e, _ in todo])
+                    todo = [(eid, data) for eid, data in todo if eid in lacking]
+                send = [data for _, data in todo]
+                if send:
+                    result = await self.client.push(pair.address, pair.db, send)
+                    sent += result.accepted
+                    await self._note_push(pair, result)
+                pair.remote_has.difference_update(ids)
+                pair.row.pushed = max(pair.row.pushed, rows[-1][0])
+                await self.remotes.save(pair.row)
+                if not more:
+                    return sent
+
+    async def _note_push(self, pair: _Pair, result: PushResult) -> None:
+        self.counters.sent += result.accepted
+        self.counters.duplicates += result.duplicates
+        self.counters.refused += result.refused
+        for eid, reason in result.rejected[:5]:
+            log.warning("peer %s refused entry %s: %s", pair.address, eid[:19], reason)
+        # If we know every tip the remote has now, we hold everything up to its max seq.
+        if result.log == pair.row.log and result.max_seq > pair.row.pulled:
+            known = await self.ledger.run(read_known, pair.db, result.tips)
+            if len(known) == len(set(result.tips)):
+                pair.row.pulled = result.max_seq
+
+
+__all__ = [
+    "AccessDecision",
+    "AccessRequest",
+    "ImportResult",
+    "PairStatus",
+    "RemoteRow",
+    "Replicator",
+    "Sharing",
+    "SyncClient",
+    "SyncCounters",
+    "SyncServer",
+    "Ticket",
+    "format_ticket",
+    "parse_ticket",
+]

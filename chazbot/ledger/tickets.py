@@ -1,0 +1,128 @@
+"""Database tickets: how one peer tells another where to fetch a database.
+
+A ticket is ``eidetica:?db=sha256:<64 hex>&pr=http:<host>:<port>``. It names the database and
+one or more peer addresses (``pr``) that serve it; it carries no secret, because a server
+only serves a database to keys its AuthSettings allow. Parameters are percent-decoded;
+unknown ones are ignored (a later version may add some), a malformed ``pr`` is skipped, but
+at least one valid ``pr`` and exactly one valid ``db`` are required.
+
+A peer address is ``http:<host>:<port>``: a DNS name, an IPv4 address or a bracketed IPv6
+address, and a port 1-65535. ``base_url`` turns it into the URL the sync client talks to.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from chazbot.errors import InputError
+from chazbot.ledger.encoding import is_content_id
+
+SCHEME = "eidetica:"
+MAX_TICKET_CHARS = 4096
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A database id and the addresses of peers that serve it."""
+
+    db: str
+    addresses: list[str]
+
+    def __str__(self) -> str:
+        return format_ticket(self.db, self.addresses)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """Split ``http:<host>:<port>`` into (host, port); a bad address is an InputError."""
+    if not isinstance(text, str) or not text.startswith("http:") or len(text) > 300:
+        raise InputError(f"not a peer address (http:<host>:<port>): {str(text)[:80]!r}")
+    rest = text[len("http:") :]
+    host, sep, port_text = rest.rpartition(":")
+    if not sep or not port_text.isascii() or not port_text.isdigit() or len(port_text) > 5:
+        raise InputError(f"peer address needs a port (http:<host>:<port>): {text[:80]!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise InputError(f"peer address port must be 1-65535: {text[:80]!r}")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise InputError(f"peer address has a bad IPv6 host: {text[:80]!r}") from None
+    elif not host.isascii() or not _HOSTNAME.fullmatch(host):
+        raise InputError(f"peer address has a bad host: {text[:80]!r}")
+    return host, port
+
+
+def check_address(text: str) -> str:
+    """Return ``text`` if it is a valid peer address, else raise InputError."""
+    parse_address(text)
+    return text
+
+
+def base_url(address: str) -> str:
+    """``http:<host>:<port>`` → ``http://<host>:<port>``."""
+    host, port = parse_address(address)
+    return f"http://{host}:{port}"
+
+
+def format_address(host: str, port: int) -> str:
+    """The peer address of ``host:port`` (IPv6 hosts get brackets)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return check_address(f"http:{host}:{port}")
+
+
+def format_ticket(db: str, addresses: list[str]) -> str:
+    """The ticket for ``db`` served at ``addresses`` (at least one, each checked)."""
+    if not is_content_id(db):
+        raise InputError(f"not a database id (sha256:<64 hex digits>): {str(db)[:80]!r}")
+    if not addresses:
+        raise InputError("a ticket needs at least one peer address")
+    parts = [f"db={db}"]
+    for address in _unique(addresses):
+        parts.append("pr=" + quote(check_address(address), safe=":"))
+    return SCHEME + "?" + "&".join(parts)
+
+
+def parse_ticket(text: str) -> Ticket:
+    """Parse a ticket (see the module docstring); a bad ticket is an InputError."""
+    if not isinstance(text, str):
+        raise InputError("a ticket must be text")
+    text = text.strip()
+    if len(text) > MAX_TICKET_CHARS:
+        raise InputError(f"ticket is longer than {MAX_TICKET_CHARS} characters")
+    if not text[: len(SCHEME)].lower() == SCHEME or text[len(SCHEME) : len(SCHEME) + 1] != "?":
+        raise InputError(f"not a ticket (eidetica:?db=…&pr=…): {text[:80]!r}")
+    dbs: list[str] = []
+    addresses: list[str] = []
+    for part in text[len(SCHEME) + 1 :].split("&"):
+        name, _, raw = part.partition("=")
+        try:
+            value = unquote(raw, errors="strict")
+        except UnicodeDecodeError:
+            value = ""  # bad percent-encoding: an invalid value, refused or skipped below
+        if name == "db":
+            dbs.append(value)
+        elif name == "pr":
+            try:
+                addresses.append(check_address(value))
+            except InputError:
+                continue  # a malformed peer address is skipped; others may do
+    if len(dbs) != 1:
+        raise InputError("a ticket needs exactly one db=sha256:<64 hex digits>")
+    if not is_content_id(dbs[0]):
+        raise InputError(f"ticket has a bad database id: {dbs[0][:80]!r}")
+    if not addresses:
+        raise InputError("ticket has no valid peer address (pr=http:<host>:<port>)")
+    return Ticket(dbs[0], _unique(addresses))
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

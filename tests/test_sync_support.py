@@ -1,0 +1,142 @@
+"""Helpers for the sync tests: real peers (ledger + server + replicator) on loopback.
+
+No test lives here; the sync test modules import these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger.sync import Replicator, Sharing, SyncServer
+from chazbot.ledger.sync_protocol import sign_request
+
+FAST: dict[str, Any] = {
+    "pull_interval": 2.0,
+    "watch": 5.0,
+    "push_debounce": 0.02,
+    "retry_initial": 0.05,
+    "retry_max": 0.5,
+    "timeout": 5.0,
+}
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 15.0, what: str = "condition"
+) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await condition():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def insert(value: Any) -> dict[str, list[Any]]:
+    return {"memory": [{"op": "insert", "row": {"value": value}}]}
+
+
+def set_meta(name: str, value: Any) -> dict[str, list[Any]]:
+    return {"meta": [{"op": "set", "field": name, "value": value}]}
+
+
+@dataclass
+class Node:
+    """One peer: its state file, ledger, peer key, sync server and replicator."""
+
+    path: Path
+    key: KeyPair
+    ledger: Ledger
+    server: SyncServer
+    replicator: Replicator
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    async def open(
+        cls, path: Path, key: KeyPair | None = None, port: int = 0, **options: Any
+    ) -> Node:
+        key = key or KeyPair.generate()
+        ledger = await Ledger.open(path)
+        server = SyncServer(ledger, host="127.0.0.1", port=port)
+        await server.start()
+        replicator = Replicator(ledger, key, **{**FAST, **options})
+        await replicator.start()
+        return cls(path, key, ledger, server, replicator, options)
+
+    @property
+    def sharing(self) -> Sharing:
+        return self.server.sharing
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def close(self) -> None:
+        await self.replicator.close()
+        await self.server.stop()
+        await self.ledger.close()
+
+    async def reopen(self) -> Node:
+        """Close everything and open the same state file again (same key, same port)."""
+        port = self.server.port
+        await self.close()
+        return await Node.open(self.path, self.key, port, **self.options)
+
+
+async def snapshot(ledger: Ledger, db: str) -> dict[str, Any]:
+    """Everything two converged peers must agree on."""
+    auth_rows = await ledger.local(
+        "SELECT key, perm, prio, status FROM auth WHERE db = ? ORDER BY key", (db,)
+    )
+    return {
+        "tips": await ledger.tips(db),
+        "count": await ledger.count_entries(db),
+        "meta": await ledger.fields(db, "meta"),
+        "auth": await ledger.auth_state(db),
+        "auth_table": [tuple(r) for r in auth_rows],
+        "rows": sorted(
+            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "memory")
+        ),
+    }
+
+
+async def converged(nodes: list[Node], db: str) -> bool:
+    states = []
+    for node in nodes:
+        if not await node.ledger.exists(db):
+            return False
+        states.append(await snapshot(node.ledger, db))
+    return all(s == states[0] for s in states[1:])
+
+
+async def raw_call(
+    address: str,
+    path: str,
+    body: bytes,
+    key: KeyPair | None,
+    *,
+    headers: dict[str, str] | None = None,
+    now: float | None = None,
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """One HTTP POST, signed by ``key`` (unless None) unless ``headers`` are given."""
+    url = "http://" + address.removeprefix("http:") + path
+    if headers is None:
+        headers = {}
+        if key is not None:
+            headers = sign_request(key, "POST", path, body, time.time() if now is None else now)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=body, headers=headers) as resp,
+    ):
+        answer = await resp.json(content_type=None)
+        return resp.status, answer, headers

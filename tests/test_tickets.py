@@ -1,0 +1,97 @@
+"""Tickets: parse, format, round trip, and one-line InputErrors on bad input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chazbot.errors import InputError
+from chazbot.ledger.tickets import Ticket, base_url, format_ticket, parse_address, parse_ticket
+
+DB = "sha256:" + "ab" * 32
+
+
+def test_parse_one_address() -> None:
+    t = parse_ticket(f"eidetica:?db={DB}&pr=http:127.0.0.1:8765")
+    assert t == Ticket(DB, ["http:127.0.0.1:8765"])
+    assert base_url(t.addresses[0]) == "http://127.0.0.1:8765"
+
+
+def test_several_addresses_unknown_params_and_bad_pr_skipped() -> None:
+    text = (
+        f"  eidetica:?v=2&db={DB}&pr=http:peer.example.org:443&pr=ftp:x:1&pr=http:nohost"
+        "&pr=http:[::1]:9000&pr=http:10.0.0.2:99999&x&pr=http:peer.example.org:443\n"
+    )
+    t = parse_ticket(text)
+    assert t.db == DB
+    assert t.addresses == ["http:peer.example.org:443", "http:[::1]:9000"]
+
+
+def test_percent_encoded_values() -> None:
+    t = parse_ticket(f"eidetica:?db={DB.replace(':', '%3A')}&pr=http%3A%5B%3A%3A1%5D%3A80")
+    assert t == Ticket(DB, ["http:[::1]:80"])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "not a ticket"),
+        ("http://x", "not a ticket"),
+        ("eidetica:db=x", "not a ticket"),
+        ("eidetica:?pr=http:a:1", "exactly one db"),
+        (f"eidetica:?db={DB}&db={DB}&pr=http:a:1", "exactly one db"),
+        ("eidetica:?db=sha256:abc&pr=http:a:1", "bad database id"),
+        (f"eidetica:?db={DB.upper()}&pr=http:a:1", "bad database id"),
+        (f"eidetica:?db={DB}", "no valid peer address"),
+        (f"eidetica:?db={DB}&pr=http:a:0&pr=http:-a:1&pr=http:[zz]:1", "no valid peer address"),
+        (f"eidetica:?db={DB}%ff&pr=http:a:1", "bad database id"),
+        ("eidetica:?" + "x" * 5000, "longer than"),
+    ],
+)
+def test_bad_tickets(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        parse_ticket(text)
+    assert "\n" not in str(err.value)
+
+
+def test_format_checks_its_input() -> None:
+    with pytest.raises(InputError):
+        format_ticket("sha256:nothex", ["http:a:1"])
+    with pytest.raises(InputError):
+        format_ticket(DB, [])
+    with pytest.raises(InputError):
+        format_ticket(DB, ["http:a"])
+    with pytest.raises(InputError):
+        parse_address("http:a:b")
+
+
+_label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
+_host = st.one_of(
+    st.lists(_label, min_size=1, max_size=4).map(".".join),
+    st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t))),
+    st.ip_addresses(v=6).map(lambda a: f"[{a}]"),
+)
+_address = st.builds(lambda h, p: f"http:{h}:{p}", _host, st.integers(1, 65535))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    db=st.text("0123456789abcdef", min_size=64, max_size=64).map(lambda h: "sha256:" + h),
+    addresses=st.lists(_address, min_size=1, max_size=5, unique=True),
+)
+def test_round_trip(db: str, addresses: list[str]) -> None:
+    text = format_ticket(db, addresses)
+    assert parse_ticket(text) == Ticket(db, addresses)
+    assert str(parse_ticket(text)) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300) | st.builds(lambda s: "eidetica:?" + s, st.text(max_size=300)))
+def test_garbage_is_an_input_error_or_a_ticket(text: str) -> None:
+    try:
+        t = parse_ticket(text)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert parse_ticket(format_ticket(t.db, t.addresses)) == t
