@@ -31,7 +31,6 @@ LLM_ERRORS = Counter(
 MATRIX_EVENTS = Counter(
     "chazbot_matrix_events", "Matrix events by outcome", ["outcome"], registry=REGISTRY
 )
-SYNC_ENTRIES = Counter(
-    "chazbot_sync_entries", "Sync entries by direction", ["direction"], registry=REGISTRY
-)
+# chazbot_sync_entries{direction=sent|received|refused} is collected from the peer at scrape
+# time (transports/http.py), because the sync layer keeps its own counters.
 COMMANDS = Counter("chazbot_commands", "Commands run by outcome", ["outcome"], registry=REGISTRY)

@@ -19,9 +19,10 @@ from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import AgentConfig, Config
-from chazbot.errors import ConfigError, InputError, NotFound
+from chazbot.errors import ConfigError, ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import KeyPair, Ledger, Permission
-from chazbot.memory.banks import Registry, check_name, grant, read_refs
+from chazbot.ledger.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.memory.banks import Registry, admin_key_for, check_name, grant, read_refs
 from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
@@ -90,6 +91,9 @@ class Peer:
         self._locks: dict[str, asyncio.Lock] = {}
         self._llm: ChatModel | None = None
         self._llm_made = False
+        self.sharing = Sharing(ledger)
+        self.sync_server: SyncServer | None = None
+        self.replicator: Replicator | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -117,6 +121,7 @@ class Peer:
         return peer
 
     async def close(self) -> None:
+        await self.stop_sync()
         if self._llm is not None:
             await self._llm.aclose()
         if self.embedder is not None:
@@ -255,19 +260,114 @@ class Peer:
             metrics.TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
         return result
 
-    # ---- sharing (filled in by the sync layer) -----------------------------------------------
+    # ---- sharing between peers ------------------------------------------------------------
+
+    def _listen(self) -> tuple[str, int] | None:
+        listen = self.config.sync_listen
+        if not listen:
+            return None
+        host, _, port = listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+    async def start_sync(self) -> None:
+        """Serve shared databases on ``sync_listen`` and replicate imported ones."""
+        listen = self._listen()
+        if listen is None:
+            return
+        self.sync_server = SyncServer(
+            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing
+        )
+        await self.sync_server.start()
+        self.replicator = Replicator(self.ledger, self.key)
+        await self.replicator.start()
+        log.info("sync server on %s", self.sync_server.address)
+
+    async def stop_sync(self) -> None:
+        if self.replicator is not None:
+            await self.replicator.close()
+            self.replicator = None
+        if self.sync_server is not None:
+            await self.sync_server.stop()
+            self.sync_server = None
+
+    def sync_counters(self) -> dict[str, int]:
+        """Entries sent, received and refused by the server and the replicator together."""
+        totals = {"sent": 0, "received": 0, "refused": 0}
+        for part in (self.sync_server, self.replicator):
+            if part is not None:
+                for name in totals:
+                    totals[name] += int(getattr(part.counters, name))
+        return totals
 
     async def share(self, db: str) -> str:
-        raise InputError("sync is not available yet")
+        """Serve ``db`` to peers holding a key on it; return its ticket."""
+        if self.sync_server is not None:
+            return await self.sync_server.ticket(db)
+        listen = self._listen()
+        if listen is None:
+            raise InputError("sync is off: set sync_listen in the config to share banks")
+        await self.sharing.share(db)
+        return format_ticket(db, [f"http:{listen[0]}:{listen[1]}"])
 
     async def unshare(self, db: str) -> None:
-        raise InputError("sync is not available yet")
+        if not await self.sharing.unshare(db):
+            raise NotFound("that bank is not shared")
 
     async def import_bank(self, ticket: str, permission: str, name: str | None) -> str:
-        raise InputError("sync is not available yet")
+        """Import a bank from another peer's ticket (asking its owner when needed)."""
+        parsed = parse_ticket(ticket)
+        if name is not None:
+            check_name(name)
+        existing = await self.registry.by_db(parsed.db)
+        if existing is not None:
+            raise ConflictError(
+                f"that database is here already as {existing.kind} {existing.name!r}"
+            )
+        replicator = self.replicator or Replicator(self.ledger, self.key)
+        try:
+            result = await replicator.import_db(parsed, permission)
+        finally:
+            if replicator is not self.replicator:
+                await replicator.close()
+        if result.status == "pending":
+            return (
+                f"Asked the owner for {permission} access (request {result.request_id}); they "
+                "approve it with /sharing approve. Run the same import again after that."
+            )
+        if result.status != "done":
+            raise PermissionDenied("the owner rejected this peer's access request")
+        meta = await self.ledger.fields(result.db, "meta")
+        chosen = name or str(meta.get("name") or "")
+        if not chosen:
+            raise InputError("the bank has no name; import again with a name as the last argument")
+        check_name(chosen)
+        if await self.registry.get("bank", chosen) or await self.registry.get("agent", chosen):
+            raise ConflictError(
+                f"a bank or agent named {chosen!r} exists here; import again choosing a name: "
+                f"/memory import <ticket> {permission} <new-name>"
+            )
+        await self.registry.add("bank", chosen, result.db, {"imported": True})
+        return f"Imported bank {chosen} ({result.db[:19]}…) with {permission}; it syncs both ways."
 
     async def sharing_requests(self) -> str:
-        raise InputError("sync is not available yet")
+        pending = await self.sharing.requests()
+        if not pending:
+            return "No pending requests."
+        lines = []
+        for r in pending:
+            hosted = await self.registry.by_db(r.db)
+            label = hosted.name if hosted else r.db[:19] + "…"
+            lines.append(f"- request {r.id}: {r.key[:24]}… wants {r.permission} on {label}")
+        return "Pending requests:\n" + "\n".join(lines)
 
     async def sharing_decide(self, request_id: str, approve: bool) -> str:
-        raise InputError("sync is not available yet")
+        if not request_id.isdigit():
+            raise InputError(f"a request id is a number: {request_id[:40]!r}")
+        number = int(request_id)
+        if approve:
+            request = await self.sharing.request(number)
+            admin = await admin_key_for(self.ledger, self.registry, request.db)
+            done = await self.sharing.approve(number, admin)
+            return f"Approved request {done.id}: {done.permission} for {done.key[:24]}…."
+        done = await self.sharing.reject(number)
+        return f"Rejected request {done.id}."

@@ -46,9 +46,8 @@ class Service:
         return peer
 
     async def _start_sync(self, peer: Peer) -> None:
-        starter = getattr(peer, "start_sync", None)
-        if starter is not None and self.config.sync_listen:
-            await starter()
+        if self.config.sync_listen:
+            await peer.start_sync()
             self._stops.append(peer.stop_sync)
 
     async def _start_http(self, peer: Peer) -> None:

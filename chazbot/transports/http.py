@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from chazbot import metrics
 from chazbot.errors import ChazError
@@ -28,12 +31,28 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+class SyncCollector(Collector):
+    """Sync entries sent, received and refused, read from the peer at scrape time."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "chazbot_sync_entries", "Sync entries by direction", labels=["direction"]
+        )
+        for direction, value in self.peer.sync_counters().items():
+            family.add_metric([direction], value)
+        yield family
+
+
 class HttpServer:
     def __init__(self, peer: Peer, listen: str, service: Any = None) -> None:
         self.peer = peer
         self.listen = listen
         self.service = service
         self._runner: web.AppRunner | None = None
+        self._collector: SyncCollector | None = None
         self.port = 0
 
     def app(self) -> web.Application:
@@ -44,6 +63,8 @@ class HttpServer:
 
     async def start(self) -> None:
         host, port = split_listen(self.listen)
+        self._collector = SyncCollector(self.peer)
+        metrics.REGISTRY.register(self._collector)
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
@@ -54,6 +75,9 @@ class HttpServer:
         log.info("health and metrics on http://%s:%d", host, self.port)
 
     async def stop(self) -> None:
+        if self._collector is not None:
+            metrics.REGISTRY.unregister(self._collector)
+            self._collector = None
         if self._runner is not None:
             await self._runner.cleanup()
 
