@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -83,11 +84,32 @@ def _config(args: argparse.Namespace) -> Config:
     return cfg
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception, one line)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            data["exception"] = repr(record.exc_info[1])
+        return json.dumps(data, ensure_ascii=False)
+
+
 def _setup_logging(cfg: Config | None) -> None:
     level = cfg.logging.level if cfg is not None else "WARNING"
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    if cfg is not None and cfg.logging.format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    # libraries chat at INFO about every request; keep one line per event of our own
+    for noisy in ("aiohttp.access", "nio", "peewee"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
 async def _verify(cfg: Config) -> int:

@@ -250,6 +250,15 @@ class Peer:
         lock = self._locks.setdefault(session, asyncio.Lock())
         async with lock:
             result = await run_turn(self, who, sess, text, sender, self.llm)
+        log.info(
+            "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
+            who.name,
+            session,
+            result.ok,
+            len(result.tool_calls),
+            result.recalled,
+            result.llm_seconds,
+        )
         metrics.TURNS.labels("ok" if result.ok else "failed").inc()
         if not result.ok and self._llm is not None:
             metrics.LLM_ERRORS.inc()

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from chazbot import metrics
 from chazbot.agent.llm import ChatModel
 from chazbot.agent.recall import RecallSettings, choose_banks, format_block, recall_query
 from chazbot.errors import BackendError, NotFound
@@ -65,7 +66,10 @@ async def auto_recall(
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)
-        return [r.row for r in view.search(query, (), limit, qvec)]
+        started = time.perf_counter()
+        found = [r.row for r in view.search(query, (), limit, qvec)]
+        metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
+        return found
 
     own = await search(agent.db)
     refs = await read_refs(peer.ledger, agent.db)
