@@ -1,8 +1,18 @@
-"""Shared fixtures: the stand-ins for what users bring (an LLM, an embedding API)."""
+"""Shared fixtures: the stand-ins for what users bring (an LLM, an embedding API), and one
+real Synapse per test session for every Matrix test."""
 
 from __future__ import annotations
 
 from tests.standin_embeddings import standin_embeddings
 from tests.standin_llm import standin_llm
+from tests.synapse import chazbot, humans, matrix_user, synapse, synapse_admin
 
-__all__ = ["standin_embeddings", "standin_llm"]
+__all__ = [
+    "chazbot",
+    "humans",
+    "matrix_user",
+    "standin_embeddings",
+    "standin_llm",
+    "synapse",
+    "synapse_admin",
+]

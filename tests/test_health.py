@@ -32,10 +32,6 @@ from tests.synapse import (
     requires_synapse,
     wait_until,
 )
-from tests.synapse import chazbot as chazbot
-from tests.synapse import humans as humans
-from tests.synapse import matrix_user as matrix_user
-from tests.synapse import synapse as synapse
 
 pytestmark = [requires_synapse, pytest.mark.timeout(240)]
 

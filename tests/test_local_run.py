@@ -46,8 +46,6 @@ from tests.synapse import (
     requires_synapse,
     wait_until,
 )
-from tests.synapse import matrix_user as matrix_user
-from tests.synapse import synapse as synapse
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

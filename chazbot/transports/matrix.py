@@ -5,12 +5,18 @@ homeserver; every message worth answering becomes a job on its room's queue, so 
 served concurrently and each room in order. What to answer and how a reply looks is decided
 by the pure rules in ``matrix_rules``; this module is the I/O around them.
 
-Never twice, never old: the sync token and the ids of handled events are kept in the
-peer-local tables (written before a job starts, so a crash loses at most the jobs running at
-that moment and never repeats one); replies are sent with a transaction id derived from the
-answered event, so a retried send is deduplicated by the homeserver. A limited timeline is
-paged back to the previous sync position, so a burst never drops a command. On the very first
-start (no sync token yet) the history is not answered.
+Never twice, never old: after each sync, the sync token and the ids of the events it brought
+to handle are committed to the peer-local tables in one statement, before their jobs start (a
+crash loses at most the jobs running at that moment and never repeats one); replies are sent
+with a transaction id derived from the answered event, so a retried send is deduplicated by
+the homeserver. A limited timeline is paged back to the previous sync position, so a burst
+never drops a command. On the very first start (no sync token yet) history is not answered,
+nor, in a room just joined, what was said before the invite. The bot's own events are
+filtered out of the sync: they never wake the long poll, and are never answered.
+
+Resilience: nio retries 429s (``retry_after_ms`` capped) and connection errors a bounded
+number of times; the sync loop is supervised and restarted with exponential backoff, each
+restart logged; sends and joins are retried with backoff, riding out a homeserver restart.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from nio import (
 from nio.crypto import ENCRYPTION_ENABLED
 from nio.exceptions import LocalProtocolError, OlmTrustError
 
+from chazbot import metrics
 from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import BackendError, ChazError
@@ -104,6 +111,12 @@ class _Client(AsyncClient):  # type: ignore[misc]  # nio ships no type informati
         return response
 
 
+class _SyncFailed(BackendError):
+    """The homeserver answered a sync with an error (maybe asking us to wait)."""
+
+    retry_after_s: float = 0.0
+
+
 @dataclass
 class _Job:
     room_id: str
@@ -144,10 +157,12 @@ class MatrixBot:
         self.last_sync_ok: float | None = None
         """Wall-clock time of the last successful sync (for /healthz)."""
         self.sync_restarts = 0
+        self._sync_failing = False  # the sync loop died and has not synced since
         self.client: Any = None
         self._since: str | None = None
         self._handled: OrderedDict[str, None] = OrderedDict()
         self._handled_writes = 0
+        self._persisted_token: str | None = None
         self._undecryptable_noticed: set[str] = set()
         self._queues: dict[str, asyncio.Queue[_Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -170,7 +185,7 @@ class MatrixBot:
     @property
     def healthy(self) -> bool:
         """True while syncs succeed (the last one within two long-poll periods and a margin)."""
-        if self.last_sync_ok is None:
+        if self.last_sync_ok is None or self._sync_failing:
             return False
         return time.time() - self.last_sync_ok < 2 * self.sync_timeout_ms / 1000 + 30
 
@@ -182,6 +197,9 @@ class MatrixBot:
     # ---- life --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        nio_log = logging.getLogger("nio")
+        if nio_log.level == logging.NOTSET and log.getEffectiveLevel() > logging.DEBUG:
+            nio_log.setLevel(logging.WARNING)  # nio says INFO for every event it handles
         store = Path(self.peer.state_dir) / "matrix-store"
         store.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(store, 0o700)
@@ -245,11 +263,6 @@ class MatrixBot:
     async def _kv(self, key: str) -> str | None:
         rows = await self.peer.ledger.local("SELECT value FROM local_kv WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
-
-    async def _set_kv(self, key: str, value: str) -> None:
-        await self.peer.ledger.local(
-            "INSERT OR REPLACE INTO local_kv (key, value) VALUES (?, ?)", (key, value)
-        )
 
     async def _pickle_key(self) -> str:
         """The key the e2e store is encrypted with: random, kept in the credentials table."""
@@ -347,25 +360,29 @@ class MatrixBot:
         if isinstance(response, ProfileGetDisplayNameResponse) and response.displayname:
             self._display_name = str(response.displayname)
 
-    async def _mark_handled(self, event_ids: list[str]) -> None:
-        """Remember handled events (memory and disk) before their jobs start."""
-        if not event_ids:
+    async def _persist(self, next_batch: str, jobs: list[_Job]) -> None:
+        """One statement, one commit: the new sync token, the handled events (before their
+        jobs start) and the rooms told about an undecryptable message."""
+        if not jobs and next_batch == self._persisted_token:
             return
-        for eid in event_ids:
-            self._handled[eid] = None
-        while len(self._handled) > HANDLED_KEEP:
-            self._handled.popitem(last=False)
         base = time.time_ns()
-        for start in range(0, len(event_ids), 400):
-            chunk = event_ids[start : start + 400]
-            params: list[str] = []
-            for i, eid in enumerate(chunk):
-                params += [_KV_HANDLED + eid, f"{base + start + i:020d}"]
+        rows = [(_KV_HANDLED + job.event_id, f"{base + i:020d}") for i, job in enumerate(jobs)]
+        rows += [
+            (f"matrix:undecryptable:{j.room_id}", "1") for j in jobs if j.kind == "undecryptable"
+        ]
+        rows.append((f"matrix:{self.cfg.user_id}:next_batch", next_batch))  # last: after all
+        for start in range(0, len(rows), 400):
+            chunk = rows[start : start + 400]
             sql = "INSERT OR REPLACE INTO local_kv (key, value) VALUES " + ",".join(
                 ["(?, ?)"] * len(chunk)
             )
-            await self.peer.ledger.local(sql, tuple(params))
-        self._handled_writes += len(event_ids)
+            await self.peer.ledger.local(sql, tuple(v for row in chunk for v in row))
+        self._persisted_token = next_batch
+        for job in jobs:
+            self._handled[job.event_id] = None
+        while len(self._handled) > HANDLED_KEEP:
+            self._handled.popitem(last=False)
+        self._handled_writes += len(jobs)
         if self._handled_writes >= 1000:
             self._handled_writes = 0
             await self.peer.ledger.local(
@@ -390,8 +407,9 @@ class MatrixBot:
                 if self.last_sync_ok != synced_before:
                     delay = BACKOFF_START_S  # it ran fine for a while: start the backoff over
                 self.sync_restarts += 1
+                self._sync_failing = True
                 wait = max(delay, getattr(exc, "retry_after_s", 0.0))
-                if isinstance(exc, ChazError | TRANSIENT):
+                if isinstance(exc, (ChazError, *TRANSIENT)):
                     log.warning(
                         "matrix: sync loop stopped (%s); restart %d in %.1f s",
                         _one_line(exc),
@@ -411,7 +429,8 @@ class MatrixBot:
     def _sync_filter(self) -> dict[str, Any]:
         return {
             "room": {
-                "timeline": {"limit": self.timeline_limit},
+                # Our own events never wake the long poll: each reply would cost a sync.
+                "timeline": {"limit": self.timeline_limit, "not_senders": [self.cfg.user_id]},
                 "state": {"lazy_load_members": False},
                 "ephemeral": {"not_types": ["*"]},
             },
@@ -436,11 +455,15 @@ class MatrixBot:
                 raise BackendError("matrix sync timed out") from exc
             if not isinstance(response, SyncResponse):
                 await self._sync_failed(response)
-            await self._handle_sync(response, since)
+            jobs = await self._jobs(response, since)
+            await self._persist(response.next_batch, jobs)
             self._since = response.next_batch
-            await self._set_kv(f"matrix:{self.cfg.user_id}:next_batch", response.next_batch)
+            for job in jobs:
+                metrics.MATRIX_EVENTS.labels(outcome=job.kind).inc()
+                self._enqueue(job)
             await self._e2e_housekeeping()
             self.last_sync_ok = time.time()
+            self._sync_failing = False
             if not self._first_sync_done.is_set():
                 self._first_sync_done.set()
                 log.info(
@@ -461,10 +484,10 @@ class MatrixBot:
                     {"device_id": self.client.device_id, "access_token": self.client.access_token}
                 ),
             )
-        error = BackendError(f"matrix sync failed: {_error_text(response)}")
+        error = _SyncFailed(f"matrix sync failed: {_error_text(response)}")
         retry_ms = getattr(response, "retry_after_ms", None)
         if isinstance(retry_ms, int | float):
-            error.retry_after_s = min(retry_ms, MAX_RETRY_AFTER_MS) / 1000  # type: ignore[attr-defined]
+            error.retry_after_s = min(retry_ms, MAX_RETRY_AFTER_MS) / 1000
         raise error
 
     async def _e2e_housekeeping(self) -> None:
@@ -492,62 +515,48 @@ class MatrixBot:
             if isinstance(result, ErrorResponse):
                 log.warning("matrix: e2e request failed: %s", _error_text(result))
 
-    async def _handle_sync(self, response: Any, since: str | None) -> None:
+    async def _jobs(self, response: Any, since: str | None) -> list[_Job]:
+        """Join or decline invites; the jobs this sync brings (none on the very first start)."""
         for room_id, info in response.rooms.invite.items():
             self._on_invite(room_id, info.invite_state)
         if since is None:
-            return  # the very first start: history is not answered
+            return []  # the very first start: history is not answered
         jobs: list[_Job] = []
         for room_id, info in response.rooms.join.items():
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
-            events = await self._room_events(room_id, info.timeline, since)
-            for event in events:
+            for event in await self._room_events(room_id, info.timeline, since):
                 job = self._job(room, event)
                 if job is not None:
                     jobs.append(job)
-        if jobs:
-            await self._mark_handled([j.event_id for j in jobs])
-            undecryptable = [j.room_id for j in jobs if j.kind == "undecryptable"]
-            for room_id in undecryptable:
-                await self._set_kv(f"matrix:undecryptable:{room_id}", "1")
-            for job in jobs:
-                self._enqueue(job)
+        return jobs
 
     async def _room_events(self, room_id: str, timeline: Any, since: str) -> list[Any]:
-        """The timeline's new events, paged back when it is limited; none before our invite."""
+        """The timeline's new events, paged back to ``since`` when it is limited.
+
+        A room just joined comes with its history: only what was said after our invite counts.
+        (Our own events are filtered out of the sync, so the invite, sent by the inviter, marks
+        the spot; when a limited timeline starts after it, all of it is newer anyway.)
+        """
         events = list(timeline.events)
-        me = self.cfg.user_id
-        joined_at = next(
-            (
-                i
-                for i, e in enumerate(events)
-                if isinstance(e, RoomMemberEvent)
-                and e.state_key == me
-                and e.membership == "join"
-                and e.prev_membership != "join"
-            ),
-            None,
-        )
-        if joined_at is not None:
-            # Just joined: answer what was said after we were invited, not the room's history.
-            invited_at = next(
-                (
-                    i
-                    for i, e in enumerate(events[:joined_at])
-                    if isinstance(e, RoomMemberEvent)
-                    and e.state_key == me
-                    and e.membership == "invite"
-                ),
-                joined_at,
-            )
-            return events[invited_at + 1 :]
-        if timeline.limited and timeline.prev_batch:
+        if timeline.limited and timeline.prev_batch and self._own_invite(events) is None:
             older = await self._page_back(room_id, timeline.prev_batch, since)
             log.info("matrix: %s: limited timeline, paged back %d events", room_id, len(older))
             events = older + events
-        return events
+        invited_at = self._own_invite(events)
+        return events if invited_at is None else events[invited_at + 1 :]
+
+    def _own_invite(self, events: list[Any]) -> int | None:
+        found = None
+        for i, event in enumerate(events):
+            if (
+                isinstance(event, RoomMemberEvent)
+                and event.state_key == self.cfg.user_id
+                and event.membership == "invite"
+            ):
+                found = i
+        return found
 
     async def _page_back(self, room_id: str, start: str, stop: str) -> list[Any]:
         collected: list[Any] = []
@@ -631,6 +640,7 @@ class MatrixBot:
             return None
         if not self._allowed(sender):
             log.debug("matrix: ignoring %s from %s (not on the allow list)", event_id, sender)
+            metrics.MATRIX_EVENTS.labels(outcome="not_allowed").inc()
             return None
         request: Request | None = route(
             content,
@@ -673,43 +683,46 @@ class MatrixBot:
                 await self._run(job)
             except asyncio.CancelledError:
                 raise
+            except ChazError as exc:
+                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+                log.error("matrix: answering %s in %s failed: %s", job.event_id, room_id, exc)
             except Exception:
-                log.exception("matrix: handling %s in %s failed", job.event_id, room_id)
+                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+                log.exception("matrix: answering %s in %s failed", job.event_id, room_id)
 
     async def _run(self, job: _Job) -> None:
-        session = session_name(job.room_id)
         if job.kind == "undecryptable":
-            await self._reply(
-                job, notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
-            )
-            return
-        if job.kind == "command":
-            reply = await self.peer.command(
-                job.text,
-                session=session,
-                sender=job.sender,
-                is_admin=job.is_admin,
-                prefix=f"{self.cfg.command_prefix} ",
-            )
-            await self._reply(
-                job, notice_contents(reply.text, job.event_id, job.content, job.sender)
-            )
-            return
-        async with self._typing(job.room_id):
-            try:
-                result = await self.peer.chat(job.text, session=session, sender=job.sender)
-            except ChazError as exc:
-                text, ok = str(exc), False
-            except Exception:
-                log.exception("matrix: agent turn for %s failed", job.event_id)
-                text, ok = (
-                    "Something went wrong on my side; the details are in the bot's log.",
-                    False,
+            contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
+            await self._reply(job, contents)
+        elif job.kind == "command":
+            text, ok = await self._answer(job)
+            await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))
+        else:
+            async with self._typing(job.room_id):
+                text, ok = await self._answer(job)
+                build = text_contents if ok else notice_contents
+                await self._reply(job, build(text, job.event_id, job.content, job.sender))
+
+    async def _answer(self, job: _Job) -> tuple[str, bool]:
+        """The text that answers a command or an agent turn, and whether it is a success."""
+        session = session_name(job.room_id)
+        try:
+            if job.kind == "command":
+                reply = await self.peer.command(
+                    job.text,
+                    session=session,
+                    sender=job.sender,
+                    is_admin=job.is_admin,
+                    prefix=f"{self.cfg.command_prefix} ",
                 )
-            else:
-                text, ok = result.text, result.ok
-            build = text_contents if ok else notice_contents
-            await self._reply(job, build(text, job.event_id, job.content, job.sender))
+                return reply.text, reply.ok
+            result = await self.peer.chat(job.text, session=session, sender=job.sender)
+            return result.text, result.ok
+        except ChazError as exc:
+            return str(exc), False
+        except Exception:
+            log.exception("matrix: answering %s failed", job.event_id)
+            return "Something went wrong on my side; the details are in the bot's log.", False
 
     async def _reply(self, job: _Job, contents: list[dict[str, Any]]) -> None:
         for part, content in enumerate(contents):
