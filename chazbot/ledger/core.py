@@ -90,11 +90,18 @@ class LedgerCore:
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._reload_sets()
         wanted = set().union(*self._sets.values()) if self._sets else set()
+        self.load_errors: list[tuple[str, str]] = []
         for eid in wanted:
-            row = conn.execute("SELECT data FROM entries WHERE id = ?", (eid,)).fetchone()
-            if row is not None:
-                entry = Entry.decode(bytes(row[0]), eid)
-                self._remember_auth_ops(entry)
+            row = conn.execute("SELECT data, height FROM entries WHERE id = ?", (eid,)).fetchone()
+            if row is None:
+                continue
+            try:
+                self._remember_auth_ops(Entry.decode(bytes(row[0]), eid))
+            except ChazError as exc:
+                # A damaged auth entry grants nothing; the file still opens so that
+                # ``verify`` can name it.
+                self._auth_ops[eid] = ((int(row[1]), eid), [])
+                self.load_errors.append((eid, str(exc)))
 
     def _reload_sets(self) -> None:
         self._sets.clear()

@@ -15,8 +15,15 @@ PREFIX = "ed25519:"
 
 def parse_public_key(text: str) -> Ed25519PublicKey:
     """Parse ``ed25519:<hex>``; a malformed key is an InputError."""
-    if not isinstance(text, str) or not text.startswith(PREFIX) or len(text) != len(PREFIX) + 64:
-        raise InputError(f"not a public key (ed25519:<64 hex digits>): {str(text)[:80]!r}")
+    if (
+        not isinstance(text, str)
+        or not text.startswith(PREFIX)
+        or len(text) != len(PREFIX) + 64
+        or not all(c in "0123456789abcdef" for c in text[len(PREFIX) :])
+    ):
+        raise InputError(
+            f"not a public key (ed25519:<64 lowercase hex digits>): {str(text)[:80]!r}"
+        )
     try:
         return Ed25519PublicKey.from_public_bytes(bytes.fromhex(text[len(PREFIX) :]))
     except ValueError as exc:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,6 +28,7 @@ from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.schema import migrate
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 Listener = Callable[[Applied], None]
 
 
@@ -63,7 +66,9 @@ class Ledger:
         try:
             await conn
             raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
-            core = await conn._execute(_init_core, raw)  # type: ignore[no-untyped-call]
+            core = await conn._execute(_init_core, raw)
+            for eid, why in core.load_errors:
+                log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)  # type: ignore[no-untyped-call]
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise BackendError(f"cannot open state file {file}: {exc}") from exc
@@ -252,9 +257,15 @@ class Ledger:
     # ---- peer-local tables (never synced) -------------------------------------------------
 
     async def local(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement on the peer-local tables and return its rows (autocommit)."""
-        if not sql.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE")):
+        """Run one statement on the peer-local tables and return its rows (autocommit).
+
+        Writes to the ledger's own tables are refused: those change only through entries.
+        """
+        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if verb not in ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE"):
             raise InputError("only plain statements on peer-local tables")
+        if verb != "SELECT" and _LEDGER_TABLES.search(sql):
+            raise InputError("the ledger's tables change only through signed entries")
         return await self.run(lambda core: core.conn.execute(sql, params).fetchall())
 
     # ---- checking -------------------------------------------------------------------------
@@ -262,6 +273,11 @@ class Ledger:
     async def verify(self) -> list[tuple[str, str]]:
         """Re-check every stored entry's id, signature and authorisation; return the failures."""
         return await self.run(_verify_all)
+
+
+_LEDGER_TABLES = re.compile(
+    r"\b(INTO|UPDATE|FROM)\s+(entries|tips|rows|fields|auth|auth_sets|schema_version)\b", re.I
+)
 
 
 def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
