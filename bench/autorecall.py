@@ -61,7 +61,9 @@ async def main() -> None:
     vocab = vocabulary(rng)
     with tempfile.TemporaryDirectory() as tmp:
         banks = [f"bank{i}" for i in range(BANKS)]
-        cfg = Config(state_dir=Path(tmp), agents=[AgentConfig(name="chaz", default_memory_banks=banks[:2])])
+        cfg = Config(
+            state_dir=Path(tmp), agents=[AgentConfig(name="chaz", default_memory_banks=banks[:2])]
+        )
         async with chazbot.open(tmp, cfg) as peer:
             agent = peer.agent("chaz")
             started = time.perf_counter()
@@ -77,7 +79,9 @@ async def main() -> None:
                 await peer.command(f"/memory attach {name}", session="bench")
             for name, db in targets:
                 key = await writer_key_for(peer.ledger, peer.registry, db)
-                await import_lines(peer.memory, db, key, rows(rng, vocab, args.entries, name), batch_size=2000)
+                await import_lines(
+                    peer.memory, db, key, rows(rng, vocab, args.entries, name), batch_size=2000
+                )
             build = time.perf_counter() - started
             session = await peer.session("bench")
             loaded = time.perf_counter()
@@ -85,11 +89,14 @@ async def main() -> None:
                 await peer.memory.view(db)
             load = time.perf_counter() - loaded
             # conversations: 5 messages of 8-15 words drawn like the documents
-            convo = [" ".join(vocab[r] for r in np.minimum(rng.zipf(1.3, 12), len(vocab)) - 1) for _ in range(args.turns + 5)]
+            convo = [
+                " ".join(vocab[r] for r in np.minimum(rng.zipf(1.3, 12), len(vocab)) - 1)
+                for _ in range(args.turns + 5)
+            ]
             times, hits = [], []
             for t in range(args.turns):
                 t0 = time.perf_counter()
-                block, n = await auto_recall(peer, agent, session, convo[t : t + 5])
+                _block, n = await auto_recall(peer, agent, session, convo[t : t + 5])
                 times.append((time.perf_counter() - t0) * 1000)
                 hits.append(n)
             own = await peer.memory.view(agent.db)
@@ -104,17 +111,34 @@ async def main() -> None:
         "stores": 1 + BANKS,
         "build_s": round(build, 1),
         "load_views_s": round(load, 2),
-        "auto_recall_ms": {"p50": round(pct(times, 50), 2), "p95": round(pct(times, 95), 2), "mean": round(statistics.mean(times), 2)},
-        "anchor_one_bm25_search_ms": {"p50": round(pct(bare, 50), 3), "p95": round(pct(bare, 95), 3)},
+        "auto_recall_ms": {
+            "p50": round(pct(times, 50), 2),
+            "p95": round(pct(times, 95), 2),
+            "mean": round(statistics.mean(times), 2),
+        },
+        "anchor_one_bm25_search_ms": {
+            "p50": round(pct(bare, 50), 3),
+            "p95": round(pct(bare, 95), 3),
+        },
         "mean_hits": round(statistics.mean(hits), 1),
         "target_p50_ms": 25,
     }
-    print(f"stores: own + {BANKS} banks x {args.entries} entries (built in {build:.0f} s, views loaded in {load:.1f} s)")
+    ar, anchor = result["auto_recall_ms"], result["anchor_one_bm25_search_ms"]
+    print(f"stores: own + {BANKS} banks x {args.entries} entries")
+    print(f"(built in {build:.0f} s, views loaded in {load:.1f} s)")
     print(f"{'measure':40} {'p50 ms':>8} {'p95 ms':>8}")
-    print(f"{'auto-recall per turn (whole step)':40} {result['auto_recall_ms']['p50']:8} {result['auto_recall_ms']['p95']:8}")
-    print(f"{'anchor: one BM25 search, one store':40} {result['anchor_one_bm25_search_ms']['p50']:8} {result['anchor_one_bm25_search_ms']['p95']:8}")
+    print(f"{'auto-recall per turn (whole step)':40} {ar['p50']:8} {ar['p95']:8}")
+    print(f"{'anchor: one BM25 search, one store':40} {anchor['p50']:8} {anchor['p95']:8}")
     print(json.dumps(result))
 
 
-if __name__ == "__main__":
+def run(argv: list[str] | None = None) -> None:
+    import sys
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
     asyncio.run(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -442,6 +442,11 @@ def print_table(rows: Sequence[Row]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10k and 100k documents only")
+    parser.add_argument(
+        "--autorecall",
+        action="store_true",
+        help="instead: auto-recall cost per turn, own + 5 banks of 100k (bench/autorecall.py)",
+    )
     parser.add_argument("--sizes", help="comma-separated corpus sizes (default 10k,100k,1M)")
     parser.add_argument("--queries", type=int, default=1000, help="timed queries per size")
     parser.add_argument("--agree-queries", type=int, default=300, help="queries checked exactly")
@@ -453,6 +458,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--json", help="also write the JSON to this file")
     args = parser.parse_args()
+    if args.autorecall:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import autorecall
+
+        autorecall.run([])
+        return
     if args.sizes:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
     else:

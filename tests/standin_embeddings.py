@@ -201,8 +201,8 @@ class StandinEmbeddings:
             content_type, text = self._raw.pop(0)
             return web.Response(status=200, text=text, content_type=content_type)
 
-        given = body.get("input")
-        texts = [given] if isinstance(given, str) else given
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else inputs
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return web.json_response(
                 {"error": {"message": "'input' must be a string or a list of strings"}},

@@ -12,8 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 import pytest_asyncio
-from standin_embeddings import StandinEmbeddings
-from standin_embeddings import standin_embeddings as standin_embeddings  # the fixture
 
 from chazbot.config import EmbeddingConfig
 from chazbot.errors import BackendError, ConfigError
@@ -23,6 +21,7 @@ from chazbot.memory.embedders import (
     OpenAIEmbedder,
     make_embedder,
 )
+from tests.standin_embeddings import StandinEmbeddings
 
 SECRET = "sk-test-0123456789abcdefSECRET"
 

@@ -66,9 +66,9 @@ class Ledger:
         try:
             await conn
             raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
-            core = await conn._execute(_init_core, raw)
+            core = await conn._execute(_init_core, raw)  # type: ignore[no-untyped-call]
             for eid, why in core.load_errors:
-                log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)  # type: ignore[no-untyped-call]
+                log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise BackendError(f"cannot open state file {file}: {exc}") from exc

@@ -319,7 +319,7 @@ class OpenAIEmbedder:
             reraise=True,
         )
         try:
-            matrix = await retrying(self._post, batch)
+            matrix: np.ndarray = await retrying(self._post, batch)
         except _Transient as exc:
             tries = f"{self._attempts} attempt" + ("s" if self._attempts != 1 else "")
             raise self._fail(f"{exc.message}, gave up after {tries}") from exc
@@ -364,14 +364,18 @@ class OpenAIEmbedder:
     async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
         status = resp.status
         try:
-            detail = _error_detail(await resp.json(content_type=None))
+            detail = self._redact(_error_detail(await resp.json(content_type=None)))
         except (ValueError, aiohttp.ClientError, TimeoutError):
             detail = ""
         suffix = f": {detail}" if detail else ""
         if status == 429 or status >= 500 or status in _RETRY_STATUSES:
             raise _Transient(f"HTTP {status}{suffix}", _retry_after_seconds(resp.headers))
         if status == 401:
-            raise self._fail("embedding API rejected the key (HTTP 401); check embedding.api_key")
+            # The body is left out: servers like to echo (part of) the key they were given.
+            raise BackendError(
+                f"embedding API rejected the key (HTTP 401 from {self._where});"
+                " check embedding.api_key"
+            )
         if status == 403:
             raise self._fail("access denied (HTTP 403); check embedding.api_key and its rights")
         if status == 404:
