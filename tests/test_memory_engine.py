@@ -242,3 +242,21 @@ async def test_reindex_after_a_kill_finishes_without_duplicates(
         rows = await peer.ledger.rows(db, store)
         refs = [r.data["ref"] for r in rows]
         assert len(set(refs)) == 60
+
+
+async def test_a_hanging_embedder_falls_back_to_bm25_within_the_deadline(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from chazbot.memory import engine
+
+    monkeypatch.setattr(engine, "QUERY_EMBED_TIMEOUT_S", 0.3)
+    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("deploy", "nix build and scp")
+        standin_embeddings.hang(1)
+        started = time.monotonic()
+        assert [h.key for h in await agent.recall("nix")] == ["deploy"]
+        assert time.monotonic() - started < 3
+        standin_embeddings.release()

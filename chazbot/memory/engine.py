@@ -37,6 +37,7 @@ from chazbot.memory.rows import (
 from chazbot.memory.view import MemoryView, Ranked
 
 log = logging.getLogger(__name__)
+QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
 
 
 def embed_text(key: str, value: str) -> str:
@@ -177,10 +178,13 @@ class MemoryEngine:
         if self.embedder is None or not query.strip():
             return None
         try:
-            return await self.embedder.embed_query(query)
+            async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
+                return await self.embedder.embed_query(query)
         except BackendError as exc:
             log.warning("query embedding failed, BM25 only: %s", exc)
-            return None
+        except TimeoutError:
+            log.warning("query embedding took over %.0f s, BM25 only", QUERY_EMBED_TIMEOUT_S)
+        return None
 
     async def reindex(
         self,

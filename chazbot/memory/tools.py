@@ -108,8 +108,9 @@ TOOLS: dict[str, Tool] = {
     for t in [
         Tool(
             "remember",
-            "Store a fact in long-term memory under a short key. Writing an existing key "
-            "replaces its value.",
+            "Store a fact in long-term memory under a short key. Start the key with who or "
+            "what it is about (e.g. caroline.adoption_research) and make the value "
+            "self-contained (who said what, about what). Writing an existing key replaces it.",
             {
                 "type": "object",
                 "properties": {

@@ -1,0 +1,493 @@
+"""LoCoMo turn retrieval: recall@5, recall@10 and nDCG@10 of BM25, dense and hybrid recall.
+
+Run: ``.venv/bin/python bench/locomo.py [--split dev|heldout|all] [--data PATH]
+[--depth N] [--methods bm25,dense,hybrid] [--key K] [--value V] [--context C] [--tags T]
+[--cache DIR] [--json PATH]``. Not a timed test; CI does not run it. The data (CC BY-NC 4.0)
+stays beside the project in ``../shared/data/locomo10.json``; see its README there.
+
+As the data README says: every dialogue turn of one conversation is one memory entry in one
+bank, every question except category 5 (adversarial, no answer in the conversation) is a
+query, and its relevant entries are the turns its ``evidence`` names (``D<session>:<turn>``;
+the few malformed ones such as ``D:11:26`` or ``D30:05`` are read leniently, and a question
+whose evidence names no existing turn is skipped and counted).
+Splits: ``dev`` is conversations 0-4 (tune here), ``heldout`` 5-9 (do not tune on it), ``all``.
+
+Ranking is chazbot's own, as recall does it: ``tokenize`` + ``document_text`` +
+``BM25Index`` (k1 1.5, b 0.75), ``VectorIndex`` over ``key + " " + value`` embedded by the
+local embedder (``query: `` / ``passage: `` prefixes), ``top_fused`` (RRF, k 60, newest first on
+ties) over ``--depth`` candidates from each ranker (the memory layer's ``max(50, 5 x limit)``).
+Those are product defaults. How a LoCoMo turn becomes a memory row is data shaping of the
+benchmark only, standing for what the bot would store when a user tells it something:
+
+- ``--key speaker-dia``: ``"Caroline D1:3"``, a key that starts with whom the memory is about
+  (``dia``: just ``D1:3``). Keys are unique per turn, since a key holds one live row.
+- ``--value speaker-caption``: ``"Caroline: <text> [shares a photo: <caption>]"``.
+- ``--context prev``: the value ends with ``(replying to Melanie: <previous turn>)`` when the
+  previous turn is in the same session, as a self-contained memory would say it.
+- ``--tags date``: the session date as a tag (tags reach BM25, not the embedder).
+
+Also measured in every run: BM25 over the plain turn (key ``D1:3``, value as above, no context,
+no tags), the row shape of the README's BM25 baseline. Prints a table beside the README's
+baselines (measured on all ten conversations) and one JSON line. ``--cache DIR`` keeps vectors
+between runs (keyed by model and exact text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chazbot.config import EmbeddingConfig
+from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
+from chazbot.memory.fusion import top_fused
+from chazbot.memory.tokenize import document_text, tokenize
+from chazbot.memory.vectors import VectorIndex
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10.json"
+SPLITS = {"dev": range(0, 5), "heldout": range(5, 10), "all": range(0, 10)}
+METHODS = ("bm25", "dense", "hybrid")
+# Measured in every run: BM25 over the plain turn ("Speaker: text [photo]", no context, no
+# tags), the row shape the README's BM25 baseline corresponds to.
+ANCHOR = "bm25-plain-turn"
+RRF_K = 60
+TARGET_HYBRID_R10_DEV = 0.65
+# The README's anchors: all ten conversations, one bank each (recall@10, nDCG@10).
+BASELINES = {
+    "BM25 (README, all ten)": (0.519, 0.381),
+    "BM25 + all-MiniLM-L6-v2, RRF (README, all ten)": (0.545, 0.388),
+    "BM25 + multilingual-e5-small q4, RRF (README, all ten)": (0.584, 0.443),
+}
+# The memory layer's default candidate depth per ranker: max(50, limit x 5), limit 10.
+DEFAULT_DEPTH = 50
+
+_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
+_DATE = re.compile(r"^\s*[\d:]+\s*[ap]m\s+on\s+(.+?)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    session: int
+    speaker: str
+    text: str
+    date: str
+    caption: str | None
+    order: int
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    relevant: frozenset[str]
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    index: int
+    turns: list[Turn]
+    questions: list[Question]
+    dropped: int  # questions (not category 5) without any evidence turn that exists
+
+
+def load_locomo(path: Path) -> list[Conversation]:
+    """The ten conversations: turns in order and the scored questions (category 5 left out)."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    conversations = []
+    for index, sample in enumerate(raw):
+        conv = sample["conversation"]
+        sessions = sorted(
+            (int(k.split("_")[1]), v)
+            for k, v in conv.items()
+            if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
+        )
+        turns: list[Turn] = []
+        for number, session in sessions:
+            when = str(conv.get(f"session_{number}_date_time", ""))
+            match = _DATE.match(when)
+            date = match.group(1) if match else when
+            for turn in session:
+                caption = turn.get("blip_caption")
+                turns.append(
+                    Turn(
+                        dia_id=turn["dia_id"],
+                        session=number,
+                        speaker=turn["speaker"],
+                        text=turn["text"],
+                        date=date,
+                        caption=caption if isinstance(caption, str) and caption else None,
+                        order=len(turns),
+                    )
+                )
+        ids = {t.dia_id for t in turns}
+        questions, dropped = [], 0
+        for qa in sample["qa"]:
+            if qa.get("category") == 5:
+                continue
+            evidence = " ".join(str(e) for e in qa.get("evidence", []))
+            relevant = frozenset(f"D{s}:{n}" for s, n in _EVIDENCE.findall(evidence)) & ids
+            if not relevant:
+                dropped += 1
+                continue
+            questions.append(Question(str(qa["question"]), relevant, int(qa["category"])))
+        conversations.append(Conversation(index, turns, questions, dropped))
+    return conversations
+
+
+# -- turning a turn into a memory row (benchmark data shaping) ------------------------------
+
+KEYS = ("dia", "speaker-dia")
+VALUES = ("text", "speaker", "speaker-caption", "speaker-date-caption")
+CONTEXTS = ("none", "prev")
+TAGS = ("none", "speaker", "date", "speaker-date")
+
+
+def memory_row(
+    turns: Sequence[Turn], i: int, key: str, value: str, context: str, tags: str
+) -> tuple[str, str, list[str]]:
+    """The ``(key, value, tags)`` the bench stores for turn ``i``.
+
+    Keys are unique per turn (a key holds one live row). ``value`` says what the row says:
+    ``speaker`` is "Speaker: text", ``-caption`` adds what a shared photo showed, ``-date`` the
+    session's date. ``context=prev`` adds the line the turn replies to (the previous turn of
+    the same session), as a bot writing a self-contained memory would. ``tags`` may carry the
+    speaker and the session date (tags reach BM25 but not the embedder).
+    """
+    turn = turns[i]
+    row_key = turn.dia_id if key == "dia" else f"{turn.speaker} {turn.dia_id}"
+    if value == "text":
+        row_value = turn.text
+    else:
+        row_value = f"{turn.speaker}: {turn.text}"
+        if value == "speaker-date-caption":
+            row_value = f"({turn.date}) {row_value}"
+        if value in ("speaker-caption", "speaker-date-caption") and turn.caption:
+            row_value += f" [shares a photo: {turn.caption}]"
+    if context == "prev" and i > 0 and turns[i - 1].session == turn.session:
+        before = turns[i - 1]
+        row_value += f" (replying to {before.speaker}: {before.text})"
+    row_tags = []
+    if tags in ("speaker", "speaker-date"):
+        row_tags.append(turn.speaker)
+    if tags in ("date", "speaker-date") and turn.date:
+        row_tags.append(turn.date[:64])
+    return row_key, row_value, row_tags
+
+
+# -- embedding, with an optional cache -------------------------------------------------------
+
+
+@dataclass
+class EmbedStats:
+    load_s: float = 0.0
+    docs: int = 0
+    docs_s: float = 0.0
+    query_ms: list[float] | None = None
+
+
+class CachedEmbedder:
+    """The local embedder, with vectors kept in ``cache_dir`` (if given) by exact text."""
+
+    def __init__(self, embedder: LocalEmbedder, cache_dir: Path | None) -> None:
+        self.embedder = embedder
+        self.stats = EmbedStats(query_ms=[])
+        self._files: dict[str, Path] = {}
+        self._memo: dict[str, dict[str, np.ndarray]] = {"doc": {}, "query": {}}
+        if cache_dir is not None:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", embedder.name)
+            for side in ("doc", "query"):
+                file = cache_dir / f"{stem}.{side}.npz"
+                self._files[side] = file
+                if file.exists():
+                    with np.load(file) as data:
+                        self._memo[side] = {k: data[k] for k in data.files}
+
+    @staticmethod
+    def _id(text: str) -> str:
+        return "h" + hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    async def load(self) -> None:
+        started = time.perf_counter()
+        await self.embedder.embed_query("warm up")
+        self.stats.load_s = time.perf_counter() - started
+
+    async def documents(self, texts: Sequence[str]) -> np.ndarray:
+        memo = self._memo["doc"]
+        missing = list(dict.fromkeys(t for t in texts if self._id(t) not in memo))
+        if missing:
+            started = time.perf_counter()
+            vectors = await self.embedder.embed_documents(missing)
+            self.stats.docs_s += time.perf_counter() - started
+            self.stats.docs += len(missing)
+            for text, vec in zip(missing, vectors, strict=True):
+                memo[self._id(text)] = vec
+            self._save("doc")
+        return np.stack([memo[self._id(t)] for t in texts])
+
+    async def queries(self, texts: Sequence[str]) -> np.ndarray:
+        memo = self._memo["query"]
+        added = False
+        for text in texts:
+            if self._id(text) not in memo:
+                started = time.perf_counter()
+                memo[self._id(text)] = await self.embedder.embed_query(text)
+                assert self.stats.query_ms is not None
+                self.stats.query_ms.append((time.perf_counter() - started) * 1000)
+                added = True
+        if added:
+            self._save("query")
+        return np.stack([memo[self._id(t)] for t in texts])
+
+    def _save(self, side: str) -> None:
+        file = self._files.get(side)
+        if file is not None:
+            tmp = file.with_suffix(".tmp.npz")
+            save: Any = np.savez  # numpy's stub types **arrays like its keyword flags
+            save(tmp, **self._memo[side])
+            tmp.replace(file)
+
+
+# -- ranking with chazbot's modules and scoring ---------------------------------------------
+
+
+def recall_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def ndcg_at(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, doc in enumerate(ranked[:k]) if doc in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return dcg / ideal
+
+
+@dataclass
+class Scores:
+    r5: list[float]
+    r10: list[float]
+    ndcg10: list[float]
+
+    def add(self, ranked: Sequence[str], relevant: frozenset[str]) -> None:
+        self.r5.append(recall_at(ranked, relevant, 5))
+        self.r10.append(recall_at(ranked, relevant, 10))
+        self.ndcg10.append(ndcg_at(ranked, relevant, 10))
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "recall@5": round(statistics.fmean(self.r5), 4),
+            "recall@10": round(statistics.fmean(self.r10), 4),
+            "ndcg@10": round(statistics.fmean(self.ndcg10), 4),
+        }
+
+
+async def run_conversation(
+    conv: Conversation,
+    args: argparse.Namespace,
+    embedder: CachedEmbedder | None,
+    scores: dict[str, Scores],
+    per_category: dict[tuple[str, int], Scores],
+) -> None:
+    """Index one conversation as one bank and score every question against it."""
+    rows = [
+        memory_row(conv.turns, i, args.key, args.value, args.context, args.tags)
+        for i in range(len(conv.turns))
+    ]
+    bm25 = BM25Index()
+    bm25.add_many((doc, tokenize(document_text(*row))) for doc, row in enumerate(rows))
+    anchor = BM25Index()
+    anchor.add_many(
+        (
+            i,
+            tokenize(
+                document_text(*memory_row(conv.turns, i, "dia", "speaker-caption", "none", "none"))
+            ),
+        )
+        for i in range(len(conv.turns))
+    )
+    vectors: VectorIndex | None = None
+    query_vectors: np.ndarray | None = None
+    if embedder is not None:
+        doc_texts = [key + " " + value for key, value, _ in rows]  # the memory layer's rule
+        doc_vectors = await embedder.documents(doc_texts)
+        vectors = VectorIndex(doc_vectors.shape[1])
+        vectors.add_many(list(enumerate(doc_vectors)))
+        query_vectors = await embedder.queries([q.text for q in conv.questions])
+
+    def newest_first(doc: int) -> tuple[int, str]:  # the memory layer's tie rule
+        return (-doc, rows[doc][0])
+
+    for qi, question in enumerate(conv.questions):
+        lists: dict[str, list[int]] = {}
+        if "bm25" in args.methods or "hybrid" in args.methods:
+            hits = bm25.search(tokenize(question.text), args.depth)
+            lists["bm25"] = [doc for doc, _ in hits]
+        if vectors is not None and query_vectors is not None:
+            hits = vectors.search(query_vectors[qi], args.depth)
+            lists["dense"] = [doc for doc, sim in hits if sim > 0]
+        ranked_docs = {ANCHOR: [d for d, _ in anchor.search(tokenize(question.text), 10)]}
+        if "bm25" in args.methods:
+            ranked_docs["bm25"] = lists["bm25"][:10]
+        if "dense" in args.methods:
+            ranked_docs["dense"] = lists["dense"][:10]
+        if "hybrid" in args.methods:
+            fused = top_fused(
+                [lst for lst in (lists["bm25"], lists["dense"]) if lst],
+                10,
+                tiebreak=newest_first,
+                k=RRF_K,
+            )
+            ranked_docs["hybrid"] = [doc for doc, _ in fused]
+        for method, docs in ranked_docs.items():
+            ranked = [conv.turns[d].dia_id for d in docs]
+            scores[method].add(ranked, question.relevant)
+            per_category.setdefault((method, question.category), Scores([], [], [])).add(
+                ranked, question.relevant
+            )
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    conversations = [c for c in load_locomo(args.data) if c.index in SPLITS[args.split]]
+    needs_vectors = bool({"dense", "hybrid"} & set(args.methods))
+    embedder: CachedEmbedder | None = None
+    if needs_vectors:
+        local = LocalEmbedder(EmbeddingConfig(backend="local", model=args.model))
+        embedder = CachedEmbedder(local, args.cache)
+        await embedder.load()
+    scores = {m: Scores([], [], []) for m in (ANCHOR, *args.methods)}
+    per_category: dict[tuple[str, int], Scores] = {}
+    started = time.perf_counter()
+    for conv in conversations:
+        await run_conversation(conv, args, embedder, scores, per_category)
+    elapsed = time.perf_counter() - started
+    result: dict[str, Any] = {
+        "bench": "locomo",
+        "split": args.split,
+        "conversations": [c.index for c in conversations],
+        "entries": sum(len(c.turns) for c in conversations),
+        "queries": sum(len(c.questions) for c in conversations),
+        "queries_without_evidence": sum(c.dropped for c in conversations),
+        "settings": {
+            "embedder": embedder.embedder.name if embedder else None,
+            "depth_per_ranker": args.depth,
+            "rrf_k": RRF_K,
+            "key": args.key,
+            "value": args.value,
+            "context": args.context,
+            "tags": args.tags,
+        },
+        "results": {m: s.summary() for m, s in scores.items()},
+        "by_category": {
+            f"{m}/{cat}": {"n": len(s.r10), **s.summary()}
+            for (m, cat), s in sorted(per_category.items())
+        },
+        "baselines_all_ten": {k: {"recall@10": r, "ndcg@10": n} for k, (r, n) in BASELINES.items()},
+        "seconds": round(elapsed, 1),
+    }
+    if embedder is not None:
+        st = embedder.stats
+        result["embedder"] = {
+            "load_and_first_query_s": round(st.load_s, 3),
+            "documents_embedded": st.docs,
+            "documents_per_s": round(st.docs / st.docs_s, 1) if st.docs_s else None,
+            "query_ms_median": round(statistics.median(st.query_ms), 1) if st.query_ms else None,
+        }
+    if "hybrid" in scores:
+        r10 = result["results"]["hybrid"]["recall@10"]
+        result["target"] = {
+            "hybrid_recall@10_dev": TARGET_HYBRID_R10_DEV,
+            "met": r10 >= TARGET_HYBRID_R10_DEV if args.split == "dev" else None,
+        }
+    return result
+
+
+def print_table(result: dict[str, Any]) -> None:
+    s = result["settings"]
+    print(
+        f"LoCoMo turn retrieval, split {result['split']} (conversations "
+        f"{result['conversations'][0]}-{result['conversations'][-1]}): {result['entries']} "
+        f"entries, {result['queries']} queries ({result['queries_without_evidence']} without "
+        f"evidence skipped)"
+    )
+    print(
+        f"embedder {s['embedder']}, {s['depth_per_ranker']} candidates per ranker, RRF k "
+        f"{s['rrf_k']}; row: key={s['key']} value={s['value']} context={s['context']} "
+        f"tags={s['tags']}"
+    )
+    print(f"{'method':<56}{'recall@5':>9}{'recall@10':>10}{'nDCG@10':>9}")
+    for method, res in result["results"].items():
+        print(
+            f"{method + ' (this run)':<56}{res['recall@5']:>9.3f}{res['recall@10']:>10.3f}"
+            f"{res['ndcg@10']:>9.3f}"
+        )
+    for label, (r10, ndcg) in BASELINES.items():
+        print(f"{label:<56}{'':>9}{r10:>10.3f}{ndcg:>9.3f}")
+    if "embedder" in result:
+        e = result["embedder"]
+        docs = (
+            f"{e['documents_embedded']} documents at {e['documents_per_s']}/s"
+            if e["documents_embedded"]
+            else "documents all from the cache"
+        )
+        queries = (
+            f"query median {e['query_ms_median']} ms"
+            if e["query_ms_median"] is not None
+            else "queries all from the cache"
+        )
+        print(f"embedder: load + first query {e['load_and_first_query_s']} s, {docs}, {queries}")
+    target = result.get("target")
+    if target and target["met"] is not None:
+        verdict = "met" if target["met"] else "NOT met"
+        print(f"target hybrid recall@10 >= {target['hybrid_recall@10_dev']} on dev: {verdict}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
+    parser.add_argument(
+        "--methods",
+        type=lambda v: tuple(m for m in v.split(",") if m),
+        default=METHODS,
+        help="comma-separated, of bm25,dense,hybrid",
+    )
+    parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL, help="local embedder model")
+    parser.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="candidates per ranker")
+    parser.add_argument("--key", choices=KEYS, default="speaker-dia")
+    parser.add_argument("--value", choices=VALUES, default="speaker-caption")
+    parser.add_argument("--context", choices=CONTEXTS, default="prev")
+    parser.add_argument("--tags", choices=TAGS, default="date")
+    parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
+    parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    if unknown := set(args.methods) - set(METHODS):
+        parser.error(f"unknown methods: {', '.join(sorted(unknown))}")
+    if args.depth < 10:
+        parser.error("--depth must be at least 10")
+    if not args.data.exists():
+        parser.error(f"no data at {args.data} (see ../shared/data/README.md)")
+    result = asyncio.run(run(args))
+    print_table(result)
+    line = json.dumps(result, sort_keys=True)
+    print(line)
+    if args.json is not None:
+        args.json.write_text(line + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
