@@ -17,12 +17,11 @@ counts, and ``wait_for_requests(n)`` waits for the n-th.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from chazbot.config import EmbeddingConfig
+from tests.standin_base import StandinServer
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -48,56 +48,12 @@ def hashed_vector(text: str, dim: int = 64) -> np.ndarray:
 
 
 @dataclass
-class _Failure:
-    status: int
-    retry_after: float | None
-    body: str
-
-
-@dataclass
-class StandinEmbeddings:
+class StandinEmbeddings(StandinServer):
     """The running stand-in; ``url`` is its ``.../v1`` base."""
 
     model_name: str = "standin-embed"
-    api_key: str | None = None
     dim: int = 64
     scale: float = 3.0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    url: str = ""
-
-    def __post_init__(self) -> None:
-        self._failures: list[_Failure] = []
-        self._hangs = 0
-        self._raw: list[tuple[str, str]] = []  # (content type, body) answered with 200
-        self._release = asyncio.Event()
-        self._arrived = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-
-    # -- knobs ------------------------------------------------------------------------------
-
-    def fail(
-        self,
-        count: int = 1,
-        status: int = 500,
-        retry_after: float | None = None,
-        body: str | None = None,
-    ) -> None:
-        """The next ``count`` requests get ``status`` (with Retry-After if given)."""
-        text = body or json.dumps({"error": {"message": f"stand-in failure {status}"}})
-        self._failures.extend(_Failure(status, retry_after, text) for _ in range(count))
-
-    def hang(self, count: int = 1) -> None:
-        """The next ``count`` requests get no answer until ``release()`` or teardown."""
-        self._hangs += count
-
-    def release(self) -> None:
-        """Let every hanging request go (they answer 503)."""
-        self._release.set()
-
-    def malformed(self, count: int = 1, body: str = "this is not JSON {") -> None:
-        """The next ``count`` requests get 200 with ``body`` as is."""
-        self._raw.extend([("text/plain", body)] * count)
 
     def respond_with(self, payload: Any, count: int = 1) -> None:
         """The next ``count`` requests get 200 with ``payload`` as JSON."""
@@ -105,16 +61,7 @@ class StandinEmbeddings:
 
     def config(self, **overrides: Any) -> EmbeddingConfig:
         """An ``EmbeddingConfig`` pointing at this stand-in (fast: 1 retry, 5 s timeout)."""
-        values: dict[str, Any] = {
-            "backend": "openai",
-            "api_base": self.url,
-            "api_key": self.api_key,
-            "model": self.model_name,
-            "timeout_s": 5.0,
-            "max_retries": 1,
-        }
-        values.update(overrides)
-        return EmbeddingConfig(**values)
+        return EmbeddingConfig(**self.client_settings(**overrides))
 
     def vector(self, text: str) -> np.ndarray:
         """The unit vector a client should end up with for ``text``."""
@@ -135,71 +82,15 @@ class StandinEmbeddings:
             sizes.append(len(given) if isinstance(given, list) else 1)
         return sizes
 
-    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
-        """Wait until ``count`` requests have arrived."""
-        async with asyncio.timeout(timeout), self._arrived:
-            await self._arrived.wait_for(lambda: len(self.requests) >= count)
-
-    # -- life -------------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/embeddings", self._embeddings)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}/v1"
-
-    async def stop(self) -> None:
-        """Close the port (idempotent); afterwards the backend is down."""
-        self._release.set()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
 
     # -- handler ----------------------------------------------------------------------------
 
     async def _embeddings(self, request: web.Request) -> web.Response:
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = {"_unparsed": raw.decode("utf-8", "replace")}
-        if not isinstance(body, dict):
-            body = {"_unparsed": body}
-        async with self._arrived:
-            self.requests.append(body)
-            self.headers.append(dict(request.headers))
-            self._arrived.notify_all()
-
-        if self.api_key is not None and request.headers.get("Authorization") != (
-            f"Bearer {self.api_key}"
-        ):
-            given = request.headers.get("Authorization", "").removeprefix("Bearer ")
-            message = f"Incorrect API key provided: {given}" if given else "Missing API key"
-            return web.json_response(
-                {"error": {"message": message, "type": "invalid_request_error"}}, status=401
-            )
-        if self._hangs:
-            self._hangs -= 1
-            await self._release.wait()
-            return web.json_response({"error": {"message": "released"}}, status=503)
-        if self._failures:
-            failure = self._failures.pop(0)
-            headers = {}
-            if failure.retry_after is not None:
-                headers["Retry-After"] = f"{failure.retry_after:g}"
-            return web.Response(
-                status=failure.status,
-                text=failure.body,
-                content_type="application/json",
-                headers=headers,
-            )
-        if self._raw:
-            content_type, text = self._raw.pop(0)
-            return web.Response(status=200, text=text, content_type=content_type)
+        body, early = await self.receive(request)
+        if early is not None:
+            return early
 
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else inputs

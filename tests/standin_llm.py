@@ -24,19 +24,19 @@ including the ones that were failed; ``wait_for_requests(n)`` waits for the n-th
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest_asyncio
 from aiohttp import web
 
 from chazbot.config import LLMConfig
+from tests.standin_base import StandinServer
 
 MEMORY_HEADING = "## Relevant Memories"
 _MENTION = r"(?:[@\w.:-]+[:,]\s+)?"
@@ -108,59 +108,18 @@ def _arg_name(params: dict[str, Any], preferred: str) -> str:
 
 
 @dataclass
-class _Failure:
-    status: int
-    retry_after: float | None
-    body: str
-
-
-@dataclass
-class StandinLLM:
+class StandinLLM(StandinServer):
     """The running stand-in; ``url`` is its ``.../v1`` base."""
 
     model_name: str = "standin-model"
-    api_key: str | None = None
     memory_bullets: int = 1
     """How many bullets of a Relevant Memories block the ``From memory:`` answer quotes."""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
     models_requests: int = 0
-    url: str = ""
 
     def __post_init__(self) -> None:
-        self._failures: list[_Failure] = []
-        self._hangs = 0
-        self._malformed: list[str] = []
+        super().__post_init__()
         self._canned: list[dict[str, Any]] = []
-        self._release = asyncio.Event()
-        self._arrived = asyncio.Condition()
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
-
-    # -- knobs ------------------------------------------------------------------------------
-
-    def fail(
-        self,
-        count: int = 1,
-        status: int = 500,
-        retry_after: float | None = None,
-        body: str | None = None,
-    ) -> None:
-        """The next ``count`` chat requests get ``status`` (with Retry-After if given)."""
-        text = body or json.dumps({"error": {"message": f"stand-in failure {status}"}})
-        self._failures.extend(_Failure(status, retry_after, text) for _ in range(count))
-
-    def hang(self, count: int = 1) -> None:
-        """The next ``count`` chat requests get no answer until ``release()`` or teardown."""
-        self._hangs += count
-
-    def release(self) -> None:
-        """Let every hanging request go (they answer 503)."""
-        self._release.set()
-
-    def malformed(self, count: int = 1, body: str = "this is not JSON {") -> None:
-        """The next ``count`` chat requests get 200 with ``body`` as is."""
-        self._malformed.extend([body] * count)
 
     def respond_with(self, message: dict[str, Any]) -> None:
         """Queue a canned assistant message (``content`` and/or ``tool_calls``)."""
@@ -168,99 +127,28 @@ class StandinLLM:
 
     def config(self, **overrides: Any) -> LLMConfig:
         """An ``LLMConfig`` pointing at this stand-in (fast: 1 retry, 5 s timeout)."""
-        values: dict[str, Any] = {
-            "backend": "openai",
-            "api_base": self.url,
-            "api_key": self.api_key,
-            "model": self.model_name,
-            "timeout_s": 5.0,
-            "max_retries": 1,
-        }
-        values.update(overrides)
-        return LLMConfig(**values)
+        return LLMConfig(**self.client_settings(**overrides))
 
     @property
     def last_request(self) -> dict[str, Any]:
         return self.requests[-1]
 
-    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
-        """Wait until ``count`` chat requests have arrived."""
-        async with asyncio.timeout(timeout), self._arrived:
-            await self._arrived.wait_for(lambda: len(self.requests) >= count)
-
-    # -- life -------------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}/v1"
-
-    async def stop(self) -> None:
-        """Close the port (idempotent); afterwards the backend is down."""
-        self._release.set()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    # -- handlers ---------------------------------------------------------------------------
-
-    def _authorised(self, request: web.Request) -> bool:
-        return self.api_key is None or request.headers.get("Authorization") == (
-            f"Bearer {self.api_key}"
-        )
-
-    def _unauthorised(self, request: web.Request) -> web.Response:
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        # Like OpenAI, echo the key that was given: the client must not repeat it.
-        message = f"Incorrect API key provided: {given}" if given else "Missing API key"
-        return web.json_response(
-            {"error": {"message": message, "type": "invalid_request_error"}}, status=401
-        )
 
     async def _models(self, request: web.Request) -> web.Response:
         self.models_requests += 1
-        if not self._authorised(request):
-            return self._unauthorised(request)
+        if not self.authorised(request):
+            return self.unauthorised(request)
         return web.json_response(
             {"object": "list", "data": [{"id": self.model_name, "object": "model"}]}
         )
 
     async def _chat(self, request: web.Request) -> web.Response:
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = {"_unparsed": raw.decode("utf-8", "replace")}
-        async with self._arrived:
-            self.requests.append(body)
-            self.headers.append(dict(request.headers))
-            self._arrived.notify_all()
-
-        if not self._authorised(request):
-            return self._unauthorised(request)
-        if self._hangs:
-            self._hangs -= 1
-            await self._release.wait()
-            return web.json_response({"error": {"message": "released"}}, status=503)
-        if self._failures:
-            failure = self._failures.pop(0)
-            headers = {}
-            if failure.retry_after is not None:
-                headers["Retry-After"] = f"{failure.retry_after:g}"
-            return web.Response(
-                status=failure.status,
-                text=failure.body,
-                content_type="application/json",
-                headers=headers,
-            )
-        if self._malformed:
-            return web.Response(status=200, text=self._malformed.pop(0))
+        body, early = await self.receive(request)
+        if early is not None:
+            return early
         if "_unparsed" in body or not isinstance(body.get("messages"), list):
             return web.json_response({"error": {"message": "messages missing"}}, status=400)
 
