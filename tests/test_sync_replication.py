@@ -131,7 +131,8 @@ async def test_restart_mid_sync_resumes_from_cursors(tmp_path: Path) -> None:
     b = await Node.open(tmp_path / "b.sqlite3", batch=50)
     try:
         owner, db = await make_bank(a)
-        for n in range(20):
+        # large enough that the import is still running when it is cut
+        for n in range(60):
             await a.ledger.write_many(db, owner, [insert(f"bulk {n}.{i}") for i in range(100)])
         await a.ledger.set_auth(db, owner, b.key.public, WRITE)
         total = await a.ledger.count_entries(db)
