@@ -156,3 +156,19 @@ def test_export_and_import_file(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [row["key"] for row in rows] == [f"k{i}" for i in range(5)]
     assert rows[0]["tags"] == ["t"] and rows[0]["timestamp"].endswith("+00:00")
+
+
+def test_sighup_reloads_agents_and_default_banks(running_service) -> None:  # type: ignore[no-untyped-def]
+    where, proc = running_service
+    config = where / "config.yaml"
+    config.write_text(
+        config.read_text()
+        + "agents:\n  - name: chaz\n    default_memory_banks: [team-notes]\n  - name: sage\n"
+    )
+    proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while "team-notes" not in chazbot("cmd", "/memory list", cwd=where).stdout:
+        assert time.monotonic() < deadline, "reload did not apply the default bank"
+        time.sleep(0.2)
+    assert "- sage" in chazbot("cmd", "/agents", cwd=where).stdout
+    assert proc.poll() is None

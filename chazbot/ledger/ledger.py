@@ -64,7 +64,10 @@ class Ledger:
         conn = aiosqlite.connect(":memory:")
         conn._connector = lambda: _open_file(file)  # type: ignore[attr-defined]
         try:
-            await conn
+            await conn  # on failure aiosqlite stops its own worker thread
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(f"cannot open state file {file}: {exc}") from exc
+        try:
             raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
             core = await conn._execute(_init_core, raw)  # type: ignore[no-untyped-call]
             for eid, why in core.load_errors:
