@@ -64,8 +64,10 @@ class Ledger:
         conn = aiosqlite.connect(":memory:")
         conn._connector = lambda: _open_file(file)  # type: ignore[attr-defined]
         try:
-            await conn  # on failure aiosqlite stops its own worker thread
+            await conn
         except sqlite3.DatabaseError as exc:
+            # aiosqlite has queued its own stop; let its thread finish while the loop runs
+            await asyncio.to_thread(conn._thread.join, 5)  # type: ignore[attr-defined]
             raise BackendError(f"cannot open state file {file}: {exc}") from exc
         try:
             raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
