@@ -85,75 +85,56 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+def _deploy_homeserver() -> Any:
+    """``deploy/homeserver.py``, the local-run script, whose Synapse config the tests share."""
+    path = Path(__file__).resolve().parent.parent / "deploy" / "homeserver.py"
+    spec = importlib.util.spec_from_file_location("chazbot_deploy_homeserver", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+HOMESERVER = _deploy_homeserver()
+
+
 def synapse_config(workdir: Path, port: int) -> dict[str, Any]:
-    limits = {
-        "rc_message": BUSY,
-        "rc_registration": BUSY,
-        "rc_registration_token_validity": BUSY,
-        "rc_login": {"address": BUSY, "account": BUSY, "failed_attempts": BUSY},
-        "rc_admin_redaction": BUSY,
-        "rc_joins": {"local": BUSY, "remote": BUSY},
-        "rc_joins_per_room": BUSY,
-        "rc_3pid_validation": BUSY,
-        "rc_invites": {"per_room": BUSY, "per_user": BUSY, "per_issuer": BUSY},
-        "rc_third_party_invite": BUSY,
-        "rc_key_requests": BUSY,
-        "rc_media_create": BUSY,
-        "rc_presence": {"per_user": BUSY},
-        "rc_delayed_event_mgmt": BUSY,
-        "rc_room_creation": BUSY,
-        "rc_reports": BUSY,
-        "rc_user_directory": BUSY,
-        "rc_profile": BUSY,
-    }
-    return {
-        "server_name": SERVER_NAME,
-        "public_baseurl": f"http://127.0.0.1:{port}/",
-        "pid_file": str(workdir / "homeserver.pid"),
-        "listeners": [
-            {
-                "port": port,
-                "bind_addresses": ["127.0.0.1"],
-                "type": "http",
-                "tls": False,
-                "x_forwarded": False,
-                "resources": [{"names": ["client"], "compress": False}],
-            }
-        ],
-        "database": {"name": "sqlite3", "args": {"database": str(workdir / "homeserver.db")}},
-        "media_store_path": str(workdir / "media_store"),
-        "signing_key_path": str(workdir / "localhost.signing.key"),
-        "log_config": str(workdir / "log.yaml"),
-        "registration_shared_secret": SHARED_SECRET,
-        "enable_registration": False,
-        "report_stats": False,
-        "trusted_key_servers": [],
-        "suppress_key_server_warning": True,
-        "federation_domain_whitelist": [],
-        "presence": {"enabled": False},
-        "url_preview_enabled": False,
-        "enable_metrics": False,
-        "bcrypt_rounds": 4,
-        "background_updates": {"sleep_enabled": False},
-        "caches": {"sync_response_cache_duration": 0},
-        **limits,
-    }
-
-
-def _log_config(workdir: Path) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-        "handlers": {
-            "file": {
-                "class": "logging.FileHandler",
-                "formatter": "plain",
-                "filename": str(workdir / "homeserver.log"),
-            }
+    """The local-run config, with every rate limit lifted and cheap password hashing."""
+    config: dict[str, Any] = HOMESERVER.synapse_config(
+        workdir,
+        port,
+        {
+            "registration_shared_secret": SHARED_SECRET,
+            "macaroon_secret_key": SHARED_SECRET + "-macaroon",
+            "form_secret": SHARED_SECRET + "-form",
         },
-        "root": {"level": "WARNING", "handlers": ["file"]},
-        "disable_existing_loggers": False,
-    }
+    )
+    config["signing_key_path"] = str(workdir / "localhost.signing.key")
+    config["bcrypt_rounds"] = 4
+    config.update(
+        {
+            "rc_message": BUSY,
+            "rc_registration": BUSY,
+            "rc_registration_token_validity": BUSY,
+            "rc_login": {"address": BUSY, "account": BUSY, "failed_attempts": BUSY},
+            "rc_admin_redaction": BUSY,
+            "rc_joins": {"local": BUSY, "remote": BUSY},
+            "rc_joins_per_room": BUSY,
+            "rc_3pid_validation": BUSY,
+            "rc_invites": {"per_room": BUSY, "per_user": BUSY, "per_issuer": BUSY},
+            "rc_third_party_invite": BUSY,
+            "rc_key_requests": BUSY,
+            "rc_media_create": BUSY,
+            "rc_presence": {"per_user": BUSY},
+            "rc_delayed_event_mgmt": BUSY,
+            "rc_room_creation": BUSY,
+            "rc_reports": BUSY,
+            "rc_user_directory": BUSY,
+            "rc_profile": BUSY,
+        }
+    )
+    return config
 
 
 class SynapseServer:
@@ -165,7 +146,7 @@ class SynapseServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         (workdir / "hs.yaml").write_text(json.dumps(synapse_config(workdir, self.port)))
-        (workdir / "log.yaml").write_text(json.dumps(_log_config(workdir)))
+        (workdir / "log.yaml").write_text(json.dumps(HOMESERVER.log_config(workdir)))
 
     def start(self, timeout: float = 90.0) -> None:
         out = open(self.workdir / "stdout.log", "ab")  # noqa: SIM115 (owned by the process)
