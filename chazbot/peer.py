@@ -19,7 +19,14 @@ from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import AgentConfig, Config
-from chazbot.errors import ConfigError, ConflictError, InputError, NotFound, PermissionDenied
+from chazbot.errors import (
+    BackendError,
+    ConfigError,
+    ConflictError,
+    InputError,
+    NotFound,
+    PermissionDenied,
+)
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.ledger.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 from chazbot.memory.banks import Registry, admin_key_for, check_name, grant, read_refs
@@ -286,7 +293,14 @@ class Peer:
         self.sync_server = SyncServer(
             self.ledger, host=listen[0], port=listen[1], sharing=self.sharing
         )
-        await self.sync_server.start()
+        try:
+            await self.sync_server.start()
+        except OSError as exc:
+            self.sync_server = None
+            listen_text = self.config.sync_listen
+            raise BackendError(
+                f"cannot listen on sync_listen {listen_text}: {exc.strerror}"
+            ) from exc
         self.replicator = Replicator(self.ledger, self.key)
         await self.replicator.start()
         log.info("sync server on %s", self.sync_server.address)

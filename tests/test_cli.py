@@ -172,3 +172,22 @@ def test_sighup_reloads_agents_and_default_banks(running_service) -> None:  # ty
         time.sleep(0.2)
     assert "- sage" in chazbot("cmd", "/agents", cwd=where).stdout
     assert proc.poll() is None
+
+
+def test_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        write_config(tmp_path)
+        text = (
+            (tmp_path / "config.yaml")
+            .read_text()
+            .replace('http_listen: ""', f"http_listen: 127.0.0.1:{port}")
+        )
+        (tmp_path / "config.yaml").write_text(text)
+        r = chazbot("run", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"cannot listen on http_listen 127.0.0.1:{port}" in r.stderr

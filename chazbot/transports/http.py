@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from chazbot import metrics
-from chazbot.errors import ChazError
+from chazbot.errors import BackendError, ChazError
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer
@@ -68,7 +68,14 @@ class HttpServer:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise BackendError(
+                f"cannot listen on http_listen {self.listen}: {exc.strerror}"
+            ) from exc
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else port
