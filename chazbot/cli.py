@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -270,13 +270,6 @@ async def _chat(cfg: Config, agent: str | None, session: str) -> int:
         await peer.close()
 
 
-def _not_yet(what: str) -> Callable[[], Awaitable[int]]:
-    async def run() -> int:
-        raise InputError(f"'{what}' is not available in this version yet")
-
-    return run
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -289,25 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = _config(args)
         _setup_logging(cfg)
-        job: Coroutine[Any, Any, int]
-        if args.command == "verify":
-            job = _verify(cfg)
-        elif args.command == "reindex":
-            job = _reindex(cfg, args.bank, args.agent)
-        elif args.command == "tool":
-            job = _tool(cfg, args.name, args.arguments, args.agent)
-        elif args.command == "cmd":
-            job = _cmd(cfg, args.text, args.agent, args.session)
-        elif args.command == "export":
-            job = _export(cfg, args.bank, args.file)
-        elif args.command == "import-file":
-            job = _import_file(cfg, args.bank, args.file)
-        elif args.command == "run":
-            job = _run(cfg, args.config)
-        elif args.command == "chat":
-            job = _chat(cfg, args.agent, args.session)
-        else:
-            job = _not_yet(args.command)()  # type: ignore[assignment]
+        jobs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
+            "verify": lambda: _verify(cfg),
+            "reindex": lambda: _reindex(cfg, args.bank, args.agent),
+            "tool": lambda: _tool(cfg, args.name, args.arguments, args.agent),
+            "cmd": lambda: _cmd(cfg, args.text, args.agent, args.session),
+            "export": lambda: _export(cfg, args.bank, args.file),
+            "import-file": lambda: _import_file(cfg, args.bank, args.file),
+            "run": lambda: _run(cfg, args.config),
+            "chat": lambda: _chat(cfg, args.agent, args.session),
+        }
+        job = jobs[args.command]()
         return asyncio.run(job)
     except ChazError as exc:
         print(f"chazbot: error: {exc}", file=sys.stderr)

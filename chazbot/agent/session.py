@@ -79,13 +79,15 @@ class Session:
 
     async def clear(self) -> None:
         """Start a fresh context; the history stays in the log."""
-        rows = await self.ledger.rows(self.db, HISTORY_STORE)
+        rows = await self.ledger.rows(self.db, HISTORY_STORE, limit=1, newest=True)
         await self._set(SESSION_STORE, "context_start", rows[-1].n + 1 if rows else 0)
 
     async def history(self, limit: int = 200) -> list[Message]:
         """The newest ``limit`` messages of the current context, oldest first."""
         start = (await self.settings()).get("context_start", 0)
-        rows = await self.ledger.rows(self.db, HISTORY_STORE, after=int(start) - 1 if start else 0)
+        rows = await self.ledger.rows(
+            self.db, HISTORY_STORE, after=int(start) - 1 if start else 0, limit=limit, newest=True
+        )
         out = [
             Message(
                 r.n,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -158,7 +157,3 @@ async def run_turn(
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result
-
-
-def tool_arguments_json(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 from chazbot.errors import ChazError, InputError, IntegrityError, NotFound, PermissionDenied
@@ -252,66 +252,49 @@ class LedgerCore:
                     if isinstance(ref, str) and ref.startswith("@"):
                         data["ref"] = f"{entry.id}/{ref[1:]}"
                     row_id = f"{entry.id}/{store}/{index}"
+                    row = Row(
+                        0, db, store, row_id, entry.id, entry.author, entry.ts, entry.height, data
+                    )
                     cur = self.conn.execute(
                         "INSERT INTO rows (db, store, row_id, entry_id, author, ts, height, data) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            db,
-                            store,
-                            row_id,
-                            entry.id,
-                            entry.author,
-                            entry.ts,
-                            entry.height,
-                            json.dumps(data, ensure_ascii=False),
-                        ),
+                        (*astuple(row)[1:8], json.dumps(data, ensure_ascii=False)),
                     )
-                    applied.rows.append(
-                        Row(
-                            int(cur.lastrowid or 0),
-                            db,
-                            store,
-                            row_id,
-                            entry.id,
-                            entry.author,
-                            entry.ts,
-                            entry.height,
-                            data,
-                        )
-                    )
+                    applied.rows.append(replace(row, n=int(cur.lastrowid or 0)))
                 else:
                     self._set_field(db, store, op["field"], op["value"], key)
                     applied.fields.append((db, store, op["field"]))
         applied.entries.append(entry)
 
     def _set_auth(self, db: str, key: str, grant: KeyGrant, order: tuple[int, str]) -> None:
-        row = self.conn.execute(
-            "SELECT height, entry_id FROM auth WHERE db = ? AND key = ?", (db, key)
-        ).fetchone()
-        if row is None or (row[0], row[1]) <= order:  # <=: a later op in one entry wins
-            self.conn.execute(
-                "INSERT OR REPLACE INTO auth VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    db,
-                    key,
-                    grant.perm.name,
-                    grant.perm.prio,
-                    "active" if grant.active else "revoked",
-                    *order,
-                ),
-            )
+        state = "active" if grant.active else "revoked"
+        self._set_if_later(
+            "auth", ("db", "key"), (db, key), (grant.perm.name, grant.perm.prio, state), order
+        )
 
     def _set_field(
         self, db: str, store: str, name: str, value: Any, order: tuple[int, str]
     ) -> None:
+        text = json.dumps(value, ensure_ascii=False)
+        self._set_if_later("fields", ("db", "store", "field"), (db, store, name), (text,), order)
+
+    def _set_if_later(
+        self,
+        table: str,
+        key_columns: tuple[str, ...],
+        key: tuple[Any, ...],
+        values: tuple[Any, ...],
+        order: tuple[int, str],
+    ) -> None:
+        """Store a single-valued setting unless a setting from a later (height, id) is there."""
+        where = " AND ".join(f"{c} = ?" for c in key_columns)
         row = self.conn.execute(
-            "SELECT height, entry_id FROM fields WHERE db = ? AND store = ? AND field = ?",
-            (db, store, name),
+            f"SELECT height, entry_id FROM {table} WHERE {where}", key
         ).fetchone()
         if row is None or (row[0], row[1]) <= order:  # <=: a later op in one entry wins
+            marks = ", ".join("?" * (len(key) + len(values) + 2))
             self.conn.execute(
-                "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?, ?, ?)",
-                (db, store, name, json.dumps(value, ensure_ascii=False), *order),
+                f"INSERT OR REPLACE INTO {table} VALUES ({marks})", (*key, *values, *order)
             )
 
     # ---- public steps (each one transaction) ----------------------------------------------

@@ -187,19 +187,24 @@ class Ledger:
                 self._fields_cache[(db, store)] = cached
         return copy.deepcopy(cached)
 
-    async def rows(self, db: str, store: str, after: int = 0, limit: int = -1) -> list[Row]:
-        """Rows of a table store in local insertion order, ``n > after``."""
+    async def rows(
+        self, db: str, store: str, after: int = 0, limit: int = -1, newest: bool = False
+    ) -> list[Row]:
+        """Rows of a table store in local insertion order, ``n > after``; with ``newest``,
+        the last ``limit`` of them (still oldest first)."""
+        order = "DESC" if newest else "ASC"
 
         def read(core: LedgerCore) -> list[Row]:
             cur = core.conn.execute(
                 "SELECT n, row_id, entry_id, author, ts, height, data FROM rows "
-                "WHERE db = ? AND store = ? AND n > ? ORDER BY n LIMIT ?",
+                f"WHERE db = ? AND store = ? AND n > ? ORDER BY n {order} LIMIT ?",
                 (db, store, after, limit),
             )
-            return [
+            found = [
                 Row(n, db, store, rid, eid, a, ts, h, json.loads(d))
                 for n, rid, eid, a, ts, h, d in cur
             ]
+            return found[::-1] if newest else found
 
         return await self.run(read)
 
