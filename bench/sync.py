@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from chazbot.ledger import Applied, Entry, KeyPair, Ledger, Permission
-from chazbot.ledger.sync import Replicator, SyncClient, SyncServer
+from chazbot.sync import Replicator, SyncClient, SyncServer
 
 TARGET_IMPORT_S = 20.0
 TARGET_DELAY_S = 1.0

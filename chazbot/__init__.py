@@ -13,39 +13,51 @@ Python API::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-
-from chazbot.config import Config, load_config
-from chazbot.errors import ChazError
-from chazbot.memory.rows import Hit
-from chazbot.peer import Agent, Peer
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # the names below load on first use, so ``import chazbot.x`` stays light
+    from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
 
-@asynccontextmanager
-async def open(
+    from chazbot.config import Config
+    from chazbot.errors import ChazError
+    from chazbot.memory.rows import Hit
+    from chazbot.peer import Agent, Peer
+
+_LAZY = {
+    "Agent": "chazbot.peer",
+    "Peer": "chazbot.peer",
+    "Config": "chazbot.config",
+    "ChazError": "chazbot.errors",
+    "Hit": "chazbot.memory.rows",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chazbot' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def open(
     state_dir: str | Path, config: str | Path | Config | None = None
-) -> AsyncIterator[Peer]:
+) -> AbstractAsyncContextManager[Peer]:
     """Open (creating if needed) the peer whose state lives in ``state_dir``.
 
     ``config`` is a path to a YAML file, a ``Config``, or None for the embedded defaults;
-    ``state_dir`` always wins over the config's own ``state_dir``.
+    ``state_dir`` always wins over the config's own ``state_dir``. Use as
+    ``async with chazbot.open(dir) as peer``.
     """
-    if config is None:
-        cfg = Config()
-    elif isinstance(config, Config):
-        cfg = config
-    else:
-        cfg = load_config(config)
-    cfg = cfg.model_copy(update={"state_dir": Path(state_dir)})
-    peer = await Peer.open(cfg)
-    try:
-        yield peer
-    finally:
-        await peer.close()
+    from chazbot.peer import open_peer
+
+    return open_peer(state_dir, config)
 
 
 __all__ = ["Agent", "ChazError", "Config", "Hit", "Peer", "__version__", "open"]

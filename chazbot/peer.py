@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from chazbot.agent.llm import ChatModel, make_llm
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
-from chazbot.config import AgentConfig, Config
+from chazbot.config import AgentConfig, Config, load_config
 from chazbot.errors import (
     BackendError,
     ConfigError,
@@ -28,12 +30,12 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger import KeyPair, Ledger, Permission
-from chazbot.ledger.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 from chazbot.memory.banks import Registry, admin_key_for, check_name, grant, read_refs
 from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import MemoryScope
+from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 
 log = logging.getLogger(__name__)
 
@@ -394,3 +396,22 @@ class Peer:
             return f"Approved request {done.id}: {done.permission} for {done.key[:24]}…."
         done = await self.sharing.reject(number)
         return f"Rejected request {done.id}."
+
+
+@asynccontextmanager
+async def open_peer(
+    state_dir: str | Path, config: str | Path | Config | None = None
+) -> AsyncIterator[Peer]:
+    """``chazbot.open``: the peer in ``state_dir`` with ``config`` (a path, a Config or None)."""
+    if config is None:
+        cfg = Config()
+    elif isinstance(config, Config):
+        cfg = config
+    else:
+        cfg = load_config(config)
+    cfg = cfg.model_copy(update={"state_dir": Path(state_dir)})
+    peer = await Peer.open(cfg)
+    try:
+        yield peer
+    finally:
+        await peer.close()

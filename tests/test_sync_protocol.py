@@ -14,8 +14,8 @@ import pytest
 from chazbot.errors import ConflictError, NotFound, PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
 from chazbot.ledger.encoding import canonical
-from chazbot.ledger.sync import SyncClient, SyncServer
-from chazbot.ledger.sync_protocol import (
+from chazbot.sync import SyncClient, SyncServer
+from chazbot.sync.protocol import (
     NONCE_HEADER,
     SIGNATURE_HEADER,
     Busy,

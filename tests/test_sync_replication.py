@@ -11,8 +11,8 @@ from aiohttp import web
 
 from chazbot.errors import PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
-from chazbot.ledger.sync import HAVE_CHECK_OVER, Replicator, parse_ticket
-from chazbot.ledger.sync_protocol import encode_entry
+from chazbot.sync import HAVE_CHECK_OVER, Replicator, parse_ticket
+from chazbot.sync.protocol import encode_entry
 from tests.test_sync_support import FAST, Node, converged, insert, set_meta, snapshot, wait_until
 
 ADMIN = Permission.parse("admin", 1)

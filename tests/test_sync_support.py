@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 
 from chazbot.ledger import KeyPair, Ledger
-from chazbot.ledger.sync import Replicator, Sharing, SyncServer
-from chazbot.ledger.sync_protocol import sign_request
+from chazbot.sync import Replicator, Sharing, SyncServer
+from chazbot.sync.protocol import sign_request
 
 FAST: dict[str, Any] = {
     "pull_interval": 2.0,

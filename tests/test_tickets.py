@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chazbot.errors import InputError
-from chazbot.ledger.tickets import Ticket, base_url, format_ticket, parse_address, parse_ticket
+from chazbot.sync.tickets import Ticket, base_url, format_ticket, parse_address, parse_ticket
 
 DB = "sha256:" + "ab" * 32
 

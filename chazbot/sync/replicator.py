@@ -1,4 +1,4 @@
-"""Peer-to-peer sync of databases over HTTP: the replicator, and the public names of sync.
+"""The replicator: keeps imported and shared databases in step with their remotes over HTTP.
 
 A ``Replicator`` keeps every tracked (database, remote address) pair in step, exchanging
 only what each side lacks:
@@ -50,27 +50,24 @@ from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.ledger import Ledger
-from chazbot.ledger.sync_client import EntryBatch, PushResult, RemoteHeads, SyncClient
-from chazbot.ledger.sync_protocol import (
+from chazbot.sync.client import EntryBatch, PushResult, RemoteHeads, SyncClient
+from chazbot.sync.protocol import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
     SyncCounters,
     entry_db,
 )
-from chazbot.ledger.sync_server import SyncServer
-from chazbot.ledger.sync_store import (
+from chazbot.sync.store import (
     AccessDecision,
-    AccessRequest,
     RemoteRow,
     Remotes,
-    Sharing,
     check_db_id,
     parse_permission,
     read_after,
     read_ids_after,
     read_known,
 )
-from chazbot.ledger.tickets import Ticket, check_address, format_ticket, parse_ticket
+from chazbot.sync.tickets import Ticket, check_address, parse_ticket
 
 log = logging.getLogger(__name__)
 
@@ -477,20 +474,3 @@ class Replicator:
             known = await self.ledger.run(read_known, pair.db, result.tips)
             if len(known) == len(set(result.tips)):
                 pair.row.pulled = result.max_seq
-
-
-__all__ = [
-    "AccessDecision",
-    "AccessRequest",
-    "ImportResult",
-    "PairStatus",
-    "RemoteRow",
-    "Replicator",
-    "Sharing",
-    "SyncClient",
-    "SyncCounters",
-    "SyncServer",
-    "Ticket",
-    "format_ticket",
-    "parse_ticket",
-]

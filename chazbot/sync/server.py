@@ -48,7 +48,7 @@ from chazbot.ledger.auth import Level
 from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.ledger import Ledger
-from chazbot.ledger.sync_protocol import (
+from chazbot.sync.protocol import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
     MAX_BODY_BYTES,
@@ -66,7 +66,7 @@ from chazbot.ledger.sync_protocol import (
     parse_body,
     verify_request,
 )
-from chazbot.ledger.sync_store import (
+from chazbot.sync.store import (
     PERMISSIONS,
     Heads,
     Sharing,
@@ -76,7 +76,7 @@ from chazbot.ledger.sync_store import (
     read_heads,
     read_known,
 )
-from chazbot.ledger.tickets import format_address, format_ticket
+from chazbot.sync.tickets import format_address, format_ticket
 
 log = logging.getLogger(__name__)
 

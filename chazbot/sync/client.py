@@ -26,15 +26,15 @@ from chazbot.errors import (
 )
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.keys import KeyPair
-from chazbot.ledger.sync_protocol import (
+from chazbot.sync.protocol import (
     MAX_BATCH_ENTRIES,
     decode_entry,
     encode_entry,
     parse_body,
     sign_request,
 )
-from chazbot.ledger.sync_store import AccessDecision, check_db_id
-from chazbot.ledger.tickets import base_url
+from chazbot.sync.store import AccessDecision, check_db_id
+from chazbot.sync.tickets import base_url
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 

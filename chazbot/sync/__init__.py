@@ -1,0 +1,35 @@
+"""Peer-to-peer sync of databases over HTTP, beside the ledger (which does no I/O).
+
+- ``protocol``: request signing, the replay cache, entry batches on the wire, limits.
+- ``tickets``: ``eidetica:?db=…&pr=…`` tickets and addresses.
+- ``store``: what this peer shares, its remotes and cursors, access requests (peer-local).
+- ``server``: the aiohttp server other peers pull from and push to.
+- ``client``: the signed HTTP client for one remote.
+- ``replicator``: keeps every (database, remote) pair in step; imports.
+"""
+
+from __future__ import annotations
+
+from chazbot.sync.client import SyncClient
+from chazbot.sync.protocol import SyncCounters
+from chazbot.sync.replicator import HAVE_CHECK_OVER, ImportResult, PairStatus, Replicator
+from chazbot.sync.server import SyncServer
+from chazbot.sync.store import AccessDecision, AccessRequest, RemoteRow, Sharing
+from chazbot.sync.tickets import Ticket, format_ticket, parse_ticket
+
+__all__ = [
+    "HAVE_CHECK_OVER",
+    "AccessDecision",
+    "AccessRequest",
+    "ImportResult",
+    "PairStatus",
+    "RemoteRow",
+    "Replicator",
+    "Sharing",
+    "SyncClient",
+    "SyncCounters",
+    "SyncServer",
+    "Ticket",
+    "format_ticket",
+    "parse_ticket",
+]
