@@ -4,12 +4,17 @@
 
     ChazError                 base of every error chazbot raises on purpose
     ├── InputError            the user's (or the model's) input is wrong; shown as is
-    │   └── ConfigError       the config file or an ${ENV} reference is wrong
+    │   ├── ConfigError       the config file or an ${ENV} reference is wrong
+    │   └── UsageError        a command's arguments are wrong (commands.tree)
     ├── PermissionDenied      a key or a user lacks the permission it needs
+    │   └── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
     ├── NotFound              a bank, agent, session, key or entry does not exist
     ├── ConflictError         the thing exists already, or the state moved under us
     ├── IntegrityError        stored or received data fails its id, signature or schema check
+    ├── Unavailable           we cannot take the request now; the caller should retry later
+    │   └── Busy              the sync server's replay cache is full (sync.protocol, HTTP 503)
     └── BackendError          a service we talk to failed: LLM, embedder, homeserver, peer
+        └── Retryable         a failure worth another attempt (backends.retry; never escapes)
 
 Library errors are translated once, at the adapter that called the library, with
 ``raise ... from exc``. Every message is one line, meant for a person.
@@ -50,6 +55,10 @@ class IntegrityError(ChazError):
     """Stored or received data fails its id, signature, authorisation or schema check."""
 
 
+class Unavailable(ChazError):
+    """We cannot take the request now (a full cache, a queue at its bound); retry later."""
+
+
 class BackendError(ChazError):
     """An outside service failed: the LLM, the embedder, the homeserver or another peer."""
 
@@ -63,4 +72,5 @@ __all__ = [
     "IntegrityError",
     "NotFound",
     "PermissionDenied",
+    "Unavailable",
 ]

@@ -14,7 +14,7 @@ from aiohttp import web
 @dataclass
 class Failure:
     status: int
-    retry_after: float | None
+    headers: dict[str, str]
     body: str
 
 
@@ -41,12 +41,19 @@ class StandinServer:
         self,
         count: int = 1,
         status: int = 500,
-        retry_after: float | None = None,
+        retry_after: float | str | None = None,
         body: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """The next ``count`` requests get ``status`` (with Retry-After if given)."""
+        """The next ``count`` requests get ``status`` (with Retry-After if given, seconds or an
+        HTTP date; ``headers`` adds others, such as ``retry-after-ms``)."""
         text = body or json.dumps({"error": {"message": f"stand-in failure {status}"}})
-        self._failures.extend(Failure(status, retry_after, text) for _ in range(count))
+        extra = dict(headers or {})
+        if retry_after is not None:
+            extra["Retry-After"] = (
+                retry_after if isinstance(retry_after, str) else f"{retry_after:g}"
+            )
+        self._failures.extend(Failure(status, extra, text) for _ in range(count))
 
     def hang(self, count: int = 1) -> None:
         """The next ``count`` requests get no answer until ``release()`` or teardown."""
@@ -136,14 +143,11 @@ class StandinServer:
             return body, web.json_response({"error": {"message": "released"}}, status=503)
         if self._failures:
             failure = self._failures.pop(0)
-            headers = {}
-            if failure.retry_after is not None:
-                headers["Retry-After"] = f"{failure.retry_after:g}"
             return body, web.Response(
                 status=failure.status,
                 text=failure.body,
                 content_type="application/json",
-                headers=headers,
+                headers=failure.headers,
             )
         if self._raw:
             content_type, text = self._raw.pop(0)

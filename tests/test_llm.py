@@ -21,9 +21,12 @@ from chazbot.agent.llm import (
     parse_chat_response,
     public_url,
 )
+from chazbot.agent.openai_chat import MAX_RETRY_AFTER_S
+from chazbot.backends import retry_after_s
 from chazbot.config import LLMConfig
 from chazbot.errors import BackendError
 from tests.standin_llm import MEMORY_HEADING, StandinLLM, memory_block_bullets
+from tests.waits import FakeSleep
 
 REMEMBER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -179,17 +182,39 @@ async def test_ping(client: OpenAIChat, standin_llm: StandinLLM) -> None:
 
 
 async def test_429_with_retry_after_is_retried(standin_llm: StandinLLM) -> None:
-    standin_llm.fail(1, status=429, retry_after=1)
-    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01)
+    standin_llm.fail(1, status=429, retry_after=7)
+    sleep = FakeSleep()
+    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01, sleep=sleep)
     try:
-        started = time.monotonic()
         result = await chat.complete(user("hi"))
-        waited = time.monotonic() - started
     finally:
         await chat.aclose()
     assert result.content == "You said: hi"
     assert len(standin_llm.requests) == 2
-    assert waited >= 0.9, "Retry-After: 1 was not honoured"
+    assert sleep.waits == [7.0], "Retry-After: 7 was not honoured"
+
+
+async def test_retry_after_ms_wins_and_long_waits_are_capped(standin_llm: StandinLLM) -> None:
+    standin_llm.fail(1, status=503, retry_after=9, headers={"retry-after-ms": "250"})
+    standin_llm.fail(1, status=429, retry_after=3600)
+    sleep = FakeSleep()
+    chat = OpenAIChat(standin_llm.config(max_retries=2), sleep=sleep)
+    try:
+        assert (await chat.complete(user("hi"))).content == "You said: hi"
+    finally:
+        await chat.aclose()
+    assert sleep.waits == [0.25, MAX_RETRY_AFTER_S]
+
+
+async def test_backoff_without_retry_after_doubles(standin_llm: StandinLLM) -> None:
+    standin_llm.fail(3, status=502)
+    sleep = FakeSleep()
+    chat = OpenAIChat(standin_llm.config(max_retries=3), backoff_base_s=1.0, sleep=sleep)
+    try:
+        assert (await chat.complete(user("hi"))).content == "You said: hi"
+    finally:
+        await chat.aclose()
+    assert [int(w) for w in sleep.waits] == [1, 2, 4]  # plus jitter below one base
 
 
 async def test_500_until_retries_run_out(standin_llm: StandinLLM) -> None:
@@ -372,6 +397,18 @@ def test_parse_tolerates_what_real_servers_send() -> None:
     )
     parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"text": "b"}]}}]}
     assert parse_chat_response(parts, "x").content == "ab"
+
+
+def test_retry_after_in_every_form() -> None:
+    now = 1_700_000_000.0  # a fake clock: 2023-11-14 22:13:20 UTC
+    assert retry_after_s({"retry-after": "3"}, now=lambda: now) == 3.0
+    assert retry_after_s({"retry-after": "Tue, 14 Nov 2023 22:13:50 GMT"}, lambda: now) == 30.0
+    assert retry_after_s({"retry-after": "Tue, 14 Nov 2023 22:00:00 GMT"}, lambda: now) == 0.0
+    assert retry_after_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_s({"retry-after-ms": "soon", "retry-after": "9"}) == 9.0
+    assert retry_after_s({"retry-after": "-4"}) == 0.0
+    for unusable in ({}, {"retry-after": ""}, {"retry-after": "later"}, {"retry-after": "inf"}):
+        assert retry_after_s(unusable) is None
 
 
 def test_public_url_hides_credentials() -> None:

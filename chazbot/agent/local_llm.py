@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from chazbot.agent.llm import ChatResult, parse_chat_response
+from chazbot.agent.chat_model import ChatResult, parse_chat_response
 from chazbot.config import LLMConfig
 from chazbot.errors import BackendError
 

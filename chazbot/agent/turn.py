@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
-from chazbot.agent.llm import ChatModel
+from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.recall import RecallSettings, choose_banks, format_block, recall_query
 from chazbot.errors import BackendError, NotFound
 from chazbot.ledger import Level

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chazbot.errors import InputError, PermissionDenied
+from chazbot.errors import InputError, PermissionDenied, Unavailable
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair, parse_public_key, verify
 
@@ -51,7 +51,7 @@ class Unauthenticated(PermissionDenied):
     """A request's signature, time or nonce is refused (HTTP 401)."""
 
 
-class Busy(Exception):
+class Busy(Unavailable):
     """The server cannot take the request now (HTTP 503); the client should retry later."""
 
 

@@ -1,0 +1,82 @@
+"""``OpenAIChat``: the chat model behind any OpenAI-compatible ``/chat/completions`` endpoint
+(OpenAI, llama.cpp's server, vLLM, Ollama, ...).
+
+HTTP, retries, Retry-After, key redaction and error wording are the shared
+:class:`~chazbot.backends.openai_compat.OpenAICompatClient`'s; this module builds the request
+body and parses the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chazbot.agent.chat_model import ChatResult, parse_chat_response
+from chazbot.backends import Backoff, OpenAICompatClient
+from chazbot.backends.retry import Sleep
+from chazbot.config import LLMConfig
+
+MAX_RETRY_AFTER_S = 30.0
+"""A server's Retry-After is honoured up to this many seconds."""
+MAX_BACKOFF_S = 8.0
+
+
+class OpenAIChat:
+    """Any OpenAI-compatible chat completions endpoint, over one lazily opened session.
+
+    429, 5xx, connection errors and timeouts are retried ``cfg.max_retries`` times with
+    exponential backoff from ``backoff_base_s`` (a server's Retry-After wins, capped at
+    ``MAX_RETRY_AFTER_S``); everything else fails at once. ``sleep`` is for tests' fake clocks.
+    """
+
+    supports_tools = True
+
+    def __init__(
+        self, cfg: LLMConfig, *, backoff_base_s: float = 0.5, sleep: Sleep | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.model
+        self._http = OpenAICompatClient(
+            cfg.api_base,
+            cfg.api_key,
+            service="LLM backend",
+            setting="llm",
+            timeout_s=cfg.timeout_s,
+            backoff=Backoff(
+                attempts=cfg.max_retries + 1,
+                first_s=backoff_base_s,
+                max_s=MAX_BACKOFF_S,
+                retry_after_max_s=MAX_RETRY_AFTER_S,
+            ),
+            sleep=sleep,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat({self._http.where!r}, model={self.cfg.model!r})"
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+    ) -> ChatResult:
+        """POST ``/chat/completions`` (retrying what is worth retrying) and parse the answer."""
+        model = model or self.cfg.model
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        if self.cfg.max_tokens is not None:
+            body["max_tokens"] = self.cfg.max_tokens
+        if self.cfg.temperature is not None:
+            body["temperature"] = self.cfg.temperature
+        data = await self._http.post_json("/chat/completions", body, model=model)
+        return parse_chat_response(data, self._http.where)
+
+    async def ping(self) -> None:
+        """GET ``/models``: any answer but 401/403/5xx means the backend is there."""
+        await self._http.ping("/models")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+__all__ = ["OpenAIChat"]
