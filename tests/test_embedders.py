@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from chazbot.backends import Backoff
 from chazbot.config import EmbeddingConfig
 from chazbot.errors import BackendError, ConfigError
 from chazbot.memory.embedders import (
@@ -29,7 +30,7 @@ SECRET = "sk-test-0123456789abcdefSECRET"
 
 def fast(cfg: EmbeddingConfig) -> OpenAIEmbedder:
     """An embedder whose backoff is milliseconds, so retry tests stay quick."""
-    return OpenAIEmbedder(cfg, backoff_s=0.005, backoff_max_s=0.02, retry_after_max_s=2.0)
+    return OpenAIEmbedder(cfg, backoff=Backoff(1, first_s=0.005, max_s=0.02, retry_after_max_s=2.0))
 
 
 @pytest_asyncio.fixture
@@ -108,7 +109,9 @@ async def test_retries_then_succeeds(
 
 async def test_retry_after_is_honoured(secret_server: StandinEmbeddings) -> None:
     sleep = FakeSleep()
-    embedder = OpenAIEmbedder(secret_server.config(max_retries=3), backoff_s=0.005, sleep=sleep)
+    embedder = OpenAIEmbedder(
+        secret_server.config(max_retries=3), backoff=Backoff(1, 0.005), sleep=sleep
+    )
     secret_server.fail(1, 429, retry_after=0.3)
     secret_server.fail(1, 503, headers={"retry-after-ms": "40"})
     secret_server.fail(1, 503, retry_after="Thu, 01 Jan 1970 00:00:00 GMT")  # long past
@@ -123,7 +126,9 @@ async def test_retry_after_is_honoured(secret_server: StandinEmbeddings) -> None
 async def test_retry_after_is_capped(secret_server: StandinEmbeddings) -> None:
     sleep = FakeSleep()
     embedder = OpenAIEmbedder(
-        secret_server.config(max_retries=1), retry_after_max_s=0.05, sleep=sleep
+        secret_server.config(max_retries=1),
+        backoff=Backoff(1, retry_after_max_s=0.05),
+        sleep=sleep,
     )
     secret_server.fail(1, 503, retry_after=3600)
     try:

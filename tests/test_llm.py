@@ -21,13 +21,15 @@ from chazbot.agent.llm import (
     parse_chat_response,
     public_url,
 )
-from chazbot.agent.openai_chat import MAX_RETRY_AFTER_S
-from chazbot.backends import retry_after_s
+from chazbot.backends import Backoff, retry_after_s
+from chazbot.backends.openai_compat import DEFAULT_BACKOFF
 from chazbot.config import LLMConfig
 from chazbot.errors import BackendError
 from tests.standin_llm import MEMORY_HEADING, StandinLLM, memory_block_bullets
 from tests.waits import FakeSleep
 
+QUICK = Backoff(1, first_s=0.01)
+"""Millisecond backoff (the attempts come from each config's max_retries)."""
 REMEMBER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -66,7 +68,7 @@ def one_line(err: BaseException) -> str:
 
 @pytest.fixture
 async def client(standin_llm: StandinLLM) -> AsyncIterator[OpenAIChat]:
-    chat = OpenAIChat(standin_llm.config(), backoff_base_s=0.01)
+    chat = OpenAIChat(standin_llm.config(), backoff=QUICK)
     try:
         yield chat
     finally:
@@ -184,7 +186,7 @@ async def test_ping(client: OpenAIChat, standin_llm: StandinLLM) -> None:
 async def test_429_with_retry_after_is_retried(standin_llm: StandinLLM) -> None:
     standin_llm.fail(1, status=429, retry_after=7)
     sleep = FakeSleep()
-    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01, sleep=sleep)
+    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff=QUICK, sleep=sleep)
     try:
         result = await chat.complete(user("hi"))
     finally:
@@ -203,13 +205,15 @@ async def test_retry_after_ms_wins_and_long_waits_are_capped(standin_llm: Standi
         assert (await chat.complete(user("hi"))).content == "You said: hi"
     finally:
         await chat.aclose()
-    assert sleep.waits == [0.25, MAX_RETRY_AFTER_S]
+    assert sleep.waits == [0.25, DEFAULT_BACKOFF.retry_after_max_s]
 
 
 async def test_backoff_without_retry_after_doubles(standin_llm: StandinLLM) -> None:
     standin_llm.fail(3, status=502)
     sleep = FakeSleep()
-    chat = OpenAIChat(standin_llm.config(max_retries=3), backoff_base_s=1.0, sleep=sleep)
+    chat = OpenAIChat(
+        standin_llm.config(max_retries=3), backoff=Backoff(1, first_s=1.0), sleep=sleep
+    )
     try:
         assert (await chat.complete(user("hi"))).content == "You said: hi"
     finally:
@@ -218,7 +222,7 @@ async def test_backoff_without_retry_after_doubles(standin_llm: StandinLLM) -> N
 
 
 async def test_500_until_retries_run_out(standin_llm: StandinLLM) -> None:
-    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff_base_s=0.01)
+    chat = OpenAIChat(standin_llm.config(max_retries=2), backoff=QUICK)
     try:
         standin_llm.fail(2, status=500)
         assert (await chat.complete(user("hi"))).content == "You said: hi"
@@ -246,7 +250,7 @@ async def test_client_errors_are_not_retried(client: OpenAIChat, standin_llm: St
 
 async def test_dead_backend() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    chat = OpenAIChat(LLMConfig(api_base=url, max_retries=1), backoff_base_s=0.01)
+    chat = OpenAIChat(LLMConfig(api_base=url, max_retries=1), backoff=QUICK)
     try:
         with pytest.raises(BackendError) as info:
             await chat.complete(user("hi"))
@@ -269,8 +273,8 @@ async def test_stopped_standin_is_down(client: OpenAIChat, standin_llm: StandinL
 async def test_wrong_key_is_not_shown(standin_llm: StandinLLM) -> None:
     standin_llm.api_key = "the-right-key"
     secret = "sk-wrong-SECRET-1234"
-    chat = OpenAIChat(standin_llm.config(api_key=secret), backoff_base_s=0.01)
-    anonymous = OpenAIChat(standin_llm.config(api_key=None), backoff_base_s=0.01)
+    chat = OpenAIChat(standin_llm.config(api_key=secret), backoff=QUICK)
+    anonymous = OpenAIChat(standin_llm.config(api_key=None), backoff=QUICK)
     try:
         with pytest.raises(BackendError) as info:
             await chat.complete(user("hi"))
@@ -314,7 +318,7 @@ async def test_server_echoing_the_key_is_scrubbed(standin_llm: StandinLLM) -> No
 
 async def test_timeout(standin_llm: StandinLLM) -> None:
     standin_llm.hang(2)
-    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff_base_s=0.01)
+    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff=QUICK)
     try:
         started = time.monotonic()
         with pytest.raises(BackendError) as info:
@@ -329,7 +333,7 @@ async def test_timeout(standin_llm: StandinLLM) -> None:
 
 async def test_timeout_then_success(standin_llm: StandinLLM) -> None:
     standin_llm.hang(1)
-    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff_base_s=0.01)
+    chat = OpenAIChat(standin_llm.config(timeout_s=0.3, max_retries=1), backoff=QUICK)
     try:
         assert (await chat.complete(user("hi"))).content == "You said: hi"
     finally:

@@ -11,44 +11,27 @@ from __future__ import annotations
 from typing import Any
 
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
-from chazbot.backends import Backoff, OpenAICompatClient
-from chazbot.backends.retry import Sleep
+from chazbot.backends.openai_compat import DEFAULT_BACKOFF, OpenAICompatClient
+from chazbot.backends.retry import Backoff, Sleep
 from chazbot.config import LLMConfig
-
-MAX_RETRY_AFTER_S = 30.0
-"""A server's Retry-After is honoured up to this many seconds."""
-MAX_BACKOFF_S = 8.0
 
 
 class OpenAIChat:
     """Any OpenAI-compatible chat completions endpoint, over one lazily opened session.
 
     429, 5xx, connection errors and timeouts are retried ``cfg.max_retries`` times with
-    exponential backoff from ``backoff_base_s`` (a server's Retry-After wins, capped at
-    ``MAX_RETRY_AFTER_S``); everything else fails at once. ``sleep`` is for tests' fake clocks.
+    ``backoff``'s exponential backoff (a server's Retry-After wins, capped); everything else
+    fails at once. ``sleep`` is for tests' fake clocks.
     """
 
     supports_tools = True
 
     def __init__(
-        self, cfg: LLMConfig, *, backoff_base_s: float = 0.5, sleep: Sleep | None = None
+        self, cfg: LLMConfig, *, backoff: Backoff = DEFAULT_BACKOFF, sleep: Sleep | None = None
     ) -> None:
         self.cfg = cfg
         self.name = cfg.model
-        self._http = OpenAICompatClient(
-            cfg.api_base,
-            cfg.api_key,
-            service="LLM backend",
-            setting="llm",
-            timeout_s=cfg.timeout_s,
-            backoff=Backoff(
-                attempts=cfg.max_retries + 1,
-                first_s=backoff_base_s,
-                max_s=MAX_BACKOFF_S,
-                retry_after_max_s=MAX_RETRY_AFTER_S,
-            ),
-            sleep=sleep,
-        )
+        self._http = OpenAICompatClient.for_endpoint(cfg, "LLM backend", "llm", backoff, sleep)
 
     def __repr__(self) -> str:
         return f"OpenAIChat({self._http.where!r}, model={self.cfg.model!r})"

@@ -10,6 +10,7 @@ that names the service by its URL without credentials and never holds the key.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import json
 import logging
@@ -17,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from yarl import URL
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 """Client errors worth another attempt (every 5xx is, too); as OpenAI's own SDK does."""
+DEFAULT_BACKOFF = Backoff(attempts=4, first_s=0.5, max_s=8.0, retry_after_max_s=30.0)
+"""Retry timing for OpenAI-compatible endpoints (``attempts`` comes from ``max_retries``)."""
 PING_TIMEOUT_S = 10.0
 _DETAIL_CHARS = 200
 
@@ -69,6 +72,19 @@ def retry_after_s(headers: Mapping[str, str], now: Callable[[], float] = time.ti
     return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
+class EndpointSettings(Protocol):
+    """The config fields every OpenAI-compatible endpoint has (``llm:``, ``embedding:``)."""
+
+    @property
+    def api_base(self) -> str: ...
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def max_retries(self) -> int: ...
+
+
 class OpenAICompatClient:
     """``POST``/``GET`` against ``api_base`` of an OpenAI-compatible API.
 
@@ -98,6 +114,27 @@ class OpenAICompatClient:
         self._sleep = sleep
         self._now = now
         self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        cfg: EndpointSettings,
+        service: str,
+        setting: str,
+        backoff: Backoff,
+        sleep: Sleep | None,
+    ) -> OpenAICompatClient:
+        """The client for a config section: ``backoff``'s timing, ``max_retries`` retries."""
+        backoff = dataclasses.replace(backoff, attempts=cfg.max_retries + 1)
+        return cls(
+            cfg.api_base,
+            cfg.api_key,
+            service=service,
+            setting=setting,
+            timeout_s=cfg.timeout_s,
+            backoff=backoff,
+            sleep=sleep,
+        )
 
     def __repr__(self) -> str:
         return f"OpenAICompatClient({self.where!r})"
@@ -234,4 +271,11 @@ class OpenAICompatClient:
         return self.error(f"refused the request (HTTP {status}){suffix}")
 
 
-__all__ = ["RETRY_STATUSES", "OpenAICompatClient", "public_url", "retry_after_s"]
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "RETRY_STATUSES",
+    "EndpointSettings",
+    "OpenAICompatClient",
+    "public_url",
+    "retry_after_s",
+]

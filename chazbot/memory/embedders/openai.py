@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from yarl import URL
 
-from chazbot.backends import Backoff, OpenAICompatClient
-from chazbot.backends.retry import Sleep
+from chazbot.backends.openai_compat import DEFAULT_BACKOFF, OpenAICompatClient
+from chazbot.backends.retry import Backoff, Sleep
 from chazbot.config import EmbeddingConfig
 from chazbot.errors import BackendError, ConfigError
 from chazbot.memory.embedders.protocol import check_texts, normalise_rows
@@ -72,18 +72,15 @@ def parse_embeddings_response(payload: object, count: int) -> np.ndarray:
 class OpenAIEmbedder:
     """An OpenAI-compatible ``/embeddings`` client.
 
-    ``backoff_s`` is the first retry delay (doubling, with jitter, up to ``backoff_max_s``); a
-    ``Retry-After`` from the server is honoured up to ``retry_after_max_s``. ``sleep`` is for
-    tests' fake clocks.
+    Retries (``cfg.max_retries``) follow ``backoff``'s timing; a ``Retry-After`` from the server
+    wins, capped. ``sleep`` is for tests' fake clocks.
     """
 
     def __init__(
         self,
         cfg: EmbeddingConfig,
         *,
-        backoff_s: float = 0.5,
-        backoff_max_s: float = 8.0,
-        retry_after_max_s: float = 30.0,
+        backoff: Backoff = DEFAULT_BACKOFF,
         sleep: Sleep | None = None,
     ) -> None:
         if not cfg.model or not cfg.model.strip():
@@ -106,19 +103,8 @@ class OpenAIEmbedder:
         self.dim: int | None = None
         self._model = cfg.model.strip()
         self._batch_size = cfg.batch_size
-        self._http = OpenAICompatClient(
-            cfg.api_base,
-            cfg.api_key,
-            service="embedding API",
-            setting="embedding",
-            timeout_s=cfg.timeout_s,
-            backoff=Backoff(
-                attempts=cfg.max_retries + 1,
-                first_s=backoff_s,
-                max_s=backoff_max_s,
-                retry_after_max_s=retry_after_max_s,
-            ),
-            sleep=sleep,
+        self._http = OpenAICompatClient.for_endpoint(
+            cfg, "embedding API", "embedding", backoff, sleep
         )
 
     def __repr__(self) -> str:
