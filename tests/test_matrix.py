@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.standin_llm import MEMORY_HEADING, StandinLLM, message_text
-from tests.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse, wait_until
+from tests.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse
+from tests.waits import wait_until
 
 pytestmark = [requires_synapse, pytest.mark.timeout(120)]
 
@@ -409,8 +410,9 @@ async def test_limited_timelines_are_paged_back_in_process(
 
         # The same transaction id twice is one message: a retried send is never a duplicate.
         content = {"msgtype": "m.notice", "body": "only once"}
-        first = await bot._send(room, content, "chazbot-test-txn")
-        second = await bot._send(room, content, "chazbot-test-txn")
+        assert bot.sender is not None
+        first = await bot.sender.send(room, content, "chazbot-test-txn")
+        second = await bot.sender.send(room, content, "chazbot-test-txn")
         assert first == second
         await alice.ask(room, "!chaz agents")  # the barrier
         assert [m.body for m in alice.messages(room, bot_user.user_id)].count("only once") == 1

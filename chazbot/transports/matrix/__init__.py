@@ -1,0 +1,22 @@
+"""The Matrix transport: chazbot as a matrix-nio bot, split by concern.
+
+- ``client``: the nio client (429 waits capped) and how its answers read in a log line;
+- ``login``: logging in, and the device, token and e2e pickle key in the credentials table;
+- ``state``: the sync token and handled event ids, committed before any answer starts;
+- ``sync``: the long-poll sync loop, paging back limited timelines, e2e housekeeping, and the
+  supervisor that restarts it with backoff;
+- ``routing``: which events become jobs (``matrix_rules`` decides), one queue per room;
+- ``sending``: sends, joins and typing notices, retried by the shared policy of
+  ``chazbot.backends.retry``;
+- ``bot``: ``MatrixBot``, wiring them and turning a job into a command or an agent turn.
+
+Each joined room is one session (``matrix:<room_id>``). Never twice, never old: see
+``state``; replies carry a transaction id derived from the answered event, so a retried send
+is deduplicated by the homeserver.
+"""
+
+from __future__ import annotations
+
+from chazbot.transports.matrix.bot import MatrixBot
+
+__all__ = ["MatrixBot"]

@@ -1,0 +1,251 @@
+"""``MatrixBot``: the parts of the Matrix transport wired together for one account.
+
+``client`` (the nio client), ``login`` (credentials and logging in), ``state`` (what survives
+a restart), ``sync`` (the supervised sync loop), ``routing`` (events to jobs, one queue per
+room) and ``sending`` (sends and joins with the shared retry policy). This module turns a job
+into a command or an agent turn, and the answer into messages; nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nio import AsyncClientConfig, JoinResponse
+from nio.crypto import ENCRYPTION_ENABLED
+
+from chazbot.commands import TREE
+from chazbot.config import MatrixConfig
+from chazbot.errors import ChazError
+from chazbot.transports.matrix import login
+from chazbot.transports.matrix.client import (
+    MAX_LIMIT_EXCEEDED,
+    MAX_TIMEOUTS,
+    REQUEST_TIMEOUT_S,
+    NioClient,
+    one_line,
+)
+from chazbot.transports.matrix.routing import Job, RoomQueues, Router
+from chazbot.transports.matrix.sending import Sender
+from chazbot.transports.matrix.state import MatrixState
+from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
+from chazbot.transports.matrix_rules import (
+    UNDECRYPTABLE_NOTICE,
+    notice_contents,
+    session_name,
+    text_contents,
+    transaction_id,
+)
+
+if TYPE_CHECKING:
+    from chazbot.peer import Peer
+
+log = logging.getLogger("chazbot.transports.matrix")
+
+
+class MatrixBot:
+    """The bot: ``await start()`` logs in and starts syncing; ``await stop()`` ends it."""
+
+    def __init__(
+        self,
+        peer: Peer,
+        cfg: MatrixConfig,
+        *,
+        timeline_limit: int = TIMELINE_LIMIT,
+        sync_timeout_ms: int = SYNC_TIMEOUT_MS,
+    ) -> None:
+        self.peer = peer
+        self.cfg = cfg
+        self.timeline_limit = timeline_limit
+        self.sync_timeout_ms = sync_timeout_ms
+        self.client: Any = None
+        self.credentials = login.Credentials(peer.ledger, cfg.user_id)
+        self.state = MatrixState(peer.ledger, cfg.user_id)
+        self.router = Router(cfg, (c.path[0] for c in TREE.commands))
+        self.queues = RoomQueues(self._run)
+        self.sender: Sender | None = None
+        self.sync: SyncLoop | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._supervisor: asyncio.Task[None] | None = None
+
+    # ---- public state ------------------------------------------------------------------
+
+    @property
+    def user_id(self) -> str:
+        return self.cfg.user_id
+
+    @property
+    def device_id(self) -> str | None:
+        return self.client.device_id if self.client is not None else None
+
+    @property
+    def healthy(self) -> bool:
+        """True while syncs succeed (the last one within two long-poll periods and a margin)."""
+        return self.sync is not None and self.sync.healthy
+
+    @property
+    def last_sync_ok(self) -> float | None:
+        return self.sync.last_sync_ok if self.sync is not None else None
+
+    @property
+    def sync_restarts(self) -> int:
+        return self.sync.restarts if self.sync is not None else 0
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait for the first successful sync (tests and the service use it)."""
+        assert self.sync is not None, "start() first"
+        async with asyncio.timeout(timeout):
+            await self.sync.first_sync_done.wait()
+
+    # ---- life --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        nio_log = logging.getLogger("nio")
+        if nio_log.level == logging.NOTSET and log.getEffectiveLevel() > logging.DEBUG:
+            nio_log.setLevel(logging.WARNING)  # nio says INFO for every event it handles
+        store = Path(self.peer.state_dir) / "matrix-store"
+        store.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(store, 0o700)
+        encryption = self.cfg.encryption and ENCRYPTION_ENABLED
+        if self.cfg.encryption and not ENCRYPTION_ENABLED:
+            log.warning(
+                "matrix: encryption is on but the e2e extra is not installed;"
+                " encrypted rooms will not work"
+            )
+        config = AsyncClientConfig(
+            max_limit_exceeded=MAX_LIMIT_EXCEEDED,
+            max_timeouts=MAX_TIMEOUTS,
+            request_timeout=REQUEST_TIMEOUT_S,
+            encryption_enabled=encryption,
+            store_sync_tokens=False,
+            pickle_key=await self.credentials.pickle_key() if encryption else "DEFAULT_KEY",
+        )
+        client = self.client = NioClient(
+            self.cfg.homeserver_url, self.cfg.user_id, store_path=str(store), config=config
+        )
+        self.sender = Sender(client, self.cfg)
+
+        async def relogin() -> None:
+            await login.relogin(client, self.cfg, self.credentials)
+
+        self.sync = SyncLoop(
+            client,
+            self.router,
+            self.state,
+            on_invite=self._on_invite,
+            on_job=self.queues.put,
+            relogin=relogin if self.cfg.password else None,
+            timeline_limit=self.timeline_limit,
+            sync_timeout_ms=self.sync_timeout_ms,
+        )
+        try:
+            await self.sender.startup(
+                "logging in", lambda: login.login(client, self.cfg, self.credentials)
+            )
+            await self.state.load()
+            self.router.display_name = await login.display_name(client)
+            await self.sync.e2e_housekeeping()
+        except BaseException:
+            await client.close()
+            raise
+        self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
+
+    async def stop(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        await self.queues.stop()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.client is not None:
+            await self.client.close()
+        log.info("matrix: stopped")
+
+    # ---- invites -----------------------------------------------------------------------
+
+    def _on_invite(self, room_id: str, inviter: str) -> None:
+        assert self.sender is not None
+        sender = self.sender
+        if self.router.allowed(inviter):
+            log.info("matrix: invited to %s by %s; joining", room_id, inviter)
+            self._spawn(self._join(room_id))
+        else:
+            log.info("matrix: invite to %s from %s (not allowed); declining", room_id, inviter)
+            self._spawn(
+                sender.call(
+                    f"declining the invite to {room_id}", lambda: sender.client.room_leave(room_id)
+                )
+            )
+
+    async def _join(self, room_id: str) -> None:
+        assert self.sender is not None
+        sender = self.sender
+        response = await sender.call(f"joining {room_id}", lambda: sender.client.join(room_id))
+        if isinstance(response, JoinResponse):
+            log.info("matrix: joined %s", room_id)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("matrix: %s", one_line(exc))
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- answering a job ---------------------------------------------------------------
+
+    async def _run(self, job: Job) -> None:
+        assert self.sender is not None
+        if job.kind == "undecryptable":
+            contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
+            await self._reply(job, contents)
+        elif job.kind == "command":
+            text, _ = await self._answer(job)
+            await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))
+        else:
+            async with self.sender.typing(job.room_id):
+                text, ok = await self._answer(job)
+                build = text_contents if ok else notice_contents
+                await self._reply(job, build(text, job.event_id, job.content, job.sender))
+
+    async def _answer(self, job: Job) -> tuple[str, bool]:
+        """The text that answers a command or an agent turn, and whether it is a success."""
+        session = session_name(job.room_id)
+        try:
+            if job.kind == "command":
+                reply = await self.peer.command(
+                    job.text,
+                    session=session,
+                    sender=job.sender,
+                    is_admin=job.is_admin,
+                    prefix=f"{self.cfg.command_prefix} ",
+                )
+                return reply.text, reply.ok
+            result = await self.peer.chat(job.text, session=session, sender=job.sender)
+            return result.text, result.ok
+        except ChazError as exc:
+            return str(exc), False
+        except Exception:
+            log.exception("matrix: answering %s failed", job.event_id)
+            return "Something went wrong on my side; the details are in the bot's log.", False
+
+    async def _reply(self, job: Job, contents: list[dict[str, Any]]) -> None:
+        assert self.sender is not None
+        for part, content in enumerate(contents):
+            await self.sender.send(job.room_id, content, transaction_id(job.event_id, part))
+
+
+__all__ = ["MatrixBot"]

@@ -1,0 +1,166 @@
+"""Which events become jobs, and one queue per room to run them.
+
+The decisions are ``matrix_rules``' pure functions; this module applies them to nio's events
+and rooms: who is allowed, which invites to take, what to answer. Each room has its own
+queue and worker task, so rooms are served concurrently and each room in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Container, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nio import InviteMemberEvent, MegolmEvent, RoomMessageText
+
+from chazbot import metrics
+from chazbot.config import MatrixConfig
+from chazbot.errors import ChazError
+from chazbot.transports.matrix_rules import Me, Request, is_edit, matches_any, route
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 10.0
+
+
+@dataclass
+class Job:
+    """One event to answer."""
+
+    room_id: str
+    event_id: str
+    sender: str
+    kind: Literal["command", "chat", "undecryptable"]
+    text: str = ""
+    content: dict[str, Any] = field(default_factory=dict)
+    is_admin: bool = False
+
+
+class Router:
+    """Turns events into jobs for one bot account (allow-list, admins, mentions, prefix)."""
+
+    def __init__(self, cfg: MatrixConfig, command_words: Iterable[str]) -> None:
+        self.cfg = cfg
+        self.command_words = frozenset(command_words)
+        self.display_name: str | None = None
+
+    def allowed(self, sender: str) -> bool:
+        return matches_any(sender, self.cfg.allow_list) or matches_any(sender, self.cfg.admins)
+
+    def inviter(self, invite_state: list[Any]) -> str | None:
+        """Who invited the bot, from a room's invite state."""
+        return next(
+            (
+                e.sender
+                for e in invite_state
+                if isinstance(e, InviteMemberEvent)
+                and e.state_key == self.cfg.user_id
+                and e.membership == "invite"
+            ),
+            None,
+        )
+
+    def me(self, room: Any) -> Me:
+        names = [self.display_name, room.user_name(self.cfg.user_id)]
+        return Me(self.cfg.user_id, tuple(n for n in names if n))
+
+    def job(self, room: Any, event: Any, handled: Container[str], noticed: set[str]) -> Job | None:
+        """The job ``event`` asks for, or None. ``handled``: event ids answered already;
+        ``noticed``: rooms told about an undecryptable message (updated here)."""
+        sender = getattr(event, "sender", None)
+        event_id = getattr(event, "event_id", None)
+        if not isinstance(sender, str) or not isinstance(event_id, str):
+            return None
+        if sender == self.cfg.user_id or event_id in handled:
+            return None
+        if isinstance(event, MegolmEvent):
+            log.warning(
+                "matrix: cannot decrypt %s from %s in %s (session %s)",
+                event_id,
+                sender,
+                room.room_id,
+                getattr(event, "session_id", "?"),
+            )
+            if room.room_id in noticed or not self.allowed(sender):
+                return None
+            noticed.add(room.room_id)
+            return Job(room.room_id, event_id, sender, "undecryptable", content={})
+        if not isinstance(event, RoomMessageText):
+            return None  # notices (from bots), emotes, media, state: never answered
+        content = event.source.get("content", {})
+        if not isinstance(content, dict) or is_edit(content):
+            return None
+        if not self.allowed(sender):
+            log.debug("matrix: ignoring %s from %s (not on the allow list)", event_id, sender)
+            metrics.MATRIX_EVENTS.labels(outcome="not_allowed").inc()
+            return None
+        request: Request | None = route(
+            content,
+            me=self.me(room),
+            prefix=self.cfg.command_prefix,
+            is_dm=room.member_count == 2,
+            command_words=self.command_words,
+        )
+        if request is None:
+            return None
+        return Job(
+            room.room_id,
+            event_id,
+            sender,
+            request.kind,
+            request.text,
+            content,
+            is_admin=matches_any(sender, self.cfg.admins),
+        )
+
+
+class RoomQueues:
+    """One queue and one worker task per room; ``run`` handles a job."""
+
+    def __init__(self, run: Callable[[Job], Awaitable[None]]) -> None:
+        self._run = run
+        self._queues: dict[str, asyncio.Queue[Job]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+
+    def put(self, job: Job) -> None:
+        metrics.MATRIX_EVENTS.labels(outcome=job.kind).inc()
+        queue = self._queues.setdefault(job.room_id, asyncio.Queue())
+        queue.put_nowait(job)
+        worker = self._workers.get(job.room_id)
+        if worker is None or worker.done():
+            self._workers[job.room_id] = asyncio.create_task(
+                self._work(job.room_id, queue), name=f"matrix-room-{job.room_id}"
+            )
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Let running jobs finish for up to ``grace_s``; cancel the rest."""
+        workers = [w for w in self._workers.values() if not w.done()]
+        if not workers:
+            return
+        _, pending = await asyncio.wait(workers, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _work(self, room_id: str, queue: asyncio.Queue[Job]) -> None:
+        while True:
+            try:
+                job = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                self._workers.pop(room_id, None)
+                return
+            try:
+                await self._run(job)
+            except asyncio.CancelledError:
+                raise
+            except ChazError as exc:
+                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+                log.error("matrix: answering %s in %s failed: %s", job.event_id, room_id, exc)
+            except Exception:
+                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+                log.exception("matrix: answering %s in %s failed", job.event_id, room_id)
+
+
+__all__ = ["STOP_GRACE_S", "Job", "RoomQueues", "Router"]
