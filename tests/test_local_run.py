@@ -435,15 +435,16 @@ def test_synapse_template_starts_synapse_and_register_is_idempotent(tmp_path: Pa
             assert time.monotonic() < deadline, "Synapse did not start from the template"
             time.sleep(0.05)
 
-        def register(password: str) -> subprocess.CompletedProcess[str]:
-            command = [sys.executable, str(ROOT / "deploy/homeserver.py"), "register"]
+        def register(password: str, *script: str) -> subprocess.CompletedProcess[str]:
+            # As compose's bot-account service runs it, or through homeserver.py's CLI.
+            command = [sys.executable, *(script or [str(ROOT / "deploy/matrix_accounts.py")])]
             command += [f"--url={url}", "--user=chazbot", "--server-name=example.org", "--wait=10"]
             reg_env = {**env, "CHAZBOT_MATRIX_PASSWORD": password}
             return subprocess.run(command, env=reg_env, capture_output=True, text=True, timeout=60)
 
         first = register("bot password")
         assert first.returncode == 0 and "registered @chazbot:example.org" in first.stdout, first
-        second = register("bot password")
+        second = register("bot password", str(ROOT / "deploy/homeserver.py"), "register")
         assert second.returncode == 0 and "exists already" in second.stdout, second
         wrong = register("not the password")
         assert wrong.returncode == 1 and "does not log in" in wrong.stderr, wrong
