@@ -10,6 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.waits import wait_until
+
 
 @dataclass
 class Failure:
@@ -32,7 +34,6 @@ class StandinServer:
         self._hangs = 0
         self._raw: list[tuple[str, str]] = []  # (content type, body) answered with 200
         self._release = asyncio.Event()
-        self._arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
 
     # -- knobs ------------------------------------------------------------------------------
@@ -80,10 +81,9 @@ class StandinServer:
         values.update(overrides)
         return values
 
-    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
+    async def wait_for_requests(self, count: int, timeout: float = 30.0) -> None:
         """Wait until ``count`` requests have arrived."""
-        async with asyncio.timeout(timeout), self._arrived:
-            await self._arrived.wait_for(lambda: len(self.requests) >= count)
+        await wait_until(lambda: len(self.requests) >= count, timeout, f"{count} requests")
 
     # -- life -------------------------------------------------------------------------------
 
@@ -131,10 +131,8 @@ class StandinServer:
             body = {"_unparsed": raw.decode("utf-8", "replace")}
         if not isinstance(body, dict):
             body = {"_unparsed": body}
-        async with self._arrived:
-            self.requests.append(body)
-            self.headers.append(dict(request.headers))
-            self._arrived.notify_all()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
         if not self.authorised(request):
             return body, self.unauthorised(request)
         if self._hangs:

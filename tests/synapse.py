@@ -40,6 +40,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.waits import wait_until as wait_until  # re-exported for the Matrix tests
+
 SHARED_SECRET = "chazbot-test-shared-secret"
 PASSWORD = "correct horse battery staple"
 SERVER_NAME = "localhost"
@@ -67,22 +69,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-
-
-async def wait_until(
-    check: Callable[[], Any], timeout: float = 10.0, what: str = "condition", interval: float = 0.02
-) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 def _deploy_homeserver() -> Any:

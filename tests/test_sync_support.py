@@ -1,14 +1,14 @@
 """Helpers for the sync tests: real peers (ledger + server + replicator) on loopback.
 
+``wait_until`` is the shared one of ``tests/waits.py`` (re-exported for the sync tests).
+
 No test lives here; the sync test modules import these.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import aiohttp
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.sync import Replicator, Sharing, SyncServer
 from chazbot.sync.protocol import sign_request
+from tests.waits import wait_until as wait_until
 
 FAST: dict[str, Any] = {
     "pull_interval": 2.0,
@@ -27,19 +28,6 @@ FAST: dict[str, Any] = {
     "retry_max": 0.5,
     "timeout": 5.0,
 }
-
-
-async def wait_until(
-    condition: Callable[[], Awaitable[bool]], timeout: float = 15.0, what: str = "condition"
-) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if await condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def insert(value: Any) -> dict[str, list[Any]]:
@@ -111,11 +99,19 @@ async def snapshot(ledger: Ledger, db: str) -> dict[str, Any]:
 
 
 async def converged(nodes: list[Node], db: str) -> bool:
-    states = []
+    """Every node holds the same entries and agrees on all derived from them.
+
+    Polled often, so it compares the cheap things first (tips and entry counts) and takes
+    full snapshots only once those agree.
+    """
+    heads = []
     for node in nodes:
         if not await node.ledger.exists(db):
             return False
-        states.append(await snapshot(node.ledger, db))
+        heads.append((sorted(await node.ledger.tips(db)), await node.ledger.count_entries(db)))
+    if any(h != heads[0] for h in heads[1:]):
+        return False
+    states = [await snapshot(node.ledger, db) for node in nodes]
     return all(s == states[0] for s in states[1:])
 
 
