@@ -25,6 +25,7 @@ from chazbot.sync.protocol import (
     encode_entry,
 )
 from tests.test_sync_support import insert, raw_call
+from tests.waits import wait_until
 
 READ = Permission.parse("read")
 WRITE = Permission.parse("write", 10)
@@ -172,11 +173,13 @@ async def test_entries_in_batches_and_long_poll(owner: Owner) -> None:
                 break
         assert len(seen) == 27 and seen == sorted(seen)
 
-        # A long poll is answered as soon as something is committed.
-        started = time.monotonic()
+        # A long poll is answered as soon as something is committed: the write comes only
+        # once the server holds the poll (its empty read queued ahead of the write), so the
+        # answer is a wake-up, never a plain read of an entry that was there already.
         poll = asyncio.create_task(client.entries(addr, owner.db, after, wait=10.0))
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: owner.server._waiting() == 1, what="the poll to be held")
         assert not poll.done()
+        started = time.monotonic()
         await owner.ledger.write(owner.db, owner.admin, insert("late"))
         batch = await poll
         assert len(batch.entries) == 1 and time.monotonic() - started < 5
