@@ -8,22 +8,52 @@ skipped silently; up to ``max_entries`` results per store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query
 
+if TYPE_CHECKING:
+    from chazbot.ledger import Ledger
+
 HEADING = "## Relevant Memories"
 RECENT_MESSAGES = 5
 QUERY_TOKENS = 10
+CONFIG_STORE = "config"
+"""The agent DB's store of its settings (``/memory config``)."""
 
 
 @dataclass(frozen=True)
 class RecallSettings:
+    """An agent's auto-recall settings, as ``/memory config`` shows and sets them."""
+
     enabled: bool = True
     max_entries: int = 3
     banks: tuple[str, ...] | None = None  # None: every attached bank
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("auto_recall_enabled", "max_entries", "auto_recall_banks")
+    """Their field names in the agent DB's ``config`` store."""
+
+    @classmethod
+    def from_fields(cls, stored: Mapping[str, Any]) -> RecallSettings:
+        """The settings from the ``config`` store; a missing or ill-typed field is the default."""
+        enabled = stored.get("auto_recall_enabled")
+        max_entries = stored.get("max_entries")
+        banks = stored.get("auto_recall_banks")
+        return cls(
+            enabled=enabled if isinstance(enabled, bool) else cls.enabled,
+            max_entries=max_entries
+            if isinstance(max_entries, int) and not isinstance(max_entries, bool)
+            else cls.max_entries,
+            banks=tuple(str(b) for b in banks) if isinstance(banks, list) else None,
+        )
+
+
+async def recall_settings(ledger: Ledger, db: str) -> RecallSettings:
+    """The auto-recall settings of the agent whose DB is ``db`` (turns and commands read it)."""
+    return RecallSettings.from_fields(await ledger.fields(db, CONFIG_STORE))
 
 
 def recall_query(messages: Sequence[str]) -> str:

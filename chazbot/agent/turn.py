@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
 from chazbot.agent.chat_model import ChatModel
-from chazbot.agent.recall import RecallSettings, choose_banks, format_block, recall_query
+from chazbot.agent.recall import choose_banks, format_block, recall_query, recall_settings
 from chazbot.errors import BackendError, NotFound
 from chazbot.ledger import Level
 from chazbot.memory.banks import read_refs
@@ -39,23 +39,11 @@ class TurnResult:
     llm_seconds: float = 0.0
 
 
-async def recall_settings(peer: Peer, agent: Agent) -> RecallSettings:
-    stored = await peer.ledger.fields(agent.db, "config")
-    enabled = stored.get("auto_recall_enabled")
-    max_entries = stored.get("max_entries")
-    banks = stored.get("auto_recall_banks")
-    return RecallSettings(
-        enabled=enabled if isinstance(enabled, bool) else True,
-        max_entries=max_entries if isinstance(max_entries, int) else 3,
-        banks=tuple(banks) if isinstance(banks, list) else None,
-    )
-
-
 async def auto_recall(
     peer: Peer, agent: Agent, session: Session, messages: list[str]
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count."""
-    settings = await recall_settings(peer, agent)
+    settings = await recall_settings(peer.ledger, agent.db)
     query = recall_query(messages)
     if not settings.enabled or not query:
         return None, 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chazbot.agent.recall import CONFIG_STORE, RecallSettings, recall_settings
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
@@ -13,12 +14,7 @@ from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
 from chazbot.memory.tools import format_hits
 
-CONFIG_STORE = "config"
-RECALL_DEFAULTS: dict[str, Any] = {
-    "auto_recall_enabled": True,
-    "max_entries": 3,
-    "auto_recall_banks": None,
-}
+RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 
 
 def ok(text: str) -> Reply:
@@ -36,13 +32,6 @@ async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
         banks = ", ".join(h.name for h in await reg.all("bank")) or "none"
         raise NotFound(f"no bank or agent {ref!r} on this peer; banks: {banks}")
     return found
-
-
-async def recall_settings(ctx: Context) -> dict[str, Any]:
-    stored = await ctx.peer.ledger.fields(ctx.agent.db, CONFIG_STORE)
-    return {
-        k: stored.get(k) if stored.get(k) is not None else v for k, v in RECALL_DEFAULTS.items()
-    }
 
 
 def register(tree: CommandTree) -> None:
@@ -165,13 +154,13 @@ def register(tree: CommandTree) -> None:
         if action == "show":
             if "key" in a:
                 raise InputError(f"show takes no arguments. Usage: {ctx.prefix}memory config show")
-            s = await recall_settings(ctx)
-            banks = s["auto_recall_banks"]
+            s = await recall_settings(ctx.peer.ledger, ctx.agent.db)
+            banks = s.banks
             shown = "(all attached)" if banks is None else (", ".join(banks) or "(none)")
             return ok(
                 f"Auto-recall config for {ctx.agent.name}:\n"
-                f"auto_recall_enabled = {str(s['auto_recall_enabled']).lower()}\n"
-                f"max_entries         = {s['max_entries']}\n"
+                f"auto_recall_enabled = {str(s.enabled).lower()}\n"
+                f"max_entries         = {s.max_entries}\n"
                 f"auto_recall_banks   = {shown}"
             )
         if action == "reset":
