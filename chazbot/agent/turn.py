@@ -17,8 +17,8 @@ from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
 
 if TYPE_CHECKING:
+    from chazbot.agent.host import AgentHandle, MemoryHost
     from chazbot.agent.session import Session
-    from chazbot.peer import Agent, Peer
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class TurnResult:
 
 
 async def auto_recall(
-    peer: Peer, agent: Agent, session: Session, messages: list[str]
+    peer: MemoryHost, agent: AgentHandle, session: Session, messages: list[str]
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count."""
     settings = await recall_settings(peer.ledger, agent.db)
@@ -89,7 +89,12 @@ def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def run_turn(
-    peer: Peer, agent: Agent, session: Session, text: str, sender: str, llm: ChatModel | None
+    peer: MemoryHost,
+    agent: AgentHandle,
+    session: Session,
+    text: str,
+    sender: str,
+    llm: ChatModel | None,
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user."""
     await session.add_message("user", text, sender)
