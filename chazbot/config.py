@@ -102,6 +102,8 @@ class Config(_Model):
 
     state_dir: Path = Path("./state")
     sync_listen: str = "127.0.0.1:8765"
+    sync_public_url: str = ""
+    sync_import_timeout_s: float = Field(default=300.0, ge=1, le=86_400)
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None
@@ -116,6 +118,20 @@ class Config(_Model):
     def _listen(cls, value: str) -> str:
         if value and not re.fullmatch(r"\[?[A-Za-z0-9.:-]+\]?:\d{1,5}", value):
             raise ValueError(f"expected host:port or empty, got {value!r}")
+        return value
+
+    @field_validator("sync_public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        """``http://host:port`` other peers reach this one at (what tickets advertise)."""
+        if not value:
+            return value
+        host = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
+        if not re.fullmatch(rf"http://{host}(?::\d{{1,5}})?/?", value):
+            raise ValueError(f"expected http://host:port (the address peers reach), got {value!r}")
+        port = value.rstrip("/").rpartition("]")[2].rpartition(":")[2]
+        if port.isdigit() and value.rstrip("/").count(":") > 1 and not 0 < int(port) < 65536:
+            raise ValueError(f"port must be 1-65535 in {value!r}")
         return value
 
     @field_validator("agents")

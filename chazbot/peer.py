@@ -36,6 +36,7 @@ from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import MemoryScope
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +304,7 @@ class Peer:
             raise BackendError(
                 f"cannot listen on sync_listen {listen_text}: {exc.strerror}"
             ) from exc
-        self.replicator = Replicator(self.ledger, self.key)
+        self.replicator = self._replicator()
         await self.replicator.start()
         log.info("sync server on %s", self.sync_server.address)
 
@@ -313,6 +314,7 @@ class Peer:
             self.replicator = None
         if self.sync_server is not None:
             await self.sync_server.stop()
+            self.sync_server.close()
             self.sync_server = None
 
     def sync_counters(self) -> dict[str, int]:
@@ -324,15 +326,34 @@ class Peer:
                     totals[name] += int(getattr(part.counters, name))
         return totals
 
-    async def share(self, db: str) -> str:
-        """Serve ``db`` to peers holding a key on it; return its ticket."""
-        if self.sync_server is not None:
-            return await self.sync_server.ticket(db)
+    def _replicator(self) -> Replicator:
+        return Replicator(self.ledger, self.key, import_timeout=self.config.sync_import_timeout_s)
+
+    def public_address(self) -> str:
+        """The peer address tickets advertise: ``sync_public_url``, else ``sync_listen``
+        (with the bound port); an InputError saying what to set when neither is reachable."""
+        if self.config.sync_public_url:
+            return address_from_url(self.config.sync_public_url)
         listen = self._listen()
         if listen is None:
             raise InputError("sync is off: set sync_listen in the config to share banks")
+        host, port = listen
+        if self.sync_server is not None:
+            port = self.sync_server.port
+        if is_wildcard(host):
+            raise InputError(
+                f"sync_listen {self.config.sync_listen} binds every interface, which is no "
+                "address other peers can reach: set sync_public_url in the config (or "
+                "CHAZBOT_SYNC_PUBLIC_URL in Docker) to http://<host other peers reach>:"
+                f"{port}, then share again"
+            )
+        return format_address(host, port)
+
+    async def share(self, db: str) -> str:
+        """Serve ``db`` to peers holding a key on it; return its ticket."""
+        address = self.public_address()
         await self.sharing.share(db)
-        return format_ticket(db, [f"http:{listen[0]}:{listen[1]}"])
+        return format_ticket(db, [address])
 
     async def unshare(self, db: str) -> None:
         if not await self.sharing.unshare(db):
@@ -348,7 +369,7 @@ class Peer:
             raise ConflictError(
                 f"that database is here already as {existing.kind} {existing.name!r}"
             )
-        replicator = self.replicator or Replicator(self.ledger, self.key)
+        replicator = self.replicator or self._replicator()
         try:
             result = await replicator.import_db(parsed, permission)
         finally:
@@ -374,16 +395,28 @@ class Peer:
         await self.registry.add("bank", chosen, result.db, {"imported": True})
         return f"Imported bank {chosen} ({result.db[:19]}…) with {permission}; it syncs both ways."
 
-    async def sharing_requests(self) -> str:
-        pending = await self.sharing.requests()
-        if not pending:
+    async def sharing_requests(self, shown: int = 10) -> str:
+        """Pending requests: how many per bank, and the newest ``shown`` of them."""
+        counts = await self.sharing.pending_counts()
+        if not counts:
             return "No pending requests."
-        lines = []
-        for r in pending:
-            hosted = await self.registry.by_db(r.db)
-            label = hosted.name if hosted else r.db[:19] + "…"
-            lines.append(f"- request {r.id}: {r.key[:24]}… wants {r.permission} on {label}")
-        return "Pending requests:\n" + "\n".join(lines)
+        labels: dict[str, str] = {}
+        for db in counts:
+            hosted = await self.registry.by_db(db)
+            labels[db] = hosted.name if hosted else db[:19] + "…"
+        total = sum(counts.values())
+        per_bank = ", ".join(
+            f"{labels[db]}: {n}" for db, n in sorted(counts.items(), key=lambda kv: -kv[1])
+        )
+        newest = await self.sharing.requests(newest=shown)
+        lines = [
+            f"- request {r.id}: {r.key[:24]}… wants {r.permission} on {labels.get(r.db, r.db[:19])}"
+            for r in reversed(newest)
+        ]
+        head = f"{total} pending request{'s' if total != 1 else ''} ({per_bank})"
+        if total > len(newest):
+            head += f"; the newest {len(newest)}"
+        return head + ":\n" + "\n".join(lines)
 
     async def sharing_decide(self, request_id: str, approve: bool) -> str:
         if not request_id.isdigit():

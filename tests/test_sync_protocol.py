@@ -280,16 +280,20 @@ async def test_access_requests(owner: Owner) -> None:
 
 
 def test_replay_cache_is_bounded_and_fails_closed() -> None:
-    cache = ReplayCache(capacity=3, window_s=300)
+    cache = ReplayCache(capacity=4, window_s=300, per_key=3)
     now = 1000.0
     for n in range(3):
-        cache.add(f"k {n}", now, now)
+        cache.add("k", f"{n}", now, now)
     with pytest.raises(Unauthenticated):
-        cache.add("k 1", now, now)
-    with pytest.raises(Busy):
-        cache.add("k 9", now, now)
+        cache.add("k", "1", now, now)
+    assert cache.seen("k", "1", now) and not cache.seen("k", "9", now)
+    with pytest.raises(Busy):  # the key's quota is spent; others still get in
+        cache.add("k", "9", now, now)
+    cache.add("other", "0", now, now)
+    with pytest.raises(Busy):  # and the whole cache is full
+        cache.add("third", "0", now, now)
     # Once the first ones leave the window, there is room again.
-    cache.add("k 9", now + 400, now + 301)
+    cache.add("k", "9", now + 400, now + 301)
     assert len(cache) == 1
 
 

@@ -8,6 +8,7 @@ thread, one function at a time, so each write is one atomic step (see ``core``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -93,6 +94,11 @@ class Ledger:
     def add_listener(self, listener: Listener) -> None:
         """``listener(applied)`` runs in the event loop after every successful commit."""
         self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener`` (no error if it was not added)."""
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
 
     def _notify(self, applied: Applied) -> None:
         self._epoch += 1

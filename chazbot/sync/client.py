@@ -1,6 +1,6 @@
 """The sync client: signed requests to another peer's ``SyncServer``, answers checked.
 
-Errors are translated here, once: an unreachable peer, a timeout or a 5xx answer is a
+Errors are translated here, once: an unreachable peer, a timeout, a 429 or a 5xx answer is a
 BackendError; 401/403 a PermissionDenied, 404 a NotFound, 409 a ConflictError, other 4xx an
 InputError; an answer that does not have the expected shape is a BackendError.
 """
@@ -192,6 +192,8 @@ class SyncClient:
         more = a.get("more")
         if nxt != last or not isinstance(more, bool):
             raise _bad(address, "next/more do not match the entries")
+        if more and not out:
+            raise _bad(address, "more entries announced but none sent")
         return EntryBatch(out, nxt, more, _str(a.get("log"), address, "log"))
 
     async def missing(self, address: str, db: str, ids: list[str]) -> set[str]:
@@ -230,6 +232,8 @@ class SyncClient:
 
 
 def _translate(status: int, message: str) -> ChazError:
+    if status == 429:
+        return BackendError(message)  # rate-limited: busy, try later
     if status in (401, 403):
         return PermissionDenied(message)
     if status == 404:

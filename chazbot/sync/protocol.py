@@ -25,6 +25,7 @@ import hashlib
 import heapq
 import json
 import secrets
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,13 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_BATCH_ENTRIES = 1000
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # raw entry bytes per response or push (base64 adds 1/3)
 MAX_WAIT_S = 60.0
+BODY_LIMITS = {  # bytes of body each endpoint takes, checked against Content-Length first
+    "heads": 1024,
+    "entries": 1024,
+    "access": 1024,
+    "have": 128 * 1024,  # 1000 ids of 71 characters, quoted
+    "push": MAX_BODY_BYTES,  # a batch of MAX_BATCH_BYTES in base64, with room to spare
+}
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -53,6 +61,10 @@ class Unauthenticated(PermissionDenied):
 
 class Busy(Unavailable):
     """The server cannot take the request now (HTTP 503); the client should retry later."""
+
+
+class RateLimited(Busy):
+    """Too many requests from this address or key (HTTP 429); retry later."""
 
 
 def signing_payload(method: str, path: str, ts_ms: int, nonce: str, body: bytes) -> bytes:
@@ -78,44 +90,72 @@ class ReplayCache:
     """Nonces seen within the time window, bounded; full means busy, never forgetful.
 
     A nonce is kept until its request's time leaves the window: after that the time check
-    refuses a replay by itself. When ``capacity`` nonces are all still live, new requests
-    are refused (``Busy``) rather than evicting a live nonce, which would reopen a replay.
+    refuses a replay by itself. When ``capacity`` nonces are all still live, or one key holds
+    ``per_key`` of them, new requests (of that key) are refused (``Busy``) rather than
+    evicting a live nonce, which would reopen a replay. The server records a nonce only
+    after the signature verifies and only for a key that holds something here (a grant or
+    an access request), so keys that hold nothing cannot fill it.
     """
 
-    def __init__(self, capacity: int = 100_000, window_s: float = MAX_SKEW_S) -> None:
+    def __init__(
+        self, capacity: int = 100_000, window_s: float = MAX_SKEW_S, per_key: int = 20_000
+    ) -> None:
         self.capacity = capacity
         self.window_s = window_s
+        self.per_key = per_key
         self._seen: set[str] = set()
+        self._per_key: dict[str, int] = {}
         self._expiry: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def add(self, token: str, ts_s: float, now_s: float) -> None:
-        """Remember ``token``; Unauthenticated if seen already, Busy if the cache is full."""
+    def _expire(self, now_s: float) -> None:
         while self._expiry and self._expiry[0][0] < now_s:
             _, old = heapq.heappop(self._expiry)
             self._seen.discard(old)
+            key = old.partition(" ")[0]
+            left = self._per_key.get(key, 0) - 1
+            if left > 0:
+                self._per_key[key] = left
+            else:
+                self._per_key.pop(key, None)
+
+    def seen(self, key: str, nonce: str, now_s: float) -> bool:
+        """Whether ``key``'s ``nonce`` is live in the cache (a replay), recording nothing."""
+        self._expire(now_s)
+        return f"{key} {nonce}" in self._seen
+
+    def add(self, key: str, nonce: str, ts_s: float, now_s: float) -> None:
+        """Remember a nonce; Unauthenticated if seen already, Busy if the cache (or the
+        key's share of it) is full."""
+        self._expire(now_s)
+        token = f"{key} {nonce}"
         if token in self._seen:
             raise Unauthenticated("request replayed (nonce already used)")
-        if len(self._seen) >= self.capacity:
+        if len(self._seen) >= self.capacity or self._per_key.get(key, 0) >= self.per_key:
             raise Busy("too many requests; try again later")
         self._seen.add(token)
+        self._per_key[key] = self._per_key.get(key, 0) + 1
         heapq.heappush(self._expiry, (ts_s + self.window_s, token))
 
 
-def verify_request(
-    headers: Mapping[str, str],
-    method: str,
-    path: str,
-    body: bytes,
-    now_s: float,
-    replay: ReplayCache,
-) -> str:
-    """Check a request's signature headers; return the requesting public key.
+@dataclass(frozen=True)
+class SignedHeaders:
+    """A request's signature headers, checked for form and time (not yet the signature)."""
 
-    Raises Unauthenticated (missing or bad headers, a time outside the window, a bad
-    signature, a replayed nonce) or Busy (the replay cache is full).
+    key: str
+    ts_ms: int
+    nonce: str
+    signature: bytes
+
+
+def check_headers(
+    headers: Mapping[str, str], now_s: float, window_s: float = MAX_SKEW_S
+) -> SignedHeaders:
+    """Check the signature headers' form and the time window, before any body is read.
+
+    Raises Unauthenticated (missing or malformed headers, a time outside the window).
     """
     key = headers.get(KEY_HEADER, "")
     ts_text = headers.get(TIME_HEADER, "")
@@ -134,12 +174,64 @@ def verify_request(
     if len(sig_text) != 128 or not _HEX.issuperset(sig_text):
         raise Unauthenticated("request signature is not 128 lowercase hex digits")
     ts_ms = int(ts_text)
-    if abs(ts_ms / 1000 - now_s) > replay.window_s:
+    if abs(ts_ms / 1000 - now_s) > window_s:
         raise Unauthenticated("request time is more than 5 minutes off; check the clocks")
-    if not verify(key, bytes.fromhex(sig_text), signing_payload(method, path, ts_ms, nonce, body)):
+    return SignedHeaders(key, ts_ms, nonce, bytes.fromhex(sig_text))
+
+
+def check_signature(signed: SignedHeaders, method: str, path: str, body: bytes) -> None:
+    """Unauthenticated unless ``signed.signature`` covers this request (see the module doc)."""
+    payload = signing_payload(method, path, signed.ts_ms, signed.nonce, body)
+    if not verify(signed.key, signed.signature, payload):
         raise Unauthenticated("request signature does not verify")
-    replay.add(f"{key} {nonce}", ts_ms / 1000, now_s)
-    return key
+
+
+def verify_request(
+    headers: Mapping[str, str],
+    method: str,
+    path: str,
+    body: bytes,
+    now_s: float,
+    replay: ReplayCache,
+) -> str:
+    """Check a request's headers, signature and nonce at once; return the requesting key.
+
+    (The server checks in stages, so it can refuse before reading a body; this is the
+    whole check for callers that hold the body already.)
+    """
+    signed = check_headers(headers, now_s, replay.window_s)
+    check_signature(signed, method, path, body)
+    replay.add(signed.key, signed.nonce, signed.ts_ms / 1000, now_s)
+    return signed.key
+
+
+class RateLimiter:
+    """Token buckets per name (an address or a key), bounded in how many names it holds.
+
+    Each name may spend ``burst`` requests at once and regains ``rate`` per second. At most
+    ``max_names`` buckets are kept: past that, the least recently used are dropped (a
+    dropped name starts again with a full bucket, so the bound costs some precision under
+    a flood of distinct names, never memory).
+    """
+
+    def __init__(self, rate: float, burst: float, max_names: int = 10_000) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.max_names = max_names
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def allow(self, name: str, now: float) -> bool:
+        """Spend one token of ``name``'s bucket if it has one."""
+        tokens, then = self._buckets.pop(name, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.rate)
+        ok = tokens >= 1.0
+        self._buckets[name] = (tokens - 1.0 if ok else tokens, now)
+        while len(self._buckets) > self.max_names:
+            self._buckets.popitem(last=False)
+        return ok
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
 
 # ---- bodies ----------------------------------------------------------------------------

@@ -140,9 +140,13 @@ class Replicator:
         retry_initial: float = 0.5,
         retry_max: float = 30.0,
         timeout: float = 30.0,
+        import_timeout: float = 600.0,
+        pull_pass_s: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ledger = ledger
+        self.import_timeout = import_timeout
+        self.pull_pass_s = pull_pass_s
         self.key = key
         self.pull_interval = pull_interval
         self.watch = watch
@@ -181,6 +185,7 @@ class Replicator:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self.ledger.remove_listener(self._on_commit)
         await self.client.close()
 
     # ---- what is tracked --------------------------------------------------------------------
@@ -251,11 +256,26 @@ class Replicator:
             if decision.status != "granted":
                 log.info("import of %s from %s: %s", t.db, address, decision.status)
                 return ImportResult(decision.status, t.db, decision.request, address)
+            tracked = {(r.db, r.address) for r in await self.remotes.list(t.db)}
             row = await self.remotes.add(t.db, address)
             pair = self._pair(row)
-            await self._pull(pair, 0.0)
-            if not await self.ledger.exists(t.db):
-                raise IntegrityError(f"peer {address} did not serve database {t.db}")
+            try:
+                async with asyncio.timeout(self.import_timeout):
+                    await self._pull(pair, 0.0, deadline=None)
+                if not await self.ledger.exists(t.db):
+                    raise IntegrityError(f"peer {address} did not serve database {t.db}")
+            except Exception as exc:
+                # A failed import leaves nothing tracked (no pair syncing a database nobody
+                # registered); cancelled (the process stopping), it resumes after a restart.
+                if (t.db, address) not in tracked:
+                    self._pairs.pop((t.db, address), None)
+                    await self.remotes.remove(t.db, address)
+                if isinstance(exc, TimeoutError):
+                    raise BackendError(
+                        f"import from {address} did not finish within "
+                        f"{self.import_timeout:.0f} s; try again later (what arrived is kept)"
+                    ) from None
+                raise
             if self._started and not pair.tasks:
                 self._run_pair(pair)
             log.info("imported %s from %s", t.db, address)
@@ -344,8 +364,15 @@ class Replicator:
 
     # ---- pull -----------------------------------------------------------------------------
 
-    async def _pull(self, pair: _Pair, wait: float) -> int:
-        """Fetch what the remote has and we lack; return how many entries came."""
+    async def _pull(self, pair: _Pair, wait: float, deadline: float | None = -1.0) -> int:
+        """Fetch what the remote has and we lack; return how many entries came.
+
+        One pass stops after ``pull_pass_s`` (``deadline``: a monotonic time, None for no
+        limit, the default ``-1`` for ``pull_pass_s`` from now), so a remote that always
+        has more cannot hold a pair in one pass; the next pass resumes from the cursor.
+        """
+        if deadline is not None and deadline < 0:
+            deadline = time.monotonic() + self.pull_pass_s
         heads = await self.client.heads(pair.address, pair.db)
         await self._check_log(pair, heads)
         known = await self.ledger.run(read_known, pair.db, heads.tips)
@@ -361,7 +388,7 @@ class Replicator:
         total = 0
         while True:
             nxt: asyncio.Task[EntryBatch] | None = None
-            if batch.more:
+            if batch.more and (deadline is None or time.monotonic() < deadline):
                 nxt = asyncio.create_task(
                     self.client.entries(pair.address, pair.db, batch.next, self.batch)
                 )

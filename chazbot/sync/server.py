@@ -22,18 +22,32 @@ and answers JSON; an error is ``{"error": "<one line>"}`` with its status: 400 b
 
 A database is served only while it is shared here and only to keys holding read or better
 in its current AuthSettings.
+
+What a stranger can make the server hold is bounded, and checked in this order, each step
+before the next costs anything: the number of requests in progress (503); a
+``Content-Length`` (411 without one) within the endpoint's limit (413, ``BODY_LIMITS``);
+the signature headers' form and time (401); the database is shared (404) and the key may
+read it (403), or for ``access`` the address and key are within their rate (429); then
+the body is read, with at most ``max_reading_per_address`` bodies per address and
+``max_reading_bytes`` in all being read at once (503) and a read deadline (408); then the
+signature (401); then the nonce is recorded in the replay cache, which only keys holding
+a grant or an access request here ever reach, each within a quota. Handling (long polls,
+ingest) holds at most ``max_per_key`` requests per key. A client that goes away or is
+refused costs one log line, never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from chazbot.errors import (
     BackendError,
@@ -49,14 +63,20 @@ from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.ledger import Ledger
 from chazbot.sync.protocol import (
+    BODY_LIMITS,
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
     MAX_BODY_BYTES,
     MAX_WAIT_S,
     Busy,
+    RateLimited,
+    RateLimiter,
     ReplayCache,
+    SignedHeaders,
     SyncCounters,
     Unauthenticated,
+    check_headers,
+    check_signature,
     encode_entry,
     entry_db,
     get_entries,
@@ -64,12 +84,12 @@ from chazbot.sync.protocol import (
     get_seconds,
     get_str,
     parse_body,
-    verify_request,
 )
 from chazbot.sync.store import (
     PERMISSIONS,
     Heads,
     Sharing,
+    address_group,
     check_db_id,
     log_id,
     read_after,
@@ -83,6 +103,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _STATUS: list[tuple[type[Exception], int]] = [
     (Unauthenticated, 401),
+    (RateLimited, 429),
     (Busy, 503),
     (InputError, 400),
     (PermissionDenied, 403),
@@ -92,6 +113,32 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (BackendError, 502),
 ]
 MAX_REJECTS_SHOWN = 100
+
+
+class _ReadTimeout(Exception):
+    """The body did not arrive within its deadline (HTTP 408)."""
+
+
+class _Slots:
+    """Counts in use per name, each up to ``limit`` (empty names are dropped)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used: dict[str, int] = {}
+
+    def take(self, name: str) -> bool:
+        n = self.used.get(name, 0)
+        if n >= self.limit:
+            return False
+        self.used[name] = n + 1
+        return True
+
+    def give(self, name: str) -> None:
+        n = self.used.get(name, 0) - 1
+        if n > 0:
+            self.used[name] = n
+        else:
+            self.used.pop(name, None)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -116,7 +163,16 @@ class SyncServer:
         sharing: Sharing | None = None,
         max_body: int = MAX_BODY_BYTES,
         replay_capacity: int = 100_000,
+        replay_per_key: int = 20_000,
         max_waiters: int = 256,
+        max_active: int = 512,
+        max_reading_per_address: int = 16,
+        max_reading_bytes: int = 64 * 1024 * 1024,
+        max_per_key: int = 128,
+        read_timeout: float = 10.0,
+        read_rate: float = 256 * 1024,
+        access_rate: tuple[float, float] = (1.0, 20.0),
+        access_rate_per_key: tuple[float, float] = (0.5, 10.0),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ledger = ledger
@@ -125,9 +181,19 @@ class SyncServer:
         self.sharing = sharing or Sharing(ledger)
         self.max_body = max_body
         self.max_waiters = max_waiters
+        self.max_active = max_active
+        self.max_reading_bytes = max_reading_bytes
+        self.read_timeout = read_timeout
+        self.read_rate = read_rate
         self.clock = clock
         self.counters = SyncCounters()
-        self.replay = ReplayCache(replay_capacity)
+        self.replay = ReplayCache(replay_capacity, per_key=replay_per_key)
+        self._active = 0
+        self._reading = _Slots(max_reading_per_address)
+        self._reading_bytes = 0
+        self._handling = _Slots(max_per_key)
+        self._access_by_address = RateLimiter(*access_rate)
+        self._access_by_key = RateLimiter(*access_rate_per_key)
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._log_id = ""
@@ -160,7 +226,11 @@ class SyncServer:
             return
         self._log_id = await log_id(self.ledger)
         runner = web.AppRunner(
-            self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=2.0
+            self.make_app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+            lingering_time=2.0,  # an unread body refused early is drained this long at most
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -183,6 +253,10 @@ class SyncServer:
         self._wake_all()
         await runner.cleanup()
         log.info("sync server on %s stopped", self.address)
+
+    def close(self) -> None:
+        """Stop listening to the ledger's commits (after ``stop``, when the server is done)."""
+        self.ledger.remove_listener(self._on_commit)
 
     async def ticket(self, db: str, addresses: list[str] | None = None) -> str:
         """A ticket for ``db`` at ``addresses`` (default: this server's address); shares it."""
@@ -211,9 +285,13 @@ class SyncServer:
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self._active >= self.max_active:
+            self.counters.errors += 1
+            return _error(503, "server busy; try again later")
+        self._active += 1
         try:
             return await handler(request)
-        except web.HTTPException as exc:  # aiohttp's own: unknown route, method, 413
+        except web.HTTPException as exc:  # aiohttp's own: unknown route, method, 411, 413
             if exc.status < 400:
                 raise
             self.counters.errors += 1
@@ -225,26 +303,94 @@ class SyncServer:
                 log.info("sync request refused from %s: %s", request.remote, exc)
             self.counters.errors += 1
             return _error(status, str(exc))
+        except _ReadTimeout:
+            self.counters.errors += 1
+            log.info("sync request from %s: body too slow, dropped", request.remote)
+            return _error(408, "request body did not arrive in time")
+        except (ConnectionError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
+            self.counters.errors += 1
+            log.info("sync request from %s aborted: %s", request.remote, type(exc).__name__)
+            return _error(400, "request aborted")
         except Exception:
             log.exception("sync request %s %s failed", request.method, request.path)
             self.counters.errors += 1
             return _error(500, "internal error")
+        finally:
+            self._active -= 1
 
+    @contextlib.asynccontextmanager
     async def _open(
-        self, request: web.Request, need: Level | None
-    ) -> tuple[str, str, dict[str, Any]]:
-        """Authenticate ``request``; check the database is served to its key at ``need``."""
+        self, request: web.Request, name: str, need: Level | None
+    ) -> AsyncIterator[tuple[str, str, dict[str, Any]]]:
+        """Admit ``request`` step by step (see the module doc); yield (key, db, body).
+
+        While the caller handles it, the request holds one of its key's handling slots.
+        """
         length = request.content_length
-        if length is not None and length > self.max_body:
-            raise web.HTTPRequestEntityTooLarge(max_size=self.max_body, actual_size=length)
-        body = await request.read()
-        key = verify_request(
-            request.headers, request.method, request.raw_path, body, self.clock(), self.replay
-        )
+        if length is None:
+            raise web.HTTPLengthRequired(text="Content-Length is required")
+        limit = min(BODY_LIMITS.get(name, 1024), self.max_body)
+        if length > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
+        signed = check_headers(request.headers, self.clock(), self.replay.window_s)
         db = check_db_id(request.match_info["db"])
+        key = signed.key
+        if need is not None:
+            await self._check_serving(db, key, need)
+        else:
+            if not await self.sharing.is_shared(db):
+                raise NotFound(f"database {db} is not shared here")
+            now = time.monotonic()
+            if not self._access_by_address.allow(address_group(request.remote), now):
+                raise RateLimited("too many access requests from this address; try later")
+            if not self._access_by_key.allow(key, now):
+                raise RateLimited("too many access requests from this key; try later")
+        body = await self._read_body(request, length)
+        check_signature(signed, request.method, request.raw_path, body)
+        if need is not None:
+            self._record_nonce(signed)
+        elif self.replay.seen(key, signed.nonce, self.clock()):
+            raise Unauthenticated("request replayed (nonce already used)")
         data = parse_body(body)
-        await self._check_serving(db, key, need)
-        return key, db, data
+        if not self._handling.take(key):
+            raise Busy("too many requests from this key in progress; try again later")
+        try:
+            yield key, db, data
+            if need is None:
+                await self._record_access_nonce(db, signed)
+        finally:
+            self._handling.give(key)
+
+    def _record_nonce(self, signed: SignedHeaders) -> None:
+        self.replay.add(signed.key, signed.nonce, signed.ts_ms / 1000, self.clock())
+
+    async def _record_access_nonce(self, db: str, signed: SignedHeaders) -> None:
+        """After an access request: the nonce is kept if the key now holds something here."""
+        held = await self.ledger.permission(db, signed.key)
+        if held.allows(Level.READ) or await self.sharing.has_request(db, signed.key):
+            self._record_nonce(signed)
+
+    async def _read_body(self, request: web.Request, length: int) -> bytes:
+        """The body, within the per-address and total reading bounds and its deadline."""
+        group = address_group(request.remote)
+        if self._reading_bytes + length > self.max_reading_bytes:
+            raise Busy("server busy reading other requests; try again later")
+        if not self._reading.take(group):
+            raise Busy("too many requests from this address in progress; try again later")
+        self._reading_bytes += length
+        try:
+            deadline = self.read_timeout + length / self.read_rate
+            try:
+                async with asyncio.timeout(deadline):
+                    body = await request.read()
+            except TimeoutError:
+                raise _ReadTimeout from None
+        finally:
+            self._reading_bytes -= length
+            self._reading.give(group)
+        if len(body) != length:
+            raise InputError("request body is shorter than its Content-Length")
+        return body
 
     async def _check_serving(self, db: str, key: str, need: Level | None) -> None:
         if not await self.sharing.is_shared(db):
@@ -264,9 +410,9 @@ class SyncServer:
         return heads
 
     async def _heads(self, request: web.Request) -> web.Response:
-        key, db, _ = await self._open(request, Level.READ)
-        heads = await self._read_heads(db)
-        held = await self.ledger.permission(db, key)
+        async with self._open(request, "heads", Level.READ) as (key, db, _):
+            heads = await self._read_heads(db)
+            held = await self.ledger.permission(db, key)
         return web.json_response(
             {
                 "db": db,
@@ -279,23 +425,25 @@ class SyncServer:
         )
 
     async def _entries(self, request: web.Request) -> web.Response:
-        key, db, body = await self._open(request, Level.READ)
-        after = get_int(body, "after", 0, 0, 2**62)
-        limit = get_int(body, "limit", MAX_BATCH_ENTRIES, 1, MAX_BATCH_ENTRIES)
-        wait = get_seconds(body, "wait", 0.0, MAX_WAIT_S)
-        fut: asyncio.Future[None] | None = None
-        if wait > 0 and self._runner is not None and self._waiting() < self.max_waiters:
-            fut = asyncio.get_running_loop().create_future()
-            self._waiters[db].add(fut)  # before reading, so no commit slips between
-        try:
-            rows, more = await self.ledger.run(read_after, db, after, limit, MAX_BATCH_BYTES)
-            if not rows and fut is not None:
-                await asyncio.wait({fut}, timeout=wait)
-                await self._check_serving(db, key, Level.READ)  # it may have changed meanwhile
+        async with self._open(request, "entries", Level.READ) as (key, db, body):
+            after = get_int(body, "after", 0, 0, 2**62)
+            limit = get_int(body, "limit", MAX_BATCH_ENTRIES, 1, MAX_BATCH_ENTRIES)
+            wait = get_seconds(body, "wait", 0.0, MAX_WAIT_S)
+            fut: asyncio.Future[None] | None = None
+            if wait > 0 and self._runner is not None and self._waiting() < self.max_waiters:
+                fut = asyncio.get_running_loop().create_future()
+                self._waiters[db].add(fut)  # before reading, so no commit slips between
+            try:
                 rows, more = await self.ledger.run(read_after, db, after, limit, MAX_BATCH_BYTES)
-        finally:
-            if fut is not None:
-                self._waiters.get(db, set()).discard(fut)
+                if not rows and fut is not None:
+                    await asyncio.wait({fut}, timeout=wait)
+                    await self._check_serving(db, key, Level.READ)  # it may have changed
+                    rows, more = await self.ledger.run(
+                        read_after, db, after, limit, MAX_BATCH_BYTES
+                    )
+            finally:
+                if fut is not None:
+                    self._waiters.get(db, set()).discard(fut)
         self.counters.sent += len(rows)
         return web.json_response(
             {
@@ -307,22 +455,24 @@ class SyncServer:
         )
 
     async def _have(self, request: web.Request) -> web.Response:
-        _, db, body = await self._open(request, Level.READ)
-        ids = body.get("ids")
-        if (
-            not isinstance(ids, list)
-            or len(ids) > MAX_BATCH_ENTRIES
-            or not all(is_content_id(i) for i in ids)
-        ):
-            raise InputError(f"ids must be a list of at most {MAX_BATCH_ENTRIES} entry ids")
-        known = await self.ledger.run(read_known, db, ids)
+        async with self._open(request, "have", Level.READ) as (_, db, body):
+            ids = body.get("ids")
+            if (
+                not isinstance(ids, list)
+                or len(ids) > MAX_BATCH_ENTRIES
+                or not all(is_content_id(i) for i in ids)
+            ):
+                raise InputError(f"ids must be a list of at most {MAX_BATCH_ENTRIES} entry ids")
+            known = await self.ledger.run(read_known, db, ids)
         return web.json_response({"missing": [i for i in ids if i not in known]})
 
     async def _push(self, request: web.Request) -> web.Response:
-        key, db, body = await self._open(request, Level.READ)
-        entries = get_entries(body)
-        ours = [data for data in entries if entry_db(data) == db]
-        result = await self.ledger.ingest(ours)
+        async with self._open(request, "push", Level.READ) as (key, db, body):
+            entries = get_entries(body)
+            del body
+            ours = [data for data in entries if entry_db(data) == db]
+            result = await self.ledger.ingest(ours)
+            heads = await self._read_heads(db)
         rejected = [("?", "entry belongs to another database")] * (len(entries) - len(ours))
         rejected += result.rejected
         self.counters.received += len(result.accepted)
@@ -330,7 +480,6 @@ class SyncServer:
         self.counters.refused += len(rejected)
         for eid, reason in rejected[:5]:
             log.warning("sync push from %s… refused entry %s: %s", key[:24], eid[:19], reason)
-        heads = await self._read_heads(db)
         return web.json_response(
             {
                 "accepted": len(result.accepted),
@@ -344,9 +493,9 @@ class SyncServer:
         )
 
     async def _access(self, request: web.Request) -> web.Response:
-        key, db, body = await self._open(request, None)
-        permission = get_str(body, "permission", PERMISSIONS)
-        decision = await self.sharing.request_access(db, key, permission)
+        async with self._open(request, "access", None) as (key, db, body):
+            permission = get_str(body, "permission", PERMISSIONS)
+            decision = await self.sharing.request_access(db, key, permission, request.remote)
         if decision.status == "pending":
             log.info(
                 "sync access request %s: key %s… asks for %s on %s",

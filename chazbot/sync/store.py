@@ -14,9 +14,11 @@ one consistent snapshot (for example tips and the highest seq read together).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chazbot.errors import ConflictError, InputError, NotFound
@@ -28,7 +30,9 @@ from chazbot.ledger.ledger import Ledger
 
 PERMISSIONS = ("read", "write", "admin")
 DEFAULT_GRANT_PRIO = 10
-MAX_PENDING_PER_DB = 1000
+MAX_PENDING_PER_DB = 100
+MAX_PENDING_PER_ADDRESS = 3  # per database, per address (an IPv6 /64 counts as one)
+PENDING_TTL_S = 24 * 3600  # a pending request nobody decided expires (the importer may ask again)
 LOG_ID_KEY = "sync.log_id"
 
 
@@ -141,7 +145,7 @@ class AccessRequest:
     key: str
     permission: str
     created: int
-    status: str  # pending | approved | rejected
+    status: str  # pending | approved | rejected | expired
     decided: int | None = None
 
 
@@ -167,15 +171,52 @@ def _request(row: tuple[object, ...]) -> AccessRequest:
     )
 
 
+def address_group(remote: str | None) -> str:
+    """The unit per-address caps count in: an IPv4 address, an IPv6 /64, else the text."""
+    if not remote:
+        return "?"
+    try:
+        ip = ipaddress.ip_address(remote)
+    except ValueError:
+        return remote[:100]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
+    return str(ip)
+
+
 class Sharing:
     """The owner side of sharing: which databases are served, and access requests.
 
     Serving needs both: the database is shared here, and the requesting key holds read or
     better in the database's AuthSettings. ``unshare`` stops serving; it takes back no key.
+
+    Pending access requests are a bounded queue per database that strangers cannot fill
+    for long: at most ``max_pending_per_address`` from one address (an IPv6 /64), at most
+    ``max_pending`` in all, and each expires after ``pending_ttl_s``. When the queue is
+    full, a request from an address holding fewer pending requests than the busiest one
+    takes the place of that address's oldest, so a flood from a few addresses can neither
+    evict nor block a request from anywhere else. (Which address made a request is kept in
+    memory only; after a restart older requests count as from one unknown address.)
     """
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        max_pending: int = MAX_PENDING_PER_DB,
+        max_pending_per_address: int = MAX_PENDING_PER_ADDRESS,
+        pending_ttl_s: float = PENDING_TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.ledger = ledger
+        self.max_pending = max_pending
+        self.max_pending_per_address = max_pending_per_address
+        self.pending_ttl_s = pending_ttl_s
+        self.clock = clock
+        self._shared: frozenset[str] | None = None
+        self._origin: dict[int, str] = {}  # pending request id -> address group
 
     async def share(self, db: str) -> None:
         """Serve ``db`` to peers whose keys may read it (idempotent)."""
@@ -185,64 +226,133 @@ class Sharing:
         await self.ledger.local(
             "INSERT OR IGNORE INTO sync_shared (db, since) VALUES (?, ?)", (db, int(time.time()))
         )
+        self._shared = None
 
     async def unshare(self, db: str) -> bool:
         """Stop serving ``db``; True if it was shared. Keys already granted stay granted."""
         check_db_id(db)
         was = await self.is_shared(db)
         await self.ledger.local("DELETE FROM sync_shared WHERE db = ?", (db,))
+        self._shared = None
         return was
 
     async def is_shared(self, db: str) -> bool:
-        rows = await self.ledger.local("SELECT 1 FROM sync_shared WHERE db = ?", (db,))
-        return bool(rows)
+        """Whether ``db`` is served here (kept in memory: asked on every sync request)."""
+        shared = self._shared
+        if shared is None:
+            rows = await self.ledger.local("SELECT db FROM sync_shared")
+            shared = frozenset(str(r[0]) for r in rows)
+            self._shared = shared
+        return db in shared
 
     async def shared(self) -> list[str]:
         rows = await self.ledger.local("SELECT db FROM sync_shared ORDER BY since, db")
         return [str(r[0]) for r in rows]
 
-    async def request_access(self, db: str, key: str, permission: str) -> AccessDecision:
+    async def has_request(self, db: str, key: str) -> bool:
+        """Whether ``key`` has a pending request on ``db``."""
+        rows = await self.ledger.local(
+            "SELECT 1 FROM sync_requests WHERE db = ? AND key = ? AND status = 'pending' LIMIT 1",
+            (db, key),
+        )
+        return bool(rows)
+
+    async def request_access(
+        self, db: str, key: str, permission: str, address: str | None = None
+    ) -> AccessDecision:
         """An importer asks for ``permission``: granted, pending (a request id) or rejected.
 
         Granted when ``key`` already holds that level or better. Otherwise the latest request
         of ``key`` for that permission decides: pending stays pending (same id), rejected
-        stays rejected; with none (or one approved earlier and since revoked) a new pending
-        request is recorded for the owner to approve or reject.
+        stays rejected; with none (or one approved earlier and since revoked, or expired) a
+        new pending request is recorded for the owner to approve or reject, within the
+        queue's bounds (see the class doc): past them, a ConflictError.
         """
         level = parse_permission(permission)
         parse_public_key(key)
         held = await self.ledger.permission(db, key)
         if held.level >= level:
             return AccessDecision("granted")
+        group = address_group(address)
+        now = int(self.clock())
+        origin = self._origin
+        cap_total, cap_address = self.max_pending, self.max_pending_per_address
+        expire_before = now - int(self.pending_ttl_s)
 
-        def decide(core: LedgerCore) -> AccessDecision:
-            row = core.conn.execute(
+        def decide(core: LedgerCore) -> tuple[AccessDecision, list[int]]:
+            conn = core.conn
+            gone = [
+                int(r[0])
+                for r in conn.execute(
+                    "UPDATE sync_requests SET status = 'expired', decided = ?"
+                    " WHERE db = ? AND status = 'pending' AND created < ? RETURNING id",
+                    (now, db, expire_before),
+                )
+            ]
+            row = conn.execute(
                 "SELECT id, status FROM sync_requests WHERE db = ? AND key = ? AND permission = ?"
                 " ORDER BY id DESC LIMIT 1",
                 (db, key, permission),
             ).fetchone()
             if row is not None and row[1] == "pending":
-                return AccessDecision("pending", int(row[0]))
+                return AccessDecision("pending", int(row[0])), gone
             if row is not None and row[1] == "rejected":
-                return AccessDecision("rejected", int(row[0]))
-            (pending,) = core.conn.execute(
-                "SELECT count(*) FROM sync_requests WHERE db = ? AND status = 'pending'", (db,)
-            ).fetchone()
-            if pending >= MAX_PENDING_PER_DB:
-                raise ConflictError("too many pending access requests for this database")
-            (rid,) = core.conn.execute(
+                return AccessDecision("rejected", int(row[0])), gone
+            pending = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM sync_requests WHERE db = ? AND status = 'pending' ORDER BY id",
+                    (db,),
+                )
+            ]
+            by_group: dict[str, list[int]] = {}
+            for rid in pending:
+                by_group.setdefault(origin.get(rid, "?"), []).append(rid)
+            mine = len(by_group.get(group, []))
+            if mine >= cap_address:
+                raise ConflictError(
+                    "too many pending access requests from this address; ask the owner to "
+                    "decide them, or wait for them to expire"
+                )
+            if len(pending) >= cap_total:
+                busiest = max(by_group.values(), key=len)
+                if len(busiest) <= mine + 1:
+                    raise ConflictError("too many pending access requests for this database")
+                evicted = busiest[0]
+                conn.execute(
+                    "UPDATE sync_requests SET status = 'expired', decided = ? WHERE id = ?",
+                    (now, evicted),
+                )
+                gone.append(evicted)
+            (rid,) = conn.execute(
                 "INSERT INTO sync_requests (db, key, permission, created, status)"
                 " VALUES (?, ?, ?, ?, 'pending') RETURNING id",
-                (db, key, permission, int(time.time())),
+                (db, key, permission, now),
             ).fetchone()
-            return AccessDecision("pending", int(rid))
+            return AccessDecision("pending", int(rid)), gone
 
-        return await self.ledger.run(decide)
+        decision, gone = await self.ledger.run(decide)
+        for rid in gone:
+            self._origin.pop(rid, None)
+        if decision.status == "pending" and decision.request is not None:
+            self._origin.setdefault(decision.request, group)
+        return decision
+
+    async def pending_counts(self) -> dict[str, int]:
+        """How many requests are pending, per database."""
+        rows = await self.ledger.local(
+            "SELECT db, count(*) FROM sync_requests WHERE status = 'pending' GROUP BY db"
+        )
+        return {str(db): int(n) for db, n in rows}
 
     async def requests(
-        self, db: str | None = None, status: str | None = "pending"
+        self,
+        db: str | None = None,
+        status: str | None = "pending",
+        newest: int | None = None,
     ) -> list[AccessRequest]:
-        """Access requests, oldest first (``status=None``: all of them)."""
+        """Access requests, oldest first (``status=None``: all of them; ``newest``: only
+        the last that many)."""
         sql = f"SELECT {_REQUEST_COLUMNS} FROM sync_requests WHERE 1 = 1"
         params: list[object] = []
         if db is not None:
@@ -251,6 +361,11 @@ class Sharing:
         if status is not None:
             sql += " AND status = ?"
             params.append(status)
+        if newest is not None:
+            sql += " ORDER BY id DESC LIMIT ?"
+            params.append(max(0, newest))
+            rows = await self.ledger.local(sql, tuple(params))
+            return [_request(r) for r in reversed(rows)]
         rows = await self.ledger.local(sql + " ORDER BY id", tuple(params))
         return [_request(r) for r in rows]
 
@@ -296,6 +411,7 @@ class Sharing:
             "UPDATE sync_requests SET status = ?, decided = ? WHERE id = ?",
             (status, int(time.time()), request_id),
         )
+        self._origin.pop(request_id, None)
         return await self.request(request_id)
 
 

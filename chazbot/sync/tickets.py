@@ -79,6 +79,37 @@ def format_address(host: str, port: int) -> str:
     return check_address(f"http:{host}:{port}")
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is a bind-everything address (``0.0.0.0``, ``::``), no use to peers."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def address_from_url(url: str) -> str:
+    """``http://host[:port][/]`` (``sync_public_url``) → the peer address ``http:host:port``.
+
+    The port defaults to 80; a wildcard host is refused (peers cannot reach it).
+    """
+    text = url.strip().rstrip("/")
+    if not text.startswith("http://"):
+        raise InputError(f"a public sync URL is http://host:port, not {url[:80]!r}")
+    rest = text[len("http://") :]
+    if rest.startswith("["):
+        host, _, tail = rest.partition("]")
+        host += "]"
+        port = tail[1:] if tail.startswith(":") else ("80" if not tail else "x")
+    else:
+        host, sep, port = rest.partition(":")
+        port = port if sep else "80"
+    address = f"http:{host}:{port}"
+    check_address(address)
+    if is_wildcard(host):
+        raise InputError(f"a public sync URL cannot be a wildcard address: {url[:80]!r}")
+    return address
+
+
 def format_ticket(db: str, addresses: list[str]) -> str:
     """The ticket for ``db`` served at ``addresses`` (at least one, each checked)."""
     if not is_content_id(db):

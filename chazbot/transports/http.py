@@ -1,11 +1,14 @@
 """``/healthz`` and ``/metrics`` on ``http_listen``.
 
-/healthz reports each check (Matrix sync alive, DB writable, LLM reachable) and answers 200
-when all that are configured pass, 503 otherwise.
+/healthz reports each check (Matrix sync alive, state DB answering, LLM reachable) and
+answers 200 when all that are configured pass, 503 otherwise. It is unauthenticated, so it
+is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check),
+the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MATRIX_STALE_S = 90.0
+HEALTH_CACHE_S = 5.0
+LLM_CACHE_S = 30.0
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -54,6 +59,9 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._collector: SyncCollector | None = None
         self.port = 0
+        self._checked: tuple[float, dict[str, dict[str, Any]]] | None = None
+        self._checking: asyncio.Future[dict[str, dict[str, Any]]] | None = None
+        self._llm_checked: tuple[float, dict[str, Any]] | None = None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1024)
@@ -76,9 +84,8 @@ class HttpServer:
             raise BackendError(
                 f"cannot listen on http_listen {self.listen}: {exc.strerror}"
             ) from exc
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else port
+        bound = [a for a in self._runner.addresses if isinstance(a, tuple)]
+        self.port = int(bound[0][1]) if bound else port
         log.info("health and metrics on http://%s:%d", host, self.port)
 
     async def stop(self) -> None:
@@ -89,12 +96,25 @@ class HttpServer:
             await self._runner.cleanup()
 
     async def checks(self) -> dict[str, dict[str, Any]]:
+        """The checks, at most one run per ``HEALTH_CACHE_S`` (callers meanwhile share it)."""
+        now = time.monotonic()
+        if self._checked is not None and now - self._checked[0] < HEALTH_CACHE_S:
+            return self._checked[1]
+        if self._checking is None:
+            self._checking = asyncio.ensure_future(self._run_checks())
+        checking = self._checking
+        try:
+            out = await asyncio.shield(checking)
+        finally:
+            if self._checking is checking and checking.done():
+                self._checking = None
+        self._checked = (time.monotonic(), out)
+        return out
+
+    async def _run_checks(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         try:
-            await self.peer.ledger.local(
-                "INSERT OR REPLACE INTO local_kv (key, value) VALUES ('healthz', ?)",
-                (str(time.time()),),
-            )
+            await self.peer.ledger.local("SELECT 1 FROM local_kv LIMIT 1")
             out["db"] = {"ok": True}
         except Exception as exc:
             out["db"] = {"ok": False, "error": str(exc)}
@@ -106,16 +126,23 @@ class HttpServer:
                 "ok": bool(alive and getattr(bot, "healthy", True)),
                 "last_sync_ok": last,
             }
-        llm = self.peer.llm
-        if llm is not None:
-            try:
-                await llm.ping()
-                out["llm"] = {"ok": True}
-            except ChazError as exc:
-                out["llm"] = {"ok": False, "error": str(exc)}
-        else:
-            out["llm"] = {"ok": True, "note": "no LLM configured"}
+        out["llm"] = await self._llm_check()
         return out
+
+    async def _llm_check(self) -> dict[str, Any]:
+        llm = self.peer.llm
+        if llm is None:
+            return {"ok": True, "note": "no LLM configured"}
+        cached = self._llm_checked
+        if cached is not None and time.monotonic() - cached[0] < LLM_CACHE_S:
+            return cached[1]
+        try:
+            await llm.ping()
+            result: dict[str, Any] = {"ok": True}
+        except ChazError as exc:
+            result = {"ok": False, "error": str(exc)}
+        self._llm_checked = (time.monotonic(), result)
+        return result
 
     async def healthz(self, request: web.Request) -> web.Response:
         checks = await self.checks()
