@@ -1,0 +1,244 @@
+"""Helpers for the abuse tests: a real ``chazbot run`` serving a bank on loopback, a legitimate
+peer syncing with it, and the small clients attackers would write. No test lives here.
+
+Attack traffic comes from 127.0.0.2 and up (Linux routes all of 127/8 to loopback), so the
+server sees it from other addresses than the legitimate peer on 127.0.0.1, as it would on a
+network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from chazbot.ledger import KeyPair
+from chazbot.sync.protocol import sign_request
+from tests.synapse import free_port
+from tests.test_sync_support import Node, wait_until
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in KiB, from /proc/PID/status."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            out[name] = int(value.split()[0])
+    return out
+
+
+@dataclass
+class Served:
+    """A ``chazbot run`` subprocess serving bank ``shared`` on ``sync_port``."""
+
+    workdir: Path
+    proc: subprocess.Popen[bytes]
+    sync_port: int
+    ticket: str = ""
+
+    @property
+    def address(self) -> str:
+        return f"http:127.0.0.1:{self.sync_port}"
+
+    @property
+    def db(self) -> str:
+        return self.ticket.split("db=")[1].split("&")[0]
+
+    def log(self) -> str:
+        return (self.workdir / "chazbot.log").read_text(errors="replace")
+
+    def rss_kb(self) -> int:
+        return proc_status(self.proc.pid)["VmRSS"]
+
+    def peak_kb(self) -> int:
+        return proc_status(self.proc.pid)["VmHWM"]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    async def control(self, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        path = self.workdir / "state" / "control.sock"
+        reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 20)
+        try:
+            writer.write(json.dumps(request).encode() + b"\n")
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        finally:
+            writer.close()
+        reply = json.loads(line)
+        assert isinstance(reply, dict)
+        return reply
+
+    async def cmd(self, text: str, timeout: float = 60.0) -> dict[str, Any]:
+        return await self.control({"op": "cmd", "text": text}, timeout)
+
+    async def remember(self, key: str, value: str) -> None:
+        arguments = json.dumps({"key": key, "value": value, "bank": "shared"})
+        reply = await self.control({"op": "tool", "name": "remember", "arguments": arguments})
+        assert reply["ok"], reply
+
+
+async def start_served(workdir: Path, **config: Any) -> Served:
+    """Start ``chazbot run`` with sync on loopback and share a bank the agent writes to."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cfg = {
+        "state_dir": str(workdir / "state"),
+        "sync_listen": f"127.0.0.1:{port}",
+        "http_listen": "",
+        **config,
+    }
+    (workdir / "config.yaml").write_text(json.dumps(cfg))
+    log = open(workdir / "chazbot.log", "ab")  # noqa: SIM115 (owned by the process)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chazbot.cli", "--config", str(workdir / "config.yaml"), "run"],
+        cwd=workdir,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    log.close()
+    served = Served(workdir, proc, port)
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"chazbot exited {proc.returncode}:\n{served.log()[-3000:]}")
+        return "chazbot is running" in served.log()
+
+    await wait_until(_true(ready), 60.0, "chazbot run to start")
+    for command in ("/memory new shared", "/memory grant shared chaz write"):
+        reply = await served.cmd(command)
+        assert reply["ok"], reply
+    reply = await served.cmd("/memory share shared")
+    found = re.search(r"eidetica:\S+", reply["text"])
+    assert reply["ok"] and found, reply
+    served.ticket = found.group(0)
+    return served
+
+
+async def stop_served(served: Served) -> str:
+    """SIGTERM and wait; return the log. The process must exit cleanly."""
+    if served.alive():
+        served.proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(served.proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            served.proc.kill()
+            raise
+    assert served.proc.returncode == 0, served.log()[-3000:]
+    return served.log()
+
+
+def _true(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def run() -> bool:
+        return check()
+
+    return run
+
+
+async def legit_peer(served: Served, path: Path, permission: str = "read") -> Node:
+    """An in-process peer that imports ``shared`` (asking, then approved by the owner)."""
+    node = await Node.open(path)
+    first = await node.replicator.import_db(served.ticket, permission)
+    if first.status == "pending":
+        reply = await served.cmd(f"/sharing approve {first.request_id}")
+        assert reply["ok"], reply
+        done = await node.replicator.import_db(served.ticket, permission)
+        assert done.status == "done", done
+    return node
+
+
+async def visible_delay(served: Served, node: Node, timeout: float = 10.0) -> float:
+    """Seconds from an owner's write (through the control socket) until ``node`` holds it."""
+    before = await node.ledger.count_entries(served.db)
+    started = time.monotonic()
+    await served.remember(f"k{secrets.token_hex(4)}", "a legitimate write")
+
+    async def arrived() -> bool:
+        return await node.ledger.count_entries(served.db) > before
+
+    await wait_until(arrived, timeout, "the owner's write to reach the peer")
+    return time.monotonic() - started
+
+
+@contextlib.asynccontextmanager
+async def attacker(
+    host: str = "127.0.0.2", limit: int = 64
+) -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP client session whose connections come from ``host``."""
+    connector = aiohttp.TCPConnector(local_addr=(host, 0), limit=limit, force_close=True)
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=15)
+    ) as session:
+        yield session
+
+
+async def post(
+    session: aiohttp.ClientSession,
+    served_address: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+) -> int:
+    """POST and return the status (0 when the connection failed)."""
+    url = "http://" + served_address.removeprefix("http:") + path
+    try:
+        async with session.post(url, data=body, headers=headers) as resp:
+            await resp.read()
+            return resp.status
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return 0
+
+
+def signed(key: KeyPair, path: str, body: bytes) -> dict[str, str]:
+    return sign_request(key, "POST", path, body, time.time())
+
+
+async def raw_request(
+    host: str, port: int, head: str, body_parts: list[bytes], gap: float, source: str
+) -> bytes:
+    """Send a request head, then ``body_parts`` with ``gap`` seconds between them; return
+    what the server answered first (possibly before the body was sent: then the rest of
+    the body is not sent)."""
+    reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
+    answer = asyncio.ensure_future(reader.read(4096))
+    try:
+        writer.write(head.encode())
+        await writer.drain()
+        for part in body_parts:
+            done, _ = await asyncio.wait({answer}, timeout=gap)
+            if done:
+                break
+            writer.write(part)
+            await writer.drain()
+        return await asyncio.wait_for(answer, 30)
+    except ConnectionError:
+        return await asyncio.wait_for(answer, 5) if answer.done() else b""
+    finally:
+        answer.cancel()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+def head(path: str, length: int | None, headers: dict[str, str]) -> str:
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return "\r\n".join(lines) + "\r\n\r\n"

@@ -1,0 +1,344 @@
+"""The sync server's bounds, one finding at a time, on a real server on loopback.
+
+Each test reproduces what an attacker did against the unbounded server (a body read before
+anything was checked, nonces recorded for any key, an /access queue anyone could fill, an
+import that never ended, listeners left behind) and asserts the bound that replaced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from chazbot.config import Config
+from chazbot.errors import BackendError, ConflictError, InputError
+from chazbot.ledger import KeyPair, Ledger, Permission
+from chazbot.peer import Peer
+from chazbot.sync import Replicator, Sharing, SyncClient, SyncServer
+from chazbot.sync.protocol import RateLimiter
+from chazbot.sync.store import address_group
+from chazbot.sync.tickets import address_from_url
+from tests.test_abuse_support import attacker, head, post, raw_request, signed
+from tests.test_sync_support import insert, raw_call
+
+READ = Permission.parse("read")
+
+
+@dataclass
+class Owner:
+    ledger: Ledger
+    server: SyncServer
+    admin: KeyPair
+    db: str
+
+    def path(self, name: str) -> str:
+        return f"/v1/dbs/{self.db}/{name}"
+
+
+@pytest.fixture
+async def owner(tmp_path: Path) -> AsyncIterator[Owner]:
+    ledger = await Ledger.open(tmp_path / "owner.sqlite3")
+    admin = KeyPair.generate()
+    db = await ledger.create_db(admin, {"name": "bank"})
+    await ledger.write(db, admin, insert("first"))
+    server = SyncServer(ledger, port=0, read_timeout=0.5, read_rate=1e9)
+    await server.start()
+    await server.sharing.share(db)
+    yield Owner(ledger, server, admin, db)
+    await server.stop()
+    server.close()
+    await ledger.close()
+
+
+async def answer_of(owner: Owner, text: str, parts: list[bytes] = (), gap: float = 0.0) -> bytes:  # type: ignore[assignment]
+    return await raw_request("127.0.0.1", owner.server.port, text, list(parts), gap, "127.0.0.1")
+
+
+async def test_content_length_is_required_and_capped_before_reading(owner: Owner) -> None:
+    key = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
+    path = owner.path("heads")
+    # No Content-Length (chunked): refused at once.
+    chunked = head(path, None, signed(key, path, b"{}")).replace(
+        "\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    started = time.monotonic()
+    assert b" 411 " in (await answer_of(owner, chunked)).split(b"\r\n")[0]
+    # More than heads takes (1 KiB), announced but never sent: refused from the head alone.
+    assert b" 413 " in (await answer_of(owner, head(path, 4096, {}))).split(b"\r\n")[0]
+    push = owner.path("push")
+    assert b" 413 " in (await answer_of(owner, head(push, 100 << 20, {}))).split(b"\r\n")[0]
+    assert time.monotonic() - started < 2.0
+
+
+async def test_headers_and_standing_are_checked_before_the_body(owner: Owner) -> None:
+    path = owner.path("heads")
+    stranger = KeyPair.generate()
+    cases = {
+        "401": head(path, 100, {}),  # unsigned
+        "403": head(path, 100, signed(stranger, path, b"x" * 100)),  # no grant
+    }
+    for status, text in cases.items():
+        started = time.monotonic()
+        answer = await answer_of(owner, text)  # the body is never sent
+        assert f" {status} ".encode() in answer.split(b"\r\n")[0], answer[:200]
+        assert time.monotonic() - started < 0.4  # before the 0.5 s read deadline
+    unshared = "sha256:" + "0" * 64
+    answer = await answer_of(
+        owner, head(f"/v1/dbs/{unshared}/heads", 10, signed(stranger, "/", b""))
+    )
+    assert b" 404 " in answer.split(b"\r\n")[0]
+
+
+async def test_slow_and_aborted_bodies_cost_one_line(
+    owner: Owner, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
+    path = owner.path("entries")
+    body = b'{"after": 0}'
+    slow = await answer_of(
+        owner, head(path, len(body), signed(key, path, body)), [body[:3]] * 3, 0.4
+    )
+    assert b" 408 " in slow.split(b"\r\n")[0], slow[:200]
+    # aborted half way: the client goes away; the server logs one line and keeps serving
+    _, writer = await asyncio.open_connection("127.0.0.1", owner.server.port)
+    writer.write(head(path, 500, signed(key, path, b"y" * 500)).encode() + b"y" * 10)
+    await writer.drain()
+    writer.close()
+    await asyncio.sleep(0.8)
+    status, _, _ = await raw_call(owner.server.address, path, body, key)
+    assert status == 200
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+async def test_reading_is_capped_per_address(owner: Owner) -> None:
+    key = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
+    owner.server.read_timeout = 3.0
+    path = owner.path("push")
+    body = b'{"entries": []}'
+    hdrs = signed(key, path, b"z" * 1000)
+    slow = [
+        asyncio.create_task(
+            raw_request(
+                "127.0.0.1",
+                owner.server.port,
+                head(path, 1000, hdrs),
+                [b"z"] * 30,
+                0.1,
+                "127.0.0.2",
+            )
+        )
+        for _ in range(20)
+    ]
+    await asyncio.sleep(0.5)
+    # the 17th and later from that address are turned away; another address still gets in
+    status, _, _ = await raw_call(owner.server.address, path, body, key)
+    assert status == 200
+    answers = await asyncio.gather(*slow)
+    firsts = [a.split(b"\r\n")[0] for a in answers]
+    assert sum(b" 503 " in f for f in firsts) >= 4, firsts
+
+
+async def test_nonces_are_kept_only_for_keys_holding_something(owner: Owner) -> None:
+    server = owner.server
+    server.replay.capacity = 50
+    async with attacker("127.0.0.2") as session:
+        for n in range(200):
+            stranger = KeyPair.generate()
+            name = ("heads", "entries", "push")[n % 3]
+            body = b"{}"
+            status = await post(
+                session,
+                server.address,
+                owner.path(name),
+                body,
+                signed(stranger, owner.path(name), body),
+            )
+            assert status == 403
+    assert len(server.replay) == 0
+    reader = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, reader.public, READ)
+    for _ in range(3):
+        status, _, _ = await raw_call(server.address, owner.path("heads"), b"{}", reader)
+        assert status == 200
+    assert len(server.replay) == 3
+    # a badly signed request under the reader's name records nothing either
+    status, _, headers = await raw_call(server.address, owner.path("heads"), b"{}", reader)
+    forged = {**headers, "Eidetica-Nonce": secrets.token_hex(16)}
+    status, _, _ = await raw_call(server.address, owner.path("heads"), b"{}", None, headers=forged)
+    assert status == 401 and len(server.replay) == 4
+
+
+async def test_access_is_rate_limited_and_the_queue_fair(owner: Owner) -> None:
+    server, path = owner.server, owner.path("access")
+    body = b'{"permission": "write"}'
+    statuses = []
+    async with attacker("127.0.0.2") as session:
+        for _ in range(60):
+            key = KeyPair.generate()
+            statuses.append(
+                await post(session, server.address, path, body, signed(key, path, body))
+            )
+    assert statuses.count(429) >= 35, statuses
+    pending = await server.sharing.requests(owner.db)
+    assert len(pending) == 3  # one address holds at most 3 pending requests
+    assert len(server.replay) == 3  # and only those keys' nonces were kept
+    importer = SyncClient(KeyPair.generate())
+    try:
+        decision = await importer.access(server.address, owner.db, "write")
+        assert decision.status == "pending"
+    finally:
+        await importer.close()
+
+
+async def test_pending_queue_evicts_the_busiest_address_and_expires(tmp_path: Path) -> None:
+    ledger = await Ledger.open(tmp_path / "q.sqlite3")
+    now = [1_000_000.0]
+    try:
+        admin = KeyPair.generate()
+        db = await ledger.create_db(admin, {"name": "bank"})
+        sharing = Sharing(
+            ledger, max_pending=6, max_pending_per_address=3, pending_ttl_s=60, clock=lambda: now[0]
+        )
+        await sharing.share(db)
+        for host in ("10.0.0.1", "10.0.0.2"):
+            for _ in range(3):
+                d = await sharing.request_access(db, KeyPair.generate().public, "write", host)
+                assert d.status == "pending"
+        with pytest.raises(ConflictError):  # that address holds its share
+            await sharing.request_access(db, KeyPair.generate().public, "write", "10.0.0.1")
+        oldest = (await sharing.requests(db))[0]
+        real = await sharing.request_access(db, KeyPair.generate().public, "write", "192.0.2.7")
+        assert real.status == "pending"  # a newcomer takes the busiest address's oldest place
+        assert (await sharing.request(oldest.id)).status == "expired"
+        assert len(await sharing.requests(db)) == 6
+        assert len(await sharing.requests(db, newest=2)) == 2
+        assert (await sharing.pending_counts()) == {db: 6}
+        now[0] += 61
+        late = await sharing.request_access(db, KeyPair.generate().public, "read", "10.0.0.1")
+        assert late.status == "pending" and len(await sharing.requests(db)) == 1
+    finally:
+        await ledger.close()
+
+
+def test_rate_limiter_and_address_groups() -> None:
+    limiter = RateLimiter(rate=1.0, burst=2, max_names=3)
+    assert limiter.allow("a", 0.0) and limiter.allow("a", 0.0) and not limiter.allow("a", 0.0)
+    assert limiter.allow("a", 1.0)
+    for name in "bcdef":
+        limiter.allow(name, 1.0)
+    assert len(limiter) == 3
+    assert address_group("2001:db8::1") == address_group("2001:db8::ffff") == "2001:db8::/64"
+    assert address_group("::ffff:10.1.2.3") == "10.1.2.3" and address_group(None) == "?"
+
+
+async def test_import_deadline_and_cleanup(tmp_path: Path) -> None:
+    db = "sha256:" + secrets.token_hex(32)
+    seq = 0
+
+    async def endless(request: web.Request) -> web.Response:
+        nonlocal seq
+        name = request.match_info["name"]
+        if name == "access":
+            return web.json_response({"status": "granted", "request": None})
+        if name == "heads":
+            return web.json_response(
+                {
+                    "db": db,
+                    "tips": ["sha256:" + "cd" * 32],
+                    "count": 1,
+                    "max_seq": 9,
+                    "log": "x",
+                    "permission": "read",
+                }
+            )
+        seq += 1
+        junk = base64.b64encode(json.dumps({"n": seq}).encode()).decode()
+        return web.json_response({"entries": [[seq, junk]], "next": seq, "more": True, "log": "x"})
+
+    app = web.Application()
+    app.router.add_post("/v1/dbs/{db}/{name}", endless)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    ledger = await Ledger.open(tmp_path / "importer.sqlite3")
+    listeners = len(ledger._listeners)
+    try:
+        replicator = Replicator(ledger, KeyPair.generate(), import_timeout=1.0, timeout=5.0)
+        started = time.monotonic()
+        with pytest.raises(BackendError, match="did not finish within 1 s"):
+            await replicator.import_db(f"eidetica:?db={db}&pr=http:127.0.0.1:{port}")
+        assert time.monotonic() - started < 3.0
+        assert await replicator.tracked(db) == [] and replicator.status() == []
+        await replicator.close()
+        assert len(ledger._listeners) == listeners
+        # "more" with nothing in it is a bad answer, not a loop
+        client = SyncClient(KeyPair.generate())
+        try:
+            with pytest.raises(BackendError, match="none sent"):
+                await _check_batch(client, {"entries": [], "next": 0, "more": True, "log": "x"})
+        finally:
+            await client.close()
+    finally:
+        await ledger.close()
+        await runner.cleanup()
+
+
+async def _check_batch(client: SyncClient, answer: dict[str, object]) -> None:
+    async def fake_call(*_: object, **__: object) -> dict[str, object]:
+        return answer
+
+    client.call = fake_call  # type: ignore[method-assign]
+    await client.entries("http:127.0.0.1:1", "sha256:" + "0" * 64, 0)
+
+
+async def test_tickets_advertise_the_public_url(tmp_path: Path) -> None:
+    assert address_from_url("http://sync.example.org:8765/") == "http:sync.example.org:8765"
+    with pytest.raises(InputError):
+        address_from_url("http://0.0.0.0:8765")
+    wildcard = Config(state_dir=tmp_path / "a", sync_listen="0.0.0.0:0")
+    async with _peer(wildcard) as peer:
+        reply = await peer.command("/memory new notes")
+        assert reply.ok
+        reply = await peer.command("/memory share notes")
+        assert (
+            not reply.ok
+            and "sync_public_url" in reply.text
+            and "0.0.0.0" not in reply.text.split("set")[-1]
+        )
+    public = wildcard.model_copy(
+        update={"state_dir": tmp_path / "b", "sync_public_url": "http://bank.example.org:9999"}
+    )
+    async with _peer(public) as peer:
+        await peer.command("/memory new notes")
+        reply = await peer.command("/memory share notes")
+        assert reply.ok and "pr=http:bank.example.org:9999" in reply.text, reply.text
+
+
+class _peer:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.peer: Peer | None = None
+
+    async def __aenter__(self) -> Peer:
+        self.peer = await Peer.open(self.config)
+        await self.peer.start_sync()
+        return self.peer
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.peer is not None
+        await self.peer.stop_sync()
+        await self.peer.close()
