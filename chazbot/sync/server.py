@@ -115,7 +115,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
 MAX_REJECTS_SHOWN = 100
 
 
-class _ReadTimeout(Exception):
+class _ReadTimeout(InputError):
     """The body did not arrive within its deadline (HTTP 408)."""
 
 
@@ -296,6 +296,10 @@ class SyncServer:
                 raise
             self.counters.errors += 1
             return _error(exc.status, exc.text or exc.reason)
+        except _ReadTimeout:
+            self.counters.errors += 1
+            log.info("sync request from %s: body too slow, dropped", request.remote)
+            return _error(408, "request body did not arrive in time")
         except (ChazError, Busy) as exc:
             status = next((s for t, s in _STATUS if isinstance(exc, t)), 500)
             if status == 401:
@@ -303,10 +307,6 @@ class SyncServer:
                 log.info("sync request refused from %s: %s", request.remote, exc)
             self.counters.errors += 1
             return _error(status, str(exc))
-        except _ReadTimeout:
-            self.counters.errors += 1
-            log.info("sync request from %s: body too slow, dropped", request.remote)
-            return _error(408, "request body did not arrive in time")
         except (ConnectionError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
             self.counters.errors += 1
             log.info("sync request from %s aborted: %s", request.remote, type(exc).__name__)
