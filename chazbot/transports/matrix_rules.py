@@ -249,60 +249,48 @@ def _size(content: dict[str, Any]) -> int:
     return len(json.dumps(content, ensure_ascii=False).encode("utf-8"))
 
 
-def _fit(text: str, build: Any) -> list[dict[str, Any]]:
+def _fit(text: str, build: Any, budget: int = MAX_PART_CHARS) -> list[dict[str, Any]]:
+    """``build`` each part of ``text``; a part whose event would be too large is halved."""
     contents: list[dict[str, Any]] = []
-    for part in split_message(text):
+    for part in split_message(text, budget):
         content = build(part)
         if _size(content) > MAX_CONTENT_BYTES and len(part) > 64:
-            contents.extend(_fit_halves(part, build))
+            contents.extend(_fit(part, build, max(len(part) // 2, 32)))
         else:
             contents.append(content)
     return contents
 
 
-def _fit_halves(text: str, build: Any) -> list[dict[str, Any]]:
-    contents: list[dict[str, Any]] = []
-    for part in split_message(text, max(len(text) // 2, 32)):
-        content = build(part)
-        if _size(content) > MAX_CONTENT_BYTES and len(part) > 64:
-            contents.extend(_fit_halves(part, build))
-        else:
-            contents.append(content)
-    return contents
+def _reply_contents(
+    text: str, reply_to: str, source: dict[str, Any], sender: str, *, html: bool
+) -> list[dict[str, Any]]:
+    """The parts of a reply, each related to the message it answers and mentioning its sender;
+    ``m.text`` with an HTML body from Markdown, or a plain ``m.notice``."""
+
+    def build(part: str) -> dict[str, Any]:
+        content: dict[str, Any] = {"msgtype": "m.text" if html else "m.notice", "body": part}
+        if html:
+            content["format"] = "org.matrix.custom.html"
+            content["formatted_body"] = render_markdown(part)
+        content["m.relates_to"] = relation(source, reply_to)
+        content["m.mentions"] = {"user_ids": [sender]}
+        return content
+
+    return _fit(text or "(empty)", build)
 
 
 def notice_contents(
     text: str, reply_to: str, source: dict[str, Any], sender: str
 ) -> list[dict[str, Any]]:
     """A command reply (or an error): ``m.notice`` parts, each related to the message."""
-
-    def build(part: str) -> dict[str, Any]:
-        return {
-            "msgtype": "m.notice",
-            "body": part,
-            "m.relates_to": relation(source, reply_to),
-            "m.mentions": {"user_ids": [sender]},
-        }
-
-    return _fit(text or "(empty)", build)
+    return _reply_contents(text, reply_to, source, sender, html=False)
 
 
 def text_contents(
     text: str, reply_to: str, source: dict[str, Any], sender: str
 ) -> list[dict[str, Any]]:
     """An agent reply: ``m.text`` parts with an HTML ``formatted_body`` from Markdown."""
-
-    def build(part: str) -> dict[str, Any]:
-        return {
-            "msgtype": "m.text",
-            "body": part,
-            "format": "org.matrix.custom.html",
-            "formatted_body": render_markdown(part),
-            "m.relates_to": relation(source, reply_to),
-            "m.mentions": {"user_ids": [sender]},
-        }
-
-    return _fit(text or "(empty)", build)
+    return _reply_contents(text, reply_to, source, sender, html=True)
 
 
 def transaction_id(event_id: str, part: int) -> str:
