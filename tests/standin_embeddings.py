@@ -125,12 +125,8 @@ class StandinEmbeddings(StandinServer):
 @pytest_asyncio.fixture
 async def standin_embeddings() -> AsyncIterator[StandinEmbeddings]:
     """A running stand-in embedder on a free loopback port, stopped after the test."""
-    server = StandinEmbeddings()
-    await server.start()
-    try:
+    async with StandinEmbeddings() as server:
         yield server
-    finally:
-        await server.stop()
 
 
 __all__ = ["StandinEmbeddings", "hashed_vector", "standin_embeddings"]

@@ -244,12 +244,8 @@ class StandinLLM(StandinServer):
 @pytest_asyncio.fixture
 async def standin_llm() -> AsyncIterator[StandinLLM]:
     """A running stand-in LLM on a free loopback port, stopped after the test."""
-    server = StandinLLM()
-    await server.start()
-    try:
+    async with StandinLLM() as server:
         yield server
-    finally:
-        await server.stop()
 
 
 __all__ = ["MEMORY_HEADING", "StandinLLM", "memory_block_bullets", "standin_llm"]
