@@ -73,12 +73,21 @@ def probe(name):
     os.waitpid(pid, 0)
     return json.loads(data)
 
+def probe_all(names):
+    for name in sorted(names):  # a package before its modules
+        parent = name.rpartition(".")[0]
+        if parent in out and name in out[parent]:
+            out[name] = out[parent]  # importing the package loaded it: the same modules
+        else:
+            out[name] = probe(name)
+
 WATCHED = ("chazbot",) + tuple(LIBS)
 assert not any(m.startswith("chazbot") for m in sys.modules)
-out = {name: probe(name) for name in BARE}
+out = {}
+probe_all(BARE)
 for name in PRELOAD:
     importlib.import_module(name)
-out.update({name: probe(name) for name in REST})
+probe_all(REST)
 print(json.dumps(out))
 """
 
