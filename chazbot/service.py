@@ -42,7 +42,11 @@ class Service:
         self._stops.append(control.stop)
         for starter in (self._start_sync, self._start_http, self._start_matrix):
             await starter(peer)
-        log.info("chazbot is running (state %s)", Path(self.config.state_dir).resolve())
+        log.info(
+            "chazbot is running (state %s; %s)",
+            Path(self.config.state_dir).resolve(),
+            await peer.describe(),
+        )
         return peer
 
     async def _start_sync(self, peer: Peer) -> None:

@@ -347,22 +347,28 @@ class LocalRun:
         return account, str(token) if token else None
 
     def open_dm(self, user: dict[str, str], bot: dict[str, str], token: str) -> str:
-        """As the user: a direct chat with the bot invited (it joins when it starts)."""
+        """As the user: a direct chat with the bot invited (it joins when it starts).
+
+        Encrypted when the e2e extra is installed, as Element and most clients make DMs.
+        """
         assert self.homeserver is not None
         base = self.homeserver.url
-        room = call(
-            base,
-            "POST",
-            "/_matrix/client/v3/createRoom",
-            {
-                "preset": "trusted_private_chat",
-                "is_direct": True,
-                "invite": [bot["user_id"]],
-                "name": "chazbot",
-                "topic": "A direct chat with chazbot",
-            },
-            token=token,
-        )
+        create: dict[str, Any] = {
+            "preset": "trusted_private_chat",
+            "is_direct": True,
+            "invite": [bot["user_id"]],
+            "name": "chazbot",
+            "topic": "A direct chat with chazbot",
+        }
+        if importlib.util.find_spec("vodozemac") is not None:  # the e2e extra
+            create["initial_state"] = [
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ]
+        room = call(base, "POST", "/_matrix/client/v3/createRoom", create, token=token)
         room_id = str(room["room_id"])
         call(
             base,

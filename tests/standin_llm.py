@@ -14,6 +14,12 @@ chat text, and ``GET /v1/models``. The rules look at the last user message:
 - otherwise, if a message holds a ``## Relevant Memories`` block: ``From memory: `` + its first
   bullet; else ``You said: <text>``.
 
+Capture requests (they offer the ``save_memories`` tool: a ``facts`` capture after a turn) are
+kept apart, in ``capture_requests``, so they never count in ``requests`` nor use the knobs
+above; ``fail_capture(n)`` fails the next n of them (500). Their rule: every ``my <key> is
+<value>`` in the speaker's line becomes ``{"key": <key as written>, "value": "<speaker>'s <key>
+is <value>"}``; no such phrase, no tool call.
+
 A line may start with a mention (``chaz: remember ...``). Knobs, all on the fixture object:
 ``api_key`` (then a request without ``Bearer <api_key>`` gets 401), ``fail(n, status,
 retry_after)``, ``hang(n)`` (held until ``release()`` or teardown), ``malformed(n, body)``,
@@ -39,6 +45,9 @@ from chazbot.config import LLMConfig
 from tests.standin_base import StandinServer
 
 MEMORY_HEADING = "## Relevant Memories"
+CAPTURE_TOOL = "save_memories"
+_SPEAKER_LINE = re.compile(r"^(?P<who>.+?) \(\d{4}-\d{2}-\d{2}\): (?P<text>.*)$", re.MULTILINE)
+_MY_FACT = re.compile(r"\bmy (?P<key>[\w' -]+?) (?:is|are) (?P<value>[^.!?\n]+)", re.IGNORECASE)
 _MENTION = r"(?:[@\w.:-]+[:,]\s+)?"
 _REMEMBER = re.compile(
     rf"^\s*{_MENTION}remember\s+(?:that\s+)?(?P<key>.+?)\s+is\s+(?P<value>.+?)\s*[.!]?\s*$",
@@ -120,6 +129,12 @@ class StandinLLM(StandinServer):
         super().__post_init__()
         self._canned: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
+        self.capture_requests: list[dict[str, Any]] = []
+        self._capture_failures = 0
+
+    def fail_capture(self, count: int = 1) -> None:
+        """The next ``count`` capture requests get a 500."""
+        self._capture_failures += count
 
     def respond_with(self, message: dict[str, Any]) -> None:
         """Queue a canned assistant message (``content`` and/or ``tool_calls``)."""
@@ -146,13 +161,42 @@ class StandinLLM(StandinServer):
         )
 
     async def _chat(self, request: web.Request) -> web.Response:
+        try:
+            peek = json.loads(await request.read())
+        except ValueError:
+            peek = None
+        if isinstance(peek, dict) and CAPTURE_TOOL in offered_tools(peek):
+            self.capture_requests.append(peek)
+            if self._capture_failures:
+                self._capture_failures -= 1
+                return web.json_response({"error": {"message": "capture failure"}}, status=500)
+            return self._completion(peek, self.capture_answer(peek))
         body, early = await self.receive(request)
         if early is not None:
             return early
         if "_unparsed" in body or not isinstance(body.get("messages"), list):
             return web.json_response({"error": {"message": "messages missing"}}, status=400)
-
         message = self._canned.pop(0) if self._canned else self.answer(body)
+        return self._completion(body, message)
+
+    def capture_answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The rule for capture requests: ``my <key> is <value>`` phrases become memories."""
+        users = [
+            m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        text = message_text(users[-1]) if users else ""
+        turn = text.split("Conversation turn:", 1)[-1]
+        memories = []
+        for line in _SPEAKER_LINE.finditer(turn):
+            who = line.group("who")
+            for fact in _MY_FACT.finditer(line.group("text")):
+                key, value = fact.group("key").strip(), fact.group("value").strip()
+                memories.append({"key": key, "value": f"{who}'s {key} is {value}"})
+        if not memories:
+            return {"content": "Nothing to remember."}
+        return self._tool_call(CAPTURE_TOOL, json.dumps({"memories": memories}))
+
+    def _completion(self, body: dict[str, Any], message: dict[str, Any]) -> web.Response:
         message = {"role": "assistant", "content": None, **message}
         words = sum(len(message_text(m).split()) for m in body["messages"])
         completion = len((message.get("content") or "").split())
@@ -248,4 +292,4 @@ async def standin_llm() -> AsyncIterator[StandinLLM]:
         yield server
 
 
-__all__ = ["MEMORY_HEADING", "StandinLLM", "memory_block_bullets", "standin_llm"]
+__all__ = ["CAPTURE_TOOL", "MEMORY_HEADING", "StandinLLM", "memory_block_bullets", "standin_llm"]

@@ -6,8 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from chazbot.config import Config, load_config, parse_config
+from chazbot.config import (
+    Config,
+    EmbeddingConfig,
+    MatrixConfig,
+    load_config,
+    local_embedder_installed,
+    parse_config,
+)
 from chazbot.errors import ConfigError
 
 
@@ -187,7 +195,7 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path, monkeypatch: pytest.M
 def test_no_file_at_all_is_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = load_config()
-    assert config == Config()
+    assert config == file_defaults()
     assert [a.name for a in config.agents] == ["chaz"]
 
 
@@ -206,7 +214,51 @@ def test_default_file_in_cwd_and_env_override(
 def test_empty_file_is_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("# nothing yet\n")
-    assert load_config(path) == Config()
+    assert load_config(path) == file_defaults()
+
+
+def file_defaults() -> Config:
+    """What a config file that sets nothing means: hybrid recall when the embedder is here."""
+    embedding = EmbeddingConfig(backend="local") if local_embedder_installed() else None
+    return Config(embedding=embedding)
+
+
+def test_embedding_left_out_means_the_local_embedder_when_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chazbot import config as c
+
+    monkeypatch.setattr(c, "local_embedder_installed", lambda: True)
+    assert parse_config({}).embedding == EmbeddingConfig(backend="local")
+    assert parse_config({"embedding": None}).embedding is None  # BM25 only
+    chosen = parse_config({"embedding": {"backend": "openai", "model": "m"}}).embedding
+    assert chosen is not None and chosen.backend == "openai"
+    monkeypatch.setattr(c, "local_embedder_installed", lambda: False)
+    assert parse_config({}).embedding is None
+    assert Config().embedding is None  # a Config built in Python means what it says
+
+
+def test_capture_modes_and_yaml_booleans() -> None:
+    agents = yaml.safe_load(
+        "agents:\n  - {name: a, capture: off}\n  - {name: b, capture: facts}\n  - {name: c}\n"
+        "  - {name: d, capture: on}\n"
+    )
+    cfg = parse_config(agents)
+    assert [a.capture for a in cfg.agents] == ["off", "facts", "auto", "auto"]
+    with pytest.raises(ConfigError, match=r"agents\[0\]\.capture"):
+        parse_config({"agents": [{"name": "a", "capture": "everything"}]})
+
+
+def test_encryption_follows_the_e2e_extra_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chazbot import config as c
+
+    base = {"homeserver_url": "http://hs", "user_id": "@bot:hs"}
+    monkeypatch.setattr(c, "e2e_installed", lambda: True)
+    assert MatrixConfig(**base).encryption is None and MatrixConfig(**base).use_encryption
+    assert not MatrixConfig(**base, encryption=False).use_encryption
+    monkeypatch.setattr(c, "e2e_installed", lambda: False)
+    assert not MatrixConfig(**base).use_encryption
+    assert MatrixConfig(**base, encryption=True).use_encryption
 
 
 def test_config_is_frozen() -> None:

@@ -4,7 +4,8 @@ A session DB is written by the peer key. Its stores:
 
 - ``meta``: ``kind = session``, ``name``
 - ``session``: fields ``agent`` (the agent that answers), ``context_start`` (the history row
-  number from which the model sees the conversation; ``/clear`` moves it)
+  number from which the model sees the conversation; ``/clear`` moves it), ``capture``
+  (``/memory capture on|off`` for this room; unset: the agent's ``capture`` setting)
 - ``attachments``: field per bank name -> ``{"db": id}`` or null once detached
 - ``history``: rows ``{"role", "content", "sender"}``
 """
@@ -58,6 +59,14 @@ class Session:
 
     async def set_agent(self, name: str) -> None:
         await self._set(SESSION_STORE, "agent", name)
+
+    async def capture(self) -> bool | None:
+        """This room's capture switch: True (on), False (off) or None (the agent decides)."""
+        value = (await self.settings()).get("capture")
+        return value if isinstance(value, bool) else None
+
+    async def set_capture(self, on: bool) -> None:
+        await self._set(SESSION_STORE, "capture", on)
 
     async def attachments(self) -> dict[str, str]:
         found = await self.ledger.fields(self.db, ATTACH_STORE)

@@ -107,6 +107,7 @@ async def run_turn(
     messages += history
     if block is not None:
         messages.append({"role": "system", "content": block})
+        log.debug("auto-recall for %s in %s:\n%s", agent.name, session.name, block)
     allowed = [t for t in agent.config.allowed_tools if t in TOOLS]
     tools = [TOOLS[t].schema() for t in allowed] or None
     result = TurnResult("", recalled=hits)

@@ -241,6 +241,39 @@ def register(tree: CommandTree) -> None:
             f"size           = {size} bytes"
         )
 
+    # ---- capture (SPEC §5b) -------------------------------------------------------------
+
+    @add(
+        "memory capture",
+        (Arg("state", optional=True, choices=("on", "off")),),
+        "remember what people tell the agent in this room (without tool calls), or stop",
+    )
+    async def capture(ctx: Context, a: dict[str, str]) -> Reply:
+        state = a.get("state")
+        if state is not None:
+            await ctx.session.set_capture(state == "on")
+        mode = await ctx.peer.capture_mode(ctx.agent, ctx.session)
+        if mode == "off":
+            why = (
+                "turned off in this room"
+                if await ctx.session.capture() is False
+                else f"{ctx.agent.name}'s capture is off in the config"
+            )
+            return ok(
+                f"Capture is off in this room ({why}). What was captured stays until you "
+                f"{ctx.prefix}memory forget <key>; turn it on with {ctx.prefix}memory capture on."
+            )
+        what = (
+            "the messages it answers"
+            if mode == "messages"
+            else "facts from the messages it answers"
+        )
+        return ok(
+            f"Capture is on in this room ({mode}): {ctx.agent.name} stores {what} in its own "
+            f"memory (tag captured). See them with {ctx.prefix}memory search self <words>; "
+            f"stop with {ctx.prefix}memory capture off."
+        )
+
 
 async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
     if ref.lower() == "self":

@@ -111,7 +111,7 @@ class MatrixBot:
         store = Path(self.peer.state_dir) / "matrix-store"
         store.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(store, 0o700)
-        encryption = self.cfg.encryption and ENCRYPTION_ENABLED
+        encryption = self.cfg.use_encryption and ENCRYPTION_ENABLED
         if self.cfg.encryption and not ENCRYPTION_ENABLED:
             log.warning(
                 "matrix: encryption is on but the e2e extra is not installed;"

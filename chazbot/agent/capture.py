@@ -1,0 +1,320 @@
+"""Capture: agents remember what people tell them without calling a tool (SPEC §5b).
+
+After a turn the agent answered (never a command), capture writes ordinary memory rows into
+the agent's own DB, never into a bank, so they are searched, forgotten and exported like
+any other row. Per agent ``capture:``:
+
+- ``messages``: the message itself, one row, shaped to stand alone in recall: the key names
+  the speaker, the date and a short id (``alice/2026-12-02/3f9a01c2``, no spaces, so it is
+  easy to ``forget``); the value says who
+  said it when, and what it replied to (``alice (2026-12-02): my sister Ada lives in Lyon
+  [replying to chaz: Where does your family live?]``). What it replied to is the newest message
+  by another person since the speaker last spoke, else the agent's last reply.
+- ``facts``: one more call to a tool-capable chat model turns the turn into key/value rows;
+  it is shown the closest existing memories (by recall) and told to reuse their keys, so an
+  update replaces a row instead of adding a near-duplicate. Values end with who said it when.
+- ``auto`` (the default): ``facts`` when the chat model calls tools (an OpenAI-compatible
+  backend), else ``messages`` (the embedded model). ``facts`` without a tool-capable model
+  falls back to ``messages``.
+
+Everything is bounded (message length, context length, rows per turn, key and value sizes),
+and a failure is one log line: it never breaks the turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from chazbot.agent.llm import ChatModel
+from chazbot.agent.session import Message
+from chazbot.errors import ChazError
+from chazbot.memory.rows import Hit
+from chazbot.memory.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from chazbot.agent.session import Session
+    from chazbot.peer import Agent
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["off", "messages", "facts"]
+
+CAPTURE_TAG = "captured"
+MAX_MESSAGE_CHARS = 2000
+"""A longer message is stored cut to this many characters (and an ellipsis)."""
+MAX_CONTEXT_CHARS = 300
+MAX_SPEAKER_CHARS = 64
+MAX_FACTS_PER_TURN = 5
+MAX_FACT_KEY_CHARS = 120
+MAX_FACT_VALUE_CHARS = 1000
+CLOSE_MEMORIES = 8
+"""Existing memories shown to the facts model so it reuses their keys."""
+HISTORY_LOOKBACK = 30
+FACTS_TOOL = "save_memories"
+
+FACTS_PROMPT = (
+    "You keep the long-term memory of {agent}, an assistant. From the conversation turn "
+    "below, pick out durable facts worth remembering about the people and what they care "
+    "about: names, relations, places, dates, plans, preferences, decisions, and anything "
+    "they ask to be remembered. Skip greetings, questions and small talk. Call "
+    f"{FACTS_TOOL} once with every fact as a key (a short lowercase topic such as "
+    "'alice.sister') and a value (one self-contained sentence naming the person). When an "
+    "existing memory covers the same topic, reuse its key exactly, with the updated value. "
+    "Do not repeat a memory that is unchanged. If nothing is worth keeping, call no tool."
+)
+FACTS_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": FACTS_TOOL,
+        "description": "Store or update long-term memories (key/value pairs).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "memories": {
+                    "type": "array",
+                    "maxItems": MAX_FACTS_PER_TURN,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "key": {"type": "string", "maxLength": MAX_FACT_KEY_CHARS},
+                            "value": {"type": "string", "maxLength": MAX_FACT_VALUE_CHARS},
+                        },
+                        "required": ["key", "value"],
+                    },
+                }
+            },
+            "required": ["memories"],
+        },
+    },
+}
+_PROVENANCE = re.compile(r"\s*\([^()]{1,80},\s*\d{4}-\d{2}-\d{2}\)\s*$")
+
+
+def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
+    """The mode an agent's ``capture:`` setting means with this chat model."""
+    tools = bool(getattr(llm, "supports_tools", False))
+    if configured == "off":
+        return "off"
+    if configured == "messages" or not tools:
+        return "messages"
+    return "facts"
+
+
+def speaker_name(sender: str) -> str:
+    """How a row names the sender: an MXID's localpart (``@alice:example.org`` → alice)."""
+    name = sender.strip()
+    if name.startswith("@") and ":" in name:
+        name = name[1:].split(":", 1)[0]
+    name = " ".join(name.split())[:MAX_SPEAKER_CHARS]
+    return name or "someone"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+@dataclass(frozen=True)
+class Said:
+    """One message as capture sees it: who, when, what, and what it replied to."""
+
+    speaker: str
+    when: datetime
+    text: str
+    replied_to: tuple[str, str] | None  # (speaker, text)
+    source_id: str  # stable per message: the key's short id
+
+    @property
+    def date(self) -> str:
+        return self.when.astimezone(UTC).date().isoformat()
+
+
+def message_row(said: Said) -> tuple[str, str, list[str]]:
+    """The ``(key, value, tags)`` of a ``messages`` capture: a row that stands alone."""
+    key = f"{'_'.join(said.speaker.split())}/{said.date}/{said.source_id}"
+    value = f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
+    if said.replied_to is not None:
+        who, text = said.replied_to
+        value += f" [replying to {who}: {_one_line(text, MAX_CONTEXT_CHARS)}]"
+    return key, value, [CAPTURE_TAG]
+
+
+def find_said(
+    history: Sequence[Message],
+    text: str,
+    sender: str,
+    session_db: str,
+    agent_name: str,
+    when: datetime | None = None,
+) -> Said | None:
+    """The newest message in ``history`` by ``sender`` with ``text``, as a ``Said``.
+
+    What it replied to: the newest message by another person since the sender last spoke
+    (people in a group answer each other), else the newest message before it (in a direct
+    chat, the agent's last reply).
+    """
+    index = next(
+        (
+            i
+            for i in range(len(history) - 1, -1, -1)
+            if history[i].role == "user"
+            and history[i].sender == sender
+            and history[i].content == text
+        ),
+        None,
+    )
+    if index is None:
+        return None
+    message = history[index]
+    replied: Message | None = None
+    for earlier in reversed(history[:index]):
+        if earlier.role == "user" and earlier.sender == sender:
+            break
+        if earlier.role == "user":
+            replied = earlier
+            break
+        if replied is None:
+            replied = earlier
+    context = None
+    if replied is not None and replied.content.strip():
+        who = agent_name if replied.role == "assistant" else speaker_name(replied.sender)
+        context = (who, replied.content)
+    digest = hashlib.sha256(f"{session_db}:{message.n}".encode()).hexdigest()[:8]
+    moment = when or datetime.fromtimestamp(message.ts / 1_000_000, tz=UTC)
+    return Said(speaker_name(sender), moment, text, context, digest)
+
+
+def worth_capturing(text: str) -> bool:
+    """A message with no word in it (only emoji or punctuation) is not stored."""
+    return bool(tokenize(text[:MAX_MESSAGE_CHARS]))
+
+
+# ---- facts --------------------------------------------------------------------------------
+
+
+def facts_messages(agent_name: str, said: Said, reply: str, close: Sequence[Hit]) -> list[Any]:
+    """The chat request that asks the model for facts: instructions, memories, the turn."""
+    existing = "\n".join(f"- [{h.key}]: {_one_line(h.value, 300)}" for h in close) or "(none)"
+    lines = []
+    if said.replied_to is not None:
+        who, text = said.replied_to
+        lines.append(f"{who}: {_one_line(text, MAX_CONTEXT_CHARS)}")
+    lines.append(f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}")
+    lines.append(f"{agent_name}: {_one_line(reply, MAX_CONTEXT_CHARS)}")
+    return [
+        {"role": "system", "content": FACTS_PROMPT.format(agent=agent_name)},
+        {
+            "role": "user",
+            "content": "Existing memories:\n"
+            + existing
+            + "\n\nConversation turn:\n"
+            + "\n".join(lines),
+        },
+    ]
+
+
+def parse_facts(
+    arguments: Sequence[str], said: Said, close: Sequence[Hit]
+) -> list[tuple[str, str]]:
+    """Validated ``(key, value)`` pairs from the model's tool arguments, at most the cap.
+
+    A key that matches a close memory's key up to case and spacing takes that key's exact
+    spelling (an update, not a near-duplicate); a value gets ``(speaker, date)`` at its end;
+    a pair equal to the memory it would replace is dropped.
+    """
+    known = {" ".join(h.key.casefold().split()): h for h in close}
+    out: dict[str, str] = {}
+    for raw in arguments:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        items = data.get("memories") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if len(out) >= MAX_FACTS_PER_TURN:
+                break
+            if not isinstance(item, dict):
+                continue
+            key, value = item.get("key"), item.get("value")
+            if not isinstance(key, str) or not isinstance(value, str):
+                continue
+            key = " ".join(key.split())[:MAX_FACT_KEY_CHARS]
+            value = _PROVENANCE.sub("", " ".join(value.split()))[:MAX_FACT_VALUE_CHARS]
+            if not key or not value:
+                continue
+            hit = known.get(key.casefold())
+            if hit is not None:
+                key = hit.key
+                if _PROVENANCE.sub("", hit.value) == value:
+                    continue
+            out[key] = f"{value} ({said.speaker}, {said.date})"
+    return list(out.items())
+
+
+async def capture_facts(
+    agent: Agent, llm: ChatModel, said: Said, reply: str
+) -> list[tuple[str, str]]:
+    """Ask the model for facts and store them in the agent's own memory; return them."""
+    close = await agent.memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES)
+    messages = facts_messages(agent.name, said, reply, close)
+    answer = await llm.complete(messages, [FACTS_SCHEMA], model=agent.config.model)
+    raw = [c.arguments for c in answer.tool_calls if c.name == FACTS_TOOL]
+    facts = parse_facts(raw, said, close)
+    for key, value in facts:
+        await agent.memory.remember(key, value, [CAPTURE_TAG])
+    return facts
+
+
+# ---- one turn ---------------------------------------------------------------------------
+
+
+async def capture_turn(
+    agent: Agent,
+    session: Session,
+    llm: ChatModel | None,
+    mode: Mode,
+    text: str,
+    sender: str,
+    reply: str,
+    when: datetime | None = None,
+) -> int:
+    """Capture one answered message; the number of rows written. Never raises a ChazError."""
+    if mode == "off" or not worth_capturing(text):
+        return 0
+    try:
+        history = await session.history(HISTORY_LOOKBACK)
+        said = find_said(history, text, sender, session.db, agent.name, when)
+        if said is None:
+            return 0
+        if mode == "facts" and llm is not None:
+            return len(await capture_facts(agent, llm, said, reply))
+        key, value, tags = message_row(said)
+        await agent.memory.remember(key, value, tags)
+        return 1
+    except ChazError as exc:
+        log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
+        return 0
+
+
+__all__ = [
+    "CAPTURE_TAG",
+    "FACTS_TOOL",
+    "Mode",
+    "Said",
+    "capture_facts",
+    "capture_turn",
+    "effective_mode",
+    "find_said",
+    "message_row",
+    "parse_facts",
+    "speaker_name",
+]
