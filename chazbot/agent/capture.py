@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from chazbot.agent.llm import ChatModel
+from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.session import Message
 from chazbot.errors import ChazError
 from chazbot.memory.rows import Hit
