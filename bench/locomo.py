@@ -473,6 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tags", choices=TAGS, default="date")
     parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--capture", action="store_true", help="also the capture path (slow)")
     args = parser.parse_args(argv)
     if unknown := set(args.methods) - set(METHODS):
         parser.error(f"unknown methods: {', '.join(sorted(unknown))}")
@@ -481,6 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.data.exists():
         parser.error(f"no data at {args.data} (see ../shared/data/README.md)")
     result = asyncio.run(run(args))
+    if args.capture:  # bench/locomo_capture.py: conversations told to the agent, capture on
+        from locomo_capture import run_capture  # bench/ is sys.path[0] when run as a script
+
+        result["capture"] = asyncio.run(run_capture(args))
+        result["results"].update(result["capture"].pop("methods"))
     print_table(result)
     line = json.dumps(result, sort_keys=True)
     print(line)
