@@ -110,7 +110,11 @@ async def test_local_run_remembers_and_forgets_what_the_user_says(tmp_path: Path
         assert "(embedded)" in line and "embedder local/" in line and "capture messages" in line
 
         answer = await asyncio.to_thread(
-            HOMESERVER.login, base, fields["user"], fields["password"], "capture-test"
+            HOMESERVER.matrix_accounts.login,
+            base,
+            fields["user"],
+            fields["password"],
+            "capture-test",
         )
         user = User(
             answer["user_id"], fields["password"], answer["access_token"], answer["device_id"]
