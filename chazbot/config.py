@@ -7,6 +7,7 @@ all means the embedded defaults.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import os
 import re
@@ -14,13 +15,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from chazbot.errors import ConfigError
 
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MATRIX_SESSION_PREFIX = "matrix:"  # a Matrix room's session is named "matrix:<room id>"
 
 
 class _Model(BaseModel):
@@ -66,6 +75,26 @@ class MatrixConfig(_Model):
     encryption: bool | None = None
     trust_unverified_devices: bool = True
     command_prefix: str = "!chaz"
+    room_agents: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("room_agents")
+    @classmethod
+    def _room_agents(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for glob, names in value.items():
+            if not glob or not names:
+                raise ValueError(f"room_agents: {glob!r} needs a room id glob and 1+ agents")
+        return value
+
+    def agents_for_room(self, room_id: str) -> list[str] | None:
+        """The agents a room may use (first is its default), or None for any agent.
+
+        ``room_agents`` maps room id globs (``!abc:example.org``, ``*``) to agent names;
+        the first glob that matches decides.
+        """
+        for glob, names in self.room_agents.items():
+            if fnmatch.fnmatchcase(room_id, glob):
+                return list(names)
+        return None
 
     @field_validator("user_id")
     @classmethod
@@ -160,6 +189,26 @@ class Config(_Model):
         if dupes:
             raise ValueError(f"agent names must be unique, repeated: {', '.join(dupes)}")
         return value
+
+    @model_validator(mode="after")
+    def _room_agents_exist(self) -> Config:
+        if self.matrix is not None:
+            known = {a.name.lower() for a in self.agents}
+            for glob, names in self.matrix.room_agents.items():
+                unknown = [n for n in names if n.lower() not in known]
+                if unknown:
+                    raise ValueError(
+                        f"matrix.room_agents[{glob!r}] names no configured agent: "
+                        + ", ".join(unknown)
+                    )
+        return self
+
+    def agents_for_session(self, session: str) -> list[str] | None:
+        """The agents a session may use (a Matrix room restricted by ``room_agents``), or
+        None when any agent may answer there."""
+        if self.matrix is None or not session.startswith(MATRIX_SESSION_PREFIX):
+            return None
+        return self.matrix.agents_for_room(session.removeprefix(MATRIX_SESSION_PREFIX))
 
     def agent(self, name: str) -> AgentConfig:
         for agent in self.agents:

@@ -25,19 +25,29 @@ from chazbot.commands import Context, Reply, run_command
 from chazbot.config import AgentConfig, Config, load_config
 from chazbot.errors import (
     BackendError,
+    ChazError,
     ConfigError,
     ConflictError,
     InputError,
     NotFound,
     PermissionDenied,
 )
-from chazbot.ledger import KeyPair, Ledger, Permission
-from chazbot.memory.banks import Registry, admin_key_for, check_name, grant, read_refs
+from chazbot.ledger import KeyPair, Ledger, Level, Permission
+from chazbot.memory.banks import (
+    Hosted,
+    Registry,
+    admin_key_for,
+    check_name,
+    grant,
+    read_refs,
+    ref_op,
+)
 from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import MemoryScope
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.sync.store import Remotes
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 
 log = logging.getLogger(__name__)
@@ -102,6 +112,7 @@ class Peer:
         self.agents: dict[str, Agent] = {}
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._session_lock = asyncio.Lock()
         self._llm: ChatModel | None = None
         self._llm_made = False
         self._captures: set[asyncio.Task[int]] = set()
@@ -177,7 +188,7 @@ class Peer:
                     )
                 key, db = found, hosted.db
             agents[cfg.name.lower()] = Agent(
-                cfg, key, db, MemoryScope(self.memory, cfg.name, key, db)
+                cfg, key, db, MemoryScope(self.memory, cfg.name, key, db, self.registry)
             )
         self.agents = agents
         for agent in agents.values():
@@ -187,28 +198,88 @@ class Peer:
         check_name(name)
         if await self.registry.get("agent", name) is not None:
             raise ConfigError(f"{name!r} is an agent's name; pick another bank name")
-        key = KeyPair.generate()
-        await self.registry.save_key(key, f"bank:{name.lower()}")
-        db = await self.ledger.create_db(
-            key, {"kind": "bank", "name": name, "description": description}
-        )
-        await self.registry.add("bank", name, db, {"description": description})
-        return db
+
+        async def make() -> str:
+            key = KeyPair.generate()
+            await self.registry.save_key(key, f"bank:{name.lower()}")
+            return await self.ledger.create_db(
+                key, {"kind": "bank", "name": name, "description": description}
+            )
+
+        return await self.registry.create("bank", name, make, {"description": description})
 
     async def apply_default_banks(self, agent: Agent) -> None:
-        """Create missing default banks, grant the agent write and write its ref."""
+        """Create missing default banks, grant the agent write and write its ref.
+
+        One that cannot be applied (a bank this peer holds only read on, say) logs one
+        warning line; it never stops a start or a reload.
+        """
         refs = await read_refs(self.ledger, agent.db)
         for name in agent.config.default_memory_banks:
-            hosted = await self.registry.get("bank", name)
-            db = hosted.db if hosted is not None else await self.create_bank(name)
-            perm = await self.ledger.permission(db, agent.key.public)
-            ref = refs.get(name)
-            if perm.name in ("write", "admin") and ref is not None and ref.db == db:
+            try:
+                hosted = await self.registry.get("bank", name)
+                db = hosted.db if hosted is not None else await self.create_bank(name)
+                ref = refs.get(name)
+                held = await agent.memory.access(db)
+                if held.level >= Level.WRITE and ref is not None and ref.db == db:
+                    continue
+                meta = await self.ledger.fields(db, "meta")
+                await grant(
+                    self.ledger,
+                    self.registry,
+                    name,
+                    db,
+                    agent.key,
+                    agent.db,
+                    Permission.parse("write"),
+                    agent_name=agent.name,
+                    owner_ref=str(meta.get("name") or db),
+                )
+                log.info("granted %s write on default bank %s", agent.name, name)
+            except ChazError as exc:
+                log.warning(
+                    "default_memory_banks of %s: cannot apply %s: %s", agent.name, name, exc
+                )
+
+    async def delete_bank(self, hosted: Hosted) -> None:
+        """Unregister a bank; remove it from every agent's refs and every session's
+        attachments, stop serving and syncing it, drop its delegations. The DB stays."""
+        db = hosted.db
+        await self.registry.remove("bank", hosted.name)
+        for agent in await self.registry.all("agent"):
+            key = await self.registry.key(f"agent:{agent.name.lower()}")
+            if key is None:
                 continue
-            await grant(
-                self.ledger, self.registry, name, db, agent.key, agent.db, Permission.parse("write")
+            for ref in (await read_refs(self.ledger, agent.db)).values():
+                if ref.db == db:
+                    await self.ledger.write(agent.db, key, ref_op(ref.name, None, None))
+        for hosted_session in await self.registry.all("session"):
+            session = Session(self.ledger, self.key, hosted_session.name, hosted_session.db)
+            for name, attached in (await session.attachments()).items():
+                if attached == db:
+                    await session.detach(name)
+        await self.sharing.unshare(db)
+        if self.replicator is not None:
+            await self.replicator.remove_remote(db)
+        else:
+            await Remotes(self.ledger).remove(db)
+        await self.registry.drop_delegations(db)
+
+    def allowed_agents(self, session: str) -> list[Agent]:
+        """The agents that may answer in ``session`` (all, unless the config restricts the
+        room), in order: the first is the session's default."""
+        names = self.config.agents_for_session(session)
+        if names is None:
+            return list(self.agents.values())
+        return [self.agents[n.lower()] for n in names if n.lower() in self.agents]
+
+    def check_agent_allowed(self, session: str, agent: Agent) -> None:
+        allowed = self.allowed_agents(session)
+        if agent not in allowed:
+            names = ", ".join(a.name for a in allowed) or "none"
+            raise PermissionDenied(
+                f"{agent.name} may not answer in this room; the agents it may use: {names}"
             )
-            log.info("granted %s write on default bank %s", agent.name, name)
 
     # ---- sessions and commands -------------------------------------------------------------
 
@@ -218,16 +289,25 @@ class Peer:
         if found is None:
             if not name or len(name) > 255:
                 raise InputError("a session name is 1-255 characters")
-            found = await Session.open(self.ledger, self.registry, self.key, name)
-            self._sessions[name] = found
+            async with self._session_lock:  # two first uses at once make one session
+                found = self._sessions.get(name)
+                if found is None:
+                    found = await Session.open(self.ledger, self.registry, self.key, name)
+                    self._sessions[name] = found
         return found
 
     async def session_agent(self, session: Session) -> Agent:
-        """The agent that answers in a session: its chosen one, else the first configured."""
+        """The agent that answers in a session: its chosen one if it may, else the first it
+        may use (the first configured, unless the config restricts the room)."""
+        allowed = self.allowed_agents(session.name)
+        if not allowed:
+            raise PermissionDenied("no configured agent may answer in this room")
         chosen = await session.agent_name()
-        if chosen is not None and chosen.lower() in self.agents:
-            return self.agents[chosen.lower()]
-        return next(iter(self.agents.values()))
+        if chosen is not None:
+            for agent in allowed:
+                if agent.name.lower() == chosen.lower():
+                    return agent
+        return allowed[0]
 
     async def command(
         self,
@@ -242,7 +322,8 @@ class Peer:
         try:
             sess = await self.session(session)
             who = self.agent(agent) if agent else await self.session_agent(sess)
-        except NotFound as exc:
+            self.check_agent_allowed(session, who)
+        except (NotFound, PermissionDenied) as exc:
             return Reply(False, str(exc))
         reply = await run_command(Context(self, who, sess, sender, is_admin, prefix), text)
         metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()
@@ -272,6 +353,7 @@ class Peer:
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
+        self.check_agent_allowed(session, who)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:

@@ -263,7 +263,8 @@ async def test_help_is_generated_from_the_tree(peer: Peer) -> None:
     for command in TREE.commands:
         if command.path[0] == "memory":
             assert command.usage("/") in r.text
-    assert "/memory grant <bank> <agent> <read|write>" in r.text
+    assert "/memory grant <bank> <agent|key> <read|write>" in r.text
+    assert "/memory revoke <bank> <agent|key>" in r.text
 
 
 async def test_sharing_commands_parse_now(peer: Peer) -> None:
@@ -271,3 +272,105 @@ async def test_sharing_commands_parse_now(peer: Peer) -> None:
     assert not r.ok and r.usage_error
     r = await peer.command("/memory import eidetica:?db=x bogus")
     assert not r.ok and "admin, write, read" in r.text
+
+
+async def test_delete_clears_refs_attachments_and_sharing(tmp_path: Path) -> None:
+    """After /memory delete and a new bank of the same name, nothing routes to the old DB."""
+    cfg = two_agents(tmp_path / "s", sync_listen="127.0.0.1:0")
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        await peer.start_sync()
+        await peer.command("/memory new notes")
+        old = await peer.registry.get("bank", "notes")
+        assert old is not None
+        assert (await peer.command("/memory grant notes alpha write")).ok
+        assert (await peer.command("/memory grant notes beta read")).ok
+        assert (await peer.command("/memory attach notes", agent="alpha", session="r1")).ok
+        assert (await peer.command("/memory attach notes", agent="beta", session="r2")).ok
+        assert (await peer.command("/memory share notes")).ok
+        assert (await peer.command("/memory delete notes")).ok
+        alpha, beta = peer.agent("alpha"), peer.agent("beta")
+        assert "notes" not in await alpha.memory.refs()
+        assert "notes" not in await beta.memory.refs()
+        for name in ("r1", "r2"):
+            assert await (await peer.session(name)).attachments() == {}
+        assert not await peer.sharing.is_shared(old.db)
+        # the name is free again, and only the new bank is reached through it
+        assert (await peer.command("/memory new notes")).ok
+        assert (await peer.command("/memory grant notes alpha write")).ok
+        new = await peer.registry.get("bank", "notes")
+        assert new is not None and new.db != old.db
+        await alpha.remember("k", "goes to the new bank", bank="notes")
+        assert await peer.memory.recall(old.db, "") == []
+        assert [r.row.key for r in await peer.memory.recall(new.db, "")] == ["k"]
+        with pytest.raises(Exception, match="no bank named"):
+            await beta.recall("", bank="notes")
+
+
+async def test_concurrent_creations_one_wins(peer: Peer) -> None:
+    import asyncio
+
+    replies = await asyncio.gather(*(peer.command(f"/memory new {n}") for n in ("Notes", "notes")))
+    assert sorted(r.ok for r in replies) == [False, True], [r.text for r in replies]
+    lost = next(r for r in replies if not r.ok)
+    assert "exists already" in lost.text and "sqlite" not in lost.text.lower()
+    assert [b.name for b in await peer.registry.all("bank")] in (["Notes"], ["notes"])
+    banks = await peer.ledger.local(
+        "SELECT count(*) FROM fields WHERE store = 'meta' AND field = 'kind' AND value = '\"bank\"'"
+    )
+    assert banks[0][0] == 1  # no orphan bank database
+    sessions = await asyncio.gather(*(peer.session("room") for _ in range(5)))
+    assert len({s.db for s in sessions}) == 1
+    made = await peer.ledger.local(
+        "SELECT count(*) FROM fields WHERE store = 'meta' AND field = 'kind' "
+        "AND value = '\"session\"'"
+    )
+    assert made[0][0] == len(await peer.registry.all("session"))
+
+
+async def test_refs_accept_db_ids(peer: Peer) -> None:
+    await peer.command("/memory new notes")
+    await peer.command("/memory grant notes alpha write")
+    db = (await peer.registry.get("bank", "notes")).db  # type: ignore[union-attr]
+    alpha = peer.agent("alpha")
+    await alpha.remember("k", "by id", bank=db)
+    assert [h.key for h in await alpha.recall("", bank=db)] == ["k"]
+    assert (await peer.command(f"/memory attach {db}", agent="alpha", session="s")).ok
+    assert list(await (await peer.session("s")).attachments()) == ["notes"]
+    assert (await peer.command(f"/memory detach {db}", agent="alpha", session="s")).ok
+    assert (await peer.command(f"/memory forget k {db}", agent="alpha")).ok
+    from chazbot.memory.tools import run_tool
+
+    ok, text = await run_tool(
+        alpha.memory, ["remember"], "remember", {"key": "t", "value": "v", "bank": db}
+    )
+    assert ok, text
+    r = await peer.command(f"/memory search {db}", agent="alpha")
+    assert r.ok and "[t]" in r.text, r.text
+
+
+async def test_default_banks_that_cannot_apply_warn_and_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A default bank this peer holds only read on logs one warning; start and reload go on."""
+    from chazbot.ledger import KeyPair, Permission
+
+    cfg = Config(state_dir=tmp_path / "s", agents=[AgentConfig(name="ava")])
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        owner = KeyPair.generate()
+        db = await peer.ledger.create_db(
+            owner, {"kind": "bank", "name": "theirs"}, [(peer.key.public, Permission.parse("read"))]
+        )
+        await peer.registry.add("bank", "theirs", db, {"imported": True})
+    cfg = Config(
+        state_dir=tmp_path / "s",
+        agents=[AgentConfig(name="ava", default_memory_banks=["theirs", "mine"])],
+    )
+    caplog.set_level("WARNING")
+    async with chazbot.open(tmp_path / "s", cfg) as peer:
+        warned = [r for r in caplog.records if "theirs" in r.getMessage()]
+        assert len(warned) == 1 and warned[0].levelname == "WARNING"
+        assert "\n" not in warned[0].getMessage()
+        assert "mine" in await peer.agent("ava").memory.refs()  # the others still apply
+        caplog.clear()
+        await peer.load_agents()  # a reload
+        assert len([r for r in caplog.records if "theirs" in r.getMessage()]) == 1

@@ -194,8 +194,10 @@ async def test_commands_admins_strangers_and_room_agents(
     private = await stranger.create_room([bot.user_id], direct=True)
     await stranger.wait_member(private, bot.user_id, "leave")  # the invite is declined
 
-    # The room is a session: its agent is chosen per room.
+    # The room is a session: its agent is chosen per room, by an admin (SPEC §6).
     reply = await member.ask(room, "!chaz agent sage")
+    assert reply.body.startswith("only admins may choose another agent")
+    reply = await admin.ask(room, "!chaz agent sage")
     assert reply.body == "sage answers in this session now."
     reply = await member.ask(room, "!chaz agents")
     assert "- sage (this session)" in reply.body

@@ -11,7 +11,6 @@ from chazbot import metrics
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.recall import choose_banks, format_block, recall_query, recall_settings
 from chazbot.errors import BackendError, NotFound
-from chazbot.ledger import Level
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
@@ -68,7 +67,7 @@ async def auto_recall(
         if db is None:
             continue
         try:
-            if not (await peer.ledger.permission(db, agent.key.public)).allows(Level.READ):
+            if not await agent.memory.can_read(db):  # its own grant, or a delegation
                 continue
             found.append((name, await search(db)))
         except NotFound:

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chazbot.agent.recall import CONFIG_STORE, RecallSettings, recall_settings
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
-from chazbot.ledger import Level, Permission
-from chazbot.memory.banks import Hosted, check_name, grant, read_refs, revoke
+from chazbot.ledger import Permission
+from chazbot.memory.banks import (
+    Hosted,
+    check_name,
+    grant,
+    holder_keys,
+    looks_like_key,
+    read_refs,
+    revoke,
+    set_key,
+)
 from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
 from chazbot.memory.tools import format_hits
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
+
+if TYPE_CHECKING:
+    from chazbot.peer import Agent
 
 
 def ok(text: str) -> Reply:
@@ -74,40 +86,74 @@ def register(tree: CommandTree) -> None:
             raise InputError(
                 f"{hosted.name!r} is an agent, not a bank; agents are removed in the config"
             )
-        await ctx.peer.registry.remove("bank", hosted.name)
+        await ctx.peer.delete_bank(hosted)
         return ok(
-            f"Deleted bank {hosted.name} from this peer; its database {hosted.db[:19]}… "
-            "is kept as an archive."
+            f"Deleted bank {hosted.name} from this peer (and from every agent and session; "
+            f"no longer shared); its database {hosted.db[:19]}… is kept as an archive."
         )
 
     @add(
         "memory grant",
-        (Arg("bank"), Arg("agent"), Arg("permission", choices=("read", "write"))),
-        "authorise an agent on a bank (or on another hosted agent's DB)",
+        (
+            Arg("bank"),
+            Arg("agent", shown="agent|key"),
+            Arg("permission", choices=("read", "write")),
+        ),
+        "authorise an agent (or another peer's key) on a bank or a hosted agent's DB",
         admin=True,
     )
     async def grant_(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
-        agent = ctx.peer.agent(a["agent"])
+        perm = Permission.parse(a["permission"])
+        if looks_like_key(a["agent"]) and not _local_agent(ctx, a["agent"]):
+            await set_key(ctx.peer.ledger, ctx.peer.registry, hosted.db, a["agent"], perm)
+            return ok(f"Granted key {a['agent']} {perm.name} on {hosted.name}.")
+        agent = _local_agent(ctx, a["agent"]) or ctx.peer.agent(a["agent"])
         if hosted.db == agent.db:
             raise InputError(f"{agent.name} always has its own memory; grant another agent instead")
-        perm = Permission.parse(a["permission"])
-        await grant(
-            ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db, perm
+        meta = await ctx.peer.ledger.fields(hosted.db, "meta")
+        done = await grant(
+            ctx.peer.ledger,
+            ctx.peer.registry,
+            hosted.name,
+            hosted.db,
+            agent.key,
+            agent.db,
+            perm,
+            agent_name=agent.name,
+            owner_ref=str(meta.get("name") or hosted.db),
         )
+        if done.delegated_via is not None:
+            return ok(
+                f"Granted {agent.name} {perm.name} on {hosted.name} through this peer's key "
+                f"{done.delegated_via} (this peer is not the bank's admin: {agent.name}'s "
+                "writes are signed by that key and name the agent)."
+            )
         return ok(f"Granted {agent.name} {perm.name} on {hosted.name}.")
 
     @add(
         "memory revoke",
-        (Arg("bank"), Arg("agent")),
-        "take an agent's grant on a bank away",
+        (Arg("bank"), Arg("agent", shown="agent|key")),
+        "take an agent's grant on a bank away, or another peer's key (as /pubkey prints it)",
         admin=True,
     )
     async def revoke_(ctx: Context, a: dict[str, str]) -> Reply:
         hosted = await resolve_hosted(ctx, a["bank"])
-        agent = ctx.peer.agent(a["agent"])
+        if looks_like_key(a["agent"]) and not _local_agent(ctx, a["agent"]):
+            await set_key(ctx.peer.ledger, ctx.peer.registry, hosted.db, a["agent"], None)
+            return ok(
+                f"Revoked key {a['agent']} on {hosted.name}; whatever it (or agents behind it) "
+                "writes from now on is refused."
+            )
+        agent = _local_agent(ctx, a["agent"]) or ctx.peer.agent(a["agent"])
         removed = await revoke(
-            ctx.peer.ledger, ctx.peer.registry, hosted.name, hosted.db, agent.key, agent.db
+            ctx.peer.ledger,
+            ctx.peer.registry,
+            hosted.name,
+            hosted.db,
+            agent.key,
+            agent.db,
+            agent_name=agent.name,
         )
         tail = (
             ""
@@ -121,8 +167,7 @@ def register(tree: CommandTree) -> None:
         name, db = await ctx.agent.memory.resolve(a["bank"])
         if name is None:
             raise InputError("own memory is always searched; attach a bank instead")
-        perm = await ctx.peer.ledger.permission(db, ctx.agent.key.public)
-        if not perm.allows(Level.READ):
+        if not await ctx.agent.memory.can_read(db):
             raise PermissionDenied(
                 f"{ctx.agent.name} has no grant on {name}; ask an admin to "
                 f"{ctx.prefix}memory grant {name} {ctx.agent.name} read"
@@ -133,7 +178,9 @@ def register(tree: CommandTree) -> None:
     @add("memory detach", (Arg("bank"),), "stop surfacing a bank in this session")
     async def detach(ctx: Context, a: dict[str, str]) -> Reply:
         attached = await ctx.session.attachments()
-        name = next((n for n in attached if n.lower() == a["bank"].lower()), None)
+        name = next((n for n in attached if n.lower() == a["bank"].lower()), None) or next(
+            (n for n, db in attached.items() if db == a["bank"]), None
+        )
         if name is None:
             listed = ", ".join(attached) or "none"
             raise NotFound(f"{a['bank']!r} is not attached to this session; attached: {listed}")
@@ -191,8 +238,7 @@ def register(tree: CommandTree) -> None:
         "backfill vectors for the active embedding model",
     )
     async def reindex(ctx: Context, a: dict[str, str]) -> Reply:
-        name, db = await ctx.agent.memory.resolve(a.get("bank"))
-        total = await ctx.peer.memory.reindex(db, ctx.agent.key)
+        name, total = await ctx.agent.memory.reindex(a.get("bank"))
         return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.peer.memory.model}.")
 
     @add(
@@ -221,7 +267,11 @@ def register(tree: CommandTree) -> None:
         ]
         return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits))
 
-    @add("memory stats", (Arg("bank", optional=True),), "entries, keys, vectors per model and size")
+    @add(
+        "memory stats",
+        (Arg("bank", optional=True),),
+        "entries, keys, vectors per model, size, and the keys holding access",
+    )
     async def stats(ctx: Context, a: dict[str, str]) -> Reply:
         db, label = await _browse_target(ctx, a.get("bank", "self"))
         stores = await ctx.peer.ledger.stores(db)
@@ -238,7 +288,7 @@ def register(tree: CommandTree) -> None:
             f"visible keys   = {len(view.visible)}\n"
             f"vectors        = {', '.join(vectors) or 'none'}\n"
             f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
-            f"size           = {size} bytes"
+            f"size           = {size} bytes\n" + await _access_lines(ctx, db)
         )
 
     # ---- capture (SPEC §5b) -------------------------------------------------------------
@@ -276,14 +326,66 @@ def register(tree: CommandTree) -> None:
 
 
 async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
-    if ref.lower() == "self":
-        return ctx.agent.db, f"{ctx.agent.name}'s own memory"
-    refs = await read_refs(ctx.peer.ledger, ctx.agent.db)
-    ref_hit = next((r for r in refs.values() if r.name.lower() == ref.lower()), None)
-    if ref_hit is not None:
-        return ref_hit.db, ref_hit.name
+    """The database a person browses (search, stats): the session agent's own memory or a
+    bank that agent can read; anything else hosted here only for admins (SPEC §6)."""
+    scope = ctx.agent.memory
+    try:
+        name, db = await scope.resolve(ref)
+    except NotFound:
+        name, db = "", ""
+    if db == ctx.agent.db:
+        return db, f"{ctx.agent.name}'s own memory"
+    if db and await scope.can_read(db):
+        return db, name or db
+    if not ctx.is_admin:
+        readable = [b.name for b in await scope.banks() if b.permission != "none"]
+        raise PermissionDenied(
+            f"{ctx.agent.name} cannot read {ref[:80]!r}; here you may browse "
+            f"{', '.join(readable)} (other databases need an admin)"
+        )
     hosted = await resolve_hosted(ctx, ref)
     return hosted.db, hosted.name
+
+
+def _local_agent(ctx: Context, ref: str) -> Agent | None:
+    """The hosted agent whose key is ``ref`` (a key as /pubkey prints it), if any."""
+    return next((ag for ag in ctx.peer.agents.values() if ag.key.public == ref), None)
+
+
+async def _access_lines(ctx: Context, db: str) -> str:
+    """Who holds access, with level and what this peer knows of each key."""
+    peer = ctx.peer
+    state = await peer.ledger.auth_state(db)
+    labels = {k.public: label for label, k in await peer.registry.labelled_keys()}
+    agents = {ag.key.public: ag.name for ag in peer.agents.values()}
+    requests = {r.key: r for r in await peer.sharing.requests(db, status=None)}
+    delegated = await peer.registry.delegations(db)
+    held_here = await holder_keys(peer.registry, state)
+    via = held_here[0][1].public if held_here else None  # the key delegated agents act with
+    lines = []
+    active = sorted(
+        ((k, g) for k, g in state.items() if g.active),
+        key=lambda item: (-item[1].perm.rank()[0], -item[1].perm.rank()[1], item[0]),
+    )
+    for key, held in active:
+        label = labels.get(key, "")
+        if key in agents:
+            who = f"agent {agents[key]}"
+        elif label == "peer":
+            who = "this peer"
+        elif label.startswith("bank:"):
+            who = "this peer (the bank's key)"
+        elif key in requests:
+            who = f"another peer (import request {requests[key].id})"
+        else:
+            who = "another peer or agent"
+        if key == via and delegated:
+            names = ", ".join(f"{d.agent} ({d.permission})" for d in delegated.values())
+            who += f"; delegated to {names}"
+        lines.append(f"- {key} {held.perm.name} — {who}")
+    revoked = sum(1 for g in state.values() if not g.active)
+    tail = f" ({revoked} revoked)" if revoked else ""
+    return f"access{tail}:\n" + ("\n".join(lines) or "- nobody")
 
 
 async def _config_value(ctx: Context, key: str, raw: str) -> Any:

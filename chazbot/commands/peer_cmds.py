@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
-from chazbot.errors import InputError
+from chazbot.errors import InputError, PermissionDenied
 
 
 def register(tree: CommandTree) -> None:
@@ -18,17 +18,37 @@ def register(tree: CommandTree) -> None:
     async def help_(ctx: Context, a: dict[str, str]) -> Reply:
         return Reply(True, tree.help(a.get("topic", ""), ctx.prefix))
 
-    @add("agents", (), "list the agents hosted by this peer")
+    @add("agents", (), "list the agents that may answer in this session")
     async def agents(ctx: Context, a: dict[str, str]) -> Reply:
         lines = [
             f"- {ag.name}" + (" (this session)" if ag.name == ctx.agent.name else "")
-            for ag in ctx.peer.agents.values()
+            for ag in ctx.peer.allowed_agents(ctx.session.name)
         ]
         return Reply(True, "Agents:\n" + "\n".join(lines))
 
-    @add("agent", (Arg("name"),), "choose the agent that answers in this session")
+    @add(
+        "agent",
+        (Arg("name", optional=True),),
+        "show this session's agent, or choose another one (admins)",
+    )
     async def agent(ctx: Context, a: dict[str, str]) -> Reply:
+        if "name" not in a:
+            banks = [
+                f"{b.name} ({b.permission})"
+                for b in await ctx.agent.memory.banks()
+                if b.permission != "none"
+            ]
+            return Reply(
+                True,
+                f"{ctx.agent.name} answers in this session; its memory: {', '.join(banks)}.",
+            )
         chosen = ctx.peer.agent(a["name"])
+        ctx.peer.check_agent_allowed(ctx.session.name, chosen)
+        if chosen is not ctx.agent and not ctx.is_admin:
+            raise PermissionDenied(
+                f"only admins may choose another agent for this session ({ctx.agent.name} "
+                "answers here)"
+            )
         await ctx.session.set_agent(chosen.name)
         return Reply(True, f"{chosen.name} answers in this session now.")
 

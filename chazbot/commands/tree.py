@@ -33,9 +33,10 @@ class Arg:
     optional: bool = False
     rest: bool = False  # takes every remaining word (joined by spaces)
     choices: tuple[str, ...] = ()
+    shown: str = ""  # how the usage line names it, when not by ``name``
 
     def usage(self) -> str:
-        inner = "|".join(self.choices) if self.choices else self.name
+        inner = "|".join(self.choices) if self.choices else (self.shown or self.name)
         inner += "…" if self.rest else ""
         return f"[{inner}]" if self.optional else f"<{inner}>"
 

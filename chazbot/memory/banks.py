@@ -1,28 +1,40 @@
-"""Banks, bank refs and grants: which databases an agent may remember into or recall from.
+"""Banks, bank refs, grants and delegations: which databases an agent may use, and how.
 
 The bank's AuthSettings are authoritative; the agent's ``memory_banks`` store holds a ref
 ``{db, permission}`` per bank name as a view cache. Grant writes auth first, then the ref,
 and puts the auth back exactly as it was if the ref cannot be written. Revoke removes auth
 first, then the ref, best-effort.
+
+Delegation (SPEC §4): on a bank where this peer holds write or read but no admin key (an
+imported bank), a grant cannot change the bank's AuthSettings. It records instead, peer-local,
+that the agent may use the level this peer's key holds (capped at what was granted), and
+writes the ref. The agent's writes are then signed by that peer key and name the agent in the
+row; the bank's owner sees the peer key, and revoking it stops every agent behind it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import sqlite3
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import AUTH_STORE, KeyGrant, KeyPair, Ledger, Level, Permission
-from chazbot.ledger.auth import auth_op, permission_of
+from chazbot.ledger.auth import AuthState, auth_op, permission_of
 from chazbot.ledger.encoding import is_content_id
 
 log = logging.getLogger(__name__)
 
 REFS_STORE = "memory_banks"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+KEY_PREFIX = "ed25519:"
+AGENT_KEY_LABEL = "agent:"
+DELEGATION_KV = "delegation:"
 
 
 def check_name(name: str, what: str = "bank") -> str:
@@ -32,6 +44,11 @@ def check_name(name: str, what: str = "bank") -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def looks_like_key(ref: str) -> bool:
+    """A public key as ``/pubkey`` prints it (``ed25519:<64 hex>``)."""
+    return ref.startswith(KEY_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -53,11 +70,25 @@ class Hosted:
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Delegation:
+    """A peer-local record: ``agent`` may use bank ``db`` through this peer's key."""
+
+    db: str
+    agent: str
+    permission: str  # read | write: the most the agent may do
+
+
 class Registry:
     """The peer-local index of hosted agents and banks, and the private keys (never synced)."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        # One creation at a time in this process (a state dir has one process), so a name
+        # is checked and claimed in one step and a lost race creates nothing.
+        self._lock = asyncio.Lock()
+        self._keys: list[tuple[str, KeyPair]] | None = None
+        self._delegations: dict[str, dict[str, Delegation]] = {}
 
     async def get(self, kind: str, name: str) -> Hosted | None:
         rows = await self.ledger.local(
@@ -80,12 +111,40 @@ class Registry:
         return [Hosted(kind, n, d, json.loads(x)) for n, d, x in rows]
 
     async def add(self, kind: str, name: str, db: str, data: dict[str, Any] | None = None) -> None:
+        async with self._lock:
+            await self._claim(kind, name)
+            await self._insert(kind, name, db, data)
+
+    async def create(
+        self,
+        kind: str,
+        name: str,
+        make: Callable[[], Awaitable[str]],
+        data: dict[str, Any] | None = None,
+    ) -> str:
+        """Check ``name`` is free, run ``make()`` (which creates the DB), register it.
+
+        Atomic in this process: of two concurrent creations of one name, the second gets a
+        ConflictError and ``make`` is never run for it (no orphan database).
+        """
+        async with self._lock:
+            await self._claim(kind, name)
+            db = await make()
+            await self._insert(kind, name, db, data)
+            return db
+
+    async def _claim(self, kind: str, name: str) -> None:
         if await self.get(kind, name) is not None:
             raise ConflictError(f"a {kind} named {name!r} exists already on this peer")
-        await self.ledger.local(
-            "INSERT INTO registry (kind, name, db, data) VALUES (?, ?, ?, ?)",
-            (kind, name, db, json.dumps(data or {})),
-        )
+
+    async def _insert(self, kind: str, name: str, db: str, data: dict[str, Any] | None) -> None:
+        try:
+            await self.ledger.local(
+                "INSERT INTO registry (kind, name, db, data) VALUES (?, ?, ?, ?)",
+                (kind, name, db, json.dumps(data or {})),
+            )
+        except sqlite3.IntegrityError:
+            raise ConflictError(f"a {kind} named {name!r} exists already on this peer") from None
 
     async def remove(self, kind: str, name: str) -> None:
         await self.ledger.local(
@@ -97,6 +156,7 @@ class Registry:
             "INSERT OR IGNORE INTO local_keys (pubkey, label, private) VALUES (?, ?, ?)",
             (key.public, label, key.private_bytes()),
         )
+        self._keys = None
 
     async def key(self, label: str) -> KeyPair | None:
         rows = await self.ledger.local(
@@ -105,8 +165,57 @@ class Registry:
         return KeyPair.from_private_bytes(bytes(rows[0][0])) if rows else None
 
     async def keys(self) -> list[KeyPair]:
-        rows = await self.ledger.local("SELECT private FROM local_keys ORDER BY rowid")
-        return [KeyPair.from_private_bytes(bytes(r[0])) for r in rows]
+        return [k for _, k in await self.labelled_keys()]
+
+    async def labelled_keys(self) -> list[tuple[str, KeyPair]]:
+        """Every private key this peer holds with its label (``peer``, ``agent:x``,
+        ``bank:x``), oldest first; cached (keys change only through ``save_key``)."""
+        if self._keys is None:
+            rows = await self.ledger.local("SELECT label, private FROM local_keys ORDER BY rowid")
+            self._keys = [(str(r[0]), KeyPair.from_private_bytes(bytes(r[1]))) for r in rows]
+        return list(self._keys)
+
+    # ---- delegations (peer-local) ------------------------------------------------------
+
+    async def delegations(self, db: str) -> dict[str, Delegation]:
+        """The agents this peer delegated ``db`` to (lowercased agent name -> record)."""
+        cached = self._delegations.get(db)
+        if cached is None:
+            rows = await self.ledger.local(
+                "SELECT value FROM local_kv WHERE key >= ? AND key < ?",
+                (f"{DELEGATION_KV}{db}:", f"{DELEGATION_KV}{db};"),
+            )
+            cached = {}
+            for (raw,) in rows:
+                value = json.loads(raw)
+                found = Delegation(db, str(value["agent"]), str(value["permission"]))
+                cached[found.agent.lower()] = found
+            self._delegations[db] = cached
+        return dict(cached)
+
+    async def delegation(self, db: str, agent: str) -> Delegation | None:
+        return (await self.delegations(db)).get(agent.lower())
+
+    async def set_delegation(self, db: str, agent: str, permission: str | None) -> None:
+        """Record (or with None remove) that ``agent`` may use ``db`` through this peer."""
+        key = f"{DELEGATION_KV}{db}:{agent.lower()}"
+        self._delegations.pop(db, None)
+        if permission is None:
+            await self.ledger.local("DELETE FROM local_kv WHERE key = ?", (key,))
+        else:
+            value = json.dumps({"agent": agent, "permission": permission})
+            await self.ledger.local(
+                "INSERT OR REPLACE INTO local_kv (key, value) VALUES (?, ?)", (key, value)
+            )
+        self._delegations.pop(db, None)
+
+    async def drop_delegations(self, db: str) -> None:
+        self._delegations.pop(db, None)
+        await self.ledger.local(
+            "DELETE FROM local_kv WHERE key >= ? AND key < ?",
+            (f"{DELEGATION_KV}{db}:", f"{DELEGATION_KV}{db};"),
+        )
+        self._delegations.pop(db, None)
 
 
 async def read_refs(ledger: Ledger, agent_db: str) -> dict[str, BankRef]:
@@ -123,20 +232,44 @@ def ref_op(name: str, db: str | None, permission: str | None) -> dict[str, list[
     return {REFS_STORE: [{"op": "set", "field": name, "value": value}]}
 
 
-async def admin_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair:
-    """A key this peer holds that is an admin of ``db`` (the strongest one)."""
+# ---- which key this peer acts with -------------------------------------------------------
+
+
+async def holder_keys(registry: Registry, state: AuthState) -> list[tuple[Permission, KeyPair]]:
+    """This peer's own keys (not its agents') that hold something in ``state``,
+    strongest first: the keys a delegated agent acts through."""
+    found = [
+        (permission_of(state, key.public), key)
+        for label, key in await registry.labelled_keys()
+        if not label.startswith(AGENT_KEY_LABEL)
+    ]
+    held = [(perm, key) for perm, key in found if perm.level is not Level.NONE]
+    return sorted(held, key=lambda item: item[0].rank(), reverse=True)
+
+
+async def admin_key(ledger: Ledger, registry: Registry, db: str) -> KeyPair | None:
+    """A key this peer holds that is an admin of ``db`` (the strongest one), or None."""
     state = await ledger.auth_state(db)
     best: tuple[tuple[int, int], KeyPair] | None = None
     for key in await registry.keys():
         perm = permission_of(state, key.public)
         if perm.level is Level.ADMIN and (best is None or perm.rank() > best[0]):
             best = (perm.rank(), key)
-    if best is None:
+    return None if best is None else best[1]
+
+
+async def admin_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair:
+    """A key this peer holds that is an admin of ``db``; PermissionDenied naming what this
+    peer holds otherwise (and no way out that would be refused)."""
+    found = await admin_key(ledger, registry, db)
+    if found is None:
+        held = await holder_keys(registry, await ledger.auth_state(db))
+        level = held[0][0].name if held else "nothing"
         raise PermissionDenied(
-            "this peer holds no admin key on that bank; import it with admin "
-            "(/memory import <ticket> admin) or ask its owner to grant"
+            f"this peer holds {level} on that bank, not admin: only its owner can change who "
+            "holds keys on it"
         )
-    return best[1]
+    return found
 
 
 async def writer_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair:
@@ -152,6 +285,18 @@ async def writer_key_for(ledger: Ledger, registry: Registry, db: str) -> KeyPair
     return max(ranked, key=lambda item: item[0])[1]
 
 
+# ---- grant and revoke -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Granted:
+    """What a grant did: the agent's previous direct grant, or the peer key it was
+    delegated through (when this peer holds no admin key on the bank)."""
+
+    previous: KeyGrant | None = None
+    delegated_via: str | None = None
+
+
 async def grant(
     ledger: Ledger,
     registry: Registry,
@@ -161,15 +306,35 @@ async def grant(
     agent_db: str,
     perm: Permission,
     fail_ref_write: bool = False,
-) -> KeyGrant | None:
+    agent_name: str | None = None,
+    owner_ref: str | None = None,
+) -> Granted:
     """Authorise an agent on a bank: auth first, then the ref; roll auth back on failure.
 
-    Returns the agent's previous grant (None if it had none). ``fail_ref_write`` exists for
-    the test that proves the rollback.
+    Without an admin key on the bank, and with ``agent_name`` given, the grant is a
+    delegation through this peer's key (see the module doc). ``owner_ref`` is how the
+    bank's owner names it (for the way out when even that is not possible).
+    ``fail_ref_write`` exists for the test that proves the rollback.
     """
     if perm.level not in (Level.READ, Level.WRITE):
         raise InputError("grant takes read or write")
-    admin = await admin_key_for(ledger, registry, bank_db)
+    admin = await admin_key(ledger, registry, bank_db)
+    if admin is None:
+        if agent_name is None:
+            await admin_key_for(ledger, registry, bank_db)  # raises, saying what is held
+        assert agent_name is not None
+        return await _delegate(
+            ledger,
+            registry,
+            bank_name,
+            bank_db,
+            agent_name,
+            agent_key,
+            agent_db,
+            perm,
+            fail_ref_write,
+            owner_ref,
+        )
     before = (await ledger.auth_state(bank_db)).get(agent_key.public)
     await ledger.write(bank_db, admin, {AUTH_STORE: [auth_op(agent_key.public, perm)]})
     try:
@@ -185,7 +350,47 @@ async def grant(
         raise ConflictError(
             f"could not write the bank ref ({exc}); the grant was rolled back"
         ) from exc
-    return before
+    if agent_name is not None and await registry.delegation(bank_db, agent_name) is not None:
+        await registry.set_delegation(bank_db, agent_name, None)  # a direct grant supersedes
+    return Granted(previous=before)
+
+
+async def _delegate(
+    ledger: Ledger,
+    registry: Registry,
+    bank_name: str,
+    bank_db: str,
+    agent_name: str,
+    agent_key: KeyPair,
+    agent_db: str,
+    perm: Permission,
+    fail_ref_write: bool,
+    owner_ref: str | None,
+) -> Granted:
+    held = await holder_keys(registry, await ledger.auth_state(bank_db))
+    if not held or not held[0][0].allows(perm.level):
+        level = held[0][0].name if held else "nothing"
+        peer = await registry.key("peer")
+        who = peer.public if peer is not None else "this peer's key (see /pubkey)"
+        raise PermissionDenied(
+            f"this peer holds {level} on {bank_name}, so it cannot give {agent_name} "
+            f"{perm.name}; ask the bank's owner to run /memory grant {owner_ref or bank_name} "
+            f"{who} {perm.name} on their peer, then grant again"
+        )
+    before = await registry.delegation(bank_db, agent_name)
+    await registry.set_delegation(bank_db, agent_name, perm.name)
+    try:
+        if fail_ref_write:
+            raise PermissionDenied("ref write failed (forced)")
+        await ledger.write(agent_db, agent_key, ref_op(bank_name, bank_db, perm.name))
+    except Exception as exc:
+        await registry.set_delegation(
+            bank_db, agent_name, before.permission if before is not None else None
+        )
+        raise ConflictError(
+            f"could not write the bank ref ({exc}); the grant was rolled back"
+        ) from exc
+    return Granted(delegated_via=held[0][1].public)
 
 
 async def revoke(
@@ -195,23 +400,61 @@ async def revoke(
     bank_db: str,
     agent_key: KeyPair,
     agent_db: str,
+    agent_name: str | None = None,
 ) -> bool:
-    """Revoke an agent's key on a bank, then remove its ref best-effort.
+    """Revoke an agent's key (and any delegation) on a bank, then remove its ref best-effort.
 
     Returns True when the ref was removed too, False when it was left behind.
     """
-    admin = await admin_key_for(ledger, registry, bank_db)
     current = (await ledger.auth_state(bank_db)).get(agent_key.public)
-    if current is None or not current.active:
+    direct = current is not None and current.active
+    delegated = await registry.delegation(bank_db, agent_name) if agent_name is not None else None
+    if not direct and delegated is None:
         raise NotFound("that agent holds no grant on that bank")
-    revoked = auth_op(agent_key.public, current.perm, active=False)
-    await ledger.write(bank_db, admin, {AUTH_STORE: [revoked]})
+    if direct:
+        assert current is not None
+        admin = await admin_key_for(ledger, registry, bank_db)
+        revoked = auth_op(agent_key.public, current.perm, active=False)
+        await ledger.write(bank_db, admin, {AUTH_STORE: [revoked]})
+    if delegated is not None:
+        await registry.set_delegation(bank_db, delegated.agent, None)
     try:
         await ledger.write(agent_db, agent_key, ref_op(bank_name, None, None))
     except Exception as exc:  # best-effort: auth is what matters
         log.warning("revoke: could not remove the ref of %s: %s", bank_name, exc)
         return False
     return True
+
+
+async def set_key(
+    ledger: Ledger, registry: Registry, bank_db: str, key: str, perm: Permission | None
+) -> KeyGrant | None:
+    """Grant ``key`` ``perm`` on a bank, or revoke it (``None``); needs an admin key here.
+
+    Returns the key's grant before. Refuses to touch this peer's own keys (that would lock
+    this peer out of its own bank) and to revoke a key that holds nothing.
+    """
+    from chazbot.ledger.keys import parse_public_key
+
+    parse_public_key(key)
+    if perm is not None and perm.level not in (Level.READ, Level.WRITE):
+        raise InputError("grant takes read or write")
+    own = {
+        k.public
+        for label, k in await registry.labelled_keys()
+        if not label.startswith(AGENT_KEY_LABEL)
+    }
+    if key in own:
+        raise InputError("that is one of this peer's own keys; revoke other peers' keys")
+    admin = await admin_key_for(ledger, registry, bank_db)
+    before = (await ledger.auth_state(bank_db)).get(key)
+    if perm is None:
+        if before is None or not before.active:
+            raise NotFound("that key holds no grant on that bank")
+        await ledger.write(bank_db, admin, {AUTH_STORE: [auth_op(key, before.perm, False)]})
+    else:
+        await ledger.write(bank_db, admin, {AUTH_STORE: [auth_op(key, perm)]})
+    return before
 
 
 def looks_like_db_id(ref: str) -> bool:

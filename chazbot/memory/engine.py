@@ -137,7 +137,13 @@ class MemoryEngine:
     # ---- operations ---------------------------------------------------------------------
 
     async def remember(
-        self, db: str, key: KeyPair, mkey: str, value: str, tags: list[str] | None = None
+        self,
+        db: str,
+        key: KeyPair,
+        mkey: str,
+        value: str,
+        tags: list[str] | None = None,
+        agent: str | None = None,
     ) -> str:
         """Store a memory row (and its vector when an embedder is set); return its row id."""
         mkey, value, clean_tags = check_key(mkey), check_value(value), check_tags(tags)
@@ -148,17 +154,17 @@ class MemoryEngine:
             except BackendError as exc:
                 log.warning("embedding failed, memory stored without a vector: %s", exc)
         applied = await self.ledger.write(
-            db, key, remember_ops(mkey, value, clean_tags, vector, self.model)
+            db, key, remember_ops(mkey, value, clean_tags, vector, self.model, agent)
         )
         return next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
 
-    async def forget(self, db: str, key: KeyPair, mkey: str) -> None:
+    async def forget(self, db: str, key: KeyPair, mkey: str, agent: str | None = None) -> None:
         mkey = check_key(mkey)
         view = await self.view(db)
         current = view.latest.get(mkey)
         if current is None or current.forgotten:
             raise NotFound(f"no memory with key {mkey!r}")
-        await self.ledger.write(db, key, forget_ops(mkey))
+        await self.ledger.write(db, key, forget_ops(mkey, agent))
 
     async def recall(
         self, db: str, query: str, tags: list[str] | None = None, limit: int | None = 10

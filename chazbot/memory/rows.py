@@ -2,6 +2,7 @@
 
 A memory row lives in the ``memory`` store of any database (agent DB or bank) as an insert
 ``{"key", "value", "tags"}``; ``forget`` inserts a tombstone ``{"key", "forget": true}``.
+A row written by a delegated agent (signed by its peer's key) also has ``"agent": <name>``.
 A vector lives in ``embeddings:<provider>/<model>`` as ``{"ref": <memory row id>, "vec":
 <base64 little-endian float32>}``; ``"ref": "@memory/<i>"`` points at a row of the same entry.
 """
@@ -74,11 +75,18 @@ def check_limit(limit: Any, default: int = 10) -> int:
 
 
 def remember_ops(
-    key: str, value: str, tags: list[str], vector: NDArray[np.float32] | None, model: str | None
+    key: str,
+    value: str,
+    tags: list[str],
+    vector: NDArray[np.float32] | None,
+    model: str | None,
+    agent: str | None = None,
 ) -> dict[str, list[Any]]:
-    ops: dict[str, list[Any]] = {
-        MEMORY_STORE: [{"op": "insert", "row": {"key": key, "value": value, "tags": tags}}]
-    }
+    """``agent`` names the agent behind a delegated write (signed by its peer's key)."""
+    row: dict[str, Any] = {"key": key, "value": value, "tags": tags}
+    if agent is not None:
+        row["agent"] = agent
+    ops: dict[str, list[Any]] = {MEMORY_STORE: [{"op": "insert", "row": row}]}
     if vector is not None and model is not None:
         ops[embeddings_store(model)] = [
             {"op": "insert", "row": {"ref": f"@{MEMORY_STORE}/0", "vec": encode_vector(vector)}}
@@ -86,8 +94,11 @@ def remember_ops(
     return ops
 
 
-def forget_ops(key: str) -> dict[str, list[Any]]:
-    return {MEMORY_STORE: [{"op": "insert", "row": {"key": key, "forget": True}}]}
+def forget_ops(key: str, agent: str | None = None) -> dict[str, list[Any]]:
+    row: dict[str, Any] = {"key": key, "forget": True}
+    if agent is not None:
+        row["agent"] = agent
+    return {MEMORY_STORE: [{"op": "insert", "row": row}]}
 
 
 def encode_vector(vector: NDArray[np.float32]) -> str:

@@ -1,17 +1,22 @@
 """Memory as one agent sees it: its own memory plus the banks it holds refs to.
 
-Bank names resolve through the agent's refs (a friendly check with a helpful error); the
-real decision is the bank's AuthSettings, enforced by the ledger on every write.
+Bank names (or DB ids) resolve through the agent's refs (a friendly check with a helpful
+error); the real decision is the bank's AuthSettings, enforced by the ledger on every write.
+An agent reaches a bank either with its own key (a direct grant) or through this peer's key
+(a delegation, when this peer holds no admin key on the bank): then its writes are signed by
+the peer key and name the agent in the row.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chazbot.errors import NotFound, PermissionDenied
 from chazbot.ledger import KeyPair, Level
-from chazbot.memory.banks import BankRef, read_refs
-from chazbot.memory.engine import MemoryEngine
+from chazbot.ledger.auth import permission_of
+from chazbot.memory.banks import BankRef, Registry, holder_keys, read_refs
+from chazbot.memory.engine import MemoryEngine, ReindexProgress
 from chazbot.memory.rows import Hit, to_datetime
 
 SELF = "self"
@@ -22,55 +27,117 @@ class BankAccess:
     name: str
     db: str
     permission: str  # from the bank's AuthSettings: admin, write, read or none
+    delegated: bool = False  # through this peer's key rather than the agent's own
+
+
+@dataclass(frozen=True)
+class Access:
+    """How an agent reaches one database: the level, and the key it acts with."""
+
+    level: Level
+    signer: KeyPair
+    delegated: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.level.name.lower()
 
 
 class MemoryScope:
     """The memory operations of one agent (own DB + granted banks)."""
 
-    def __init__(self, engine: MemoryEngine, name: str, key: KeyPair, db: str) -> None:
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        name: str,
+        key: KeyPair,
+        db: str,
+        registry: Registry | None = None,
+    ) -> None:
         self.engine = engine
         self.name = name
         self.key = key
         self.db = db
+        self.registry = registry
 
     async def refs(self) -> dict[str, BankRef]:
         return await read_refs(self.engine.ledger, self.db)
 
     async def resolve(self, bank: str | None) -> tuple[str | None, str]:
-        """(bank name or None for own memory, db id) for a bank argument."""
-        if bank is None or bank == "" or bank.lower() == SELF:
+        """(bank name or None for own memory, db id) for a bank argument (name or DB id)."""
+        if bank is None or bank == "" or bank.lower() == SELF or bank == self.db:
             return None, self.db
         refs = await self.refs()
-        ref = refs.get(bank) or next(
-            (r for r in refs.values() if r.name.lower() == bank.lower()), None
+        ref = (
+            refs.get(bank)
+            or next((r for r in refs.values() if r.name.lower() == bank.lower()), None)
+            or next((r for r in refs.values() if r.db == bank), None)
         )
         if ref is None:
             usable = ", ".join([SELF, *sorted(refs)])
-            raise NotFound(f"no bank named {bank!r} for {self.name}; banks you can use: {usable}")
+            raise NotFound(
+                f"no bank named {bank[:80]!r} for {self.name}; banks you can use: {usable}"
+            )
         return ref.name, ref.db
 
+    async def access(self, db: str) -> Access:
+        """What this agent may do on ``db`` now, and the key to act with."""
+        if db == self.db:
+            return Access(Level.ADMIN, self.key)
+        try:
+            state = await self.engine.ledger.auth_state(db)
+        except NotFound:
+            return Access(Level.NONE, self.key)
+        best = Access(permission_of(state, self.key.public).level, self.key)
+        if self.registry is not None:
+            delegated = await self.registry.delegation(db, self.name)
+            held = await holder_keys(self.registry, state) if delegated is not None else []
+            if delegated is not None and held:
+                cap = Level[delegated.permission.upper()]
+                level = min(cap, held[0][0].level)
+                if level > best.level:
+                    best = Access(level, held[0][1], delegated=True)
+        return best
+
+    async def can_read(self, db: str) -> bool:
+        return (await self.access(db)).level >= Level.READ
+
+    async def _need(self, bank: str | None, level: Level) -> tuple[str | None, str, Access]:
+        name, db = await self.resolve(bank)
+        found = await self.access(db)
+        if found.level < level:
+            verb = "write to" if level >= Level.WRITE else "read"
+            held = f"it holds {found.name}" if found.level > Level.NONE else "no active grant"
+            raise PermissionDenied(f"{self.name} may not {verb} bank {name!r} ({held})")
+        return name, db, found
+
     async def banks(self) -> list[BankAccess]:
-        """Every bank this agent can see, with the permission its AuthSettings grant now."""
-        ledger = self.engine.ledger
+        """Every bank this agent can see, with the permission it holds there now."""
         found = [BankAccess(SELF, self.db, "admin")]
         for name, ref in sorted((await self.refs()).items()):
-            try:
-                perm = await ledger.permission(ref.db, self.key.public)
-                level = perm.name if perm.level is not Level.NONE else "none"
-            except NotFound:
-                level = "none"
-            found.append(BankAccess(name, ref.db, level))
+            access = await self.access(ref.db)
+            level = access.name if access.level is not Level.NONE else "none"
+            found.append(BankAccess(name, ref.db, level, access.delegated))
         return found
 
     async def remember(
         self, key: str, value: str, tags: list[str] | None = None, bank: str | None = None
     ) -> str:
-        _, db = await self.resolve(bank)
-        return await self.engine.remember(db, self.key, key, value, tags)
+        _, db, found = await self._need(bank, Level.WRITE)
+        agent = self.name if found.delegated else None
+        return await self.engine.remember(db, found.signer, key, value, tags, agent=agent)
 
     async def forget(self, key: str, bank: str | None = None) -> None:
-        _, db = await self.resolve(bank)
-        await self.engine.forget(db, self.key, key)
+        _, db, found = await self._need(bank, Level.WRITE)
+        agent = self.name if found.delegated else None
+        await self.engine.forget(db, found.signer, key, agent=agent)
+
+    async def reindex(
+        self, bank: str | None = None, progress: Callable[[ReindexProgress], None] | None = None
+    ) -> tuple[str | None, int]:
+        """Backfill vectors of the active model in own memory or a bank: (name, rows)."""
+        name, db, found = await self._need(bank, Level.WRITE)
+        return name, await self.engine.reindex(db, found.signer, progress)
 
     async def recall(
         self,
@@ -79,11 +146,7 @@ class MemoryScope:
         limit: int | None = 10,
         bank: str | None = None,
     ) -> list[Hit]:
-        name, db = await self.resolve(bank)
-        if name is not None:
-            perm = await self.engine.ledger.permission(db, self.key.public)
-            if not perm.allows(Level.READ):
-                raise PermissionDenied(f"{self.name} may not read bank {name!r} (no active grant)")
+        name, db, _ = await self._need(bank, Level.READ)
         ranked = await self.engine.recall(db, query, tags, limit)
         return [
             Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score, name)
