@@ -118,3 +118,11 @@ def test_room_agents_must_name_configured_agents() -> None:
     data["matrix"]["room_agents"] = {"*": []}  # type: ignore[index]
     with pytest.raises(ConfigError, match="room_agents"):
         parse_config(data)
+
+
+def test_room_sessions_are_named_as_the_config_expects() -> None:
+    """room_agents finds a room's session by the name the Matrix transport gives it."""
+    from chazbot.config import MATRIX_SESSION_PREFIX
+    from chazbot.transports.matrix_rules import session_name
+
+    assert session_name("!abc:example.org") == MATRIX_SESSION_PREFIX + "!abc:example.org"

@@ -361,9 +361,15 @@ async def test_default_banks_that_cannot_apply_warn_and_start(
             owner, {"kind": "bank", "name": "theirs"}, [(peer.key.public, Permission.parse("read"))]
         )
         await peer.registry.add("bank", "theirs", db, {"imported": True})
+        shared = await peer.ledger.create_db(
+            owner,
+            {"kind": "bank", "name": "shared"},
+            [(peer.key.public, Permission.parse("write", 10))],
+        )
+        await peer.registry.add("bank", "shared", shared, {"imported": True})
     cfg = Config(
         state_dir=tmp_path / "s",
-        agents=[AgentConfig(name="ava", default_memory_banks=["theirs", "mine"])],
+        agents=[AgentConfig(name="ava", default_memory_banks=["theirs", "mine", "shared"])],
     )
     caplog.set_level("WARNING")
     async with chazbot.open(tmp_path / "s", cfg) as peer:
@@ -371,6 +377,12 @@ async def test_default_banks_that_cannot_apply_warn_and_start(
         assert len(warned) == 1 and warned[0].levelname == "WARNING"
         assert "\n" not in warned[0].getMessage()
         assert "mine" in await peer.agent("ava").memory.refs()  # the others still apply
+        # a bank this peer holds write (not admin) on is applied by delegation
+        ava = peer.agent("ava")
+        assert not [r for r in caplog.records if "shared" in r.getMessage()]
+        await ava.remember("k", "through the peer key", bank="shared")
+        [row] = await peer.ledger.rows(shared, "memory")
+        assert row.author == peer.key.public and row.data["agent"] == "ava"
         caplog.clear()
         await peer.load_agents()  # a reload
         assert len([r for r in caplog.records if "theirs" in r.getMessage()]) == 1
