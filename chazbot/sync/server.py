@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -113,6 +114,37 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (BackendError, 502),
 ]
 MAX_REJECTS_SHOWN = 100
+
+
+class _OneLineLogger(logging.Logger):
+    """aiohttp's server logger for the sync port: what a stranger's bad bytes provoke there
+    (a malformed request line, a connection lost mid-way) is one INFO line, no traceback."""
+
+    def _log(  # type: ignore[override]
+        self,
+        level: int,
+        msg: object,
+        args: Any,
+        exc_info: Any = None,
+        extra: Any = None,
+        stack_info: bool = False,
+        stacklevel: int = 1,
+    ) -> None:
+        if exc_info:
+            exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+            if isinstance(exc_info, tuple):
+                exc = exc_info[1]
+            if exc is not None:
+                reason = " ".join(str(exc).split())[:200].replace("%", "%%")
+                msg = f"{msg}: {type(exc).__name__}: {reason}"
+            level = min(level, logging.INFO)
+        super()._log(level, msg, args, None, extra, stack_info, stacklevel)
+
+
+def _http_logger() -> logging.Logger:
+    logger = _OneLineLogger("chazbot.sync.http")
+    logger.parent = log
+    return logger
 
 
 class _ReadTimeout(InputError):
@@ -231,6 +263,7 @@ class SyncServer:
             handle_signals=False,
             shutdown_timeout=2.0,
             lingering_time=2.0,  # an unread body refused early is drained this long at most
+            logger=_http_logger(),
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
