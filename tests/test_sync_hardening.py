@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -342,3 +343,48 @@ class _peer:
         assert self.peer is not None
         await self.peer.stop_sync()
         await self.peer.close()
+
+
+async def test_a_flood_of_refusals_logs_a_bounded_number_of_lines(
+    owner: Owner, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="chazbot.sync")
+    path = owner.path("heads")
+    async with attacker("127.0.0.2") as session:
+        statuses = [await post(session, owner.server.address, path, b"{}", {}) for _ in range(100)]
+    # and garbage that is not HTTP at all
+    for _ in range(30):
+        await raw_request(
+            "127.0.0.1", owner.server.port, "\x00\x01 nonsense\r\n\r\n", [], 0, "127.0.0.3"
+        )
+    assert set(statuses) == {401} and owner.server.counters.requests_refused == 100
+    lines = [r for r in caplog.records if r.name.startswith("chazbot.sync")]
+    assert 0 < len(lines) <= 20, len(lines)
+    assert not [r for r in lines if r.exc_info or "\n" in r.getMessage()]
+
+
+async def test_import_with_sync_off_leaves_no_listener(tmp_path: Path) -> None:
+    db = "sha256:" + secrets.token_hex(32)
+
+    async def endless(request: web.Request) -> web.Response:
+        if request.match_info["name"] == "access":
+            return web.json_response({"status": "granted", "request": None})
+        return web.json_response({"error": "gone"}, status=500)
+
+    app = web.Application()
+    app.router.add_post("/v1/dbs/{db}/{name}", endless)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    peer = await Peer.open(Config(state_dir=tmp_path / "p", sync_listen="", http_listen=""))
+    try:
+        listeners = len(peer.ledger._listeners)
+        for _ in range(3):
+            reply = await peer.command(f"/memory import eidetica:?db={db}&pr=http:127.0.0.1:{port}")
+            assert not reply.ok and "\n" not in reply.text.strip()
+        assert len(peer.ledger._listeners) == listeners
+        assert await peer.ledger.local("SELECT * FROM sync_remotes") == []
+    finally:
+        await peer.close()
+        await runner.cleanup()

@@ -114,11 +114,18 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (BackendError, 502),
 ]
 MAX_REJECTS_SHOWN = 100
+NOTES_PER_WINDOW = 20
+NOTES_WINDOW_S = 60.0
 
 
 class _OneLineLogger(logging.Logger):
     """aiohttp's server logger for the sync port: what a stranger's bad bytes provoke there
-    (a malformed request line, a connection lost mid-way) is one INFO line, no traceback."""
+    (a malformed request line, a connection lost mid-way) is one line, no traceback, through
+    the server's rate-limited ``note``."""
+
+    def __init__(self, name: str, note: Callable[..., None]) -> None:
+        super().__init__(name)
+        self.note = note
 
     def _log(  # type: ignore[override]
         self,
@@ -130,21 +137,19 @@ class _OneLineLogger(logging.Logger):
         stack_info: bool = False,
         stacklevel: int = 1,
     ) -> None:
-        if exc_info:
-            exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
-            if isinstance(exc_info, tuple):
-                exc = exc_info[1]
-            if exc is not None:
-                reason = " ".join(str(exc).split())[:200].replace("%", "%%")
-                msg = f"{msg}: {type(exc).__name__}: {reason}"
-            level = min(level, logging.INFO)
-        super()._log(level, msg, args, None, extra, stack_info, stacklevel)
-
-
-def _http_logger() -> logging.Logger:
-    logger = _OneLineLogger("chazbot.sync.http")
-    logger.parent = log
-    return logger
+        if not exc_info and level < logging.WARNING:
+            super()._log(level, msg, args, None, extra, stack_info, stacklevel)
+            return
+        exc = exc_info[1] if isinstance(exc_info, tuple) else exc_info
+        if not isinstance(exc, BaseException):
+            exc = sys.exc_info()[1]
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):
+            text = str(msg)
+        if exc is not None:
+            text += f": {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        self.note("%s", text)
 
 
 class _ReadTimeout(InputError):
@@ -226,6 +231,9 @@ class SyncServer:
         self._handling = _Slots(max_per_key)
         self._access_by_address = RateLimiter(*access_rate)
         self._access_by_key = RateLimiter(*access_rate_per_key)
+        self._notes_since = time.monotonic()
+        self._notes = 0
+        self._notes_dropped = 0
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._log_id = ""
@@ -263,7 +271,7 @@ class SyncServer:
             handle_signals=False,
             shutdown_timeout=2.0,
             lingering_time=2.0,  # an unread body refused early is drained this long at most
-            logger=_http_logger(),
+            logger=self._http_logger(),
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -316,6 +324,29 @@ class SyncServer:
 
     # ---- request plumbing -------------------------------------------------------------------
 
+    def _http_logger(self) -> logging.Logger:
+        logger = _OneLineLogger("chazbot.sync.http", self._note)
+        logger.parent = log
+        return logger
+
+    def _note(self, message: str, *args: object) -> None:
+        """Log a refused or aborted request: one line each, at most ``NOTES_PER_WINDOW`` per
+        ``NOTES_WINDOW_S`` (a flood must not fill the disk); then one line says how many more."""
+        now = time.monotonic()
+        if now - self._notes_since >= NOTES_WINDOW_S:
+            if self._notes_dropped:
+                log.info(
+                    "%d more sync requests refused or aborted in the last %.0f s",
+                    self._notes_dropped,
+                    now - self._notes_since,
+                )
+            self._notes_since, self._notes, self._notes_dropped = now, 0, 0
+        if self._notes < NOTES_PER_WINDOW:
+            self._notes += 1
+            log.info(message, *args)
+        else:
+            self._notes_dropped += 1
+
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self._active >= self.max_active:
@@ -331,18 +362,18 @@ class SyncServer:
             return _error(exc.status, exc.text or exc.reason)
         except _ReadTimeout:
             self.counters.errors += 1
-            log.info("sync request from %s: body too slow, dropped", request.remote)
+            self._note("sync request from %s: body too slow, dropped", request.remote)
             return _error(408, "request body did not arrive in time")
         except (ChazError, Busy) as exc:
             status = next((s for t, s in _STATUS if isinstance(exc, t)), 500)
             if status == 401:
                 self.counters.requests_refused += 1
-                log.info("sync request refused from %s: %s", request.remote, exc)
+                self._note("sync request refused from %s: %s", request.remote, exc)
             self.counters.errors += 1
             return _error(status, str(exc))
         except (ConnectionError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
             self.counters.errors += 1
-            log.info("sync request from %s aborted: %s", request.remote, type(exc).__name__)
+            self._note("sync request from %s aborted: %s", request.remote, type(exc).__name__)
             return _error(400, "request aborted")
         except Exception:
             log.exception("sync request %s %s failed", request.method, request.path)
