@@ -18,6 +18,7 @@ from pathlib import Path
 
 from chazbot import metrics
 from chazbot.agent.capture import Mode, capture_turn, effective_mode
+from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
@@ -273,7 +274,7 @@ class Peer:
             return list(self.agents.values())
         return [self.agents[n.lower()] for n in names if n.lower() in self.agents]
 
-    def check_agent_allowed(self, session: str, agent: Agent) -> None:
+    def check_agent_allowed(self, session: str, agent: AgentHandle) -> None:
         allowed = self.allowed_agents(session)
         if agent not in allowed:
             names = ", ".join(a.name for a in allowed) or "none"
@@ -392,7 +393,7 @@ class Peer:
 
     # ---- capture ------------------------------------------------------------------------
 
-    async def capture_mode(self, agent: Agent, session: Session | None = None) -> Mode:
+    async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode:
         """What capture does for ``agent`` (in ``session``, whose switch may override it)."""
         configured = effective_mode(agent.config.capture, self.llm)
         switch = await session.capture() if session is not None else None

@@ -39,8 +39,8 @@ from chazbot.memory.rows import Hit
 from chazbot.memory.tokenize import tokenize
 
 if TYPE_CHECKING:
+    from chazbot.agent.host import AgentHandle
     from chazbot.agent.session import Session
-    from chazbot.peer import Agent
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ def parse_facts(
 
 
 async def capture_facts(
-    agent: Agent, llm: ChatModel, said: Said, reply: str
+    agent: AgentHandle, llm: ChatModel, said: Said, reply: str
 ) -> list[tuple[str, str]]:
     """Ask the model for facts and store them in the agent's own memory; return them."""
     close = await agent.memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES)
@@ -278,7 +278,7 @@ async def capture_facts(
 
 
 async def capture_turn(
-    agent: Agent,
+    agent: AgentHandle,
     session: Session,
     llm: ChatModel | None,
     mode: Mode,

@@ -6,20 +6,22 @@ commands see that much, not the whole ``Peer``, and ``peer.py`` stays out of the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from chazbot.agent.host import AgentHandle, MemoryHost
 
 if TYPE_CHECKING:
+    from chazbot.agent.capture import Mode
     from chazbot.agent.session import Session
     from chazbot.ledger import KeyPair
-    from chazbot.memory.banks import Registry
+    from chazbot.memory.banks import Hosted, Registry
+    from chazbot.sync import Sharing
 
 
 class CommandPeer(MemoryHost, Protocol):
-    """The peer as commands use it: memory, the registry of banks, agents and sharing."""
+    """The peer as commands use it: memory, the registry of banks, agents, sharing, capture."""
 
     @property
     def key(self) -> KeyPair: ...
@@ -28,11 +30,22 @@ class CommandPeer(MemoryHost, Protocol):
     def registry(self) -> Registry: ...
 
     @property
+    def sharing(self) -> Sharing: ...
+
+    @property
     def agents(self) -> Mapping[str, AgentHandle]: ...
 
     def agent(self, name: str) -> AgentHandle: ...
 
+    def allowed_agents(self, session: str) -> Sequence[AgentHandle]: ...
+
+    def check_agent_allowed(self, session: str, agent: AgentHandle) -> None: ...
+
+    async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode: ...
+
     async def create_bank(self, name: str, description: str = "") -> str: ...
+
+    async def delete_bank(self, hosted: Hosted) -> None: ...
 
     async def share(self, db: str) -> str: ...
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from chazbot.agent.host import AgentHandle
 from chazbot.agent.recall import CONFIG_STORE, RecallSettings, recall_settings
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
@@ -24,9 +25,6 @@ from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
 from chazbot.memory.tools import format_hits
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
-
-if TYPE_CHECKING:
-    from chazbot.peer import Agent
 
 
 def ok(text: str) -> Reply:
@@ -347,7 +345,7 @@ async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
     return hosted.db, hosted.name
 
 
-def _local_agent(ctx: Context, ref: str) -> Agent | None:
+def _local_agent(ctx: Context, ref: str) -> AgentHandle | None:
     """The hosted agent whose key is ``ref`` (a key as /pubkey prints it), if any."""
     return next((ag for ag in ctx.peer.agents.values() if ag.key.public == ref), None)
 
