@@ -388,3 +388,29 @@ async def test_import_with_sync_off_leaves_no_listener(tmp_path: Path) -> None:
     finally:
         await peer.close()
         await runner.cleanup()
+
+
+async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Owner) -> None:
+    key = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
+    server = owner.server
+    server.max_reading_bytes, server.read_timeout = 2 << 20, 3.0
+    path = owner.path("push")
+    announced = head(path, 1 << 20, signed(key, path, b"?"))  # 1 MiB, trickled
+    slow = [
+        asyncio.create_task(
+            raw_request("127.0.0.1", server.port, announced, [b"a"] * 25, 0.1, f"127.0.0.{2 + n}")
+        )
+        for n in range(3)
+    ]
+    await asyncio.sleep(0.5)
+    heads = owner.path("heads")
+    status, _, _ = await raw_call(server.address, heads, b"{}", key)
+    assert status == 200  # a small request is read while the budget is spent
+    big = b'{"entries": [], "pad": "' + b"p" * (200 * 1024) + b'"}'
+    status, answer, _ = await raw_call(server.address, path, big, key)
+    assert status == 503 and "busy" in answer["error"]
+    firsts = [a.split(b"\r\n")[0] for a in await asyncio.gather(*slow)]
+    assert sum(b" 503 " in f for f in firsts) == 1 and sum(b" 408 " in f for f in firsts) == 2
+    status, _, _ = await raw_call(server.address, path, big, key)
+    assert status == 200  # the budget is free again

@@ -29,7 +29,8 @@ before the next costs anything: the number of requests in progress (503); a
 the signature headers' form and time (401); the database is shared (404) and the key may
 read it (403), or for ``access`` the address and key are within their rate (429); then
 the body is read, with at most ``max_reading_per_address`` bodies per address and
-``max_reading_bytes`` in all being read at once (503) and a read deadline (408); then the
+``max_reading_bytes`` of large bodies (over ``SMALL_BODY`` bytes; small ones are bounded by
+the requests in progress) in all being read at once (503) and a read deadline (408); then the
 signature (401); then the nonce is recorded in the replay cache, which only keys holding
 a grant or an access request here ever reach, each within a quota. Handling (long polls,
 ingest) holds at most ``max_per_key`` requests per key. A client that goes away or is
@@ -115,6 +116,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
 ]
 MAX_REJECTS_SHOWN = 100
 NOTES_PER_WINDOW = 20
+SMALL_BODY = 128 * 1024
 NOTES_WINDOW_S = 60.0
 
 
@@ -437,11 +439,12 @@ class SyncServer:
     async def _read_body(self, request: web.Request, length: int) -> bytes:
         """The body, within the per-address and total reading bounds and its deadline."""
         group = address_group(request.remote)
-        if self._reading_bytes + length > self.max_reading_bytes:
+        large = length if length > SMALL_BODY else 0  # small ones never wait on large ones
+        if large and self._reading_bytes + large > self.max_reading_bytes:
             raise Busy("server busy reading other requests; try again later")
         if not self._reading.take(group):
             raise Busy("too many requests from this address in progress; try again later")
-        self._reading_bytes += length
+        self._reading_bytes += large
         try:
             deadline = self.read_timeout + length / self.read_rate
             try:
@@ -450,7 +453,7 @@ class SyncServer:
             except TimeoutError:
                 raise _ReadTimeout from None
         finally:
-            self._reading_bytes -= length
+            self._reading_bytes -= large
             self._reading.give(group)
         if len(body) != length:
             raise InputError("request body is shorter than its Content-Length")
