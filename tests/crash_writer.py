@@ -41,7 +41,7 @@ async def main(path: str, prefix: str) -> None:
     n = 0
     while True:
         row_key = f"{prefix}:{n}"
-        await ledger.write(db, KEY, {"memory": [{"op": "insert", "row": {"k": row_key}}]})
+        await ledger.write(db, KEY, {"notes": [{"op": "insert", "row": {"k": row_key}}]})
         sys.stdout.write(row_key + "\n")
         sys.stdout.flush()
         n += 1

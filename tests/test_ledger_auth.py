@@ -28,7 +28,7 @@ OWNER, ADMIN, WRITER, READER, STRANGER = key(1), key(2), key(3), key(4), key(5)
 
 
 def insert(value: Any) -> dict[str, list[Any]]:
-    return {"memory": [{"op": "insert", "row": {"value": value}}]}
+    return {"notes": [{"op": "insert", "row": {"value": value}}]}
 
 
 # ---- the lattice, as plain functions -------------------------------------------------------
@@ -136,13 +136,13 @@ async def db(ledger: Ledger) -> str:
 
 
 async def snapshot(ledger: Ledger, db: str) -> dict[str, Any]:
-    tables = ("entries", "rows", "fields", "auth", "tips", "auth_sets")
+    tables = ("entries", "rows", "fields", "auth", "tips", "auth_heads", "field_sets")
     return {
         "tables": {t: (await ledger.local(f"SELECT count(*) FROM {t}"))[0][0] for t in tables},
         "tips": await ledger.tips(db),
         "auth": await ledger.auth_state(db),
         "meta": await ledger.fields(db, "meta"),
-        "rows": await ledger.rows(db, "memory"),
+        "rows": await ledger.rows(db, "notes"),
     }
 
 
@@ -160,7 +160,7 @@ async def test_creator_is_admin0_and_grants_apply(ledger: Ledger, db: str) -> No
     [
         (STRANGER, insert("x")),
         (STRANGER, {}),  # an empty entry still needs write
-        (STRANGER, {"memory": []}),
+        (STRANGER, {"notes": []}),
         (STRANGER, {"meta": [{"op": "set", "field": "name", "value": "mine"}]}),
         (READER, insert("x")),
         (READER, {}),
@@ -169,7 +169,7 @@ async def test_creator_is_admin0_and_grants_apply(ledger: Ledger, db: str) -> No
         (WRITER, {AUTH_STORE: []}),  # an _auth store needs admin even when empty
         (READER, {AUTH_STORE: []}),
         (STRANGER, {AUTH_STORE: [auth_op(STRANGER.public, ADMIN0)]}),
-        (WRITER, {"memory": [{"op": "insert", "row": {}}], AUTH_STORE: []}),
+        (WRITER, {"notes": [{"op": "insert", "row": {}}], AUTH_STORE: []}),
     ],
     ids=lambda v: v.public[8:14] if isinstance(v, KeyPair) else str(sorted(v))[:30],
 )
@@ -192,19 +192,19 @@ async def test_write_without_permission_refused_and_nothing_stored(
 async def test_writer_may_write_and_reader_may_not(ledger: Ledger, db: str) -> None:
     applied = await ledger.write(db, WRITER, insert("from writer"))
     assert [r.data["value"] for r in applied.rows] == ["from writer"]
-    assert [r.author for r in await ledger.rows(db, "memory")] == [WRITER.public]
+    assert [r.author for r in await ledger.rows(db, "notes")] == [WRITER.public]
     with pytest.raises(PermissionDenied, match="may not write"):
         await ledger.write(db, READER, insert("from reader"))
-    assert len(await ledger.rows(db, "memory")) == 1
+    assert len(await ledger.rows(db, "notes")) == 1
 
 
 async def test_write_many_is_all_or_nothing(ledger: Ledger, db: str) -> None:
     before = await snapshot(ledger, db)
     with pytest.raises(InputError):
-        await ledger.write_many(db, WRITER, [insert(1), insert(2), {"memory": [{"op": "drop"}]}])
+        await ledger.write_many(db, WRITER, [insert(1), insert(2), {"notes": [{"op": "drop"}]}])
     assert await snapshot(ledger, db) == before
     await ledger.write_many(db, WRITER, [insert(1), insert(2)])
-    assert [r.data["value"] for r in await ledger.rows(db, "memory")] == [1, 2]
+    assert [r.data["value"] for r in await ledger.rows(db, "notes")] == [1, 2]
 
 
 async def test_revoked_key_refused(ledger: Ledger, db: str) -> None:
@@ -217,7 +217,7 @@ async def test_revoked_key_refused(ledger: Ledger, db: str) -> None:
     with pytest.raises(PermissionDenied):
         await ledger.write(db, STRANGER, insert("after revoke"))
     assert await snapshot(ledger, db) == before
-    assert [r.data["value"] for r in await ledger.rows(db, "memory")] == ["while granted"]
+    assert [r.data["value"] for r in await ledger.rows(db, "notes")] == ["while granted"]
 
 
 async def test_revoked_admin_cannot_grant(ledger: Ledger, db: str) -> None:

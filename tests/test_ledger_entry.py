@@ -192,7 +192,7 @@ def test_garbage_is_an_integrity_error(data: bytes) -> None:
 
 
 async def counts(ledger: Ledger) -> dict[str, int]:
-    tables = ("entries", "rows", "fields", "auth", "tips", "auth_sets")
+    tables = ("entries", "rows", "fields", "auth", "tips", "auth_heads", "field_sets")
     return {t: (await ledger.local(f"SELECT count(*) FROM {t}"))[0][0] for t in tables}
 
 

@@ -33,7 +33,7 @@ def set_meta(field: str, value: Any) -> dict[str, list[Any]]:
 
 
 def insert(value: Any) -> dict[str, list[Any]]:
-    return {"memory": [{"op": "insert", "row": {"value": value}}]}
+    return {"notes": [{"op": "insert", "row": {"value": value}}]}
 
 
 async def sync(src: Ledger, dst: Ledger, db: str) -> None:
@@ -53,7 +53,7 @@ async def state(ledger: Ledger, db: str) -> dict[str, Any]:
         "auth_table": [tuple(r) for r in auth_rows],
         "tips": await ledger.tips(db),
         "rows": sorted(
-            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "memory")
+            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "notes")
         ),
         "count": await ledger.count_entries(db),
     }
@@ -115,23 +115,54 @@ def history() -> tuple[str, tuple[Entry, ...], dict[str, Any]]:
     return db, tuple(Entry.decode(d) for d in raw), agreed
 
 
-def expected_settings(entries: tuple[Entry, ...]) -> tuple[dict[str, Any], dict[str, KeyGrant]]:
+def expected_settings(
+    entries: tuple[Entry, ...],
+) -> tuple[dict[str, Any], dict[str, KeyGrant], list[str], set[str]]:
     """A naive model of the merge rule: the entry last by (height, id) wins, and within one
-    entry the later operation wins."""
-    meta: dict[str, Any] = {}
+    entry the later operation wins; and of revocation (SPEC §2): a data entry whose author
+    lacks write in the final state, and that is not the deciding auth entry or one of its
+    ancestors, is soft-failed: its rows and settings do not count.
+
+    Returns (meta, auth, visible row values, soft-failed entry ids).
+    """
     auth: dict[str, KeyGrant] = {}
+    decider: dict[str, str] = {}
     for entry in sorted(entries, key=Entry.sort_key):
-        for op in entry.ops.get("meta", []):
-            meta[op["field"]] = op["value"]
         for op in entry.ops.get(AUTH_STORE, []):
             k, grant = parse_auth_op(op)
-            auth[k] = grant
-    return meta, auth
+            auth[k], decider[k] = grant, entry.id
+    by_id = {e.id: e for e in entries}
+
+    def ancestors(eid: str) -> set[str]:
+        seen, todo = {eid}, [eid]
+        while todo:
+            for parent in by_id[todo.pop()].parents:
+                if parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+        return seen
+
+    failed = set()
+    for entry in entries:
+        is_data = any(s != AUTH_STORE for s in entry.ops) or AUTH_STORE not in entry.ops
+        grant = auth.get(entry.author)
+        writes = grant is not None and grant.active and grant.perm.name in ("write", "admin")
+        if is_data and not writes and entry.id not in ancestors(decider[entry.author]):
+            failed.add(entry.id)
+    meta: dict[str, Any] = {}
+    values = []
+    for entry in sorted(entries, key=Entry.sort_key):
+        if entry.id in failed:
+            continue
+        for op in entry.ops.get("meta", []):
+            meta[op["field"]] = op["value"]
+        values += [op["row"].get("value") for op in entry.ops.get("notes", [])]
+    return meta, auth, values, failed
 
 
 def test_peers_agree_and_follow_the_merge_rule() -> None:
     _, entries, agreed = history()
-    meta, auth = expected_settings(entries)
+    meta, auth, values, failed = expected_settings(entries)
     assert agreed["meta"] == meta
     assert agreed["auth"] == auth
     assert agreed["auth_table"] == [
@@ -139,8 +170,16 @@ def test_peers_agree_and_follow_the_merge_rule() -> None:
         for k, g in sorted(auth.items())
     ]
     assert sorted(v for _, _, v in agreed["rows"]) == sorted(
-        json.dumps({"value": v}) for v in ["a1", "b1", "c1", "c2", "s1"]
+        json.dumps({"value": v}) for v in values
     )
+    # the writer was demoted to read on branch a while branch b promoted it; the demotion
+    # wins the merge, so what it wrote on branch b (unseen by the demotion) is soft-failed,
+    # while a1, written before the demotion on branch a, stays. Likewise the admin's rename
+    # on branch b, concurrent with its revocation on branch c.
+    assert sorted(values) == ["a1", "c1", "c2", "s1"]
+    hidden = [e for e in entries if e.id in failed]
+    assert sorted(e.author for e in hidden) == sorted([WRITER.public] * 2 + [ADMIN.public])
+    assert agreed["meta"]["colour"] != "blue"
     assert agreed["count"] == len(entries)
     # the conflict is real: five entries set "name", three of them at the same height
     names = [e for e in entries if any(o["field"] == "name" for o in e.ops.get("meta", []))]

@@ -31,7 +31,7 @@ async def write_some(path: Path, n: int = 6) -> tuple[str, list[Entry]]:
     try:
         db = await ledger.create_db(KEY, {"name": "bank"})
         for i in range(n):
-            await ledger.write(db, KEY, {"memory": [{"op": "insert", "row": {"i": i}}]})
+            await ledger.write(db, KEY, {"notes": [{"op": "insert", "row": {"i": i}}]})
         entries = [Entry.decode(d) for _, d in await ledger.entries(db)]
     finally:
         await ledger.close()
@@ -169,7 +169,7 @@ async def test_verify_finds_an_unauthorised_entry_slipped_into_the_file(tmp_path
     stranger = KeyPair.from_private_bytes(bytes([8]) * 32)
     tip = entries[-1]
     forged = Entry.create(
-        stranger, db, [tip.id], tip.height + 1, {"memory": [{"op": "insert", "row": {"i": 99}}]}
+        stranger, db, [tip.id], tip.height + 1, {"notes": [{"op": "insert", "row": {"i": 99}}]}
     )
     # well formed and well signed, but its author may not write: put it straight in the file
     with sqlite3.connect(path) as raw:
@@ -275,7 +275,7 @@ async def check_after_crash(path: Path, db: str, acked: set[str]) -> int:
         raw.close()
     ledger = await Ledger.open(path)
     try:
-        rows = await ledger.rows(db, "memory")
+        rows = await ledger.rows(db, "notes")
         present = {r.data["k"] for r in rows}
         assert acked <= present, f"lost acknowledged writes: {sorted(acked - present)[:5]}"
         assert len(present) == len(rows)  # no row twice

@@ -210,11 +210,6 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
         assert "after.a" not in await keys(b, "gamma", "project-notes")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the ledger's 'revocation wins' rule (#11, the lead's part): an entry on "
-    "parents from before the revocation is still accepted",
-)
 async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Path) -> None:
     """B never learns it was revoked (A stops serving it), so its delegated agent's write
     is accepted on B; delivered to A by hand, as a relaying peer would, A still hides it."""

@@ -231,7 +231,7 @@ async def test_pushed_entries_are_validated_one_by_one(owner: Owner, tmp_path: P
     assert "bad signature" in reasons and "may not write" in reasons
     assert "another database" in reasons
     assert owner.server.counters.refused == 4 and owner.server.counters.received == 1
-    rows = [r.data["value"] for r in await owner.ledger.rows(owner.db, "memory")]
+    rows = [r.data["value"] for r in await owner.ledger.rows(owner.db, "notes")]
     assert rows == ["first", "by writer"]
     assert await owner.ledger.verify() == []
 

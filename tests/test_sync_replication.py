@@ -35,7 +35,7 @@ async def make_bank(node: Node, name: str = "bank") -> tuple[KeyPair, str]:
 
 
 async def values(node: Node, db: str) -> set[str]:
-    return {str(r.data["value"]) for r in await node.ledger.rows(db, "memory")}
+    return {str(r.data["value"]) for r in await node.ledger.rows(db, "notes")}
 
 
 async def test_share_import_with_approval_then_both_ways(nodes: list[Node]) -> None:
@@ -282,7 +282,7 @@ async def test_entries_from_a_hostile_peer_are_refused_and_counted(tmp_path: Pat
         assert result.status == "done"
         assert replicator.counters.received == 2
         assert replicator.counters.refused == 3
-        assert [r.data["value"] for r in await ledger.rows(db, "memory")] == ["good"]
+        assert [r.data["value"] for r in await ledger.rows(db, "notes")] == ["good"]
         assert await ledger.count_entries() == 2
     finally:
         await replicator.close()

@@ -31,7 +31,7 @@ FAST: dict[str, Any] = {
 
 
 def insert(value: Any) -> dict[str, list[Any]]:
-    return {"memory": [{"op": "insert", "row": {"value": value}}]}
+    return {"notes": [{"op": "insert", "row": {"value": value}}]}
 
 
 def set_meta(name: str, value: Any) -> dict[str, list[Any]]:
@@ -93,7 +93,7 @@ async def snapshot(ledger: Ledger, db: str) -> dict[str, Any]:
         "auth": await ledger.auth_state(db),
         "auth_table": [tuple(r) for r in auth_rows],
         "rows": sorted(
-            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "memory")
+            (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "notes")
         ),
     }
 

@@ -1,9 +1,9 @@
 """The synchronous heart of the ledger: validate entries, store them, derive tables.
 
-Everything here runs on one thread that owns the ``sqlite3`` connection (aiosqlite's worker
-thread, see ``ledger.Ledger``), so each function is one atomic step: read the tips, check,
-write, commit. Materialised tables (``rows``, ``fields``, ``auth``, ``tips``) are written in
-the same transaction as their entry, so a crash never leaves them apart.
+Everything here runs on one thread that owns the ``sqlite3`` connection (see
+``ledger.Ledger``), so each function is one atomic step: read the tips, check, write,
+commit. Materialised tables (``rows``, ``fields``, ``auth``, ``tips``) are written in the same
+transaction as their entry, so a crash never leaves them apart.
 
 Operations an entry may carry, per store:
 
@@ -12,13 +12,21 @@ Operations an entry may carry, per store:
   ``<entry id>/<store>/<index>``; a row field ``"ref": "@<store>/<index>"`` names another row
   of the same entry and is stored resolved. ``{"op": "set", "field": name, "value": v}``
   sets a single-valued field; concurrent sets resolve to the entry last by (height, id).
+
+Revocation wins (SPEC §2): a data entry whose author lacks write in the current auth state
+(the fold of every auth entry), and that is not an ancestor of the auth entry that took the
+write away, is *soft-failed*: kept in the DAG, its rows hidden (``rows.hidden``), its field
+sets ignored, and never chosen as a parent. Whether an entry is soft-failed depends only on
+the entries present, so peers holding the same entries show the same rows.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
@@ -33,10 +41,33 @@ from chazbot.ledger.auth import (
     parse_auth_op,
     permission_of,
 )
+from chazbot.ledger.authgraph import AuthGraph
 from chazbot.ledger.entry import MAX_PARENTS, Entry
 from chazbot.ledger.keys import KeyPair
 
+log = logging.getLogger(__name__)
+
 MAX_FIELD_NAME = 128
+RowCheck = Callable[[dict[str, Any]], None]
+Undo = Callable[[], object]
+_ROW_CHECKS: dict[str, RowCheck] = {}
+
+
+def register_row_check(store: str, check: RowCheck) -> None:
+    """Check every row inserted into ``store`` (or, for a name ending in ``:``, every store
+    starting with it), local or synced; ``check`` raises InputError for a row to refuse.
+
+    Upper layers register their limits here (memory registers SPEC §3's), so the ledger
+    refuses an over-limit row at its boundary without knowing what a memory row is.
+    """
+    _ROW_CHECKS[store] = check
+
+
+def _row_check(store: str) -> RowCheck | None:
+    check = _ROW_CHECKS.get(store)
+    if check is None and ":" in store:
+        check = _ROW_CHECKS.get(store.split(":", 1)[0] + ":")
+    return check
 
 
 @dataclass(frozen=True)
@@ -56,12 +87,17 @@ class Row:
 
 @dataclass
 class Applied:
-    """What one write or ingest changed, handed to listeners (indexes) after commit."""
+    """What one write or ingest changed, handed to listeners (indexes) after commit.
+
+    ``reset_dbs``: databases where rows were hidden or shown again (a revocation, or a grant
+    that undid one); a view of such a database must be rebuilt from ``Ledger.rows``.
+    """
 
     entries: list[Entry] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     fields: list[tuple[str, str, str]] = field(default_factory=list)  # (db, store, field)
     auth_dbs: set[str] = field(default_factory=set)
+    reset_dbs: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -69,6 +105,7 @@ class IngestResult:
     accepted: list[str] = field(default_factory=list)
     duplicates: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (entry id or "?", reason)
+    soft_failed: int = 0
 
 
 @dataclass
@@ -76,6 +113,13 @@ class _Tip:
     height: int
     auth_set: int
     db: str
+    soft_failed: bool = False
+
+
+def _is_data(entry: Entry) -> bool:
+    """Whether an entry needs write: it touches a data store, or carries nothing at all."""
+    has_auth = AUTH_STORE in entry.ops
+    return any(store != AUTH_STORE for store in entry.ops) or not has_auth
 
 
 class LedgerCore:
@@ -83,70 +127,82 @@ class LedgerCore:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._sets: dict[int, frozenset[str]] = {}
-        self._set_ids: dict[tuple[str, frozenset[str]], int] = {}
-        self._set_state: dict[int, dict[str, KeyGrant]] = {}
-        self._auth_ops: dict[str, tuple[tuple[int, str], list[tuple[str, KeyGrant]]]] = {}
+        self.graphs: dict[str, AuthGraph] = {}
+        self._heads: dict[int, tuple[str, ...]] = {}
+        self._head_ids: dict[tuple[str, tuple[str, ...]], int] = {}
         self._tips: dict[str, dict[str, _Tip]] = {}
-        self._reload_sets()
-        wanted = set().union(*self._sets.values()) if self._sets else set()
+        self._undo: list[Undo] | None = None
         self.load_errors: list[tuple[str, str]] = []
-        for eid in wanted:
-            row = conn.execute("SELECT data, height FROM entries WHERE id = ?", (eid,)).fetchone()
-            if row is None:
-                continue
+        for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
+            heads = tuple(json.loads(members))
+            self._heads[n] = heads
+            self._head_ids[(db, heads)] = n
+        wanted = {eid for heads in self._heads.values() for eid in heads}
+        rows = conn.execute(
+            "SELECT id, db, height, parents, data FROM entries WHERE id IN "
+            "(SELECT value FROM json_each(?)) ORDER BY height, id",
+            (json.dumps(sorted(wanted)),),
+        ).fetchall()
+        for eid, db, height, parents, data in rows:
+            below = self._heads_below(db, parents.split() if parents else [])
             try:
-                self._remember_auth_ops(Entry.decode(bytes(row[0]), eid))
+                grants = _auth_grants(Entry.decode(bytes(data), eid))
             except ChazError as exc:
                 # A damaged auth entry grants nothing; the file still opens so that
                 # ``verify`` can name it.
-                self._auth_ops[eid] = ((int(row[1]), eid), [])
+                grants = []
                 self.load_errors.append((eid, str(exc)))
+            self.graphs.setdefault(db, AuthGraph()).add(eid, int(height), below, grants)
 
-    def _reload_sets(self) -> None:
-        self._sets.clear()
-        self._set_ids.clear()
-        self._set_state.clear()
-        for n, db, members in self.conn.execute("SELECT n, db, members FROM auth_sets"):
-            ids = frozenset(json.loads(members))
-            self._sets[n] = ids
-            self._set_ids[(db, ids)] = n
+    # ---- auth heads ---------------------------------------------------------------------
 
-    # ---- auth state -------------------------------------------------------------------
+    def _heads_below(self, db: str, parents: Iterable[str]) -> tuple[str, ...]:
+        ids = list(parents)
+        if not ids:
+            return ()
+        members: set[str] = set()
+        for (auth_set,) in self.conn.execute(
+            "SELECT auth_set FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        ):
+            members.update(self._heads.get(int(auth_set), ()))
+        graph = self.graphs.get(db)
+        return graph.heads_of(members) if graph is not None else tuple(sorted(members))
 
-    def _remember_auth_ops(self, entry: Entry) -> None:
-        ops = [parse_auth_op(op) for op in entry.ops.get(AUTH_STORE, [])]
-        self._auth_ops[entry.id] = (entry.sort_key(), ops)
-
-    def _state_of_set(self, n: int) -> dict[str, KeyGrant]:
-        state = self._set_state.get(n)
-        if state is None:
-            ordered = sorted((self._auth_ops[eid] for eid in self._sets[n]), key=lambda x: x[0])
-            state = fold(op for _, ops in ordered for op in ops)
-            self._set_state[n] = state
-        return state
-
-    def _intern_set(self, db: str, ids: frozenset[str]) -> int:
-        n = self._set_ids.get((db, ids))
+    def _intern(self, db: str, heads: tuple[str, ...]) -> int:
+        n = self._head_ids.get((db, heads))
         if n is None:
             cur = self.conn.execute(
-                "INSERT INTO auth_sets (db, members) VALUES (?, ?)", (db, json.dumps(sorted(ids)))
+                "INSERT INTO auth_heads (db, members) VALUES (?, ?)", (db, json.dumps(heads))
             )
             n = int(cur.lastrowid or 0)
-            self._sets[n] = ids
-            self._set_ids[(db, ids)] = n
+            self._heads[n] = heads
+            self._head_ids[(db, heads)] = n
+            new_n = n
+
+            def undo() -> None:
+                self._heads.pop(new_n, None)
+                self._head_ids.pop((db, heads), None)
+
+            self._on_undo(undo)
         return n
+
+    def _on_undo(self, action: Undo) -> None:
+        if self._undo is not None:
+            self._undo.append(action)
+
+    # ---- auth state -------------------------------------------------------------------
 
     def tips(self, db: str) -> dict[str, _Tip]:
         tips = self._tips.get(db)
         if tips is None:
             tips = {}
             query = (
-                "SELECT e.id, e.height, e.auth_set FROM tips t JOIN entries e ON e.id = t.id "
-                "WHERE t.db = ?"
+                "SELECT e.id, e.height, e.auth_set, e.soft_failed FROM tips t "
+                "JOIN entries e ON e.id = t.id WHERE t.db = ?"
             )
-            for eid, height, auth_set in self.conn.execute(query, (db,)):
-                tips[eid] = _Tip(height, auth_set, db)
+            for eid, height, auth_set, failed in self.conn.execute(query, (db,)):
+                tips[eid] = _Tip(height, auth_set, db, bool(failed))
             self._tips[db] = tips
         return tips
 
@@ -154,39 +210,47 @@ class LedgerCore:
         info = batch.get(eid) or self._tips.get(db, {}).get(eid)  # usually a current tip
         if info is not None:
             return info
-        row = self.conn.execute("SELECT height, auth_set, db FROM entries WHERE id = ?", (eid,))
+        row = self.conn.execute(
+            "SELECT height, auth_set, db, soft_failed FROM entries WHERE id = ?", (eid,)
+        )
         found = row.fetchone()
-        return _Tip(found[0], found[1], found[2]) if found else None
+        return _Tip(found[0], found[1], found[2], bool(found[3])) if found else None
 
     def auth_state(self, db: str) -> dict[str, KeyGrant]:
-        """The current (merged) auth state of a database."""
-        tips = self.tips(db)
-        if not tips:
+        """The current auth state of a database: the fold of every auth entry it holds."""
+        graph = self.graphs.get(db)
+        if graph is None or not self.tips(db):
             raise NotFound(f"no database {db}")
-        members = frozenset().union(*(self._sets[t.auth_set] for t in tips.values()))
-        if len(tips) == 1:
-            return self._state_of_set(next(iter(tips.values())).auth_set)
-        ordered = sorted((self._auth_ops[eid] for eid in members), key=lambda x: x[0])
-        return fold(op for _, ops in ordered for op in ops)
+        return graph.current_state()
+
+    def state_at(self, db: str, heads: tuple[str, ...]) -> dict[str, KeyGrant]:
+        """The auth state at a point of history named by its auth heads."""
+        graph = self.graphs[db]
+        return graph.state_at(graph.closure(heads))
 
     # ---- validation ---------------------------------------------------------------------
 
-    def _validate(self, entry: Entry, batch: dict[str, _Tip]) -> tuple[int, list[str]]:
-        """Check ``entry`` against the state at its parents; return its auth set and dead tips."""
+    def _validate(self, entry: Entry, batch: dict[str, _Tip]) -> int:
+        """Check ``entry`` against the state at its parents; return its auth heads' number."""
         db = entry.db_id
         has_auth = AUTH_STORE in entry.ops
         for store, ops in entry.ops.items():
             if store != AUTH_STORE:
                 _check_data_ops(store, ops)
         if entry.is_root:
-            grants = [parse_auth_op(op) for op in entry.ops.get(AUTH_STORE, [])]
+            grants = _auth_grants(entry)
             state = fold(grants)
             if permission_of(state, entry.author) != Permission(Level.ADMIN, 0):
                 raise PermissionDenied("a root entry must make its author admin(0)")
-            self._auth_ops[entry.id] = (entry.sort_key(), grants)
-            return self._intern_set(db, frozenset([entry.id])), []
-        if db not in batch and not self.tips(db):  # a known database has tips
+            graph = AuthGraph()
+            graph.add(entry.id, 0, (), grants)
+            self.graphs[db] = graph
+            self._on_undo(lambda: self.graphs.pop(db, None))
+            return self._intern(db, (entry.id,))
+        found = self.graphs.get(db)
+        if found is None or (db not in batch and not self.tips(db)):
             raise NotFound(f"unknown database {db[:19]}…")
+        graph = found
         members: set[str] = set()
         heights = []
         for parent in entry.parents:
@@ -196,57 +260,88 @@ class LedgerCore:
             if info.db != db:
                 raise IntegrityError("a parent belongs to another database")
             heights.append(info.height)
-            members |= self._sets[info.auth_set]
+            members.update(self._heads[info.auth_set])
         if entry.height != max(heights) + 1:
             raise IntegrityError("entry height is not one more than its highest parent")
-        frozen = frozenset(members)
-        set_n = self._set_ids.get((db, frozen))
-        if set_n is None:
-            set_n = self._intern_set(db, frozen)
-        state = self._state_of_set(set_n)
-        perm = permission_of(state, entry.author)
+        heads = graph.heads_of(members)
+        closure = graph.closure(heads)
+
+        def grant_of(key: str) -> KeyGrant | None:
+            return graph.grant_at(closure, key)
+
+        author = grant_of(entry.author)
+        perm = permission_of({entry.author: author} if author else {}, entry.author)
         # An entry with no operations at all (``{}``) still needs write, and one carrying
         # ``_auth`` needs admin even when its list is empty.
         if has_auth and perm.level is not Level.ADMIN:
             raise PermissionDenied(f"key {entry.author[:24]}… is not an admin of this database")
-        writes_data = any(store != AUTH_STORE for store in entry.ops) or not has_auth
-        if writes_data and not perm.allows(Level.WRITE):
+        if _is_data(entry) and not perm.allows(Level.WRITE):
             raise PermissionDenied(
                 f"key {entry.author[:24]}… may not write to this database (it holds {perm.name})"
             )
-        if has_auth:
-            grants = [parse_auth_op(op) for op in entry.ops[AUTH_STORE]]
-            progressive = dict(state)
-            for key, grant in grants:
-                check_auth_change(progressive, entry.author, key, grant)
-                progressive[key] = grant
-            self._auth_ops[entry.id] = (entry.sort_key(), grants)
-            set_n = self._intern_set(db, frozenset(members | {entry.id}))
-        return set_n, list(entry.parents)
+        if not has_auth:
+            return self._intern(db, heads)
+        grants = _auth_grants(entry)
+        progressive: dict[str, KeyGrant] = {}
+        for key in {entry.author, *(k for k, _ in grants)}:
+            held = grant_of(key)
+            if held is not None:
+                progressive[key] = held
+        for key, grant in grants:
+            check_auth_change(progressive, entry.author, key, grant)
+            progressive[key] = grant
+        graph.add(entry.id, entry.height, heads, grants)
+        self._on_undo(lambda: graph.remove_last(entry.id))
+        return self._intern(db, (entry.id,))
 
     # ---- storing ------------------------------------------------------------------------
 
-    def _store(self, entry: Entry, auth_set: int, applied: Applied) -> None:
+    def _store(self, entry: Entry, auth_set: int, applied: Applied) -> bool:
+        """Store a validated entry and what derives from it; True if it is soft-failed."""
         db = entry.db_id
+        is_data = _is_data(entry)
         self.conn.execute(
-            "INSERT INTO entries (id, db, height, author, ts, auth_set, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (entry.id, db, entry.height, entry.author, entry.ts, auth_set, entry.data),
+            "INSERT INTO entries (id, db, height, author, ts, auth_set, data, parents, is_data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.id,
+                db,
+                entry.height,
+                entry.author,
+                entry.ts,
+                auth_set,
+                entry.data,
+                " ".join(entry.parents),
+                int(is_data),
+            ),
         )
         tips = self.tips(db)
+        self._on_undo(lambda: self._tips.pop(db, None))
         for parent in entry.parents:
             tips.pop(parent, None)
             self.conn.execute("DELETE FROM tips WHERE db = ? AND id = ?", (db, parent))
         tips[entry.id] = _Tip(entry.height, auth_set, db)
         self.conn.execute("INSERT INTO tips (db, id) VALUES (?, ?)", (db, entry.id))
-        key = (entry.height, entry.id)
+        order = (entry.height, entry.id)
+        changed_keys: list[str] = []
+        for op in entry.ops.get(AUTH_STORE, []):
+            k, grant = parse_auth_op(op)
+            self._set_auth(db, k, grant, order)
+            applied.auth_dbs.add(db)
+            if k not in changed_keys and self._allows_write(db, k)[1] == entry.id:
+                changed_keys.append(k)
+        # Decide this entry first: it is soft-failed if, after its own auth operations, its
+        # author lacks write (it cannot be an ancestor of an auth entry already stored).
+        allows, decider = self._allows_write(db, entry.author)
+        failed = is_data and not allows and decider != entry.id
+        if failed:
+            self.conn.execute("UPDATE entries SET soft_failed = 1 WHERE id = ?", (entry.id,))
+            tips[entry.id].soft_failed = True
         for store in sorted(entry.ops):
+            if store == AUTH_STORE:
+                continue
             for index, op in enumerate(entry.ops[store]):
-                if store == AUTH_STORE:
-                    k, grant = parse_auth_op(op)
-                    self._set_auth(db, k, grant, key)
-                    applied.auth_dbs.add(db)
-                elif op["op"] == "insert":
+                if op["op"] == "insert":
                     data = dict(op["row"])
                     ref = data.get("ref")
                     if isinstance(ref, str) and ref.startswith("@"):
@@ -256,27 +351,38 @@ class LedgerCore:
                         0, db, store, row_id, entry.id, entry.author, entry.ts, entry.height, data
                     )
                     cur = self.conn.execute(
-                        "INSERT INTO rows (db, store, row_id, entry_id, author, ts, height, data) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*astuple(row)[1:8], json.dumps(data, ensure_ascii=False)),
+                        "INSERT INTO rows "
+                        "(db, store, row_id, entry_id, author, ts, height, data, hidden) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            *astuple(row)[1:8],
+                            json.dumps(data, ensure_ascii=False, sort_keys=True),
+                            int(failed),
+                        ),
                     )
-                    applied.rows.append(replace(row, n=int(cur.lastrowid or 0)))
+                    if not failed:
+                        applied.rows.append(replace(row, n=int(cur.lastrowid or 0)))
                 else:
-                    self._set_field(db, store, op["field"], op["value"], key)
-                    applied.fields.append((db, store, op["field"]))
+                    text = json.dumps(op["value"], ensure_ascii=False)
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO field_sets "
+                        "(db, store, field, height, entry_id, value) VALUES (?, ?, ?, ?, ?, ?)",
+                        (db, store, op["field"], entry.height, entry.id, text),
+                    )
+                    if not failed:
+                        key = (db, store, op["field"])
+                        self._set_if_later("fields", ("db", "store", "field"), key, (text,), order)
+                        applied.fields.append(key)
+        for k in changed_keys:
+            self._resettle(db, k, applied)
         applied.entries.append(entry)
+        return failed
 
-    def _set_auth(self, db: str, key: str, grant: KeyGrant, order: tuple[int, str]) -> None:
+    def _set_auth(self, db: str, key: str, grant: KeyGrant, order: tuple[int, str]) -> bool:
         state = "active" if grant.active else "revoked"
-        self._set_if_later(
+        return self._set_if_later(
             "auth", ("db", "key"), (db, key), (grant.perm.name, grant.perm.prio, state), order
         )
-
-    def _set_field(
-        self, db: str, store: str, name: str, value: Any, order: tuple[int, str]
-    ) -> None:
-        text = json.dumps(value, ensure_ascii=False)
-        self._set_if_later("fields", ("db", "store", "field"), (db, store, name), (text,), order)
 
     def _set_if_later(
         self,
@@ -285,7 +391,7 @@ class LedgerCore:
         key: tuple[Any, ...],
         values: tuple[Any, ...],
         order: tuple[int, str],
-    ) -> None:
+    ) -> bool:
         """Store a single-valued setting unless a setting from a later (height, id) is there."""
         where = " AND ".join(f"{c} = ?" for c in key_columns)
         row = self.conn.execute(
@@ -296,14 +402,150 @@ class LedgerCore:
             self.conn.execute(
                 f"INSERT OR REPLACE INTO {table} VALUES ({marks})", (*key, *values, *order)
             )
+            return True
+        return False
+
+    # ---- revocation wins --------------------------------------------------------------------
+
+    def _allows_write(self, db: str, key: str) -> tuple[bool, str | None]:
+        """Whether ``key`` holds write in the current state, and the auth entry deciding it."""
+        graph = self.graphs.get(db)
+        found = graph.current(key) if graph is not None else None
+        if found is None:
+            return False, None
+        grant, decider = found
+        return grant.active and grant.perm.allows(Level.WRITE), decider
+
+    def _resettle(self, db: str, key: str, applied: Applied) -> None:
+        """Key's current grant changed: soft-fail or restore its data entries accordingly."""
+        candidates = self.conn.execute(
+            "SELECT id, height, soft_failed FROM entries "
+            "WHERE db = ? AND author = ? AND is_data = 1",
+            (db, key),
+        ).fetchall()
+        if not candidates:
+            return
+        allows, decider = self._allows_write(db, key)
+        if allows or decider is None:
+            want = dict.fromkeys((c[0] for c in candidates), 0)
+        else:
+            seen = self._ancestors_among(decider, {c[0]: c[1] for c in candidates})
+            want = {c[0]: 0 if c[0] in seen else 1 for c in candidates}
+        changed = [(eid, want[eid]) for eid, _, failed in candidates if want[eid] != failed]
+        if changed:
+            self._mark_soft_failed(db, changed, applied)
+
+    def _ancestors_among(self, top: str, targets: dict[str, int]) -> set[str]:
+        """Which of ``targets`` (id -> height) are ``top`` or its ancestors.
+
+        Walks down from ``top`` in height order, never below the lowest target still
+        unresolved, and stops as soon as every target is found.
+        """
+        found = {top} & targets.keys()
+        row = self.conn.execute("SELECT height, parents FROM entries WHERE id = ?", (top,))
+        first = row.fetchone()
+        if first is None:
+            return found
+        waiting = {eid: h for eid, h in targets.items() if eid not in found and h < first[0]}
+        heap: list[tuple[int, str]] = []
+        queued: set[str] = set()
+
+        def push(parents: str) -> None:
+            for parent in parents.split():
+                if parent not in queued:
+                    queued.add(parent)
+                    height = self.conn.execute(
+                        "SELECT height FROM entries WHERE id = ?", (parent,)
+                    ).fetchone()
+                    if height is not None:
+                        heapq.heappush(heap, (-int(height[0]), parent))
+
+        push(first[1])
+        while heap and waiting:
+            neg_height, eid = heapq.heappop(heap)
+            if -neg_height < min(waiting.values()):
+                break
+            if eid in waiting:
+                del waiting[eid]
+                found.add(eid)
+            parents = self.conn.execute("SELECT parents FROM entries WHERE id = ?", (eid,))
+            push(parents.fetchone()[0])
+        return found
+
+    def _mark_soft_failed(self, db: str, changed: list[tuple[str, int]], applied: Applied) -> None:
+        fields: set[tuple[str, str]] = set()
+        for eid, failed in changed:
+            self.conn.execute("UPDATE entries SET soft_failed = ? WHERE id = ?", (failed, eid))
+            self.conn.execute("UPDATE rows SET hidden = ? WHERE entry_id = ?", (failed, eid))
+            for store, name in self.conn.execute(
+                "SELECT store, field FROM field_sets WHERE db = ? AND entry_id = ?", (db, eid)
+            ):
+                fields.add((store, name))
+        for store, name in sorted(fields):
+            best = self.conn.execute(
+                "SELECT f.value, f.height, f.entry_id FROM field_sets f "
+                "JOIN entries e ON e.id = f.entry_id "
+                "WHERE f.db = ? AND f.store = ? AND f.field = ? AND e.soft_failed = 0 "
+                "ORDER BY f.height DESC, f.entry_id DESC LIMIT 1",
+                (db, store, name),
+            ).fetchone()
+            if best is None:
+                self.conn.execute(
+                    "DELETE FROM fields WHERE db = ? AND store = ? AND field = ?",
+                    (db, store, name),
+                )
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?, ?, ?)",
+                    (db, store, name, *best),
+                )
+            applied.fields.append((db, store, name))
+        self._tips.pop(db, None)
+        applied.reset_dbs.add(db)
 
     # ---- public steps (each one transaction) ----------------------------------------------
+
+    def _live_parents(self, db: str) -> list[str]:
+        """The tips to build on: soft-failed tips are replaced by their nearest live ancestors."""
+        tips = self.tips(db)
+        live: dict[str, int] = {}
+        todo = list(tips)
+        seen: set[str] = set()
+        while todo:
+            eid = todo.pop()
+            if eid in seen:
+                continue
+            seen.add(eid)
+            tip = tips.get(eid)
+            if tip is not None and not tip.soft_failed:
+                live[eid] = tip.height
+                continue
+            row = self.conn.execute(
+                "SELECT height, soft_failed, parents FROM entries WHERE id = ?", (eid,)
+            ).fetchone()
+            if row is None:
+                continue
+            if not row[1]:
+                live[eid] = int(row[0])
+            else:
+                todo.extend(row[2].split())
+        if not live:  # every entry soft-failed down to the root cannot happen; keep the tips
+            live = {t: tips[t].height for t in tips}
+        # Merge at most MAX_PARENTS (the highest); the rest stay tips.
+        return sorted(live, key=lambda t: (live[t], t))[-MAX_PARENTS:]
+
+    def _height_of(self, eid: str, db: str) -> int:
+        info = self._parent_info(eid, {}, db)
+        if info is None:
+            raise NotFound(f"parent {eid[:19]}… is not known")
+        return info.height
 
     def write(
         self, db: str | None, key: KeyPair, ops_list: list[dict[str, list[Any]]], ts: int | None
     ) -> Applied:
         """Create, validate and store entries signed by ``key``, chained, in one transaction."""
         applied = Applied()
+        self._undo = []
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             batch: dict[str, _Tip] = {}
@@ -313,26 +555,35 @@ class LedgerCore:
                     entry = Entry.create(key, None, [], 0, ops, ts)
                     current_db = entry.id
                 else:
-                    tips = self.tips(current_db)
-                    if not tips:
+                    if not self.tips(current_db):
                         raise NotFound(f"no database {current_db}")
-                    # Merge at most MAX_PARENTS tips (the highest); the rest stay tips.
-                    parents = sorted(tips, key=lambda t: (tips[t].height, t))[-MAX_PARENTS:]
-                    height = max(tips[t].height for t in parents) + 1
+                    parents = self._live_parents(current_db)
+                    height = max(self._height_of(p, current_db) for p in parents) + 1
                     entry = Entry.create(key, current_db, parents, height, ops, ts)
-                auth_set, _ = self._validate(entry, batch)
-                self._store(entry, auth_set, applied)
+                auth_set = self._validate(entry, batch)
+                if self._store(entry, auth_set, applied):
+                    raise PermissionDenied(
+                        f"key {entry.author[:24]}… may not write to this database any more"
+                    )
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
             self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
+        finally:
+            self._undo = None
         return applied
 
     def ingest(self, entries: Iterable[Entry]) -> tuple[IngestResult, Applied]:
-        """Validate and store entries from elsewhere, parents first; each is accepted or not."""
+        """Validate and store entries from elsewhere, parents first; each is accepted or not.
+
+        A refused entry is refused alone: its savepoint is rolled back and only its own
+        in-memory effects are undone, so the batch and the entries after it go on. An
+        unexpected exception (a bug) is logged with its traceback and refuses that entry only.
+        """
         result, applied = IngestResult(), Applied()
         todo = sorted(entries, key=Entry.sort_key)
+        self._undo = []
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             batch: dict[str, _Tip] = {}
@@ -344,26 +595,41 @@ class LedgerCore:
                 seen.add(entry.id)
                 self.conn.execute("SAVEPOINT one")
                 marks = (len(applied.entries), len(applied.rows), len(applied.fields))
+                undo_mark = len(self._undo)
+                reset_before = set(applied.reset_dbs)
+                reason: str | None = None
                 try:
-                    auth_set, _ = self._validate(entry, batch)
-                    self._store(entry, auth_set, applied)
-                except (ChazError, ValueError, KeyError, TypeError) as exc:
+                    auth_set = self._validate(entry, batch)
+                    failed = self._store(entry, auth_set, applied)
+                except ChazError as exc:
+                    reason = str(exc) or type(exc).__name__
+                except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
+                    reason = f"could not be stored: {type(exc).__name__}: {exc}"
+                except Exception as exc:
+                    log.exception("bug while ingesting entry %s", entry.id)
+                    reason = f"internal error: {type(exc).__name__}"
+                if reason is not None:
                     self.conn.execute("ROLLBACK TO one")
+                    self.conn.execute("RELEASE one")
                     del applied.entries[marks[0] :], applied.rows[marks[1] :]
                     del applied.fields[marks[2] :]
-                    self.conn.execute("RELEASE one")
+                    applied.reset_dbs = reset_before
+                    for undo in reversed(self._undo[undo_mark:]):
+                        undo()
+                    del self._undo[undo_mark:]
                     self._tips.pop(entry.db_id, None)
-                    self._auth_ops.pop(entry.id, None)
-                    self._reload_sets()
-                    result.rejected.append((entry.id, str(exc) or type(exc).__name__))
+                    result.rejected.append((entry.id, reason))
                     continue
                 self.conn.execute("RELEASE one")
-                batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
+                batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
                 result.accepted.append(entry.id)
+                result.soft_failed += int(failed)
             self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
+        finally:
+            self._undo = None
         return result, applied
 
     def _known(self, eid: str) -> bool:
@@ -374,20 +640,17 @@ class LedgerCore:
     def _rollback(self) -> None:
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
+        for undo in reversed(self._undo or []):
+            undo()
         self._tips.clear()  # caches may hold uncommitted tips; reload from disk
-        self._reload_sets()
-        known = {
-            r[0]
-            for r in self.conn.execute(
-                "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(self._auth_ops)),),
-            )
-        }
-        for eid in [e for e in self._auth_ops if e not in known]:
-            del self._auth_ops[eid]
+
+
+def _auth_grants(entry: Entry) -> list[tuple[str, KeyGrant]]:
+    return [parse_auth_op(op) for op in entry.ops.get(AUTH_STORE, [])]
 
 
 def _check_data_ops(store: str, ops: list[Any]) -> None:
+    check = _row_check(store)
     for op in ops:
         if not isinstance(op, dict):
             raise InputError(f"store {store}: an operation must be an object")
@@ -395,6 +658,8 @@ def _check_data_ops(store: str, ops: list[Any]) -> None:
         if kind == "insert":
             if set(op) != {"op", "row"} or not isinstance(op["row"], dict):
                 raise InputError(f"store {store}: insert takes exactly {{op, row: object}}")
+            if check is not None:
+                check(op["row"])
         elif kind == "set":
             if set(op) != {"op", "field", "value"} or not isinstance(op["field"], str):
                 raise InputError(f"store {store}: set takes exactly {{op, field, value}}")

@@ -26,6 +26,9 @@ from chazbot.ledger.keys import KeyPair, verify
 VERSION = 1
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 MAX_PARENTS = 64
+MAX_STORES = 32
+MAX_OPS = 4096
+MAX_INT = 2**53  # heights and timestamps stay below this: exact in JSON, SQLite and floats
 STORE_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.:/@+-]{0,127}\Z")  # \Z: no trailing "\n"
 HEX_DIGITS = frozenset("0123456789abcdef")
 
@@ -74,6 +77,9 @@ class Entry:
         # its peers (or ``verify``) would refuse.
         if len(set(parents)) != len(parents) or len(parents) > MAX_PARENTS:
             raise InputError(f"an entry has at most {MAX_PARENTS} distinct parents")
+        if ts is not None and not 0 <= ts < MAX_INT:
+            raise InputError(f"an entry's timestamp must be from 0 to 2^53, got {ts}")
+        _check_counts(ops, InputError)
         for store, store_ops in ops.items():
             if not isinstance(store, str) or not STORE_NAME.fullmatch(store):
                 raise InputError(f"bad store name {str(store)[:80]!r}")
@@ -135,17 +141,19 @@ class Entry:
             and all(is_content_id(p) for p in parents)
             and parents == sorted(set(parents))
             and type(height) is int
-            and 0 <= height < 2**53
+            and 0 <= height < MAX_INT
             and isinstance(ops, dict)
             and all(STORE_NAME.fullmatch(s) and isinstance(v, list) for s, v in ops.items())
             and isinstance(author, str)
             and type(ts) is int
+            and 0 <= ts < MAX_INT
             and isinstance(sig, str)
             and len(sig) == 128
             and HEX_DIGITS.issuperset(sig)  # lowercase only: one signature, one entry id
         )
         if not ok:
             raise IntegrityError("entry is malformed")
+        _check_counts(ops, IntegrityError)
         if (db is None) != (not parents) or (db is None) != (height == 0):
             raise IntegrityError("a root entry has no db and no parents; others have both")
         try:
@@ -166,3 +174,13 @@ class Entry:
         if not verify(author, raw_sig, payload):
             raise IntegrityError(f"entry {eid[:19]}… has a bad signature")
         return cls(eid, db, tuple(parents), height, ops, author, ts, sig, data)
+
+
+def _check_counts(
+    ops: dict[str, list[Any]], error: type[InputError] | type[IntegrityError]
+) -> None:
+    if len(ops) > MAX_STORES:
+        raise error(f"an entry touches at most {MAX_STORES} stores, this one {len(ops)}")
+    total = sum(len(v) for v in ops.values() if isinstance(v, list))
+    if total > MAX_OPS:
+        raise error(f"an entry carries at most {MAX_OPS} operations, this one {total}")

@@ -203,7 +203,7 @@ class Ledger:
         def read(core: LedgerCore) -> list[Row]:
             cur = core.conn.execute(
                 "SELECT n, row_id, entry_id, author, ts, height, data FROM rows "
-                f"WHERE db = ? AND store = ? AND n > ? ORDER BY n {order} LIMIT ?",
+                f"WHERE db = ? AND store = ? AND n > ? AND hidden = 0 ORDER BY n {order} LIMIT ?",
                 (db, store, after, limit),
             )
             found = [
@@ -219,7 +219,8 @@ class Ledger:
 
         def read(core: LedgerCore) -> dict[str, int]:
             cur = core.conn.execute(
-                "SELECT store, count(*) FROM rows WHERE db = ? GROUP BY store", (db,)
+                "SELECT store, count(*) FROM rows WHERE db = ? AND hidden = 0 GROUP BY store",
+                (db,),
             )
             return {store: int(n) for store, n in cur}
 
@@ -292,7 +293,9 @@ class Ledger:
 
 
 _LEDGER_TABLES = re.compile(
-    r"\b(INTO|UPDATE|FROM)\s+(entries|tips|rows|fields|auth|auth_sets|schema_version)\b", re.I
+    r"\b(INTO|UPDATE|FROM)\s+"
+    r"(entries|tips|rows|fields|field_sets|auth|auth_heads|schema_version)\b",
+    re.I,
 )
 
 

@@ -1,80 +1,167 @@
 """The SQLite schema of a peer's state file, as ordered migrations.
 
-Each migration runs in its own transaction together with the version row. A file whose
-version is newer than the code knows is refused, so an old chazbot never scribbles on a
-newer layout.
+Each migration is a function run in its own transaction together with the version row. A
+file whose version is newer than the code knows is refused, so an old chazbot never
+scribbles on a newer layout.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Callable
 
 from chazbot.errors import ConflictError
 
-MIGRATIONS: list[str] = [
-    # 1: the ledger (entries and what is derived from them) and the peer-local tables.
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _v1_ledger(conn: sqlite3.Connection) -> None:
+    """The ledger (entries and what is derived from them) and the peer-local tables."""
+    conn.execute(
+        """CREATE TABLE entries (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            db TEXT NOT NULL,
+            height INTEGER NOT NULL,
+            author TEXT NOT NULL,
+            ts INTEGER NOT NULL,
+            auth_set INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX entries_db ON entries (db, seq)")
+    conn.execute(
+        "CREATE TABLE tips (db TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (db, id)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "CREATE TABLE auth_sets (n INTEGER PRIMARY KEY, db TEXT NOT NULL, members TEXT NOT NULL)"
+    )
+    conn.execute(
+        """CREATE TABLE rows (
+            n INTEGER PRIMARY KEY,
+            db TEXT NOT NULL,
+            store TEXT NOT NULL,
+            row_id TEXT NOT NULL UNIQUE,
+            entry_id TEXT NOT NULL,
+            author TEXT NOT NULL,
+            ts INTEGER NOT NULL,
+            height INTEGER NOT NULL,
+            data TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX rows_db_store ON rows (db, store, n)")
+    conn.execute(
+        """CREATE TABLE fields (
+            db TEXT NOT NULL, store TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
+            height INTEGER NOT NULL, entry_id TEXT NOT NULL,
+            PRIMARY KEY (db, store, field)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        """CREATE TABLE auth (
+            db TEXT NOT NULL, key TEXT NOT NULL, perm TEXT NOT NULL, prio INTEGER NOT NULL,
+            status TEXT NOT NULL, height INTEGER NOT NULL, entry_id TEXT NOT NULL,
+            PRIMARY KEY (db, key)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        "CREATE TABLE local_keys "
+        "(pubkey TEXT PRIMARY KEY, label TEXT NOT NULL, private BLOB NOT NULL)"
+    )
+    conn.execute(
+        """CREATE TABLE registry (
+            kind TEXT NOT NULL, name TEXT NOT NULL, db TEXT NOT NULL,
+            data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, name)
+        )"""
+    )
+    conn.execute("CREATE TABLE credentials (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("CREATE TABLE local_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+
+def _v2_sync(conn: sqlite3.Connection) -> None:
+    """Peer-to-peer sync (peer-local, never synced): what this peer serves, whom it syncs with
+    and how far (cursors: the remote's seq pulled, our seq the remote is known to hold), and
+    the access requests it has received."""
+    conn.execute("CREATE TABLE sync_shared (db TEXT PRIMARY KEY, since INTEGER NOT NULL)")
+    conn.execute(
+        """CREATE TABLE sync_remotes (
+            db TEXT NOT NULL, address TEXT NOT NULL,
+            pulled INTEGER NOT NULL DEFAULT 0, pushed INTEGER NOT NULL DEFAULT 0,
+            log TEXT NOT NULL DEFAULT '', added INTEGER NOT NULL,
+            PRIMARY KEY (db, address)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        """CREATE TABLE sync_requests (
+            id INTEGER PRIMARY KEY, db TEXT NOT NULL, key TEXT NOT NULL,
+            permission TEXT NOT NULL, created INTEGER NOT NULL, status TEXT NOT NULL,
+            decided INTEGER
+        )"""
+    )
+    conn.execute("CREATE INDEX sync_requests_db_key ON sync_requests (db, key)")
+
+
+def _v3_linear_auth_and_soft_fail(conn: sqlite3.Connection) -> None:
+    """Auth state by heads, soft-failed writes, and the field sets they may hide.
+
+    - ``auth_heads`` replaces ``auth_sets``: an entry's ``auth_set`` now names the *antichain*
+      of auth entries at the top of its ancestry (usually one), not every auth entry in it,
+      so the table grows with the number of auth changes, not changes x members. The old
+      sets are turned into heads with the same numbers, so ``entries.auth_set`` stays valid.
+    - ``entries.parents`` (space-separated ids) lets revocation walk the DAG without
+      decoding entries; ``entries.soft_failed`` and ``rows.hidden`` mark the writes of a
+      revoked key that its revocation had not seen (SPEC §2).
+    - ``field_sets`` records every single-valued ``set``, so a field can be recomputed from
+      the entries that are not soft-failed.
     """
-    CREATE TABLE entries (
-        seq INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        db TEXT NOT NULL,
-        height INTEGER NOT NULL,
-        author TEXT NOT NULL,
-        ts INTEGER NOT NULL,
-        auth_set INTEGER NOT NULL,
-        data BLOB NOT NULL
-    );
-    CREATE INDEX entries_db ON entries (db, seq);
-    CREATE TABLE tips (db TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (db, id)) WITHOUT ROWID;
-    CREATE TABLE auth_sets (n INTEGER PRIMARY KEY, db TEXT NOT NULL, members TEXT NOT NULL);
-    CREATE TABLE rows (
-        n INTEGER PRIMARY KEY,
-        db TEXT NOT NULL,
-        store TEXT NOT NULL,
-        row_id TEXT NOT NULL UNIQUE,
-        entry_id TEXT NOT NULL,
-        author TEXT NOT NULL,
-        ts INTEGER NOT NULL,
-        height INTEGER NOT NULL,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX rows_db_store ON rows (db, store, n);
-    CREATE TABLE fields (
-        db TEXT NOT NULL, store TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
-        height INTEGER NOT NULL, entry_id TEXT NOT NULL,
-        PRIMARY KEY (db, store, field)
-    ) WITHOUT ROWID;
-    CREATE TABLE auth (
-        db TEXT NOT NULL, key TEXT NOT NULL, perm TEXT NOT NULL, prio INTEGER NOT NULL,
-        status TEXT NOT NULL, height INTEGER NOT NULL, entry_id TEXT NOT NULL,
-        PRIMARY KEY (db, key)
-    ) WITHOUT ROWID;
-    CREATE TABLE local_keys (pubkey TEXT PRIMARY KEY, label TEXT NOT NULL, private BLOB NOT NULL);
-    CREATE TABLE registry (
-        kind TEXT NOT NULL, name TEXT NOT NULL, db TEXT NOT NULL, data TEXT NOT NULL DEFAULT '{}',
-        PRIMARY KEY (kind, name)
-    );
-    CREATE TABLE credentials (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE local_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # 2: peer-to-peer sync (peer-local, never synced): what this peer serves, whom it syncs
-    # with and how far (cursors: the remote's seq pulled, our seq the remote is known to
-    # hold), and the access requests it has received.
-    """
-    CREATE TABLE sync_shared (db TEXT PRIMARY KEY, since INTEGER NOT NULL);
-    CREATE TABLE sync_remotes (
-        db TEXT NOT NULL, address TEXT NOT NULL,
-        pulled INTEGER NOT NULL DEFAULT 0, pushed INTEGER NOT NULL DEFAULT 0,
-        log TEXT NOT NULL DEFAULT '', added INTEGER NOT NULL,
-        PRIMARY KEY (db, address)
-    ) WITHOUT ROWID;
-    CREATE TABLE sync_requests (
-        id INTEGER PRIMARY KEY, db TEXT NOT NULL, key TEXT NOT NULL, permission TEXT NOT NULL,
-        created INTEGER NOT NULL, status TEXT NOT NULL, decided INTEGER
-    );
-    CREATE INDEX sync_requests_db_key ON sync_requests (db, key)
-    """,
-]
+    conn.execute(
+        "CREATE TABLE auth_heads (n INTEGER PRIMARY KEY, db TEXT NOT NULL, members TEXT NOT NULL)"
+    )
+    own_set = dict(conn.execute("SELECT id, auth_set FROM entries"))
+    sets: dict[int, tuple[str, frozenset[str]]] = {
+        int(n): (db, frozenset(json.loads(members)))
+        for n, db, members in conn.execute("SELECT n, db, members FROM auth_sets")
+    }
+    for n, (db, members) in sets.items():
+        below: set[str] = set()
+        for member in members:
+            mine = sets.get(own_set.get(member, -1))
+            if mine is not None:
+                below |= mine[1] - {member}
+        heads = sorted(members - below)
+        conn.execute(
+            "INSERT INTO auth_heads (n, db, members) VALUES (?, ?, ?)", (n, db, json.dumps(heads))
+        )
+    conn.execute("DROP TABLE auth_sets")
+    conn.execute("ALTER TABLE entries ADD COLUMN parents TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE entries ADD COLUMN soft_failed INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE entries ADD COLUMN is_data INTEGER NOT NULL DEFAULT 1")
+    for eid, data in conn.execute("SELECT id, data FROM entries").fetchall():
+        body = json.loads(bytes(data))
+        ops = body.get("ops", {})
+        is_data = any(store != "_auth" for store in ops) or "_auth" not in ops
+        conn.execute(
+            "UPDATE entries SET parents = ?, is_data = ? WHERE id = ?",
+            (" ".join(body.get("parents", [])), int(is_data), eid),
+        )
+    conn.execute("CREATE INDEX entries_author ON entries (db, author, height)")
+    conn.execute("CREATE INDEX entries_height ON entries (db, height)")
+    conn.execute("ALTER TABLE rows ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        """CREATE TABLE field_sets (
+            db TEXT NOT NULL, store TEXT NOT NULL, field TEXT NOT NULL,
+            height INTEGER NOT NULL, entry_id TEXT NOT NULL, value TEXT NOT NULL,
+            PRIMARY KEY (db, store, field, height, entry_id)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute(
+        "INSERT INTO field_sets (db, store, field, height, entry_id, value) "
+        "SELECT db, store, field, height, entry_id, value FROM fields"
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_ledger, _v2_sync, _v3_linear_auth_and_soft_fail]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -85,7 +172,7 @@ def current_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> int:
+def migrate(conn: sqlite3.Connection, migrations: list[Migration] | None = None) -> int:
     """Bring the file up to date; refuse a file newer than ``migrations``. Returns the version."""
     steps = MIGRATIONS if migrations is None else migrations
     version = current_version(conn)
@@ -97,9 +184,7 @@ def migrate(conn: sqlite3.Connection, migrations: list[str] | None = None) -> in
     for number in range(version + 1, len(steps) + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in steps[number - 1].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            steps[number - 1](conn)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
             conn.execute("COMMIT")
         except BaseException:

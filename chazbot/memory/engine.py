@@ -113,6 +113,8 @@ class MemoryEngine:
         return view
 
     def _on_applied(self, applied: Applied) -> None:
+        for db in applied.reset_dbs:  # rows were hidden or shown again: rebuild on next use
+            self._views.pop(db, None)
         vector_store = embeddings_store(self.model) if self.model else None
         wanted = [r for r in applied.rows if r.store == MEMORY_STORE] + [
             r for r in applied.rows if r.store == vector_store

@@ -10,6 +10,7 @@ A vector lives in ``embeddings:<provider>/<model>`` as ``{"ref": <memory row id>
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.errors import InputError
+from chazbot.ledger.core import register_row_check
 
 MEMORY_STORE = "memory"
 EMBEDDINGS_PREFIX = "embeddings:"
@@ -26,6 +28,8 @@ MAX_VALUE_BYTES = 16 * 1024
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_LIMIT = 100
+MAX_EXTRA_BYTES = 1024  # other fields of a memory row (e.g. the delegating agent's name)
+MAX_VECTOR_CHARS = 64 * 1024  # base64 of 12,288 float32s
 
 
 def embeddings_store(model_name: str) -> str:
@@ -127,7 +131,14 @@ class MemoryRow:
     forgotten: bool = False
 
     def newer_than(self, other: MemoryRow) -> bool:
-        return (self.ts, self.order) > (other.ts, other.order)
+        """Causal order: a row supersedes every row it descends from (a higher height), and
+        only between rows of one height does the timestamp decide, so a row stamped far in
+        the future cannot pin a key against a later overwrite or ``forget``."""
+        return (self.order[0], self.ts, self.order[1:]) > (
+            other.order[0],
+            other.ts,
+            other.order[1:],
+        )
 
 
 @dataclass(frozen=True)
@@ -159,3 +170,33 @@ def parse_memory_row(
     if not isinstance(value, str) or not isinstance(tags, list):
         return None
     return MemoryRow(doc, row_id, key, value, tuple(str(t) for t in tags), ts, order, author)
+
+
+def check_memory_row(row: dict[str, Any]) -> None:
+    """SPEC §3's limits on a stored memory row, local or synced (registered with the ledger)."""
+    check_key(row.get("key"))
+    extra = {k: v for k, v in row.items() if k not in ("key", "value", "tags", "forget")}
+    if row.get("forget") is True:
+        if "value" in row or "tags" in row:
+            raise InputError("a forget row carries only its key")
+    else:
+        if "forget" in row:
+            raise InputError("forget must be true when present")
+        check_value(row.get("value"))
+        tags = row.get("tags", [])
+        check_tags(tags)
+    if extra and len(json.dumps(extra, ensure_ascii=False).encode()) > MAX_EXTRA_BYTES:
+        raise InputError(f"a memory row's other fields take at most {MAX_EXTRA_BYTES} bytes")
+
+
+def check_vector_row(row: dict[str, Any]) -> None:
+    """An ``embeddings:<model>`` row: a reference to its memory row and a bounded vector."""
+    ref, vec = row.get("ref"), row.get("vec")
+    if set(row) != {"ref", "vec"} or not isinstance(ref, str) or not isinstance(vec, str):
+        raise InputError("an embedding row is exactly {ref, vec}")
+    if not 0 < len(ref) <= MAX_KEY_CHARS * 2 or not 0 < len(vec) <= MAX_VECTOR_CHARS:
+        raise InputError(f"an embedding's vector is at most {MAX_VECTOR_CHARS} characters")
+
+
+register_row_check(MEMORY_STORE, check_memory_row)
+register_row_check(EMBEDDINGS_PREFIX, check_vector_row)

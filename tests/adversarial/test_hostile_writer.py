@@ -1,0 +1,184 @@
+"""A hostile or careless writer against real peers on loopback (SPEC §2, issue #11).
+
+Each test signs entries by hand, delivers them by push to the owner's sync server or by pull
+from a tampered relay, and then checks what every peer shows, not just a status code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from chazbot.ledger import KeyPair
+from chazbot.ledger.encoding import content_id
+from chazbot.ledger.entry import MAX_INT
+from chazbot.memory.rows import MAX_TAGS, MAX_VALUE_BYTES
+from tests.adversarial.harness import (
+    READ,
+    YEAR_US,
+    Arena,
+    forge,
+    head,
+    remember,
+)
+from tests.test_sync_support import wait_until
+
+
+@pytest.fixture
+async def arena(tmp_path: Path) -> AsyncIterator[Arena]:
+    opened = await Arena.open(tmp_path)
+    yield opened
+    await opened.close()
+
+
+async def test_revoked_key_on_old_parents_is_soft_failed_everywhere(arena: Arena) -> None:
+    a, db = arena.a, arena.db
+    await a.ledger.write(db, arena.hostile, remember("plan", "before revocation"))
+    old_parents, old_height = await head(a.ledger, db)
+    # the owner demotes the hostile key to read (it may still push, as any reader may)
+    await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)
+    await wait_until(arena.converged, what="b to learn the revocation")
+    # ... which builds on the parents it saw before the revocation
+    late = forge(arena.hostile, db, old_parents, old_height, remember("plan", "planted"))
+    result = await arena.push([late])
+    assert result.accepted == 1 and result.refused == 0  # kept in the DAG so ids resolve
+    await wait_until(arena.converged, what="b to receive the soft-failed entry")
+    for node in (a, arena.b):
+        assert (await arena.visible(node))["plan"] == "before revocation"
+        assert all(r.entry_id != content_id(late) for r in await node.ledger.rows(db, "memory"))
+        assert await node.ledger.verify() == []
+    # never used as a parent: the owner's next write builds beside it, not on it
+    after = (await a.ledger.write(db, arena.owner, remember("next", "owner"))).entries[0]
+    assert content_id(late) not in after.parents
+    # a search through the engine does not find it either
+    hits = await arena.memory_a.recall(db, "planted")
+    assert hits == []
+
+
+async def test_revocation_arriving_after_the_late_write_hides_it_too(arena: Arena) -> None:
+    """Arrival order does not matter: b sees the late write first, then the revocation."""
+    a, b, db = arena.a, arena.b, arena.db
+    old_parents, old_height = await head(a.ledger, db)
+    await b.replicator.remove_remote(db)  # cut b off so it learns things in our order
+    await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)
+    late = forge(arena.hostile, db, old_parents, old_height, remember("salary", "planted"))
+    assert (await b.ledger.ingest([late])).accepted == [content_id(late)]
+    assert (await arena.visible(b)).get("salary") == "planted"  # not revoked here yet
+    raw = [data for _, data in await a.ledger.entries(db, 0, 10_000)]
+    await b.ledger.ingest(raw)
+    assert "salary" not in await arena.visible(b)
+    assert await a.ledger.ingest([late])  # a gets it last
+    assert "salary" not in await arena.visible(a)
+    assert await arena.converged()
+
+
+async def test_far_future_row_cannot_pin_a_key(arena: Arena) -> None:
+    a, db = arena.a, arena.db
+    parents, height = await head(a.ledger, db)
+    future = time.time_ns() // 1000 + 100 * YEAR_US
+    pinned = forge(arena.hostile, db, parents, height, remember("lunch", "pinned"), future)
+    pinned2 = forge(arena.hostile, db, parents, height, remember("door", "code 1234"), future)
+    assert (await arena.push([pinned, pinned2])).accepted == 2
+    assert (await arena.visible(a))["lunch"] == "pinned"
+    # the owner, having seen them, overwrites one and forgets the other: both win
+    await arena.memory_a.remember(db, arena.owner, "lunch", "noon")
+    await arena.memory_a.forget(db, arena.owner, "door")
+    await wait_until(arena.converged, what="b to converge")
+    for node in (a, arena.b):
+        shown = await arena.visible(node)
+        assert shown["lunch"] == "noon" and "door" not in shown
+
+
+@pytest.mark.parametrize("ts", [2**63, MAX_INT, -1])
+async def test_out_of_range_timestamp_is_refused_alone_by_push(arena: Arena, ts: int) -> None:
+    a, db = arena.a, arena.db
+    parents, height = await head(a.ledger, db)
+    good1 = forge(arena.hostile, db, parents, height, remember("g1", "one"))
+    poison = forge(arena.hostile, db, [content_id(good1)], height + 1, remember("p", "x"), ts)
+    good2 = forge(arena.hostile, db, parents, height, remember("g2", "two"))
+    result = await arena.push([good1, poison, good2])
+    assert (result.accepted, result.refused) == (2, 1)
+    assert "malformed" in result.rejected[0][1]
+    shown = await arena.visible(a)
+    assert shown["g1"] == "one" and shown["g2"] == "two" and "p" not in shown
+    await wait_until(arena.converged, what="b to receive the good entries")
+
+
+def over_limit_rows() -> list[dict[str, object]]:
+    return [
+        {"key": "big", "value": "x" * (MAX_VALUE_BYTES + 1), "tags": []},
+        {"key": "tags", "value": "v", "tags": [f"t{i}" for i in range(MAX_TAGS + 68)]},
+        {"key": "k" * 257, "value": "v", "tags": []},
+        {"key": "", "value": "v", "tags": []},
+        {"key": "t", "value": "v", "tags": ["x" * 65]},
+        {"key": "f", "forget": True, "value": "hidden payload"},
+        {"key": "n", "value": 5, "tags": []},
+        {"key": "e", "value": "v", "tags": [], "extra": "y" * 2000},
+    ]
+
+
+async def test_over_limit_rows_are_refused_alone_by_pull(arena: Arena) -> None:
+    """A tampered relay serves over-limit rows, wrong heights and bad timestamps between good
+    entries; the owner pulls from it: the good ones arrive, every bad one is refused alone,
+    and replication goes on (the cursor does not stick)."""
+    a, db = arena.a, arena.db
+    parents, height = await head(a.ledger, db)
+    bad = [
+        forge(arena.hostile, db, parents, height, {"memory": [{"op": "insert", "row": row}]})
+        for row in over_limit_rows()
+    ]
+    bad.append(forge(arena.hostile, db, parents, height + 5, remember("h", "wrong height")))
+    bad.append(forge(arena.hostile, db, parents, height, remember("ts", "x"), 2**63))
+    good = [
+        forge(arena.hostile, db, parents, height, remember(f"good{i}", f"value {i}"))
+        for i in range(3)
+    ]
+    await arena.plant([good[0], *bad[:4], good[1], *bad[4:], good[2]])
+    await arena.pull_from_b({content_id(g) for g in good})
+    shown = await arena.visible(a)
+    assert {shown[f"good{i}"] for i in range(3)} == {"value 0", "value 1", "value 2"}
+    for data in bad:
+        with pytest.raises(Exception, match="no entry"):
+            await a.ledger.entry(content_id(data))
+    # replication goes on after the bad batch: the next entry the relay serves arrives too
+    later = forge(arena.hostile, db, [content_id(good[2])], height + 1, remember("later", "ok"))
+    await arena.plant([later])
+    await arena.pull_from_b({content_id(later)})
+    assert (await arena.visible(a))["later"] == "ok"
+    assert await a.ledger.verify() == []
+
+
+async def test_over_limit_rows_written_locally_are_refused_at_the_ledger(arena: Arena) -> None:
+    a, db = arena.a, arena.db
+    before = await a.ledger.count_entries(db)
+    for row in over_limit_rows():
+        with pytest.raises(Exception) as caught:
+            await a.ledger.write(db, arena.owner, {"memory": [{"op": "insert", "row": row}]})
+        assert type(caught.value).__name__ == "InputError", row
+    assert await a.ledger.count_entries(db) == before
+
+
+async def test_burst_of_refused_entries_is_time_bounded(arena: Arena) -> None:
+    """A read-only key pushes 1,000 entries it may not write; the owner's writes go on."""
+    a, db = arena.a, arena.db
+    reader = KeyPair.generate()
+    await a.ledger.set_auth(db, arena.owner, reader.public, READ)
+    parents, height = await head(a.ledger, db)
+    burst = [forge(reader, db, parents, height, remember(f"spam{i}", "spam")) for i in range(1000)]
+    started = time.perf_counter()
+    push = asyncio.ensure_future(arena.push(burst, reader))
+    latencies = []
+    while not push.done():
+        t0 = time.perf_counter()
+        await a.ledger.write(db, arena.owner, remember("tick", str(t0)))
+        latencies.append(time.perf_counter() - t0)
+    result = await push
+    took = time.perf_counter() - started
+    assert (result.accepted, result.refused) == (0, 1000)
+    assert took < 10.0, took  # decode + refuse 1,000 entries, loaded CI included
+    assert max(latencies) < 5.0
+    assert not any(k.startswith("spam") for k in await arena.visible(a))
