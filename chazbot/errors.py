@@ -5,7 +5,8 @@
     ChazError                 base of every error chazbot raises on purpose
     ├── InputError            the user's (or the model's) input is wrong; shown as is
     │   ├── ConfigError       the config file or an ${ENV} reference is wrong
-    │   └── UsageError        a command's arguments are wrong (commands.tree)
+    │   ├── UsageError        a command's arguments are wrong (commands.tree)
+    │   └── _ReadTimeout      a sync request's body came too slowly (sync.server, HTTP 408)
     ├── PermissionDenied      a key or a user lacks the permission it needs
     │   └── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
     ├── NotFound              a bank, agent, session, key or entry does not exist
