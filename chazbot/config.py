@@ -30,6 +30,7 @@ MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MATRIX_SESSION_PREFIX = "matrix:"  # a Matrix room's session is named "matrix:<room id>"
+LOCAL_DEFAULT_MODEL = "embedded"
 
 
 class _Model(BaseModel):
@@ -37,7 +38,12 @@ class _Model(BaseModel):
 
 
 class LLMConfig(_Model):
-    """The chat model. ``openai`` is any OpenAI-compatible endpoint; ``local`` the embedded one."""
+    """The chat model. ``openai`` is any OpenAI-compatible endpoint; ``local`` the embedded one.
+
+    With ``backend: local``, ``model`` is ``embedded`` (the default: the best built-in model
+    that is installed), a built-in name (``smollm2-135m``), a path to any
+    GGUF file, or an http(s) URL of one, fetched once into ``state_dir/models``.
+    """
 
     backend: Literal["openai", "local"] = "openai"
     api_base: str = "https://api.openai.com/v1"
@@ -47,6 +53,16 @@ class LLMConfig(_Model):
     max_retries: int = Field(default=3, ge=0, le=10)
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    context_tokens: int = Field(default=2048, ge=512, le=131_072)
+    download_max_mb: int = Field(default=16_384, ge=1, le=1_048_576)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_default_model(cls, data: Any) -> Any:
+        """``backend: local`` without a model means the embedded default, not gpt-4o-mini."""
+        if isinstance(data, dict) and data.get("backend") == "local" and not data.get("model"):
+            return {**data, "model": LOCAL_DEFAULT_MODEL}
+        return data
 
 
 class EmbeddingConfig(_Model):

@@ -334,7 +334,7 @@ class Peer:
     def llm(self) -> ChatModel | None:
         """The chat model (made on first use: the local one loads lazily)."""
         if not self._llm_made:
-            self._llm = make_llm(self.config.llm)
+            self._llm = make_llm(self.config.llm, self.state_dir / "models")
             self._llm_made = True
         return self._llm
 

