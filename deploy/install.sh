@@ -53,6 +53,10 @@ if [ -s "$work/nodeps.txt" ]; then
     pip_quiet install --only-binary :all: --no-deps --requirement "$work/nodeps.txt"
 fi
 echo "[install] 3/3 chazbot itself (editable)"
-pip_quiet install --no-deps --no-build-isolation --editable .
+# setuptools warns about editable installs in general: its output shows only if it fails.
+if ! pip_quiet install --no-deps --no-build-isolation --editable . 2> "$work/self.log"; then
+    cat "$work/self.log" >&2
+    exit 1
+fi
 echo "$want" > "$stamp"
 echo "[install] done in $((SECONDS - started)) s"

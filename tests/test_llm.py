@@ -446,15 +446,30 @@ def test_plain_chat_turns_tool_turns_into_text() -> None:
         {"role": "tool", "tool_call_id": "c", "content": "stored x"},
         {"role": "weird", "content": "dropped"},
         {"role": "user", "content": "and y?"},
-        {"role": "system", "content": f"{MEMORY_HEADING}\n- x: 1"},
+        {"role": "system", "content": f"{MEMORY_HEADING}\n- [ann/1]: ann: x is 1\n- [y]: y is 2"},
     ]
+    # The memory block goes beside the question, without row keys (a tiny model ignores it
+    # in the system prompt); tool turns become text.
+    note = f"{local_llm.MEMORY_INTRO}\n- ann: x is 1\n- y is 2"
     assert local_llm.plain_chat(messages) == [
-        {"role": "system", "content": f"sys\n\n{MEMORY_HEADING}\n- x: 1"},
+        {"role": "system", "content": "sys"},
         {"role": "user", "content": "remember x is 1"},
         {"role": "assistant", "content": "(called remember)"},
         {"role": "user", "content": "(tool result) stored x"},
-        {"role": "user", "content": "and y?"},
+        {"role": "user", "content": f"{note}\n\nand y?"},
     ]
+    assert local_llm.plain_chat([{"role": "system", "content": f"{MEMORY_HEADING}\n- [k]: v"}]) == [
+        {"role": "user", "content": f"{local_llm.MEMORY_INTRO}\n- v"}
+    ]
+
+
+def test_recent_keeps_system_and_the_last_messages() -> None:
+    chat = [{"role": "system", "content": "s"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": str(i)} for i in range(7)
+    ]
+    assert local_llm.recent(chat, 3) == [chat[0], *chat[-3:]]
+    assert local_llm.recent(chat, 100) == chat
+    assert local_llm.recent(chat, 0) == [chat[0], chat[-1]]
 
 
 def test_fit_to_context_keeps_system_and_last() -> None:
@@ -534,7 +549,7 @@ async def test_local_model_smoke() -> None:
         again = await chat.complete(long_history)
     assert isinstance(again.content, str)
     assert again.prompt_tokens is not None
-    assert again.prompt_tokens <= local_llm.PROMPT_BUDGET_TOKENS, "old turns were not dropped"
+    assert again.prompt_tokens <= chat.prompt_budget, "old turns were not dropped"
     await chat.aclose()
 
 
@@ -549,6 +564,7 @@ class FileServer:
     def __init__(self) -> None:
         self.hits: dict[str, int] = {}
         self.url = ""
+        self.real: Path | None = None  # served as /real.gguf
         self._runner: Any = None
 
     async def start(self) -> None:
@@ -559,6 +575,8 @@ class FileServer:
             self.hits[name] = self.hits.get(name, 0) + 1
             if name == "model.gguf":
                 return web.Response(body=FAKE_GGUF, content_type="application/octet-stream")
+            if name == "real.gguf" and self.real is not None:
+                return web.FileResponse(self.real)
             if name == "page.gguf":
                 return web.Response(text="<html>sign in first</html>", content_type="text/html")
             if name == "endless.gguf":  # no Content-Length: streams until we stop reading
@@ -693,3 +711,28 @@ def test_model_source_reads_every_kind(tmp_path: Path) -> None:
             make_llm(LLMConfig(backend="local", model=str(tmp_path / "absent.gguf")))
         chat = make_llm(LLMConfig(backend="local", model="http://127.0.0.1:9/x.gguf"), tmp_path)
         assert isinstance(chat, local_llm.LocalChat) and chat.models_dir == tmp_path
+
+
+@needs_local
+async def test_local_model_from_a_url_is_fetched_once_and_answers(
+    files: FileServer, tmp_path: Path
+) -> None:
+    """The whole path a user with a bigger model takes, with the built-in GGUF as the file."""
+    builtin = local_llm.default_builtin()
+    assert builtin is not None
+    files.real = builtin.path()
+    cfg = LLMConfig(backend="local", model=f"{files.url}/real.gguf", max_tokens=24)
+    chat = make_llm(cfg, tmp_path / "models")
+    assert isinstance(chat, local_llm.LocalChat) and chat.name.endswith("-real.gguf")
+    assert files.hits == {}, "nothing is fetched before the first use"
+    async with asyncio.timeout(120):
+        await chat.ping()
+        result = await chat.complete([{"role": "user", "content": "Say hello."}])
+    assert isinstance(result.content, str) and result.content.strip()
+    fetched = tmp_path / "models" / chat.name
+    assert fetched.read_bytes()[:4] == b"GGUF"
+    assert fetched.stat().st_size == files.real.stat().st_size
+    again = make_llm(cfg, tmp_path / "models")
+    assert isinstance(again, local_llm.LocalChat)
+    await again.ping()
+    assert files.hits == {"real.gguf": 1}
