@@ -17,11 +17,15 @@ model: M}``. Then:
   was stored).
 - ask: the 20 questions are asked one after another in an ``ask`` session through
   ``peer.chat``; auto-recall puts what it finds in the ``## Relevant Memories`` block.
+  Auto-recall's query is the first 10 distinct words of the session's last 5 messages, so
+  from the third question on it mostly searches for earlier questions; ``--fresh`` asks
+  each question in a session of its own, which measures the model rather than that query.
 
 It prints per model: accuracy (the reply contains the fact's answer, case-insensitive),
 repeated-line rate (replies in which a line or sentence of 3+ words occurs twice), looping
 replies (a repeat that reaches the reply length limit), reply tokens per second of LLM time
-(prompt reading included, so a lower bound of the generation speed), and wall time per turn
+("tok/s": prompt reading included), llama.cpp's own generation speed ("gen/s": median over
+replies of 8+ tokens, from ``LocalChat.last_timings``), and wall time per turn
 (median and max), with the load average beside them: the machine is shared, so numbers are
 noisy. ``--show`` prints every question and reply.
 """
@@ -87,6 +91,7 @@ class Result:
     model: str
     load_s: float
     turns: list[Turn] = field(default_factory=list)
+    gen_rates: list[float] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         n = len(self.turns) or 1
@@ -99,6 +104,9 @@ class Result:
             "repeated_pct": round(100 * sum(t.repeated for t in self.turns) / n, 1),
             "looping": sum(t.looping for t in self.turns),
             "tokens_per_s": round(tokens / llm_s, 1),
+            "gen_tokens_per_s_p50": round(statistics.median(self.gen_rates), 1)
+            if self.gen_rates
+            else None,
             "turn_p50_s": round(statistics.median(walls), 2),
             "turn_max_s": round(max(walls), 2),
             "reply_tokens_p50": statistics.median([t.tokens for t in self.turns] or [0]),
@@ -122,7 +130,9 @@ def repeated(reply: str) -> bool:
     return len(units) != len(set(units))
 
 
-async def run_model(spec: str, capture: bool, show: bool, max_tokens: int | None) -> Result:
+async def run_model(
+    spec: str, capture: bool, show: bool, max_tokens: int | None, fresh: bool = False
+) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Config(
             state_dir=Path(tmp),
@@ -136,6 +146,7 @@ async def run_model(spec: str, capture: bool, show: bool, max_tokens: int | None
             await llm.ping()
             result = Result(getattr(llm, "name", spec), time.perf_counter() - started)
             calls: list[tuple[float, int, int]] = []
+            gen_rates: list[float] = []  # llama.cpp's own generation speed per reply
             inner = llm.complete
 
             async def timed(*args: Any, **kwargs: Any) -> Any:
@@ -143,6 +154,9 @@ async def run_model(spec: str, capture: bool, show: bool, max_tokens: int | None
                 out = await inner(*args, **kwargs)
                 spent = time.perf_counter() - began
                 calls.append((spent, out.completion_tokens or 0, out.prompt_tokens or 0))
+                timings = getattr(llm, "last_timings", {})
+                if timings.get("predicted_n", 0) >= 8:
+                    gen_rates.append(float(timings["predicted_per_second"]))
                 return out
 
             llm.complete = timed  # type: ignore[method-assign]
@@ -157,10 +171,11 @@ async def run_model(spec: str, capture: bool, show: bool, max_tokens: int | None
             if capture and not stored:
                 raise SystemExit("--capture: nothing was stored (is memory capture on?)")
             limit = getattr(llm, "max_tokens", None)
-            for _, _, question, answers in FACTS:
+            for index, (_, _, question, answers) in enumerate(FACTS):
                 calls.clear()
                 began = time.perf_counter()
-                turn = await peer.chat(question, session="ask", sender="@ann:example.org")
+                session = f"ask{index}" if fresh else "ask"
+                turn = await peer.chat(question, session=session, sender="@ann:example.org")
                 wall = time.perf_counter() - began
                 reply = turn.text
                 tokens = sum(c[1] for c in calls)
@@ -180,6 +195,7 @@ async def run_model(spec: str, capture: bool, show: bool, max_tokens: int | None
                 if show:
                     mark = "ok " if result.turns[-1].right else "BAD"
                     print(f"  [{mark}] {question} -> {reply!r} ({tokens} tok, {wall:.1f} s)")
+            result.gen_rates = gen_rates
             return result
 
 
@@ -192,6 +208,11 @@ def main() -> int:
     )
     parser.add_argument("--capture", action="store_true", help="tell facts through chat turns")
     parser.add_argument("--show", action="store_true", help="print every question and reply")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="ask each question in a session of its own (auto-recall then sees only it)",
+    )
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
@@ -202,20 +223,22 @@ def main() -> int:
     rows = []
     for spec in specs:
         print(f"== {spec} (load average {os.getloadavg()[0]:.2f})", flush=True)
-        result = asyncio.run(run_model(spec, args.capture, args.show, args.max_tokens))
+        result = asyncio.run(run_model(spec, args.capture, args.show, args.max_tokens, args.fresh))
         row = result.row()
         row["loadavg_1m"] = round(os.getloadavg()[0], 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    cols = ("acc %", "rep %", "loops", "tok/s", "p50 s", "max s")
+    cols = ("acc %", "rep %", "loops", "tok/s", "gen/s", "p50 s", "max s")
     print(f"{'model':<24} " + " ".join(f"{c:>6}" for c in cols))
     for r in rows:
         print(
             f"{r['model'][:24]:<24} {r['accuracy_pct']:>6} {r['repeated_pct']:>6} "
-            f"{r['looping']:>6} {r['tokens_per_s']:>6} {r['turn_p50_s']:>6} {r['turn_max_s']:>6}"
+            f"{r['looping']:>6} {r['tokens_per_s']:>6} {r['gen_tokens_per_s_p50']!s:>6} "
+            f"{r['turn_p50_s']:>6} {r['turn_max_s']:>6}"
         )
     print(
+        f"ask: {'a session per question' if args.fresh else 'one session'}; "
         f"tell: {'chat turns + capture' if args.capture else 'agent.remember'}; "
         f"load average now {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores"
     )

@@ -452,15 +452,19 @@ def test_plain_chat_turns_tool_turns_into_text() -> None:
     # in the system prompt); tool turns become text.
     note = f"{local_llm.MEMORY_INTRO}\n- ann: x is 1\n- y is 2"
     assert local_llm.plain_chat(messages) == [
-        {"role": "system", "content": "sys"},
+        {"role": "system", "content": f"sys {local_llm.MEMORY_HINT}"},
         {"role": "user", "content": "remember x is 1"},
         {"role": "assistant", "content": "(called remember)"},
         {"role": "user", "content": "(tool result) stored x"},
         {"role": "user", "content": f"{note}\n\nand y?"},
     ]
     assert local_llm.plain_chat([{"role": "system", "content": f"{MEMORY_HEADING}\n- [k]: v"}]) == [
-        {"role": "user", "content": f"{local_llm.MEMORY_INTRO}\n- v"}
+        {"role": "system", "content": local_llm.MEMORY_HINT},
+        {"role": "user", "content": f"{local_llm.MEMORY_INTRO}\n- v"},
     ]
+    assert local_llm.plain_chat(
+        [{"role": "system", "content": "a"}, {"role": "system", "content": "b"}]
+    ) == [{"role": "system", "content": "a b"}]
 
 
 def test_recent_keeps_system_and_the_last_messages() -> None:

@@ -447,8 +447,11 @@ def _text(content: Any) -> str:
     return ""
 
 
-MEMORY_INTRO = "What you were told before (use it if it answers me):"
+MEMORY_INTRO = "Facts I told you:"
 """Replaces the ``## Relevant Memories`` heading for a tiny model, next to the question."""
+MEMORY_HINT = "Answer in one short sentence, using the facts I told you."
+"""Added to the system prompt when memories were found (bench/localchat.py: 60 % against 50 %
+with the hint beside the facts and 30 % with the memories in the system prompt, 10 questions)."""
 _ROW_KEY = re.compile(r"^- \[[^\]\n]*\]: ", re.MULTILINE)
 
 
@@ -500,8 +503,10 @@ def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
             out.append({"role": "user", "content": note})
         else:
             last["content"] = f"{note}\n\n{last['content']}"
+    if notes:
+        system.append(MEMORY_HINT)
     if system:
-        out.insert(0, {"role": "system", "content": "\n\n".join(system)})
+        out.insert(0, {"role": "system", "content": " ".join(system)})
     return out
 
 
@@ -551,6 +556,8 @@ class LocalChat:
         self.prompt_budget = min(self.n_ctx - self.max_tokens, max(1024, self.n_ctx // 2))
         self.temperature = cfg.temperature if cfg.temperature is not None else DEFAULT_TEMPERATURE
         self.history = TINY_HISTORY_MESSAGES if self.source.builtin else HISTORY_MESSAGES
+        self.last_timings: dict[str, Any] = {}
+        """llama.cpp's timings of the last reply (``predicted_per_second``...), for benchmarks."""
         self._engine = _engine(self.source.spec or LOCAL_DEFAULT_MODEL, self.n_ctx)
 
     def __repr__(self) -> str:
@@ -575,6 +582,8 @@ class LocalChat:
             data = self._engine.chat(request)
             error = data.get("error") if isinstance(data, dict) else None
             if error is None:
+                timings = data.get("timings") if isinstance(data, dict) else None
+                self.last_timings = dict(timings) if isinstance(timings, dict) else {}
                 return parse_chat_response(data, _SOURCE)
             info = error if isinstance(error, dict) else {"message": str(error)}
             index = _droppable(chat)
