@@ -97,7 +97,7 @@ class Harness:
         self.admin = KeyPair.generate()
         self.db = await self.peer.ledger.create_db(self.admin, {"name": "served"})
         await self.peer.ledger.write(
-            self.db, self.admin, {"memory": [{"op": "insert", "row": {"value": "v"}}]}
+            self.db, self.admin, {"notes": [{"op": "insert", "row": {"value": "v"}}]}
         )
         self.reader = KeyPair.generate()
         await self.peer.ledger.set_auth(
