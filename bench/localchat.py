@@ -20,6 +20,9 @@ model: M}``. Then:
   Auto-recall's query is the first 10 distinct words of the session's last 5 messages, so
   from the third question on it mostly searches for earlier questions; ``--fresh`` asks
   each question in a session of its own, which measures the model rather than that query.
+  With the default capture (``messages`` for the embedded model) each question is stored
+  too, and earlier questions then crowd facts out of the top 3; ``--agent-capture off``
+  leaves memory as told.
 
 It prints per model: accuracy (the reply contains the fact's answer, case-insensitive),
 repeated-line rate (replies in which a line or sentence of 3+ words occurs twice), looping
@@ -131,13 +134,18 @@ def repeated(reply: str) -> bool:
 
 
 async def run_model(
-    spec: str, capture: bool, show: bool, max_tokens: int | None, fresh: bool = False
+    spec: str,
+    capture: bool,
+    show: bool,
+    max_tokens: int | None,
+    fresh: bool = False,
+    agent_capture: str = "auto",
 ) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Config(
             state_dir=Path(tmp),
             llm=LLMConfig(backend="local", model=spec, max_tokens=max_tokens),
-            agents=[AgentConfig(name="chaz")],
+            agents=[AgentConfig(name="chaz", capture=agent_capture)],
         )
         async with chazbot.open(tmp, cfg) as peer:
             llm = peer.llm
@@ -214,6 +222,12 @@ def main() -> int:
         help="ask each question in a session of its own (auto-recall then sees only it)",
     )
     parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument(
+        "--agent-capture",
+        default="auto",
+        choices=["auto", "off", "messages", "facts"],
+        help="the agent's capture mode (auto, the default, stores the questions asked too)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
     specs = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -240,6 +254,7 @@ def main() -> int:
     print(
         f"ask: {'a session per question' if args.fresh else 'one session'}; "
         f"tell: {'chat turns + capture' if args.capture else 'agent.remember'}; "
+        f"agent capture: {args.agent_capture}; "
         f"load average now {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores"
     )
     if args.json:
