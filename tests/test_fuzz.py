@@ -143,6 +143,7 @@ def close_harness() -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _shared_harness() -> Iterator[None]:
     yield
+    shutil.rmtree(Path(tempfile.gettempdir()) / f"chazbot-fuzz-config-{os.getpid()}", True)
     h = _harness
     if h is not None:
         problems = h.verify()
@@ -374,15 +375,16 @@ CONFIG_TEXT = st.one_of(
 @FUZZ
 @given(CONFIG_TEXT)
 def test_fuzz_config_files(text: str) -> None:
-    with tempfile.TemporaryDirectory() as where:
-        path = Path(where) / "config.yaml"
-        path.write_text(text, encoding="utf-8", errors="surrogateescape")
-        try:
-            cfg = load_config(path)
-        except ConfigError as exc:
-            assert one_line(str(exc)), str(exc)
-            return
-        assert isinstance(cfg, Config)
+    where = Path(tempfile.gettempdir()) / f"chazbot-fuzz-config-{os.getpid()}"
+    where.mkdir(exist_ok=True)
+    path = where / "config.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        assert one_line(str(exc)), str(exc)
+        return
+    assert isinstance(cfg, Config)
 
 
 TARGETS = {
