@@ -116,10 +116,12 @@ async def _flood(
         for session in sessions:
             await session.close()
     took = time.monotonic() - started
+    answered = sum(n for k, n in statuses.items() if k.isdigit())
     return {
         "sent": sent,
         "seconds": round(took, 1),
         "rate": round(sent / took),
+        "answered_rate": round(answered / took),
         "statuses": dict(statuses),
     }
 
