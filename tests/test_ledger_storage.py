@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -9,6 +10,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,87 @@ async def test_not_a_database_is_a_backend_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as info:
         await Ledger.open(path)
     assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def ledger_threads(path: Path) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"ledger {path.name}"]
+
+
+async def test_a_failed_open_leaves_no_thread_and_no_open_file(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite" * 512)
+    with pytest.raises(BackendError):
+        await Ledger.open(garbage)
+    assert ledger_threads(garbage) == []
+    newer = tmp_path / "newer.db"
+    await write_some(newer, 1)
+    with sqlite3.connect(newer) as raw:
+        raw.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION + 1,))
+    raw.close()
+    with pytest.raises(ConflictError):
+        await Ledger.open(newer)
+    assert ledger_threads(newer) == []
+    # the refused file was closed: an exclusive lock on it is granted at once
+    probe = sqlite3.connect(newer, timeout=0)
+    probe.execute("BEGIN EXCLUSIVE")
+    probe.rollback()
+    probe.close()
+
+
+async def test_close_ends_the_thread_and_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    ledger = await Ledger.open(path)
+    assert len(ledger_threads(path)) == 1
+    await ledger.close()
+    await ledger.close()
+    assert ledger_threads(path) == []
+    with pytest.raises(BackendError, match="closed"):
+        await ledger.count_entries()
+
+
+async def test_a_cancelled_caller_leaves_its_step_whole(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    ledger = await Ledger.open(path)
+    try:
+        db = await ledger.create_db(KEY, {"name": "bank"})
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(ledger.run(lambda core: gate.wait(10)))
+        write = asyncio.ensure_future(
+            ledger.write(db, KEY, {"memory": [{"op": "insert", "row": {"i": 1}}]})
+        )
+        await asyncio.sleep(0)  # both are queued behind the gate
+        write.cancel()
+        gate.set()
+        assert await blocker is True
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        # the step ran to its end in one transaction; the ledger goes on serving
+        assert [r.data for r in await ledger.rows(db, "memory")] == [{"i": 1}]
+        assert await ledger.verify() == []
+    finally:
+        await ledger.close()
+
+
+def test_a_result_for_a_closed_loop_is_dropped_and_the_thread_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    errors: list[BaseException | None] = []
+    old_hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    gate = threading.Event()
+    try:
+        first = asyncio.new_event_loop()
+        ledger = first.run_until_complete(Ledger.open(path))
+        pending = first.create_task(ledger.run(lambda core: gate.wait(10)))
+        first.run_until_complete(asyncio.sleep(0))  # queued; the thread waits at the gate
+        pending.cancel()
+        first.run_until_complete(asyncio.gather(pending, return_exceptions=True))
+        first.close()
+        gate.set()  # the thread finishes the step and finds its caller's loop closed
+        assert asyncio.run(ledger.count_entries()) == 0  # and serves another loop
+        asyncio.run(ledger.close())
+    finally:
+        threading.excepthook = old_hook
+    assert errors == [] and ledger_threads(path) == []
 
 
 # ---- verify() finds tampering ---------------------------------------------------------------

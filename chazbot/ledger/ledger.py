@@ -1,8 +1,9 @@
 """The ledger of one peer: every signed database in one SQLite file, behind an async API.
 
 The file is opened in WAL mode with ``synchronous=FULL`` (a commit is on disk when it
-returns) and owner-only permissions. All work on the connection runs on aiosqlite's worker
-thread, one function at a time, so each write is one atomic step (see ``core``).
+returns) and owner-only permissions. All work on the connection runs on one worker thread of
+the ledger's own (``_Worker``: a thread and a queue), one function at a time, so each write is
+one atomic step (see ``core``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import copy
 import json
 import logging
 import os
+import queue
 import re
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
-
-import aiosqlite
 
 from chazbot.errors import BackendError, InputError, IntegrityError, NotFound
 from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
@@ -39,19 +40,86 @@ def _open_file(path: Path) -> sqlite3.Connection:
         os.close(fd)
     os.chmod(path, 0o600)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=10000")
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=10000")
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class _Worker:
+    """One thread that runs functions from a queue, one at a time, in arrival order.
+
+    ``run`` hands a function over and awaits its result in the caller's event loop. A result
+    whose loop has closed meanwhile is dropped (nobody awaits it), so the thread never touches
+    a closed loop. ``stop`` lets queued work finish, then ends the thread and waits for it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._stopped = False
+        # A daemon thread: a ledger that was never closed does not keep the process alive.
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, loop, future = job
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args))
+            except BaseException as exc:  # handed to the awaiting caller, raised there
+                outcome = (False, exc)
+            # A closed loop (RuntimeError) means nobody waits for this result any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+            del job, fn, args, future, outcome
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._stopped:
+            raise BackendError("the state file is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((fn, args, loop, future))
+        return await future
+
+    async def stop(self) -> None:
+        """Finish the queued work, end the thread and wait for it (idempotent)."""
+        if not self._stopped:
+            self._stopped = True
+            self._jobs.put(None)
+        if self._thread.is_alive():
+            await asyncio.to_thread(self._thread.join)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled; the step itself ran to its end
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 class Ledger:
     """Signed, append-only databases in one SQLite file."""
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection, core: LedgerCore) -> None:
+    def __init__(self, path: Path, worker: _Worker, core: LedgerCore) -> None:
         self.path = path
-        self._conn = conn
+        self._worker = worker
         self._core = core
         self._listeners: list[Listener] = []
         # read caches, invalidated by every commit that touches them (one writer: this object)
@@ -62,34 +130,27 @@ class Ledger:
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
         file = Path(path)
-        conn = aiosqlite.connect(":memory:")
-        conn._connector = lambda: _open_file(file)  # type: ignore[attr-defined]
+        worker = _Worker(f"ledger {file.name}")
         try:
-            await conn
-        except sqlite3.DatabaseError as exc:
-            # aiosqlite has queued its own stop; let its thread finish while the loop runs
-            await asyncio.to_thread(conn._thread.join, 5)  # type: ignore[attr-defined]
-            raise BackendError(f"cannot open state file {file}: {exc}") from exc
-        try:
-            raw: sqlite3.Connection = conn._conn  # type: ignore[attr-defined]
-            core = await conn._execute(_init_core, raw)  # type: ignore[no-untyped-call]
-            for eid, why in core.load_errors:
-                log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
-            raise BackendError(f"cannot open state file {file}: {exc}") from exc
-        except BaseException:
-            await conn.close()
+            core = await worker.run(_open_core, file)
+        except BaseException as exc:
+            await worker.stop()  # nothing is open (``_open_core`` closes what it opened)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise BackendError(f"cannot open state file {file}: {exc}") from exc
             raise
-        return cls(file, conn, core)
+        for eid, why in core.load_errors:
+            log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)
+        return cls(file, worker, core)
 
     async def close(self) -> None:
-        await self._conn.close()
+        """Close the file and end the worker thread (idempotent)."""
+        if not self._worker.stopped:
+            await self._worker.run(lambda: self._core.conn.close())
+        await self._worker.stop()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(core, *args)`` on the connection's thread (one atomic step)."""
-        result: T = await self._conn._execute(fn, self._core, *args)  # type: ignore[no-untyped-call]
-        return result
+        """Run ``fn(core, *args)`` on the ledger's thread (one atomic step)."""
+        return await self._worker.run(fn, self._core, *args)
 
     def add_listener(self, listener: Listener) -> None:
         """``listener(applied)`` runs in the event loop after every successful commit."""
@@ -310,9 +371,15 @@ def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
     return decoded, bad
 
 
-def _init_core(raw: sqlite3.Connection) -> LedgerCore:
-    migrate(raw)
-    return LedgerCore(raw)
+def _open_core(path: Path) -> LedgerCore:
+    """Open the file, bring its schema up to date and load the core (on the worker thread)."""
+    raw = _open_file(path)
+    try:
+        migrate(raw)
+        return LedgerCore(raw)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
