@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WATCHED_LIBS = ("aiohttp", "numpy", "nio", "tenacity", "yarl")
 PRELOAD = (
     *("aiohttp", "numpy", "tenacity", "yarl", "pydantic", "yaml", "prometheus_client"),
-    *("nacl.signing", "aiosqlite", "markdown"),
+    *("nacl.signing", "markdown"),
     *("chazbot.errors", "chazbot.config", "chazbot.metrics", "chazbot.backends"),
 )
 """Loaded by the parent before the upper layers' children fork, to keep the test quick (every
