@@ -29,6 +29,8 @@ commands:
   chat         chat with an agent in the terminal (/memory … and other commands work too)
   cmd          run one command, e.g. chazbot cmd "/memory list"
   tool         run one agent tool as the agent would, e.g. chazbot tool recall '{"query": "x"}'
+               (chat, cmd and tool go through a running service; without one they open the
+               state dir themselves, and a `run` started meanwhile refuses to start)
   reindex      backfill vectors for the configured embedding model (with progress)
   export       write a bank's (or agent's) visible memory as JSONL
   import-file  add memory rows from a JSONL file to a bank
@@ -114,17 +116,22 @@ def _setup_logging(cfg: Config | None) -> None:
 
 async def _verify(cfg: Config) -> int:
     from chazbot.ledger import Ledger
+    from chazbot.ledger.statelock import StateLock
     from chazbot.peer import STATE_FILE
 
     path = Path(cfg.state_dir) / STATE_FILE
     if not path.exists():
         raise InputError(f"no state file at {path}")
-    ledger = await Ledger.open(path)
+    lock = StateLock.acquire(Path(cfg.state_dir), "verify")
     try:
-        total = await ledger.count_entries()
-        failures = await ledger.verify()
+        ledger = await Ledger.open(path)
+        try:
+            total = await ledger.count_entries()
+            failures = await ledger.verify()
+        finally:
+            await ledger.close()
     finally:
-        await ledger.close()
+        lock.release()
     for eid, reason in failures:
         print(f"FAIL {eid}: {reason}")
     print(f"{total} entries checked, {len(failures)} failed")
@@ -156,37 +163,19 @@ async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int
 
 
 async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) -> int:
-    from chazbot.transports.control import handle_request, send_to_service
+    from chazbot.transports.control import ask, handle_request
 
     request = {"op": "tool", "name": name, "arguments": arguments, "agent": agent_name}
-    reply = await send_to_service(cfg, request)
-    if reply is None:
-        from chazbot.peer import Peer
-
-        peer = await Peer.open(cfg)
-        try:
-            reply = await handle_request(peer, request)
-        finally:
-            await peer.close()
+    reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
     print(reply["text"])
     return EXIT_OK if reply["ok"] else EXIT_FAILED
 
 
 async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
-    from chazbot.transports.control import send_to_service
+    from chazbot.transports.control import ask, handle_request
 
-    reply = await send_to_service(
-        cfg, {"op": "cmd", "text": text, "agent": agent, "session": session}
-    )
-    if reply is None:
-        from chazbot.peer import Peer
-
-        peer = await Peer.open(cfg)
-        try:
-            r = await peer.command(text, agent=agent, session=session, sender="cli")
-        finally:
-            await peer.close()
-        reply = {"ok": r.ok, "text": r.text, "usage_error": r.usage_error}
+    request = {"op": "cmd", "text": text, "agent": agent, "session": session}
+    reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
     print(reply["text"])
     if reply.get("usage_error"):
         return EXIT_USAGE
@@ -260,14 +249,20 @@ async def _run(cfg: Config, config_path: str | None) -> int:
 
 
 async def _chat(cfg: Config, agent: str | None, session: str) -> int:
+    """Through the running service when there is one, else on the state opened here."""
     from chazbot.peer import Peer
+    from chazbot.transports.control import ServiceChat, reach
     from chazbot.transports.terminal import chat_loop
 
-    peer = await Peer.open(cfg)
+    found = await reach(cfg, {"op": "hello", "agent": agent, "session": session}, role="chat")
+    if not isinstance(found, Peer):
+        if not found.get("ok"):
+            raise InputError(str(found.get("text")))
+        return await chat_loop(ServiceChat(cfg), agent, session)
     try:
-        return await chat_loop(peer, agent, session)
+        return await chat_loop(found, agent, session)
     finally:
-        await peer.close()
+        await found.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@
     │   └── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
     ├── NotFound              a bank, agent, session, key or entry does not exist
     ├── ConflictError         the thing exists already, or the state moved under us
+    │   └── StateLocked       another process holds the state directory (ledger.statelock)
     ├── IntegrityError        stored or received data fails its id, signature or schema check
     ├── Unavailable           we cannot take the request now; the caller should retry later
     │   └── Busy              the sync server's replay cache is full (sync.protocol, HTTP 503)

@@ -34,6 +34,7 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger import KeyPair, Ledger, Level, Permission
+from chazbot.ledger.statelock import StateLock
 from chazbot.memory.banks import (
     Hosted,
     Registry,
@@ -115,6 +116,7 @@ class Peer:
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()
         self._llm: ChatModel | None = None
+        self.state_lock: StateLock | None = None  # held from open to close
         self._llm_made = False
         self._captures: set[asyncio.Task[int]] = set()
         self.sharing = Sharing(ledger)
@@ -126,11 +128,18 @@ class Peer:
         return Path(self.config.state_dir)
 
     @classmethod
-    async def open(cls, config: Config) -> Peer:
+    async def open(cls, config: Config, role: str = "open") -> Peer:
+        """Open the state directory, holding its lock until ``close`` (``StateLocked`` when
+        another process holds it; ``role`` is what that process is told holds it)."""
         state = Path(config.state_dir)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(state, 0o700)
-        ledger = await Ledger.open(state / STATE_FILE)
+        lock = StateLock.acquire(state, role)
+        try:
+            ledger = await Ledger.open(state / STATE_FILE)
+        except BaseException:
+            lock.release()
+            raise
         try:
             registry = Registry(ledger)
             key = await registry.key(PEER_KEY)
@@ -140,9 +149,11 @@ class Peer:
                 log.info("created peer key %s", key.public)
             embedder = make_embedder(config.embedding)
             peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
+            peer.state_lock = lock
             await peer.load_agents()
         except BaseException:
             await ledger.close()
+            lock.release()
             raise
         return peer
 
@@ -153,7 +164,11 @@ class Peer:
             await self._llm.aclose()
         if self.embedder is not None:
             await self.embedder.aclose()
-        await self.ledger.close()
+        try:
+            await self.ledger.close()
+        finally:
+            if self.state_lock is not None:
+                self.state_lock.release()
 
     async def __aenter__(self) -> Peer:
         return self

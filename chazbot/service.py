@@ -1,6 +1,7 @@
 """``chazbot run``: the long-running service of one peer.
 
-Starts, in order: the peer (state, keys, agents, default banks), the control socket, the
+Starts, in order: the peer (holding the state dir's lock, so a second ``run`` on it is
+refused; state, keys, agents, default banks), the control socket, the
 sync server and replicator (when ``sync_listen`` is set), the health and metrics endpoint
 (when ``http_listen`` is set), and the Matrix bot (when ``matrix`` is configured). SIGTERM
 and SIGINT stop everything cleanly; SIGHUP reloads the config's agents and default banks.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from chazbot.config import Config, load_config
 from chazbot.errors import ChazError
+from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
 
@@ -34,7 +36,8 @@ class Service:
         self.stopping = asyncio.Event()
 
     async def start(self) -> Peer:
-        peer = await Peer.open(self.config)
+        # Holds the state dir's lock from here until stop: a second ``run`` is refused.
+        peer = await Peer.open(self.config, role=ROLE_SERVICE)
         self.peer = peer
         self._stops.append(peer.close)
         control = ControlServer(peer)
@@ -103,7 +106,8 @@ class Service:
             await self.start()
             await self.stopping.wait()
         finally:
-            log.info("stopping")
+            if self._stops:
+                log.info("stopping")
             await self.stop()
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 with contextlib.suppress(Exception):

@@ -1,8 +1,17 @@
-"""The control socket: ``chazbot cmd`` and ``chazbot tool`` reach a running service through it.
+"""The control socket: ``chazbot cmd``, ``tool`` and ``chat`` reach a running service through it.
 
 A unix socket ``control.sock`` in the state directory (owner-only). One JSON request per
-line, one JSON reply per line. When no service listens, the client returns None and the
-caller opens the state directory itself.
+line, one JSON reply per line. Requests (``agent`` is optional everywhere):
+
+- ``{"op": "cmd", "text", "session", "sender"}``: a command line → ``{ok, text, usage_error}``
+- ``{"op": "tool", "name", "arguments"}``: one agent tool → ``{ok, text}``
+- ``{"op": "chat", "text", "session"}``: one agent turn → ``{ok, text, agent}``
+- ``{"op": "hello", "session"}``: which agent answers in a session → ``{ok, agent}``
+
+Only the process holding the state dir's lock (``chazbot run``) serves the socket, so only
+it ever replaces or removes it. When no service listens, the client side (``ask``) opens the
+state directory itself, taking the lock, so a ``run`` started meanwhile refuses instead of
+diverging.
 """
 
 from __future__ import annotations
@@ -12,21 +21,37 @@ import contextlib
 import json
 import logging
 import os
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chazbot.config import Config
-from chazbot.errors import ChazError, InputError
+from chazbot.errors import BackendError, ChazError, ConflictError, InputError
+from chazbot.ledger.statelock import ROLE_SERVICE, StateLocked
 from chazbot.peer import Peer
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 SOCKET_NAME = "control.sock"
 MAX_REQUEST = 1024 * 1024
+SENDERS = ("cli", "terminal")
+START_WAIT_S = 60.0
+"""How long a client waits for a service that holds the lock but is still starting."""
 
 
 def socket_path(cfg: Config) -> Path:
     return Path(cfg.state_dir) / SOCKET_NAME
+
+
+def _text(request: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = request.get(name)
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, str):
+        raise InputError(f"{request.get('op')} needs a {name} string")
+    return value
 
 
 async def handle_request(peer: Peer, request: Any) -> dict[str, Any]:
@@ -40,32 +65,61 @@ async def handle_request(peer: Peer, request: Any) -> dict[str, Any]:
     if agent is not None and not isinstance(agent, str):
         raise InputError("agent must be a string")
     if op == "cmd":
-        text, session = request.get("text"), request.get("session") or "cli"
-        if not isinstance(text, str) or not isinstance(session, str):
-            raise InputError("cmd needs text and session strings")
-        reply = await peer.command(text, agent=agent, session=session, sender="cli")
+        text, session = _text(request, "text"), _text(request, "session", "cli")
+        sender = _text(request, "sender", "cli")
+        if sender not in SENDERS:
+            raise InputError(f"sender is one of {', '.join(SENDERS)}")
+        reply = await peer.command(text, agent=agent, session=session, sender=sender)
         return {"ok": reply.ok, "text": reply.text, "usage_error": reply.usage_error}
     if op == "tool":
-        name, arguments = request.get("name"), request.get("arguments", "{}")
-        if not isinstance(name, str) or not isinstance(arguments, str):
-            raise InputError("tool needs name and arguments strings")
+        name, arguments = _text(request, "name"), _text(request, "arguments", "{}")
         who = peer.agent(agent) if agent else next(iter(peer.agents.values()))
         ok, text = await run_tool(who.memory, who.config.allowed_tools, name, arguments)
         return {"ok": ok, "text": text}
+    if op == "chat":
+        text, session = _text(request, "text"), _text(request, "session", "terminal")
+        sess = await peer.session(session)
+        who = peer.agent(agent) if agent else await peer.session_agent(sess)
+        result = await peer.chat(text, agent=who.name, session=session, sender="terminal")
+        return {"ok": result.ok, "text": result.text, "agent": who.name}
+    if op == "hello":
+        sess = await peer.session(_text(request, "session", "terminal"))
+        who = peer.agent(agent) if agent else await peer.session_agent(sess)
+        return {"ok": True, "agent": who.name}
     raise InputError(f"unknown control op {str(op)[:40]!r}")
 
 
+def _answers(path: Path) -> bool:
+    """Whether a process accepts connections on the unix socket at ``path``."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 class ControlServer:
-    """Serves control requests on the unix socket while ``chazbot run`` runs."""
+    """Serves control requests on the unix socket while ``chazbot run`` runs.
+
+    Started only by the holder of the state dir's lock. A socket file left by a dead process
+    is replaced; one a live process answers on is never touched. On stop the socket is
+    removed only if it is still the one this server made.
+    """
 
     def __init__(self, peer: Peer) -> None:
         self.peer = peer
         self.path = socket_path(peer.config)
         self._server: asyncio.AbstractServer | None = None
+        self._inode: int | None = None
 
     async def start(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        if self.path.exists() or self.path.is_symlink():
+            if await asyncio.to_thread(_answers, self.path):
+                raise ConflictError(f"another process serves {self.path}; is a service running?")
+            self.path.unlink()  # stale: its process is gone
         old = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(
@@ -74,13 +128,17 @@ class ControlServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        self._inode = self.path.stat().st_ino
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+            self._server = None
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            if self._inode is not None and self.path.stat().st_ino == self._inode:
+                self.path.unlink()
+        self._inode = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -113,9 +171,82 @@ async def send_to_service(cfg: Config, request: dict[str, Any]) -> dict[str, Any
         writer.write(json.dumps(request).encode() + b"\n")
         await writer.drain()
         line = await reader.readline()
+    except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
+        raise BackendError(f"the running service failed to answer: {exc}") from exc
     finally:
         writer.close()
-    reply = json.loads(line)
+    if not line:
+        raise BackendError("the running service stopped before answering")
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        reply = None
     if not isinstance(reply, dict):
-        raise ChazError("the running service sent a malformed reply")
+        raise BackendError("the running service sent a malformed reply")
     return reply
+
+
+async def reach(cfg: Config, request: dict[str, Any], role: str) -> dict[str, Any] | Peer:
+    """The running service's reply to ``request``; with no service, the peer opened here
+    (holding the state dir's lock, so no service starts beside it: close it when done).
+
+    A service that holds the lock but does not listen yet is still starting: wait for it.
+    """
+    deadline = time.monotonic() + START_WAIT_S
+    told = False
+    while True:
+        reply = await send_to_service(cfg, request)
+        if reply is not None:
+            return reply
+        try:
+            return await Peer.open(cfg, role=role)
+        except StateLocked as busy:
+            if busy.role != ROLE_SERVICE or time.monotonic() > deadline:
+                raise
+            if not told:
+                log.info("waiting for chazbot run (pid %d) to start listening", busy.pid)
+                told = True
+            await asyncio.sleep(0.1)  # poll for its socket
+
+
+async def ask(
+    cfg: Config,
+    request: dict[str, Any],
+    locally: Callable[[Peer], Awaitable[dict[str, Any]]],
+    role: str = "cli",
+) -> dict[str, Any]:
+    """``request`` answered by the running service, or by ``locally(peer)`` without one."""
+    found = await reach(cfg, request, role)
+    if not isinstance(found, Peer):
+        return found
+    try:
+        return await locally(found)
+    finally:
+        await found.close()
+
+
+class ServiceChat:
+    """``chazbot chat`` through a running service (see ``terminal.ChatTarget``)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+
+    async def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply = await send_to_service(self.cfg, request)
+        if reply is None:
+            raise BackendError("the running service has stopped")
+        return reply
+
+    async def agent_name(self, agent: str | None, session: str) -> str:
+        reply = await self._send({"op": "hello", "agent": agent, "session": session})
+        if not reply.get("ok") or not isinstance(reply.get("agent"), str):
+            raise InputError(str(reply.get("text") or "the service named no agent"))
+        return str(reply["agent"])
+
+    async def command(self, text: str, agent: str, session: str) -> str:
+        request = {"op": "cmd", "text": text, "agent": agent, "session": session}
+        return str((await self._send({**request, "sender": "terminal"}))["text"])
+
+    async def chat(self, text: str, agent: str, session: str) -> str:
+        request = {"op": "chat", "text": text, "agent": agent, "session": session}
+        return str((await self._send(request))["text"])

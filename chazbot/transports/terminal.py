@@ -1,12 +1,46 @@
-"""The terminal transport: ``chazbot chat``. Lines starting with ``/`` are commands."""
+"""The terminal transport: ``chazbot chat``. Lines starting with ``/`` are commands.
+
+The loop talks to a ``ChatTarget``: the peer opened in this process (``LocalChat``), or a
+running service through its control socket (``control.ServiceChat``), so a chat beside
+``chazbot run`` goes through the service instead of opening the state a second time.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from chazbot.peer import Peer
+
+
+class ChatTarget(Protocol):
+    """Where the terminal's lines go."""
+
+    async def agent_name(self, agent: str | None, session: str) -> str: ...
+
+    async def command(self, text: str, agent: str, session: str) -> str: ...
+
+    async def chat(self, text: str, agent: str, session: str) -> str: ...
+
+
+class LocalChat:
+    """A peer opened in this process."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+
+    async def agent_name(self, agent: str | None, session: str) -> str:
+        sess = await self.peer.session(session)
+        return self.peer.agent(agent).name if agent else (await self.peer.session_agent(sess)).name
+
+    async def command(self, text: str, agent: str, session: str) -> str:
+        reply = await self.peer.command(text, agent=agent, session=session, sender="terminal")
+        return reply.text
+
+    async def chat(self, text: str, agent: str, session: str) -> str:
+        result = await self.peer.chat(text, agent=agent, session=session, sender="terminal")
+        return result.text
 
 
 async def _read_line(stream: TextIO) -> str | None:
@@ -15,20 +49,20 @@ async def _read_line(stream: TextIO) -> str | None:
 
 
 async def chat_loop(
-    peer: Peer,
+    target: Peer | ChatTarget,
     agent: str | None,
     session: str,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
 ) -> int:
     """Chat until end of input or /quit; with no TTY it reads one line per input (scriptable)."""
+    to: ChatTarget = LocalChat(target) if isinstance(target, Peer) else target
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     interactive = inp.isatty()
-    sess = await peer.session(session)
-    who = peer.agent(agent) if agent else await peer.session_agent(sess)
+    name = await to.agent_name(agent, session)
     if interactive:
         out.write(
-            f"chatting with {who.name} in session {session!r}; /help for commands, /quit to leave\n"
+            f"chatting with {name} in session {session!r}; /help for commands, /quit to leave\n"
         )
     while True:
         if interactive:
@@ -43,10 +77,9 @@ async def chat_loop(
         if text in ("/quit", "/exit"):
             break
         if text.startswith("/"):
-            reply = await peer.command(text, agent=who.name, session=session, sender="terminal")
-            out.write(reply.text + "\n")
+            out.write(await to.command(text, name, session) + "\n")
         else:
-            result = await peer.chat(text, agent=who.name, session=session, sender="terminal")
-            out.write((f"{who.name}> " if interactive else "") + result.text + "\n")
+            answer = await to.chat(text, name, session)
+            out.write((f"{name}> " if interactive else "") + answer + "\n")
         out.flush()
     return 0
