@@ -126,7 +126,7 @@ async def test_a_cancelled_caller_leaves_its_step_whole(tmp_path: Path) -> None:
         gate = threading.Event()
         blocker = asyncio.ensure_future(ledger.run(lambda core: gate.wait(10)))
         write = asyncio.ensure_future(
-            ledger.write(db, KEY, {"memory": [{"op": "insert", "row": {"i": 1}}]})
+            ledger.write(db, KEY, {"things": [{"op": "insert", "row": {"i": 1}}]})
         )
         await asyncio.sleep(0)  # both are queued behind the gate
         write.cancel()
@@ -135,7 +135,7 @@ async def test_a_cancelled_caller_leaves_its_step_whole(tmp_path: Path) -> None:
         with pytest.raises(asyncio.CancelledError):
             await write
         # the step ran to its end in one transaction; the ledger goes on serving
-        assert [r.data for r in await ledger.rows(db, "memory")] == [{"i": 1}]
+        assert [r.data for r in await ledger.rows(db, "things")] == [{"i": 1}]
         assert await ledger.verify() == []
     finally:
         await ledger.close()
