@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from chazbot.agent.host import AgentHandle
@@ -21,10 +23,12 @@ from chazbot.memory.banks import (
     set_key,
 )
 from chazbot.memory.banks import looks_like_db_id as is_db_id
+from chazbot.memory.engine import LoadStatus
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
 from chazbot.memory.tools import format_hits
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
+STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
 
 
 def ok(text: str) -> Reply:
@@ -273,7 +277,13 @@ def register(tree: CommandTree) -> None:
     async def stats(ctx: Context, a: dict[str, str]) -> Reply:
         db, label = await _browse_target(ctx, a.get("bank", "self"))
         stores = await ctx.peer.ledger.stores(db)
-        view = await ctx.peer.memory.view(db)
+        engine = ctx.peer.memory
+        status = engine.load_status(db)
+        if status is None or not status.ready:
+            # a big bank loads off the event loop: wait a little, then report its progress
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(engine.view(db), STATS_WAIT_S)
+            status = engine.load_status(db)
         size = await ctx.peer.ledger.db_size(db)
         vectors = [
             f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}"
@@ -283,7 +293,8 @@ def register(tree: CommandTree) -> None:
         return ok(
             f"Stats for {label}:\n"
             f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
-            f"visible keys   = {len(view.visible)}\n"
+            f"visible keys   = {engine.visible_count(db) if status and status.ready else '…'}\n"
+            f"index          = {_index_line(status)}\n"
             f"vectors        = {', '.join(vectors) or 'none'}\n"
             f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
             f"size           = {size} bytes\n" + await _access_lines(ctx, db)
@@ -321,6 +332,15 @@ def register(tree: CommandTree) -> None:
             f"memory (tag captured). See them with {ctx.prefix}memory search self <words>; "
             f"stop with {ctx.prefix}memory capture off."
         )
+
+
+def _index_line(status: LoadStatus | None) -> str:
+    if status is None:
+        return "not loaded"
+    if not status.ready:
+        return f"loading, {status.done}/{status.total} rows read"
+    source = "snapshot + newer rows" if status.from_snapshot else "all rows"
+    return f"loaded from {source} in {status.seconds:.2f} s"
 
 
 async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:

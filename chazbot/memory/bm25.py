@@ -70,6 +70,8 @@ _U16_MAX = 65535  # postings keep tf in 16 bits until some tf is larger
 _SMALL_RANK = 64
 # ``add_many`` batches smaller than this share of the index go through ``add`` one by one.
 _BULK_SHARE = 0.125
+# Documents per slice of the bulk build's token-to-id pass (a few ms each).
+_SLICE = 4096
 
 
 def _grown(arr: NDArray[_T], need: int, fill: float = 0) -> NDArray[_T]:
@@ -223,6 +225,10 @@ class BM25Index:
             self._p_dead += n
         self._maybe_compact()
 
+    def docs(self) -> I64:
+        """The doc ids in the index (in slot order)."""
+        return self._s_doc[: self._n_slots][self._s_alive[: self._n_slots]]
+
     def memory_bytes(self) -> int:
         """Approximate bytes held: the numpy arrays plus the two hash tables (not their keys)."""
         arrays = (
@@ -246,12 +252,18 @@ class BM25Index:
         return sum(a.nbytes for a in arrays) + dense + tables
 
     def search(
-        self, query_tokens: Sequence[str], k: int, allowed: Collection[int] | None = None
+        self,
+        query_tokens: Sequence[str],
+        k: int,
+        allowed: Collection[int] | None = None,
+        ties: bool = False,
     ) -> list[tuple[int, float]]:
         """The top ``k`` documents as ``(doc, score)``, best first, ties to the higher doc id.
 
         ``allowed`` limits the results to those doc ids; N, df and avgdl still cover the whole
-        index. Documents without any query term (score 0) are never returned.
+        index. Documents without any query term (score 0) are never returned. With ``ties``,
+        documents that tie the k-th score come too (more than k), so that a caller with its
+        own tie rule can apply it.
         """
         n_live = len(self._slot_of)
         if k <= 0 or n_live == 0:
@@ -263,7 +275,7 @@ class BM25Index:
                 tids[tid] = None
         if not tids:
             return []
-        scorer = _Scorer(self, list(tids), n_live)
+        scorer = _Scorer(self, list(tids), n_live, ties)
         if allowed is None:
             return scorer.top_k(k, None)
         slot_of = self._slot_of
@@ -275,6 +287,84 @@ class BM25Index:
         mask = np.zeros(self._n_slots, np.bool_)
         mask[slots] = True
         return scorer.top_k(k, mask)
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def export_state(self) -> tuple[list[str], dict[str, NDArray[Any]]]:
+        """The vocabulary (term id order) and the arrays that make up the index, trimmed.
+
+        ``from_state`` rebuilds an identical index from them without tokenizing anything.
+        """
+        n_terms, n_slots, used, f_used = (
+            len(self._term_id),
+            self._n_slots,
+            self._p_used,
+            self._f_used,
+        )
+        arrays: dict[str, NDArray[Any]] = {
+            "t_start": self._t_start[:n_terms],
+            "t_len": self._t_len[:n_terms],
+            "t_cap": self._t_cap[:n_terms],
+            "t_df": self._t_df[:n_terms],
+            "t_maxtf": self._t_maxtf[:n_terms],
+            "t_minratio": self._t_minratio[:n_terms],
+            "p_slot": self._p_slot[:used],
+            "p_tf": self._p_tf[:used],
+            "s_doc": self._s_doc[:n_slots],
+            "s_len": self._s_len[:n_slots],
+            "s_alive": self._s_alive[:n_slots],
+            "s_fwd": self._s_fwd[:n_slots],
+            "s_nterms": self._s_nterms[:n_slots],
+            "f_term": self._f_term[:f_used],
+            "counters": np.array(
+                [self._p_garbage, self._p_dead, self._total_len, self._k1 * 1e6, self._b * 1e6],
+                np.int64,
+            ),
+        }
+        return list(self._term_id), arrays
+
+    @classmethod
+    def from_state(cls, vocab: list[str], arrays: dict[str, NDArray[Any]]) -> BM25Index:
+        """The index ``export_state`` described (raises InputError if the parts disagree)."""
+        counters = arrays["counters"]
+        index = cls(float(counters[3]) / 1e6, float(counters[4]) / 1e6)
+        n_terms = len(vocab)
+        if any(len(arrays[k]) != n_terms for k in ("t_start", "t_len", "t_df")):
+            raise InputError("index snapshot: term arrays do not match the vocabulary")
+        term_id: defaultdict[str, int] = defaultdict()
+        term_id.update(zip(vocab, range(n_terms), strict=True))
+        term_id.default_factory = term_id.__len__
+        index._term_id = term_id
+        index._t_start = _with_room(arrays["t_start"].astype(np.int64))
+        index._t_len = _with_room(arrays["t_len"].astype(np.int64))
+        index._t_cap = _with_room(arrays["t_cap"].astype(np.int64))
+        index._t_df = _with_room(arrays["t_df"].astype(np.int64))
+        index._t_maxtf = _with_room(arrays["t_maxtf"].astype(np.float64))
+        minratio = arrays["t_minratio"].astype(np.float64)
+        room = np.full(len(index._t_start) - n_terms, np.inf)
+        index._t_minratio = np.concatenate((minratio, room))
+        index._p_slot = _with_room(arrays["p_slot"].astype(np.int32))
+        p_tf = arrays["p_tf"]
+        index._p_tf = _with_room(p_tf if p_tf.dtype == np.int32 else p_tf.astype(np.uint16))
+        index._p_used = len(arrays["p_slot"])
+        index._p_garbage, index._p_dead, index._total_len = (int(c) for c in counters[:3])
+        index._s_doc = _with_room(arrays["s_doc"].astype(np.int64))
+        index._s_len = _with_room(arrays["s_len"].astype(np.float64))
+        index._s_alive = _with_room(arrays["s_alive"].astype(np.bool_))
+        index._s_fwd = _with_room(arrays["s_fwd"].astype(np.int64))
+        index._s_nterms = _with_room(arrays["s_nterms"].astype(np.int32))
+        index._n_slots = n_slots = len(arrays["s_doc"])
+        index._f_term = _with_room(arrays["f_term"].astype(np.int32))
+        index._f_used = len(arrays["f_term"])
+        alive = np.flatnonzero(index._s_alive[:n_slots])
+        index._slot_of = dict(zip(index._s_doc[alive].tolist(), alive.tolist(), strict=True))
+        if (index._t_start[:n_terms] + index._t_cap[:n_terms] > index._p_used).any() or (
+            index._p_slot[: index._p_used] >= max(n_slots, 1)
+        ).any():
+            raise InputError("index snapshot: postings out of range")
+        for tid in np.flatnonzero(index._t_len[:n_terms] >= index._dense_threshold()).tolist():
+            index._dense[tid] = index._dense_map(tid)
+        return index
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -376,9 +466,19 @@ class BM25Index:
         n_docs = len(docs)
         lengths = np.fromiter((len(t) for t in token_lists), np.int64, n_docs)
         term_id = self._term_id
-        n_tokens = int(lengths.sum())
-        tokens = chain.from_iterable(token_lists)
-        flat = np.fromiter(map(term_id.__getitem__, tokens), np.int64, n_tokens)
+        # In slices: one C-level loop over every token would hold the GIL for long enough
+        # to stall the event loop while a worker thread builds a big index.
+        flat = np.concatenate(
+            [
+                np.fromiter(
+                    map(term_id.__getitem__, chain.from_iterable(token_lists[i : i + _SLICE])),
+                    np.int64,
+                    int(lengths[i : i + _SLICE].sum()),
+                )
+                for i in range(0, n_docs, _SLICE)
+            ]
+            or [np.zeros(0, np.int64)]
+        )
         n_terms = len(term_id)
         self._ensure_terms(n_terms)
         # Distinct (document, term) pairs with their tf, document-major then by term.
@@ -511,8 +611,9 @@ class BM25Index:
 class _Scorer:
     """One query against one index state: idf, bounds and the MaxScore loop."""
 
-    def __init__(self, index: BM25Index, tids: list[int], n_live: int) -> None:
+    def __init__(self, index: BM25Index, tids: list[int], n_live: int, ties: bool) -> None:
         self.ix = index
+        self.ties = ties
         k1, b = index._k1, index._b
         avgdl = max(1.0, index._total_len / n_live)
         self.c1 = c1 = k1 * (1.0 - b)
@@ -629,6 +730,8 @@ class _Scorer:
             near = scores >= _kth_largest(scores, k) * (1.0 - _EPS)
             slots, scores = slots[near], scores[near]
         docs = self.ix._s_doc[slots]
+        if self.ties:  # all within the tie tolerance of the k-th score, in score order
+            k = docs.size
         if docs.size <= _SMALL_RANK:
             return ranked(zip(docs.tolist(), scores.tolist(), strict=True), k)
         order = order_by_score(docs, scores)[:k]

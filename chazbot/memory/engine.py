@@ -8,10 +8,13 @@ Authorisation is the ledger's: a write by a key the database does not allow is r
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +22,8 @@ from numpy.typing import NDArray
 from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
+from chazbot.ledger.core import LedgerCore
+from chazbot.memory import snapshot
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import (
     MEMORY_STORE,
@@ -34,15 +39,33 @@ from chazbot.memory.rows import (
     parse_memory_row,
     remember_ops,
 )
+from chazbot.memory.snapshot import SnapshotMeta
 from chazbot.memory.view import MemoryView, Ranked
 
 log = logging.getLogger(__name__)
 QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
+LOAD_CHUNK = 20_000  # rows read per ledger call while loading a view
+LOG_LOAD_ROWS = 20_000  # views at least this big log their loading at INFO
+SNAPSHOT_DIR = "index"  # beside the ledger's file
+SNAPSHOT_MIN_ROWS = 5_000  # smaller views build faster than a snapshot pays for
+SNAPSHOT_REFRESH = 10  # save again once a tenth as many rows as it holds came after it
 
 
 def embed_text(key: str, value: str) -> str:
     """What gets embedded for a memory row (the seed: key + " " + value)."""
     return f"{key} {value}"
+
+
+@dataclass
+class LoadStatus:
+    """Progress of loading one database's view (rows read of the rows to read)."""
+
+    done: int
+    total: int
+    started: float
+    seconds: float = 0.0
+    ready: bool = False
+    from_snapshot: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,12 +77,25 @@ class ReindexProgress:
 class MemoryEngine:
     """Memory operations over the databases of one ledger."""
 
-    def __init__(self, ledger: Ledger, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        embedder: Embedder | None = None,
+        snapshot_dir: Path | bool | None = True,
+    ) -> None:
+        """``snapshot_dir``: where views of big databases are saved (True: ``index/`` beside
+        the ledger's file; None or False: never saved)."""
         self.ledger = ledger
+        if snapshot_dir is True:
+            snapshot_dir = Path(ledger.path).parent / SNAPSHOT_DIR
+        self.snapshot_dir: Path | None = snapshot_dir or None
+        self.snapshot_min_rows = SNAPSHOT_MIN_ROWS
         self.embedder = embedder
         self._views: dict[str, MemoryView] = {}
         self._loading: dict[str, asyncio.Future[MemoryView]] = {}
-        self._pending: dict[str, list[Row]] = {}
+        self._pending: dict[str, list[Row]] = {}  # rows committed while a view loads
+        self._restart: set[str] = set()  # loads to start over (their DB's view was reset)
+        self._status: dict[str, LoadStatus] = {}
         ledger.add_listener(self._on_applied)
 
     @property
@@ -69,52 +105,152 @@ class MemoryEngine:
     # ---- views --------------------------------------------------------------------------
 
     async def view(self, db: str) -> MemoryView:
-        """The memory view of ``db``, loaded from SQLite on first use."""
+        """The memory view of ``db``, loaded from SQLite on first use (off the event loop)."""
         view = self._views.get(db)
         if view is not None:
             return view
         loading = self._loading.get(db)
-        if loading is not None:
-            return await asyncio.shield(loading)
-        future: asyncio.Future[MemoryView] = asyncio.get_running_loop().create_future()
-        self._loading[db] = future
-        self._pending[db] = []
+        if loading is None:
+            loading = asyncio.ensure_future(self._load_once(db))
+            self._loading[db] = loading
+        return await asyncio.shield(loading)
+
+    def visible_count(self, db: str) -> int:
+        """Rows recall can see in ``db`` (0 while its view is not loaded)."""
+        view = self._views.get(db)
+        return len(view.visible) if view is not None else 0
+
+    def load_status(self, db: str) -> LoadStatus | None:
+        """How far the view of ``db`` has loaded (None: never asked for)."""
+        return self._status.get(db)
+
+    def drop_view(self, db: str) -> None:
+        """Forget the view of ``db``; the next use rebuilds it from SQLite (a load under way
+        starts over, so it cannot return rows read before the drop)."""
+        self._views.pop(db, None)
+        self._status.pop(db, None)
+        if db in self._loading:
+            self._restart.add(db)
+
+    async def _load_once(self, db: str) -> MemoryView:
+        _gc_pause()
         try:
-            view = await self._load(db)
-        except BaseException as exc:
-            del self._loading[db]
+            while True:
+                self._pending[db] = []
+                view = await self._load(db)
+                if db in self._restart:
+                    self._restart.discard(db)
+                    continue
+                # Rows committed while loading: applying one twice is harmless (newest-per-key
+                # ignores a row that is not newer; a vector replaces itself).
+                for row in self._pending.pop(db):
+                    self._apply_row(view, row)
+                self._views[db] = view
+                return view
+        finally:
+            _gc_resume()
             self._pending.pop(db, None)
-            future.set_exception(exc)
-            future.exception()  # mark retrieved
-            raise
-        for row in self._pending.pop(db):
-            if row.n > view.last_n:
-                self._apply_row(view, row)
-        self._views[db] = view
-        del self._loading[db]
-        future.set_result(view)
-        return view
+            self._loading.pop(db, None)
+            self._restart.discard(db)
 
     async def _load(self, db: str) -> MemoryView:
+        """Build ``db``'s view: from its snapshot plus the rows stored since, or from all its
+        rows. Rows are read in chunks and parsed, indexed and saved on worker threads, so the
+        event loop only hops; rows committed meanwhile reach the view through ``_pending``."""
         if not await self.ledger.exists(db):
             raise NotFound(f"no database {db}")
-        view = MemoryView(self.model)
-        stored = await self.ledger.rows(db, MEMORY_STORE)
-        parsed = [r for r in map(_memory_row, stored) if r is not None]
+        started = time.perf_counter()
+        high = await self.ledger.run(_max_row_n)  # every row up to here is committed
+        counts = await self.ledger.stores(db)
+        vector_store = embeddings_store(self.model) if self.model is not None else None
+        n_rows = counts.get(MEMORY_STORE, 0)
+        n_vectors = counts.get(vector_store, 0) if vector_store is not None else 0
+        path = self._snapshot_path(db)
+        saved = None
+        if path is not None and n_rows >= self.snapshot_min_rows:
+            saved = await asyncio.to_thread(snapshot.read, path, db, self.model)
+            if saved is not None and (
+                saved[1].rows > n_rows or saved[1].vectors > n_vectors or saved[1].last_n > high
+            ):
+                log.info("memory snapshot of %s does not match the ledger; rebuilding", db)
+                saved = None
+        base = saved[1] if saved is not None else SnapshotMeta(db, self.model, 0, 0, 0)
+        total = max(0, n_rows - base.rows) + max(0, n_vectors - base.vectors)
+        status = LoadStatus(0, total, started, from_snapshot=saved is not None)
+        self._status[db] = status
+        big = n_rows >= LOG_LOAD_ROWS
+        if big:
+            log.info(
+                "loading memory of %s: %d rows%s",
+                db,
+                n_rows,
+                f" (snapshot + {total} newer rows)" if saved is not None else "",
+            )
+        parsed: list[MemoryRow] = []
         vectors: list[tuple[str, NDArray[np.float32]]] = []
-        last_n = stored[-1].n if stored else 0
-        if self.model is not None:
-            for row in await self.ledger.rows(db, embeddings_store(self.model)):
-                vec = _vector_of(row)
-                if vec is not None:
-                    vectors.append(vec)
-                last_n = max(last_n, row.n)
-        view.load(parsed, vectors, last_n)
+        read = {MEMORY_STORE: 0, vector_store: 0}
+        stores: list[tuple[str, Callable[[list[Row]], list[Any]], list[Any]]] = [
+            (MEMORY_STORE, _parse_rows, parsed)
+        ]
+        if vector_store is not None:
+            stores.append((vector_store, _parse_vectors, vectors))
+        for store, parse, out in stores:
+            after = base.last_n
+            while after < high:
+                chunk = await self.ledger.rows(db, store, after=after, limit=LOAD_CHUNK)
+                after = chunk[-1].n if len(chunk) == LOAD_CHUNK else high
+                chunk = [r for r in chunk if r.n <= high]  # newer ones come through _pending
+                out.extend(await asyncio.to_thread(parse, chunk))
+                read[store] += len(chunk)
+                status.done += len(chunk)
+                if big:
+                    log.info("loading memory of %s: %d/%d rows", db, status.done, total)
+        meta = SnapshotMeta(
+            db, self.model, high, base.rows + read[MEMORY_STORE], base.vectors + read[vector_store]
+        )
+        if saved is not None:
+            view = saved[0]
+            await asyncio.to_thread(_apply_all, view, parsed, vectors, high)
+        else:
+            view = MemoryView(self.model)
+            await asyncio.to_thread(view.load, parsed, vectors, high)
+        fresh = read[MEMORY_STORE] + read[vector_store]
+        least = self.snapshot_min_rows
+        if (
+            path is not None
+            and meta.rows >= least
+            and (saved is None or fresh >= max(least, base.rows // SNAPSHOT_REFRESH))
+        ):
+            try:
+                await asyncio.to_thread(snapshot.write, path, view, meta)
+            except OSError as exc:
+                log.warning("could not save the memory snapshot of %s: %s", db, exc)
+        status.seconds = time.perf_counter() - started
+        status.done = max(status.done, status.total)
+        status.ready = True
+        (log.info if big else log.debug)(
+            "memory of %s loaded: %d visible rows in %.2f s", db, len(view.visible), status.seconds
+        )
         return view
 
+    def _snapshot_path(self, db: str) -> Path | None:
+        if self.snapshot_dir is None:
+            return None
+        return snapshot.snapshot_path(self.snapshot_dir, db, self.model)
+
+    def _forget_snapshot(self, db: str) -> None:
+        path = self._snapshot_path(db)
+        if path is not None:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("could not delete the memory snapshot of %s: %s", db, exc)
+
     def _on_applied(self, applied: Applied) -> None:
-        for db in applied.reset_dbs:  # rows were hidden or shown again: rebuild on next use
-            self._views.pop(db, None)
+        for db in applied.reset_dbs:
+            # rows were hidden or shown again: the snapshot and the view no longer hold
+            self._forget_snapshot(db)
+            self.drop_view(db)
         vector_store = embeddings_store(self.model) if self.model else None
         wanted = [r for r in applied.rows if r.store == MEMORY_STORE] + [
             r for r in applied.rows if r.store == vector_store
@@ -233,6 +369,61 @@ def _memory_row(row: Row) -> MemoryRow | None:
     index = row.row_id.rsplit("/", 1)[-1]
     order = (row.height, row.entry_id, int(index) if index.isdigit() else 0)
     return parse_memory_row(row.n, row.row_id, row.data, row.ts, order, row.author)
+
+
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+def _gc_pause() -> None:
+    """Hold off the cyclic garbage collector while a view loads.
+
+    Loading allocates hundreds of thousands of objects; each full collection then walks the
+    whole heap while holding the GIL, which stalled the event loop for up to ~0.9 s in
+    measurements (and took a third of the load's CPU time). Loads nest by count.
+    """
+    global _gc_pauses, _gc_was_enabled
+    if _gc_pauses == 0:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _gc_pauses += 1
+
+
+def _gc_resume() -> None:
+    """End a pause; after the last one, move what exists now (the loaded views among it) to
+    the collector's permanent generation, so later full collections do not walk it again."""
+    global _gc_pauses
+    _gc_pauses -= 1
+    if _gc_pauses == 0 and _gc_was_enabled:
+        gc.freeze()
+        gc.enable()
+
+
+def _max_row_n(core: LedgerCore) -> int:
+    found = core.conn.execute("SELECT max(n) FROM rows").fetchone()
+    return int(found[0]) if found and found[0] is not None else 0
+
+
+def _apply_all(
+    view: MemoryView,
+    rows: list[MemoryRow],
+    vectors: list[tuple[str, NDArray[np.float32]]],
+    last_n: int,
+) -> None:
+    """Apply rows stored after a snapshot (memory rows first: a vector needs its row)."""
+    for row in rows:
+        view.apply(row)
+    for row_id, vector in vectors:
+        view.apply_vector(row_id, vector)
+    view.last_n = max(view.last_n, last_n)
+
+
+def _parse_rows(rows: list[Row]) -> list[MemoryRow]:
+    return [r for r in map(_memory_row, rows) if r is not None]
+
+
+def _parse_vectors(rows: list[Row]) -> list[tuple[str, NDArray[np.float32]]]:
+    return [v for v in map(_vector_of, rows) if v is not None]
 
 
 def _vector_of(row: Row) -> tuple[str, NDArray[np.float32]] | None:

@@ -48,33 +48,51 @@ def ranked(
     rel_tol: float = TIE_REL_TOL,
 ) -> list[tuple[int, float]]:
     """The ``limit`` best ``(doc, score)`` pairs: score descending, ties (see ``tie_groups``)
-    by ``tiebreak(doc)`` ascending, then by higher doc id. Plain Python, for short lists."""
+    by ``tiebreak(doc)`` ascending, then by higher doc id. Plain Python, for short lists.
+
+    ``tiebreak`` is called only for docs that tie another one within the kept places.
+    """
     by_score = sorted(scored, key=lambda item: (-item[1], -item[0]))
-    keyed: list[tuple[int, tuple[Any, ...], int, int, float]] = []
-    group = 0
+    if limit <= 0 or not by_score:
+        return []
+    # Tie groups, up to the end of the group holding the last kept place.
+    groups: list[list[tuple[int, float]]] = []
     previous = 0.0
-    for i, (doc, score) in enumerate(by_score):
-        if i and previous - score > rel_tol * abs(previous):
-            group += 1
+    for kept, (doc, score) in enumerate(by_score):
+        if groups and previous - score <= rel_tol * abs(previous):
+            groups[-1].append((doc, score))
+        else:
+            if kept >= limit:
+                break
+            groups.append([(doc, score)])
         previous = score
-        keyed.append((group, tiebreak(doc) if tiebreak else (), -doc, doc, score))
-    keyed.sort(key=lambda item: item[:3])
-    return [(doc, score) for *_, doc, score in keyed[: max(limit, 0)]]
+    out: list[tuple[int, float]] = []
+    for group in groups:
+        if len(group) > 1:  # scores one ulp apart still tie: no score in this key
+            if tiebreak is None:
+                group.sort(key=lambda item: -item[0])
+            else:
+                group.sort(key=lambda item: (tiebreak(item[0]), -item[0]))
+        out.extend(group)
+    return out[:limit]
 
 
-def rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
-    """Fused scores: each list adds ``1 / (k + rank)`` to each of its docs, rank from 1.
-
-    A doc listed twice in one list counts at its best rank there.
+def rrf(
+    rankings: Sequence[Sequence[int]], k: int = 60, weights: Sequence[float] | None = None
+) -> dict[int, float]:
+    """Fused scores: each list adds ``weight / (k + rank)`` to each of its docs, rank from 1
+    (weight 1 unless ``weights`` says otherwise). A doc listed twice in one list counts at
+    its best rank there.
     """
     fused: dict[int, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else float(weights[i])
         seen: set[int] = set()
         for rank, doc in enumerate(ranking, start=1):
             if doc in seen:
                 continue
             seen.add(doc)
-            fused[doc] = fused.get(doc, 0.0) + 1.0 / (k + rank)
+            fused[doc] = fused.get(doc, 0.0) + weight / (k + rank)
     return fused
 
 
@@ -83,15 +101,17 @@ def top_fused(
     limit: int,
     tiebreak: Callable[[int], tuple[Any, ...]] | None = None,
     k: int = 60,
+    weights: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
-    """The ``limit`` best docs by RRF score, ties by ``tiebreak(doc)`` then higher doc id.
+    """The ``limit`` best docs by (weighted) RRF score, ties by ``tiebreak(doc)`` then higher
+    doc id.
 
     ``tiebreak`` returns a key sorted ascending (the memory layer passes "newer first, then
     key"). Docs found by only one list still surface.
     """
     if limit <= 0:
         return []
-    return ranked(rrf(rankings, k).items(), limit, tiebreak)
+    return ranked(rrf(rankings, k, weights).items(), limit, tiebreak)
 
 
 __all__ = ["TIE_REL_TOL", "order_by_score", "ranked", "rrf", "tie_groups", "top_fused"]

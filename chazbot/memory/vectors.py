@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -97,6 +98,30 @@ class VectorIndex:
         self._matrix[slots] = rows
         self._inv_norm[slots] = inv_norm
 
+    def add_matrix(self, docs: NDArray[np.integer], rows: NDArray[np.floating]) -> None:
+        """Store ``rows[i]`` under ``docs[i]`` for all i (later duplicates win), vectorised."""
+        matrix = np.asarray(rows, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(docs):
+            raise InputError("add_matrix needs one vector per doc")
+        ids = np.asarray(docs, dtype=np.int64)
+        if ids.size == 0:
+            return
+        # the last occurrence of each doc
+        rev_unique, rev_first = np.unique(ids[::-1], return_index=True)
+        pick = ids.size - 1 - rev_first
+        ids, matrix = rev_unique, matrix[pick]
+        matrix, inv_norm = self._rows(matrix)
+        n = len(self._slot_of)
+        slot_of = self._slot_of
+        slots = np.fromiter((slot_of.get(d, -1) for d in ids.tolist()), np.int64, ids.size)
+        fresh = np.flatnonzero(slots < 0)
+        slots[fresh] = n + np.arange(fresh.size)
+        self._reserve(n + fresh.size)
+        self._docs[slots[fresh]] = ids[fresh]
+        slot_of.update(zip(ids[fresh].tolist(), slots[fresh].tolist(), strict=True))
+        self._matrix[slots] = matrix
+        self._inv_norm[slots] = inv_norm
+
     def remove(self, doc: int) -> None:
         """Forget ``doc``'s vector; nothing happens if it has none."""
         slot = self._slot_of.pop(doc, None)
@@ -158,6 +183,27 @@ class VectorIndex:
         docs = self._docs[rows]
         order = order_by_score(docs, scores)[:k]
         return list(zip(docs[order].tolist(), scores[order].tolist(), strict=True))
+
+    def export_state(self) -> dict[str, NDArray[Any]]:
+        """The doc ids, rows and inverse norms (trimmed); ``from_state`` takes them back."""
+        n = len(self._slot_of)
+        return {"docs": self._docs[:n], "matrix": self._matrix[:n], "inv_norm": self._inv_norm[:n]}
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, NDArray[Any]]) -> VectorIndex:
+        matrix = np.ascontiguousarray(arrays["matrix"], dtype=np.float32)
+        docs = arrays["docs"].astype(np.int64)
+        inv_norm = arrays["inv_norm"].astype(np.float32)
+        if matrix.ndim != 2 or not len(docs) == len(inv_norm) == matrix.shape[0]:
+            raise InputError("vector snapshot: arrays of different lengths")
+        index = cls(matrix.shape[1])
+        index._reserve(len(docs) + (len(docs) >> 3) + 16)  # room to grow without a copy soon
+        n = len(docs)
+        index._matrix[:n], index._docs[:n], index._inv_norm[:n] = matrix, docs, inv_norm
+        index._slot_of = dict(zip(docs.tolist(), range(len(docs)), strict=True))
+        if len(index._slot_of) != len(docs):
+            raise InputError("vector snapshot: a doc id appears twice")
+        return index
 
     def memory_bytes(self) -> int:
         """Approximate bytes held: the matrix, the doc ids and the id table (not its keys)."""
