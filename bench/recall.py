@@ -383,6 +383,73 @@ def measure_vectors_and_hybrid(
 # -- driver ------------------------------------------------------------------------------------
 
 
+def measure_api(
+    corpus: Corpus, queries: Sequence[list[str]], args: argparse.Namespace
+) -> list[Row]:
+    """The same corpus as memory rows of a real ledger (key ``d<i>``, value the document),
+    recalled through the public path (``MemoryScope.recall``, what ``agent.recall`` runs:
+    view lookup, tokenizing, BM25 with exact scores and the tie rule, ``Hit`` results), and
+    the index load time: a full build, then from the snapshot that build saved."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from chazbot.ledger import KeyPair, Ledger
+    from chazbot.memory.engine import MemoryEngine
+    from chazbot.memory.scope import MemoryScope
+
+    size = len(corpus.docs)
+
+    async def run() -> list[Row]:
+        with tempfile.TemporaryDirectory(dir=args.api_dir) as tmp:
+            ledger = await Ledger.open(Path(tmp) / "bench.sqlite3")
+            try:
+                key = KeyPair.generate()
+                db = await ledger.create_db(key, {"name": "bench"})
+                t0 = time.perf_counter()
+                for first in range(0, size, 1000):
+                    ops = [
+                        {"op": "insert", "row": {"key": f"d{i}", "value": " ".join(doc)}}
+                        for i, doc in enumerate(corpus.docs[first : first + 1000], first)
+                    ]
+                    await ledger.write(db, key, {"memory": ops})
+                write_s = time.perf_counter() - t0
+                loads: list[float] = []
+                engine = None
+                for _ in ("build", "snapshot"):
+                    engine = MemoryEngine(ledger, None, Path(tmp) / "index")
+                    t0 = time.perf_counter()
+                    await engine.view(db)
+                    loads.append(time.perf_counter() - t0)
+                assert engine is not None
+                scope = MemoryScope(engine, "bench", key, db)
+                texts = [" ".join(q) for q in queries]
+                for text in texts[:20]:
+                    await scope.recall(text)
+                wall: list[float] = []
+                cpu: list[float] = []
+                for text in texts:
+                    c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+                    await scope.recall(text, limit=TOP)
+                    w1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+                    wall.append((w1 - w0) / 1e6)
+                    cpu.append((c1 - c0) / 1e6)
+                view = await engine.view(db)
+                bare = time_queries(lambda q: view.bm25.search(q, TOP), queries)
+            finally:
+                await ledger.close()
+        api = Row(size, "chazbot API (agent.recall path)", note=f"rows written in {write_s:.0f} s")
+        fill_latency(api, Timings(wall, cpu, []))
+        api.build_s = loads[0]
+        api.extra = {"load_build_s": loads[0], "load_snapshot_s": loads[1]}
+        api.note += f"; index load: build {loads[0]:.2f} s, from snapshot {loads[1]:.2f} s"
+        index_row = Row(size, "chazbot BM25Index of those rows (bare)")
+        fill_latency(index_row, bare)
+        return [api, index_row]
+
+    return asyncio.run(run())
+
+
 def run_size(size: int, args: argparse.Namespace, rng: np.random.Generator) -> list[Row]:
     print(f"# {size:,} documents: building corpus", file=sys.stderr, flush=True)
     corpus = make_corpus(size, rng)
@@ -404,6 +471,9 @@ def run_size(size: int, args: argparse.Namespace, rng: np.random.Generator) -> l
     gc.collect()
     print("#   bm25s", file=sys.stderr, flush=True)
     rows.append(measure_bm25s(corpus, queries, truth))
+    if size in args.api_sizes:
+        print("#   chazbot through the API, from a real ledger", file=sys.stderr, flush=True)
+        rows += measure_api(corpus, queries, args)
     if size <= args.rank_bm25_max:
         print("#   rank-bm25", file=sys.stderr, flush=True)
         few = queries[: args.rank_bm25_queries]
@@ -453,6 +523,10 @@ def main() -> None:
     parser.add_argument("--adds", type=int, default=20_000, help="incremental adds timed")
     parser.add_argument("--hybrid-sizes", default="100000", help="sizes that time hybrid")
     parser.add_argument("--hybrid-queries", type=int, default=300)
+    parser.add_argument(
+        "--api-sizes", default="100000,1000000", help="sizes that time recall through the API"
+    )
+    parser.add_argument("--api-dir", default=None, help="where the API measurement's ledger goes")
     parser.add_argument("--rank-bm25-max", type=int, default=100_000)
     parser.add_argument("--rank-bm25-queries", type=int, default=30)
     parser.add_argument("--seed", type=int, default=20240601)
@@ -469,6 +543,7 @@ def main() -> None:
     else:
         sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     args.hybrid_sizes = {int(s) for s in args.hybrid_sizes.split(",") if s}
+    args.api_sizes = {int(s) for s in args.api_sizes.split(",") if s}
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     rows: list[Row] = []
