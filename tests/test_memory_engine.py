@@ -481,5 +481,6 @@ async def test_the_event_loop_stays_responsive_while_a_big_bank_loads(tmp_path: 
             assert len((await engine.view(db)).visible) == 20_000
             status = engine.load_status(db)
             assert status is not None and status.from_snapshot == (attempt == "snapshot")
-            reference = await longest_gap(asyncio.to_thread(spin, took))
+            # the worse of two such runs: a single spike of a busy box should not decide
+            reference = max([await longest_gap(asyncio.to_thread(spin, took)) for _ in range(2)])
             assert gap <= 0.1 + reference, (attempt, gap, reference)
