@@ -202,16 +202,25 @@ class LocalRun:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-async def chat_once(fields: dict[str, str], text: str) -> str:
-    """Log in as the printed user, say ``text`` in the DM, return the bot's reply."""
+async def chat_once(fields: dict[str, str], text: str, store: Path) -> str:
+    """Log in as the printed user, say ``text`` in the DM, return the bot's reply.
+
+    The DM is encrypted (as clients make DMs), so the user's client keeps its keys in
+    ``store``, a new device each time."""
     base, bot = fields["homeserver"].split()[0], fields["bot"]
     room = fields["dm room"].split()[0]
     user = await asyncio.to_thread(login, base, fields["user"], fields["password"])
-    human = Human(SimpleNamespace(url=base), user)  # type: ignore[arg-type]  # only .url is used
+    human = Human(SimpleNamespace(url=base), user, store)  # type: ignore[arg-type]  # .url only
     try:
         await human.start()
         await wait_until(lambda: room in human.client.rooms, 30, "the DM in the user's sync")
         assert bot in human.client.rooms[room].users, "the bot is in the DM"
+        assert human.client.rooms[room].encrypted, "the local run's DM is encrypted"
+        await wait_until(
+            lambda: any(human.client.device_store.active_user_devices(bot)),
+            60,
+            "the bot's device keys",
+        )
         reply = await human.ask(room, text, timeout=180)
         assert reply.sender == bot
         assert reply.body.strip()
@@ -276,7 +285,7 @@ async def test_local_run_on_a_clean_clone(tmp_path: Path) -> None:
         assert (checkout / "state/local-config.yaml").stat().st_mode & 0o777 == 0o600
 
         started = time.monotonic()
-        await chat_once(fields, "Hello! Who are you?")
+        await chat_once(fields, "Hello! Who are you?", tmp_path / "store1")
         timings["first reply from the local model"] = time.monotonic() - started
 
         started = time.monotonic()
@@ -296,7 +305,7 @@ async def test_local_run_on_a_clean_clone(tmp_path: Path) -> None:
         assert "installing chazbot" not in second.stdout(), "the venv was installed again"
         for name in ("homeserver", "user", "password", "bot", "dm room"):
             assert again[name] == fields[name], f"the second run changed {name}"
-        await chat_once(again, "Are you still there?")
+        await chat_once(again, "Are you still there?", tmp_path / "store2")
         assert await second.stop(signal.SIGTERM) == 0
     finally:
         second.kill()
