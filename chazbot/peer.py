@@ -122,6 +122,10 @@ class Peer:
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
+        registry.withdrawn = self._withdrawn
+
+    def _withdrawn(self, db: str) -> str | None:
+        return self.replicator.withdrawn(db) if self.replicator is not None else None
 
     @property
     def state_dir(self) -> Path:

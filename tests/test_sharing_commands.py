@@ -205,6 +205,10 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
             )
 
         await until(b_is_turned_away)  # A no longer serves B's key: neither pull nor push
+        # ... which is how B learns: its agents' later writes are refused on B itself too
+        with pytest.raises(PermissionDenied, match="refuses this peer's key"):
+            await gamma.remember("after.turned.away", "refused here", bank="project-notes")
+        assert "after.turned.away" not in await keys(b, "gamma", "project-notes")
         assert "after.a" in await keys(a, "alpha", "project-notes")
         assert "after.revoke" not in await keys(a, "alpha", "project-notes")
         assert "after.a" not in await keys(b, "gamma", "project-notes")

@@ -89,6 +89,9 @@ class Registry:
         self._lock = asyncio.Lock()
         self._keys: list[tuple[str, KeyPair]] | None = None
         self._delegations: dict[str, dict[str, Delegation]] = {}
+        # Set by the peer: why this peer must not write to a database any more (its remote
+        # refuses this peer's key), or None. Delegated writes check it (see MemoryScope).
+        self.withdrawn: Callable[[str], str | None] = lambda db: None
 
     async def get(self, kind: str, name: str) -> Hosted | None:
         rows = await self.ledger.local(

@@ -37,6 +37,7 @@ class Access:
     level: Level
     signer: KeyPair
     delegated: bool = False
+    why: str | None = None  # why the level is lower than the grant says, if it is
 
     @property
     def name(self) -> str:
@@ -95,8 +96,11 @@ class MemoryScope:
             if delegated is not None and held:
                 cap = Level[delegated.permission.upper()]
                 level = min(cap, held[0][0].level)
-                if level > best.level:
-                    best = Access(level, held[0][1], delegated=True)
+                why = self.registry.withdrawn(db)
+                if why is not None and level > Level.READ:
+                    level = Level.READ  # the owner no longer takes this peer's writes
+                if level > best.level or (why and level == best.level):
+                    best = Access(level, held[0][1], delegated=True, why=why)
         return best
 
     async def can_read(self, db: str) -> bool:
@@ -108,6 +112,8 @@ class MemoryScope:
         if found.level < level:
             verb = "write to" if level >= Level.WRITE else "read"
             held = f"it holds {found.name}" if found.level > Level.NONE else "no active grant"
+            if found.why:
+                held += f"; {found.why}"
             raise PermissionDenied(f"{self.name} may not {verb} bank {name!r} ({held})")
         return name, db, found
 

@@ -45,7 +45,7 @@ from tenacity import (
     wait_random,
 )
 
-from chazbot.errors import BackendError, ChazError, IntegrityError
+from chazbot.errors import BackendError, ChazError, IntegrityError, PermissionDenied
 from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
@@ -111,6 +111,7 @@ class _Pair:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     failing: bool = False
     last_error: str | None = None
+    denied: bool = False  # the remote's last answer refused our key (403): access withdrawn
 
     @property
     def db(self) -> str:
@@ -200,6 +201,15 @@ class Replicator:
             PairStatus(p.db, p.address, p.row.pulled, p.row.pushed, p.failing, p.last_error)
             for p in self._pairs.values()
         ]
+
+    def withdrawn(self, db: str) -> str | None:
+        """Why this peer should stop writing to ``db``: a remote that serves it now refuses
+        our key (say, its owner revoked it), or None. A refused peer never receives the
+        revocation itself, so this is how it learns; it clears once the remote answers."""
+        for pair in self._pairs.values():
+            if pair.db == db and pair.denied:
+                return f"{pair.address} refuses this peer's key: {pair.last_error}"
+        return None
 
     async def add_remote(self, db: str, address: str) -> None:
         """Sync ``db`` with the peer at ``address`` from now on (and after restarts)."""
@@ -331,6 +341,7 @@ class Replicator:
             wait = state.next_action.sleep if state.next_action else 0.0
             level = logging.DEBUG if pair.failing else logging.WARNING
             pair.failing = True
+            pair.denied = isinstance(exc, PermissionDenied)
             pair.last_error = f"{what}: {exc}"
             if exc is not None and not isinstance(exc, ChazError):
                 log.error(
@@ -358,7 +369,7 @@ class Replicator:
             with attempt:
                 result = await step()
         if pair.failing:
-            pair.failing = False
+            pair.failing = pair.denied = False
             log.info("sync %s of %s with %s works again", what, pair.db[:19], pair.address)
         return result
 
