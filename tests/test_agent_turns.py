@@ -182,7 +182,7 @@ async def test_terminal_chat_is_scriptable(tmp_path: Path, standin_llm: StandinL
 
 def test_recall_query_and_block_are_pure() -> None:
     messages = ["The", "deploy of THE api", "x", "is it on Friday?", "old", "newest: deploy friday"]
-    assert recall_query(messages) == "deploy api friday old newest"
+    assert recall_query(messages) == "newest deploy friday old api"  # newest message first
     assert format_block([], []) is None
     row = MemoryRow(1, "r", "k", "v", (), 0, (1, "e", 0), "a")
     assert format_block([], [("b", [row])]) == "## Relevant Memories\n_(from bank: b)_\n- [k]: v"

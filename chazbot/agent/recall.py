@@ -57,7 +57,9 @@ async def recall_settings(ledger: Ledger, db: str) -> RecallSettings:
 
 
 def recall_query(messages: Sequence[str]) -> str:
-    return " ".join(auto_recall_query(messages[-RECENT_MESSAGES:], QUERY_TOKENS))
+    """The newest 5 messages, newest first, so the 10 tokens kept come from what was just
+    said: oldest first, a long conversation searched for its earlier questions."""
+    return " ".join(auto_recall_query(messages[-RECENT_MESSAGES:][::-1], QUERY_TOKENS))
 
 
 def choose_banks(
