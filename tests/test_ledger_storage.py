@@ -231,17 +231,34 @@ async def test_a_flipped_byte_in_an_auth_entry_still_opens_and_verify_names_it(
 
 async def test_local_statements_cannot_touch_ledger_tables(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    await write_some(path, 1)
+    db, _ = await write_some(path, 1)
     ledger = await Ledger.open(path)
     try:
+        await ledger.write(db, KEY, {"things": [{"op": "insert", "row": {"i": 9}}]})
         for sql in (
             "DELETE FROM entries",
             "UPDATE rows SET data = '{}'",
             "INSERT INTO tips VALUES (1, 2)",
+            "INSERT INTO main.entries SELECT * FROM entries",  # got past the old regex
+            'DELETE FROM "main"."tips"',
+            "DELETE FROM tips WHERE db = ? AND id = ?",  # the very text the core prepared
+            "WITH x AS (SELECT 1) DELETE FROM rows",
+            "REPLACE INTO schema_version VALUES (99)",
+            "PRAGMA foreign_keys=OFF",
+            "ATTACH DATABASE ':memory:' AS other",
+            "BEGIN",
+            "DROP TABLE local_kv",
         ):
+            params = ("x", "y") if "?" in sql else ()
             with pytest.raises(InputError):
-                await ledger.local(sql)
-        assert await ledger.local("SELECT count(*) FROM entries") == [(2,)]
+                await ledger.local(sql, params)
+        assert await ledger.local("SELECT count(*) FROM entries") == [(3,)]
+        assert await ledger.verify() == []
+        # peer-local tables stay writable, and the guard is off again for the ledger itself
+        await ledger.local("INSERT INTO local_kv (key, value) VALUES ('a', 'b')")
+        assert await ledger.kv.get("a") == "b"
+        await ledger.write(db, KEY, {"things": [{"op": "insert", "row": {"i": 10}}]})
+        assert await ledger.count_entries(db) == 4
     finally:
         await ledger.close()
 

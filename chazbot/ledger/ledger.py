@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import queue
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permi
 from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
+from chazbot.ledger.local import Credentials, HostedIndex, KeyValue, LocalKeys
 from chazbot.ledger.schema import migrate
 
 T = TypeVar("T")
@@ -126,6 +126,11 @@ class Ledger:
         self._auth_cache: dict[str, dict[str, KeyGrant]] = {}
         self._fields_cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._epoch = 0  # bumped by every commit; a read that raced one is not cached
+        # the peer-local stores (never synced): see ``local``
+        self.kv = KeyValue(self)
+        self.credentials = Credentials(self)
+        self.keys = LocalKeys(self)
+        self.hosted = HostedIndex(self)
 
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
@@ -334,17 +339,35 @@ class Ledger:
 
     # ---- peer-local tables (never synced) -------------------------------------------------
 
+    async def probe(self) -> None:
+        """Show the state file answers: one read on the ledger's thread (for /healthz)."""
+        await self.run(lambda core: core.conn.execute("SELECT 1 FROM local_kv LIMIT 1").fetchall())
+
     async def local(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement on the peer-local tables and return its rows (autocommit).
 
-        Writes to the ledger's own tables are refused: those change only through entries.
+        Transitional: only ``sync/store.py`` still uses it; everything else goes through the
+        typed stores (``kv``, ``credentials``, ``keys``, ``hosted``). SQLite's authorizer
+        checks the statement as it is compiled: it may read any table but write only the
+        peer-local ones (so ``INTO main.entries`` is refused like ``INTO entries``), and it may
+        not touch the schema, pragmas, transactions or attached databases.
         """
-        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        if verb not in ("SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE"):
-            raise InputError("only plain statements on peer-local tables")
-        if verb != "SELECT" and _LEDGER_TABLES.search(sql):
-            raise InputError("the ledger's tables change only through signed entries")
-        return await self.run(lambda core: core.conn.execute(sql, params).fetchall())
+
+        def execute(core: LedgerCore) -> list[tuple[Any, ...]]:
+            core.conn.set_authorizer(_peer_local_only)
+            try:
+                return core.conn.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if "not authorized" in str(exc):
+                    raise InputError(
+                        "only plain statements on peer-local tables: the ledger's tables "
+                        "change only through signed entries"
+                    ) from exc
+                raise
+            finally:
+                core.conn.set_authorizer(None)
+
+        return await self.run(execute)
 
     # ---- checking -------------------------------------------------------------------------
 
@@ -353,11 +376,23 @@ class Ledger:
         return await self.run(_verify_all)
 
 
-_LEDGER_TABLES = re.compile(
-    r"\b(INTO|UPDATE|FROM)\s+"
-    r"(entries|tips|rows|fields|field_sets|auth|auth_heads|schema_version)\b",
-    re.I,
+_PEER_LOCAL_TABLES = frozenset(
+    {"local_kv", "credentials", "local_keys", "registry"}
+    | {"sync_shared", "sync_remotes", "sync_requests"}
 )
+_READS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
+_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+
+
+def _peer_local_only(
+    action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None
+) -> int:
+    """SQLite authorizer for ``Ledger.local``: read anything, write only peer-local tables."""
+    if action in _READS:
+        return sqlite3.SQLITE_OK
+    if action in _WRITES and database == "main" and source is None:
+        return sqlite3.SQLITE_OK if arg1 in _PEER_LOCAL_TABLES else sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_DENY
 
 
 def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:

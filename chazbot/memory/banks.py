@@ -18,7 +18,6 @@ import asyncio
 import json
 import logging
 import re
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import AUTH_STORE, KeyGrant, KeyPair, Ledger, Level, Permission
 from chazbot.ledger.auth import AuthState, auth_op, permission_of
 from chazbot.ledger.encoding import is_content_id
+from chazbot.ledger.local import Hosted as Hosted  # re-exported: callers import it from here
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +61,6 @@ class BankRef:
 
 
 @dataclass(frozen=True)
-class Hosted:
-    """A database this peer hosts: a bank or an agent DB."""
-
-    kind: str  # "bank" or "agent"
-    name: str
-    db: str
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class Delegation:
     """A peer-local record: ``agent`` may use bank ``db`` through this peer's key."""
 
@@ -94,24 +84,13 @@ class Registry:
         self.withdrawn: Callable[[str], str | None] = lambda db: None
 
     async def get(self, kind: str, name: str) -> Hosted | None:
-        rows = await self.ledger.local(
-            "SELECT name, db, data FROM registry WHERE kind = ? AND name = ? COLLATE NOCASE",
-            (kind, name),
-        )
-        return Hosted(kind, rows[0][0], rows[0][1], json.loads(rows[0][2])) if rows else None
+        return await self.ledger.hosted.get(kind, name)
 
     async def by_db(self, db: str) -> Hosted | None:
-        rows = await self.ledger.local(
-            "SELECT kind, name, data FROM registry WHERE db = ? AND kind IN ('bank', 'agent')",
-            (db,),
-        )
-        return Hosted(rows[0][0], rows[0][1], db, json.loads(rows[0][2])) if rows else None
+        return await self.ledger.hosted.by_db(db, ("bank", "agent"))
 
     async def all(self, kind: str) -> list[Hosted]:
-        rows = await self.ledger.local(
-            "SELECT name, db, data FROM registry WHERE kind = ? ORDER BY name", (kind,)
-        )
-        return [Hosted(kind, n, d, json.loads(x)) for n, d, x in rows]
+        return await self.ledger.hosted.all(kind)
 
     async def add(self, kind: str, name: str, db: str, data: dict[str, Any] | None = None) -> None:
         async with self._lock:
@@ -141,31 +120,17 @@ class Registry:
             raise ConflictError(f"a {kind} named {name!r} exists already on this peer")
 
     async def _insert(self, kind: str, name: str, db: str, data: dict[str, Any] | None) -> None:
-        try:
-            await self.ledger.local(
-                "INSERT INTO registry (kind, name, db, data) VALUES (?, ?, ?, ?)",
-                (kind, name, db, json.dumps(data or {})),
-            )
-        except sqlite3.IntegrityError:
-            raise ConflictError(f"a {kind} named {name!r} exists already on this peer") from None
+        await self.ledger.hosted.add(kind, name, db, data)  # ConflictError if taken
 
     async def remove(self, kind: str, name: str) -> None:
-        await self.ledger.local(
-            "DELETE FROM registry WHERE kind = ? AND name = ? COLLATE NOCASE", (kind, name)
-        )
+        await self.ledger.hosted.remove(kind, name)
 
     async def save_key(self, key: KeyPair, label: str) -> None:
-        await self.ledger.local(
-            "INSERT OR IGNORE INTO local_keys (pubkey, label, private) VALUES (?, ?, ?)",
-            (key.public, label, key.private_bytes()),
-        )
+        await self.ledger.keys.add(key, label)
         self._keys = None
 
     async def key(self, label: str) -> KeyPair | None:
-        rows = await self.ledger.local(
-            "SELECT private FROM local_keys WHERE label = ? ORDER BY rowid LIMIT 1", (label,)
-        )
-        return KeyPair.from_private_bytes(bytes(rows[0][0])) if rows else None
+        return await self.ledger.keys.first(label)
 
     async def keys(self) -> list[KeyPair]:
         return [k for _, k in await self.labelled_keys()]
@@ -174,8 +139,7 @@ class Registry:
         """Every private key this peer holds with its label (``peer``, ``agent:x``,
         ``bank:x``), oldest first; cached (keys change only through ``save_key``)."""
         if self._keys is None:
-            rows = await self.ledger.local("SELECT label, private FROM local_keys ORDER BY rowid")
-            self._keys = [(str(r[0]), KeyPair.from_private_bytes(bytes(r[1]))) for r in rows]
+            self._keys = await self.ledger.keys.all()
         return list(self._keys)
 
     # ---- delegations (peer-local) ------------------------------------------------------
@@ -184,12 +148,9 @@ class Registry:
         """The agents this peer delegated ``db`` to (lowercased agent name -> record)."""
         cached = self._delegations.get(db)
         if cached is None:
-            rows = await self.ledger.local(
-                "SELECT value FROM local_kv WHERE key >= ? AND key < ?",
-                (f"{DELEGATION_KV}{db}:", f"{DELEGATION_KV}{db};"),
-            )
+            rows = await self.ledger.kv.with_prefix(f"{DELEGATION_KV}{db}:")
             cached = {}
-            for (raw,) in rows:
+            for _, raw in rows:
                 value = json.loads(raw)
                 found = Delegation(db, str(value["agent"]), str(value["permission"]))
                 cached[found.agent.lower()] = found
@@ -204,20 +165,14 @@ class Registry:
         key = f"{DELEGATION_KV}{db}:{agent.lower()}"
         self._delegations.pop(db, None)
         if permission is None:
-            await self.ledger.local("DELETE FROM local_kv WHERE key = ?", (key,))
+            await self.ledger.kv.delete(key)
         else:
-            value = json.dumps({"agent": agent, "permission": permission})
-            await self.ledger.local(
-                "INSERT OR REPLACE INTO local_kv (key, value) VALUES (?, ?)", (key, value)
-            )
+            await self.ledger.kv.set(key, json.dumps({"agent": agent, "permission": permission}))
         self._delegations.pop(db, None)
 
     async def drop_delegations(self, db: str) -> None:
         self._delegations.pop(db, None)
-        await self.ledger.local(
-            "DELETE FROM local_kv WHERE key >= ? AND key < ?",
-            (f"{DELEGATION_KV}{db}:", f"{DELEGATION_KV}{db};"),
-        )
+        await self.ledger.kv.delete_prefix(f"{DELEGATION_KV}{db}:")
         self._delegations.pop(db, None)
 
 

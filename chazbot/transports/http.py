@@ -114,7 +114,7 @@ class HttpServer:
     async def _run_checks(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         try:
-            await self.peer.ledger.local("SELECT 1 FROM local_kv LIMIT 1")
+            await self.peer.ledger.probe()
             out["db"] = {"ok": True}
         except Exception as exc:
             out["db"] = {"ok": False, "error": str(exc)}

@@ -30,13 +30,11 @@ class Credentials:
         self.user_id = user_id
 
     async def get(self, name: str) -> str | None:
-        rows = await self._ledger.local("SELECT value FROM credentials WHERE name = ?", (name,))
-        return str(rows[0][0]) if rows else None
+        found: str | None = await self._ledger.credentials.get(name)
+        return found
 
     async def set(self, name: str, value: str) -> None:
-        await self._ledger.local(
-            "INSERT OR REPLACE INTO credentials (name, value) VALUES (?, ?)", (name, value)
-        )
+        await self._ledger.credentials.set(name, value)
 
     async def session(self) -> dict[str, str]:
         """The saved ``device_id`` and ``access_token``, if any."""

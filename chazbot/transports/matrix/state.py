@@ -1,7 +1,7 @@
 """What the bot remembers between runs, in the peer-local ``local_kv`` table.
 
 Never twice, never old: after each sync, the sync token and the ids of the events it brought
-to handle are committed in one statement, before their jobs start (a crash loses at most the
+to handle are committed in one transaction, before their jobs start (a crash loses at most the
 jobs running at that moment and never repeats one). The newest ``HANDLED_KEEP`` handled ids
 are kept (older ones are pruned now and then), and the rooms already told that a message could
 not be decrypted.
@@ -17,7 +17,6 @@ HANDLED_KEEP = 5000
 PRUNE_EVERY = 1000
 _HANDLED = "matrix:handled:"
 _UNDECRYPTABLE = "matrix:undecryptable:"
-_ROWS_PER_STATEMENT = 400
 
 
 class MatrixState:
@@ -33,21 +32,13 @@ class MatrixState:
         self._writes_since_prune = 0
 
     async def load(self) -> None:
-        rows = await self._ledger.local(
-            "SELECT value FROM local_kv WHERE key = ?", (self._token_key,)
-        )
-        self.since = str(rows[0][0]) if rows else None
+        kv = self._ledger.kv
+        self.since = await kv.get(self._token_key)
         self._persisted_token = self.since
-        rows = await self._ledger.local(
-            "SELECT key FROM local_kv WHERE key LIKE ? ORDER BY value DESC LIMIT ?",
-            (_HANDLED + "%", HANDLED_KEEP),
-        )
-        for (key,) in reversed(rows):
-            self.handled[str(key)[len(_HANDLED) :]] = None
-        rows = await self._ledger.local(
-            "SELECT key FROM local_kv WHERE key LIKE ?", (_UNDECRYPTABLE + "%",)
-        )
-        self.undecryptable_noticed = {str(k)[len(_UNDECRYPTABLE) :] for (k,) in rows}
+        for key, _ in reversed(await kv.with_prefix(_HANDLED, newest=HANDLED_KEEP)):
+            self.handled[key[len(_HANDLED) :]] = None
+        rows = await kv.with_prefix(_UNDECRYPTABLE)
+        self.undecryptable_noticed = {key[len(_UNDECRYPTABLE) :] for key, _ in rows}
 
     async def commit(
         self, next_batch: str, event_ids: list[str], undecryptable_rooms: list[str]
@@ -61,12 +52,7 @@ class MatrixState:
         rows = [(_HANDLED + event_id, f"{base + i:020d}") for i, event_id in enumerate(event_ids)]
         rows += [(_UNDECRYPTABLE + room_id, "1") for room_id in undecryptable_rooms]
         rows.append((self._token_key, next_batch))  # last: after all it covers
-        for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-            chunk = rows[start : start + _ROWS_PER_STATEMENT]
-            sql = "INSERT OR REPLACE INTO local_kv (key, value) VALUES " + ",".join(
-                ["(?, ?)"] * len(chunk)
-            )
-            await self._ledger.local(sql, tuple(v for row in chunk for v in row))
+        await self._ledger.kv.set_many(rows)
         self._persisted_token = self.since = next_batch
         for event_id in event_ids:
             self.handled[event_id] = None
@@ -75,11 +61,7 @@ class MatrixState:
         self._writes_since_prune += len(event_ids)
         if self._writes_since_prune >= PRUNE_EVERY:
             self._writes_since_prune = 0
-            await self._ledger.local(
-                "DELETE FROM local_kv WHERE key LIKE ? AND value < (SELECT value FROM local_kv"
-                " WHERE key LIKE ? ORDER BY value DESC LIMIT 1 OFFSET ?)",
-                (_HANDLED + "%", _HANDLED + "%", HANDLED_KEEP - 1),
-            )
+            await self._ledger.kv.delete_prefix(_HANDLED, keep_newest=HANDLED_KEEP)
 
 
 __all__ = ["HANDLED_KEEP", "MatrixState"]
