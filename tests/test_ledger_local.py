@@ -86,3 +86,35 @@ async def test_hosted_names_are_claimed_once_whatever_the_case(tmp_path: Path) -
         assert await hosted.get("bank", "Race") is None
     finally:
         await ledger.close()
+
+
+async def test_sync_shared_and_cursors(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    ledger = await Ledger.open(path)
+    try:
+        await ledger.shared.add(b, 10)
+        await ledger.shared.add(a, 20)
+        await ledger.shared.add(b, 30)  # served already: keeps its since
+        assert await ledger.shared.all() == [b, a]
+        assert await ledger.shared.remove(b) is True
+        assert await ledger.shared.remove(b) is False
+        first = await ledger.cursors.add(a, "http:one:1", 1)
+        assert (first.pulled, first.pushed, first.log) == (0, 0, "")
+        await ledger.cursors.add(b, "http:one:1", 2)
+        await ledger.cursors.add(a, "http:two:2", 3)
+        first.pulled, first.pushed, first.log = 7, 5, "log-1"
+        await ledger.cursors.save(first)
+        again = await ledger.cursors.add(a, "http:one:1", 4)  # an existing pair is kept
+        assert (again.pulled, again.pushed, again.log) == (7, 5, "log-1")
+    finally:
+        await ledger.close()
+    ledger = await Ledger.open(path)
+    try:
+        assert [c.address for c in await ledger.cursors.list(a)] == ["http:one:1", "http:two:2"]
+        assert [c.db for c in await ledger.cursors.list()] == [a, b, a]
+        assert await ledger.cursors.remove(a, "http:two:2") == 1
+        assert await ledger.cursors.remove(a) == 1
+        assert [c.db for c in await ledger.cursors.list()] == [b]
+    finally:
+        await ledger.close()

@@ -26,7 +26,14 @@ from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permi
 from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
-from chazbot.ledger.local import Credentials, HostedIndex, KeyValue, LocalKeys
+from chazbot.ledger.local import (
+    Credentials,
+    HostedIndex,
+    KeyValue,
+    LocalKeys,
+    SharedDbs,
+    SyncCursors,
+)
 from chazbot.ledger.schema import migrate
 
 T = TypeVar("T")
@@ -131,6 +138,8 @@ class Ledger:
         self.credentials = Credentials(self)
         self.keys = LocalKeys(self)
         self.hosted = HostedIndex(self)
+        self.shared = SharedDbs(self)
+        self.cursors = SyncCursors(self)
 
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:

@@ -2,8 +2,9 @@
 
 Each store is a small typed API over one peer-local table; their SQL lives here, in the
 ledger layer, and nowhere above it. Every method is one step on the ledger's worker thread
-(one transaction), reached as ``ledger.kv``, ``ledger.credentials``, ``ledger.keys`` and
-``ledger.hosted``.
+(one transaction), reached as ``ledger.kv``, ``ledger.credentials``, ``ledger.keys``,
+``ledger.hosted``, and for sync ``ledger.shared`` and ``ledger.cursors`` (``sync/store.py``
+can move to these; its access requests, whose decision is sync policy, are not here yet).
 """
 
 from __future__ import annotations
@@ -253,6 +254,107 @@ class HostedIndex:
         )
 
 
+class SharedDbs:
+    """``sync_shared``: the databases this peer serves to other peers."""
+
+    def __init__(self, ledger: _Runs) -> None:
+        self._ledger = ledger
+
+    async def add(self, db: str, since: int) -> None:
+        """Serve ``db`` (a database served already keeps its ``since``)."""
+        await self._ledger.run(
+            lambda core: core.conn.execute(
+                "INSERT OR IGNORE INTO sync_shared (db, since) VALUES (?, ?)", (db, since)
+            )
+        )
+
+    async def remove(self, db: str) -> bool:
+        """Stop serving ``db``; True if it was served."""
+
+        def write(core: LedgerCore) -> bool:
+            cur = core.conn.execute("DELETE FROM sync_shared WHERE db = ?", (db,))
+            return cur.rowcount > 0
+
+        return await self._ledger.run(write)
+
+    async def all(self) -> list[str]:
+        """The served databases, oldest share first."""
+
+        def read(core: LedgerCore) -> list[str]:
+            cur = core.conn.execute("SELECT db FROM sync_shared ORDER BY since, db")
+            return [str(row[0]) for row in cur]
+
+        return await self._ledger.run(read)
+
+
+@dataclass
+class Cursor:
+    """How far this peer and a remote hold each other's log of one database."""
+
+    db: str
+    address: str
+    pulled: int = 0  # the remote's seq up to which we hold its log
+    pushed: int = 0  # our seq up to which the remote holds ours
+    log: str = ""  # the remote's log id the cursors belong to
+
+
+class SyncCursors:
+    """``sync_remotes``: the (database, remote address) pairs this peer syncs, in the order
+    they were added, with their cursors."""
+
+    def __init__(self, ledger: _Runs) -> None:
+        self._ledger = ledger
+
+    async def list(self, db: str | None = None) -> list[Cursor]:
+        def read(core: LedgerCore) -> list[Cursor]:
+            cur = core.conn.execute(
+                "SELECT db, address, pulled, pushed, log FROM sync_remotes"
+                " WHERE ? IS NULL OR db = ? ORDER BY added, db, address",
+                (db, db),
+            )
+            return [Cursor(str(d), str(a), int(p), int(q), str(g)) for d, a, p, q, g in cur]
+
+        return await self._ledger.run(read)
+
+    async def add(self, db: str, address: str, added: int) -> Cursor:
+        """The pair's cursor, made (at zero) if the pair is new."""
+
+        def write(core: LedgerCore) -> Cursor:
+            core.conn.execute(
+                "INSERT OR IGNORE INTO sync_remotes (db, address, added) VALUES (?, ?, ?)",
+                (db, address, added),
+            )
+            d, a, p, q, g = core.conn.execute(
+                "SELECT db, address, pulled, pushed, log FROM sync_remotes"
+                " WHERE db = ? AND address = ?",
+                (db, address),
+            ).fetchone()
+            return Cursor(str(d), str(a), int(p), int(q), str(g))
+
+        return await self._ledger.run(write)
+
+    async def remove(self, db: str, address: str | None = None) -> int:
+        """Forget the pairs of ``db`` (all, or the one at ``address``); return how many."""
+
+        def write(core: LedgerCore) -> int:
+            cur = core.conn.execute(
+                "DELETE FROM sync_remotes WHERE db = ? AND (? IS NULL OR address = ?)",
+                (db, address, address),
+            )
+            return int(cur.rowcount)
+
+        return await self._ledger.run(write)
+
+    async def save(self, cursor: Cursor) -> None:
+        await self._ledger.run(
+            lambda core: core.conn.execute(
+                "UPDATE sync_remotes SET pulled = ?, pushed = ?, log = ?"
+                " WHERE db = ? AND address = ?",
+                (cursor.pulled, cursor.pushed, cursor.log, cursor.db, cursor.address),
+            )
+        )
+
+
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
@@ -266,4 +368,13 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-__all__ = ["Credentials", "Hosted", "HostedIndex", "KeyValue", "LocalKeys"]
+__all__ = [
+    "Credentials",
+    "Cursor",
+    "Hosted",
+    "HostedIndex",
+    "KeyValue",
+    "LocalKeys",
+    "SharedDbs",
+    "SyncCursors",
+]
