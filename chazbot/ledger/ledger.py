@@ -337,6 +337,17 @@ class Ledger:
 
         return await self.run(read)
 
+    async def last_row_number(self) -> int:
+        """The highest local row number stored so far (rows of every database): every row
+        up to it is committed, so a reader can load up to it and take later ones as they
+        come."""
+
+        def read(core: LedgerCore) -> int:
+            found = core.conn.execute("SELECT max(n) FROM rows").fetchone()
+            return int(found[0]) if found and found[0] is not None else 0
+
+        return await self.run(read)
+
     async def count_entries(self, db: str | None = None) -> int:
         def read(core: LedgerCore) -> int:
             if db is None:

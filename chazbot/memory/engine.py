@@ -22,7 +22,6 @@ from numpy.typing import NDArray
 from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
-from chazbot.ledger.core import LedgerCore
 from chazbot.memory import snapshot
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import (
@@ -160,7 +159,7 @@ class MemoryEngine:
         if not await self.ledger.exists(db):
             raise NotFound(f"no database {db}")
         started = time.perf_counter()
-        high = await self.ledger.run(_max_row_n)  # every row up to here is committed
+        high = await self.ledger.last_row_number()  # every row up to here is committed
         counts = await self.ledger.stores(db)
         vector_store = embeddings_store(self.model) if self.model is not None else None
         n_rows = counts.get(MEMORY_STORE, 0)
@@ -397,11 +396,6 @@ def _gc_resume() -> None:
     if _gc_pauses == 0 and _gc_was_enabled:
         gc.freeze()
         gc.enable()
-
-
-def _max_row_n(core: LedgerCore) -> int:
-    found = core.conn.execute("SELECT max(n) FROM rows").fetchone()
-    return int(found[0]) if found and found[0] is not None else 0
 
 
 def _apply_all(
