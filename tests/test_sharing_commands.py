@@ -3,10 +3,8 @@ importing peer, writes replicating both ways. Two real peers syncing over loopba
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -15,13 +13,7 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import PermissionDenied
 from chazbot.peer import Peer
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
+from tests.waits import wait_until
 
 
 def cfg(path: Path, agent: str) -> Config:
@@ -72,7 +64,7 @@ async def test_walkthrough_share_import_grant_replicate(tmp_path: Path) -> None:
                 and await keys(b, "gamma", "project-notes") == expected
             )
 
-        await until(both)
+        await wait_until(both)
         again = await b.command(f"/memory import {ticket.group(0)}")
         assert not again.ok and "here already" in again.text
 
@@ -106,7 +98,7 @@ async def test_read_only_import_says_a_way_out_that_works(tmp_path: Path) -> Non
         async def b_holds_write() -> bool:
             return (await b.ledger.permission(db, b.key.public)).name == "write"
 
-        await until(b_holds_write)
+        await wait_until(b_holds_write)
         r = await b.command("/memory grant notes gamma write")
         assert r.ok, r.text
         await b.agent("gamma").remember("k", "v", bank="notes")
@@ -174,7 +166,7 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
                 and await keys(b, "delta", "project-notes") == expected
             )
 
-        await until(both)
+        await wait_until(both)
         bank_db = (await a.registry.get("bank", "project-notes")).db  # type: ignore[union-attr]
         rows = {r.data["key"]: r for r in await a.ledger.rows(bank_db, "memory")}
         assert rows["from.b"].author == b.key.public and rows["from.b"].data["agent"] == "gamma"
@@ -204,7 +196,7 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
                 s.failing and "may not" in (s.last_error or "") for s in b.replicator.status()
             )
 
-        await until(b_is_turned_away)  # A no longer serves B's key: neither pull nor push
+        await wait_until(b_is_turned_away)  # A no longer serves B's key: neither pull nor push
         # B's agents' later writes are refused on B itself too: either the revocation reached
         # B (a long poll in flight when it was written), or the refusal is how B learns
         with pytest.raises(PermissionDenied, match=r"refuses this peer.s key|no active grant"):
@@ -244,7 +236,7 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         async def refused() -> bool:
             return replicator.withdrawn(bank_db) is not None
 
-        await until(refused)
+        await wait_until(refused)
         with pytest.raises(PermissionDenied, match="refuses this peer's key"):
             await b.agent("gamma").remember("later", "refused on B", bank="project-notes")
 
