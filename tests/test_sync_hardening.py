@@ -14,7 +14,6 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,40 +23,21 @@ from chazbot.config import Config
 from chazbot.errors import BackendError, ConflictError, InputError
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.peer import Peer
-from chazbot.sync import Replicator, Sharing, SyncClient, SyncServer
+from chazbot.sync import Replicator, Sharing, SyncClient
 from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
 from tests.test_abuse_support import attacker, head, post, raw_request, signed
-from tests.test_sync_support import insert, raw_call
+from tests.test_sync_support import Owner, raw_call
 
 READ = Permission.parse("read")
 
 
-@dataclass
-class Owner:
-    ledger: Ledger
-    server: SyncServer
-    admin: KeyPair
-    db: str
-
-    def path(self, name: str) -> str:
-        return f"/v1/dbs/{self.db}/{name}"
-
-
 @pytest.fixture
 async def owner(tmp_path: Path) -> AsyncIterator[Owner]:
-    ledger = await Ledger.open(tmp_path / "owner.sqlite3")
-    admin = KeyPair.generate()
-    db = await ledger.create_db(admin, {"name": "bank"})
-    await ledger.write(db, admin, insert("first"))
-    server = SyncServer(ledger, port=0, read_timeout=0.5, read_rate=1e9)
-    await server.start()
-    await server.sharing.share(db)
-    yield Owner(ledger, server, admin, db)
-    await server.stop()
-    server.close()
-    await ledger.close()
+    opened = await Owner.open(tmp_path / "owner.sqlite3", read_timeout=0.5, read_rate=1e9)
+    yield opened
+    await opened.close()
 
 
 async def answer_of(owner: Owner, text: str, parts: list[bytes] = (), gap: float = 0.0) -> bytes:  # type: ignore[assignment]

@@ -6,7 +6,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from chazbot.errors import ConflictError, NotFound, PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
 from chazbot.ledger.encoding import canonical
-from chazbot.sync import SyncClient, SyncServer
+from chazbot.sync import SyncClient
 from chazbot.sync.protocol import (
     NONCE_HEADER,
     SIGNATURE_HEADER,
@@ -24,36 +23,18 @@ from chazbot.sync.protocol import (
     decode_entry,
     encode_entry,
 )
-from tests.test_sync_support import insert, raw_call
+from tests.test_sync_support import Owner, insert, raw_call
 from tests.waits import wait_until
 
 READ = Permission.parse("read")
 WRITE = Permission.parse("write", 10)
 
 
-@dataclass
-class Owner:
-    ledger: Ledger
-    server: SyncServer
-    admin: KeyPair
-    db: str
-
-    def path(self, name: str) -> str:
-        return f"/v1/dbs/{self.db}/{name}"
-
-
 @pytest.fixture
 async def owner(tmp_path: Path) -> AsyncIterator[Owner]:
-    ledger = await Ledger.open(tmp_path / "owner.sqlite3")
-    admin = KeyPair.generate()
-    db = await ledger.create_db(admin, {"name": "bank"})
-    await ledger.write(db, admin, insert("first"))
-    server = SyncServer(ledger, port=0)
-    await server.start()
-    await server.sharing.share(db)
-    yield Owner(ledger, server, admin, db)
-    await server.stop()
-    await ledger.close()
+    opened = await Owner.open(tmp_path / "owner.sqlite3")
+    yield opened
+    await opened.close()
 
 
 async def test_signed_request_is_served_to_a_reader(owner: Owner) -> None:

@@ -136,3 +136,32 @@ async def raw_call(
     ):
         answer = await resp.json(content_type=None)
         return resp.status, answer, headers
+
+
+@dataclass
+class Owner:
+    """A bank on one ledger, shared by a sync server: what a remote peer talks to."""
+
+    ledger: Ledger
+    server: SyncServer
+    admin: KeyPair
+    db: str
+
+    def path(self, name: str) -> str:
+        return f"/v1/dbs/{self.db}/{name}"
+
+    @classmethod
+    async def open(cls, path: Path, **server_options: Any) -> Owner:
+        ledger = await Ledger.open(path)
+        admin = KeyPair.generate()
+        db = await ledger.create_db(admin, {"name": "bank"})
+        await ledger.write(db, admin, insert("first"))
+        server = SyncServer(ledger, port=0, **server_options)
+        await server.start()
+        await server.sharing.share(db)
+        return cls(ledger, server, admin, db)
+
+    async def close(self) -> None:
+        await self.server.stop()
+        self.server.close()
+        await self.ledger.close()

@@ -26,7 +26,8 @@ import heapq
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
@@ -545,9 +546,7 @@ class LedgerCore:
     ) -> Applied:
         """Create, validate and store entries signed by ``key``, chained, in one transaction."""
         applied = Applied()
-        self._undo = []
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             batch: dict[str, _Tip] = {}
             current_db = db
             for ops in ops_list:
@@ -566,12 +565,6 @@ class LedgerCore:
                         f"key {entry.author[:24]}… may not write to this database any more"
                     )
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self._rollback()
-            raise
-        finally:
-            self._undo = None
         return applied
 
     def ingest(self, entries: Iterable[Entry]) -> tuple[IngestResult, Applied]:
@@ -583,9 +576,7 @@ class LedgerCore:
         """
         result, applied = IngestResult(), Applied()
         todo = sorted(entries, key=Entry.sort_key)
-        self._undo = []
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as undo_log:
             batch: dict[str, _Tip] = {}
             seen: set[str] = set()
             for entry in todo:
@@ -595,7 +586,7 @@ class LedgerCore:
                 seen.add(entry.id)
                 self.conn.execute("SAVEPOINT one")
                 marks = (len(applied.entries), len(applied.rows), len(applied.fields))
-                undo_mark = len(self._undo)
+                undo_mark = len(undo_log)
                 reset_before = set(applied.reset_dbs)
                 reason: str | None = None
                 try:
@@ -614,9 +605,9 @@ class LedgerCore:
                     del applied.entries[marks[0] :], applied.rows[marks[1] :]
                     del applied.fields[marks[2] :]
                     applied.reset_dbs = reset_before
-                    for undo in reversed(self._undo[undo_mark:]):
+                    for undo in reversed(undo_log[undo_mark:]):
                         undo()
-                    del self._undo[undo_mark:]
+                    del undo_log[undo_mark:]
                     self._tips.pop(entry.db_id, None)
                     result.rejected.append((entry.id, reason))
                     continue
@@ -624,13 +615,23 @@ class LedgerCore:
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
                 result.accepted.append(entry.id)
                 result.soft_failed += int(failed)
+        return result, applied
+
+    @contextmanager
+    def _transaction(self) -> Iterator[list[Undo]]:
+        """One write transaction; on any failure, roll back and undo its in-memory effects.
+        Yields the undo log, in which each step's own effects can be undone alone."""
+        undo_log: list[Undo] = []
+        self._undo = undo_log
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield undo_log
             self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
             raise
         finally:
             self._undo = None
-        return result, applied
 
     def _known(self, eid: str) -> bool:
         return (
