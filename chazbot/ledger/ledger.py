@@ -27,6 +27,7 @@ from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.local import (
+    AccessRequests,
     Credentials,
     HostedIndex,
     KeyValue,
@@ -140,6 +141,7 @@ class Ledger:
         self.hosted = HostedIndex(self)
         self.shared = SharedDbs(self)
         self.cursors = SyncCursors(self)
+        self.requests = AccessRequests(self)
 
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
@@ -366,8 +368,9 @@ class Ledger:
     async def local(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement on the peer-local tables and return its rows (autocommit).
 
-        Transitional: only ``sync/store.py`` still uses it; everything else goes through the
-        typed stores (``kv``, ``credentials``, ``keys``, ``hosted``). SQLite's authorizer
+        For tests and tools only: product code goes through the typed stores (``kv``,
+        ``credentials``, ``keys``, ``hosted``, ``shared``, ``cursors``, ``requests``) and the
+        reads in ``ledger.replication``, so no SQL lives outside the ledger. SQLite's authorizer
         checks the statement as it is compiled: it may read any table but write only the
         peer-local ones (so ``INTO main.entries`` is refused like ``INTO entries``), and it may
         not touch the schema, pragmas, transactions or attached databases.

@@ -355,6 +355,140 @@ class SyncCursors:
         )
 
 
+@dataclass(frozen=True)
+class AccessRequest:
+    """An importing peer's request for a permission on a database this peer shares."""
+
+    id: int
+    db: str
+    key: str
+    permission: str
+    created: int
+    status: str  # pending | approved | rejected | expired
+    decided: int | None = None
+
+
+_REQUEST_COLUMNS = "id, db, key, permission, created, status, decided"
+
+
+def _request(row: tuple[Any, ...]) -> AccessRequest:
+    rid, db, key, perm, created, status, decided = row
+    return AccessRequest(
+        int(rid),
+        str(db),
+        str(key),
+        str(perm),
+        int(created),
+        str(status),
+        None if decided is None else int(decided),
+    )
+
+
+class AccessRequests:
+    """``sync_requests``: access requests received from importing peers, with decisions.
+
+    The ``*_on`` functions take the ledger's core and run inside one ``Ledger.run`` step, so a
+    policy (sync's bounded queue) can read and write them as one atomic decision.
+    """
+
+    def __init__(self, ledger: _Runs) -> None:
+        self._ledger = ledger
+
+    @staticmethod
+    def expire_pending_on(core: LedgerCore, db: str, created_before: int, now: int) -> list[int]:
+        """Mark ``db``'s pending requests made before ``created_before`` expired; their ids."""
+        cur = core.conn.execute(
+            "UPDATE sync_requests SET status = 'expired', decided = ?"
+            " WHERE db = ? AND status = 'pending' AND created < ? RETURNING id",
+            (now, db, created_before),
+        )
+        return [int(r[0]) for r in cur]
+
+    @staticmethod
+    def latest_on(core: LedgerCore, db: str, key: str, permission: str) -> AccessRequest | None:
+        """The newest request of ``key`` for ``permission`` on ``db``."""
+        row = core.conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM sync_requests"
+            " WHERE db = ? AND key = ? AND permission = ? ORDER BY id DESC LIMIT 1",
+            (db, key, permission),
+        ).fetchone()
+        return None if row is None else _request(row)
+
+    @staticmethod
+    def pending_ids_on(core: LedgerCore, db: str) -> list[int]:
+        cur = core.conn.execute(
+            "SELECT id FROM sync_requests WHERE db = ? AND status = 'pending' ORDER BY id", (db,)
+        )
+        return [int(r[0]) for r in cur]
+
+    @staticmethod
+    def set_status_on(core: LedgerCore, request_id: int, status: str, decided: int) -> None:
+        core.conn.execute(
+            "UPDATE sync_requests SET status = ?, decided = ? WHERE id = ?",
+            (status, decided, request_id),
+        )
+
+    @staticmethod
+    def add_on(core: LedgerCore, db: str, key: str, permission: str, created: int) -> int:
+        """Record a new pending request; its id."""
+        (rid,) = core.conn.execute(
+            "INSERT INTO sync_requests (db, key, permission, created, status)"
+            " VALUES (?, ?, ?, ?, 'pending') RETURNING id",
+            (db, key, permission, created),
+        ).fetchone()
+        return int(rid)
+
+    async def has_pending(self, db: str, key: str) -> bool:
+        def read(core: LedgerCore) -> bool:
+            row = core.conn.execute(
+                "SELECT 1 FROM sync_requests WHERE db = ? AND key = ? AND status = 'pending'"
+                " LIMIT 1",
+                (db, key),
+            ).fetchone()
+            return row is not None
+
+        return await self._ledger.run(read)
+
+    async def pending_counts(self) -> dict[str, int]:
+        """How many requests are pending, per database."""
+
+        def read(core: LedgerCore) -> dict[str, int]:
+            cur = core.conn.execute(
+                "SELECT db, count(*) FROM sync_requests WHERE status = 'pending' GROUP BY db"
+            )
+            return {str(db): int(n) for db, n in cur}
+
+        return await self._ledger.run(read)
+
+    async def list(
+        self, db: str | None = None, status: str | None = None, newest: int | None = None
+    ) -> list[AccessRequest]:
+        """Requests oldest first, filtered by ``db`` and ``status``; ``newest``: the last N."""
+
+        def read(core: LedgerCore) -> list[AccessRequest]:
+            cur = core.conn.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM sync_requests"
+                " WHERE (? IS NULL OR db = ?) AND (? IS NULL OR status = ?)"
+                " ORDER BY id DESC LIMIT ?",
+                (db, db, status, status, -1 if newest is None else max(0, newest)),
+            )
+            return [_request(r) for r in cur][::-1]
+
+        return await self._ledger.run(read)
+
+    async def get(self, request_id: int) -> AccessRequest | None:
+        def read(core: LedgerCore) -> AccessRequest | None:
+            row = core.conn.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM sync_requests WHERE id = ?", (request_id,)
+            ).fetchone()
+            return None if row is None else _request(row)
+
+        return await self._ledger.run(read)
+
+    async def set_status(self, request_id: int, status: str, decided: int) -> None:
+        await self._ledger.run(AccessRequests.set_status_on, request_id, status, decided)
+
+
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
@@ -369,6 +503,8 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 __all__ = [
+    "AccessRequest",
+    "AccessRequests",
     "Credentials",
     "Cursor",
     "Hosted",

@@ -10,11 +10,12 @@
 
 from __future__ import annotations
 
+from chazbot.ledger.local import AccessRequest
 from chazbot.sync.client import SyncClient
 from chazbot.sync.protocol import SyncCounters
 from chazbot.sync.replicator import HAVE_CHECK_OVER, ImportResult, PairStatus, Replicator
 from chazbot.sync.server import SyncServer
-from chazbot.sync.store import AccessDecision, AccessRequest, RemoteRow, Sharing
+from chazbot.sync.store import AccessDecision, RemoteRow, Sharing
 from chazbot.sync.tickets import Ticket, format_ticket, parse_ticket
 
 __all__ = [

@@ -50,6 +50,7 @@ from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.replication import read_after, read_ids_after, read_known
 from chazbot.sync.client import EntryBatch, PushResult, RemoteHeads, SyncClient
 from chazbot.sync.protocol import (
     MAX_BATCH_BYTES,
@@ -63,9 +64,6 @@ from chazbot.sync.store import (
     Remotes,
     check_db_id,
     parse_permission,
-    read_after,
-    read_ids_after,
-    read_known,
 )
 from chazbot.sync.tickets import Ticket, check_address, parse_ticket
 

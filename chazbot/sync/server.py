@@ -64,6 +64,7 @@ from chazbot.ledger.auth import Level
 from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
 from chazbot.sync.protocol import (
     BODY_LIMITS,
     MAX_BATCH_BYTES,
@@ -89,14 +90,10 @@ from chazbot.sync.protocol import (
 )
 from chazbot.sync.store import (
     PERMISSIONS,
-    Heads,
     Sharing,
     address_group,
     check_db_id,
     log_id,
-    read_after,
-    read_heads,
-    read_known,
 )
 from chazbot.sync.tickets import format_address, format_ticket
 

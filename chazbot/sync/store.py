@@ -1,4 +1,4 @@
-"""Sync's state in the peer's SQLite file, and the ledger reads sync needs.
+"""Sync's policy over its peer-local state (typed stores of the ledger layer, no SQL here).
 
 Peer-local tables (schema migration 2; never synced):
 
@@ -8,14 +8,13 @@ Peer-local tables (schema migration 2; never synced):
   ``pulled`` is the remote's seq up to which we hold its log, ``pushed`` our seq up to which
   the remote holds ours, ``log`` the remote's log id the cursors belong to.
 
-The ``read_*`` functions run on the ledger's connection thread via ``Ledger.run``, so each is
-one consistent snapshot (for example tips and the highest seq read together).
+The ``read_*`` functions (``chazbot.ledger.replication``, re-exported here) run on the
+ledger's thread via ``Ledger.run``, so each is one consistent snapshot.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.keys import KeyPair, parse_public_key
 from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.local import AccessRequest, AccessRequests, Cursor
 
 PERMISSIONS = ("read", "write", "admin")
 DEFAULT_GRANT_PRIO = 10
@@ -49,126 +49,22 @@ def parse_permission(text: str) -> Level:
     return Level[text.upper()]
 
 
-# ---- reads on the ledger thread ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Heads:
-    """A database's tips, entry count and highest local seq, read in one snapshot."""
-
-    db: str
-    tips: list[str]
-    count: int
-    max_seq: int
-
-
-def read_heads(core: LedgerCore, db: str, before: Heads | None = None) -> Heads:
-    """The heads of ``db``; with ``before`` (an earlier answer) only newer entries are counted."""
-    tips = sorted(core.tips(db))
-    if not tips:
-        raise NotFound(f"no database {db}")
-    since, base = (before.max_seq, before.count) if before is not None else (0, 0)
-    count, max_seq = core.conn.execute(
-        "SELECT count(*), coalesce(max(seq), ?) FROM entries WHERE db = ? AND seq > ?",
-        (since, db, since),
-    ).fetchone()
-    return Heads(db, tips, base + int(count), int(max_seq))
-
-
-def read_max_seq(core: LedgerCore, db: str) -> int:
-    row = core.conn.execute("SELECT coalesce(max(seq), 0) FROM entries WHERE db = ?", (db,))
-    return int(row.fetchone()[0])
-
-
-def read_after(
-    core: LedgerCore, db: str, after: int, limit: int, max_bytes: int
-) -> tuple[list[tuple[int, str, bytes]], bool]:
-    """Entries (seq, id, data) of ``db`` with ``seq > after`` in seq order, and whether more.
-
-    Stops at ``limit`` entries or once ``max_bytes`` of data are taken (at least one entry).
-    Local seq order is topological: an entry is stored only after its parents.
-    """
-    cur = core.conn.execute(
-        "SELECT seq, id, data FROM entries WHERE db = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (db, after, limit + 1),
-    )
-    out: list[tuple[int, str, bytes]] = []
-    size = 0
-    for seq, eid, data in cur:
-        if len(out) >= limit or (out and size + len(data) > max_bytes):
-            return out, True
-        out.append((int(seq), str(eid), bytes(data)))
-        size += len(data)
-    return out, False
-
-
-def read_ids_after(core: LedgerCore, db: str, after: int, limit: int) -> list[tuple[int, str]]:
-    cur = core.conn.execute(
-        "SELECT seq, id FROM entries WHERE db = ? AND seq > ? ORDER BY seq LIMIT ?",
-        (db, after, limit),
-    )
-    return [(int(seq), str(eid)) for seq, eid in cur]
-
-
-def read_known(core: LedgerCore, db: str, ids: list[str]) -> set[str]:
-    """Which of ``ids`` are stored entries of ``db``."""
-    cur = core.conn.execute(
-        "SELECT id FROM entries WHERE db = ? AND id IN (SELECT value FROM json_each(?))",
-        (db, json.dumps(ids)),
-    )
-    return {str(row[0]) for row in cur}
-
-
 async def log_id(ledger: Ledger) -> str:
     """This peer's log id: random, made once per state file.
 
     Seqs are local to a state file; a client keeps its cursor only while the log id it
     pulled from stays the same, so a server rebuilt from scratch is read from the start.
     """
-    await ledger.local(
-        "INSERT OR IGNORE INTO local_kv (key, value) VALUES (?, ?)",
-        (LOG_ID_KEY, secrets.token_hex(16)),
-    )
-    rows = await ledger.local("SELECT value FROM local_kv WHERE key = ?", (LOG_ID_KEY,))
-    return str(rows[0][0])
+    return await ledger.kv.setdefault(LOG_ID_KEY, secrets.token_hex(16))
 
 
 # ---- what this peer serves, and who asked -------------------------------------------------
 
 
 @dataclass(frozen=True)
-class AccessRequest:
-    """An importing peer's request for a permission on a database this peer shares."""
-
-    id: int
-    db: str
-    key: str
-    permission: str
-    created: int
-    status: str  # pending | approved | rejected | expired
-    decided: int | None = None
-
-
-@dataclass(frozen=True)
 class AccessDecision:
     status: str  # granted | pending | rejected
     request: int | None = None
-
-
-_REQUEST_COLUMNS = "id, db, key, permission, created, status, decided"
-
-
-def _request(row: tuple[object, ...]) -> AccessRequest:
-    rid, db, key, perm, created, status, decided = row
-    return AccessRequest(
-        int(str(rid)),
-        str(db),
-        str(key),
-        str(perm),
-        int(str(created)),
-        str(status),
-        None if decided is None else int(str(decided)),
-    )
 
 
 def address_group(remote: str | None) -> str:
@@ -223,16 +119,13 @@ class Sharing:
         check_db_id(db)
         if not await self.ledger.exists(db):
             raise NotFound(f"no database {db} on this peer")
-        await self.ledger.local(
-            "INSERT OR IGNORE INTO sync_shared (db, since) VALUES (?, ?)", (db, int(time.time()))
-        )
+        await self.ledger.shared.add(db, int(time.time()))
         self._shared = None
 
     async def unshare(self, db: str) -> bool:
         """Stop serving ``db``; True if it was shared. Keys already granted stay granted."""
         check_db_id(db)
-        was = await self.is_shared(db)
-        await self.ledger.local("DELETE FROM sync_shared WHERE db = ?", (db,))
+        was = await self.ledger.shared.remove(db)
         self._shared = None
         return was
 
@@ -240,22 +133,16 @@ class Sharing:
         """Whether ``db`` is served here (kept in memory: asked on every sync request)."""
         shared = self._shared
         if shared is None:
-            rows = await self.ledger.local("SELECT db FROM sync_shared")
-            shared = frozenset(str(r[0]) for r in rows)
+            shared = frozenset(await self.ledger.shared.all())
             self._shared = shared
         return db in shared
 
     async def shared(self) -> list[str]:
-        rows = await self.ledger.local("SELECT db FROM sync_shared ORDER BY since, db")
-        return [str(r[0]) for r in rows]
+        return await self.ledger.shared.all()
 
     async def has_request(self, db: str, key: str) -> bool:
         """Whether ``key`` has a pending request on ``db``."""
-        rows = await self.ledger.local(
-            "SELECT 1 FROM sync_requests WHERE db = ? AND key = ? AND status = 'pending' LIMIT 1",
-            (db, key),
-        )
-        return bool(rows)
+        return await self.ledger.requests.has_pending(db, key)
 
     async def request_access(
         self, db: str, key: str, permission: str, address: str | None = None
@@ -280,31 +167,12 @@ class Sharing:
         expire_before = now - int(self.pending_ttl_s)
 
         def decide(core: LedgerCore) -> tuple[AccessDecision, list[int]]:
-            conn = core.conn
-            gone = [
-                int(r[0])
-                for r in conn.execute(
-                    "UPDATE sync_requests SET status = 'expired', decided = ?"
-                    " WHERE db = ? AND status = 'pending' AND created < ? RETURNING id",
-                    (now, db, expire_before),
-                )
-            ]
-            row = conn.execute(
-                "SELECT id, status FROM sync_requests WHERE db = ? AND key = ? AND permission = ?"
-                " ORDER BY id DESC LIMIT 1",
-                (db, key, permission),
-            ).fetchone()
-            if row is not None and row[1] == "pending":
-                return AccessDecision("pending", int(row[0])), gone
-            if row is not None and row[1] == "rejected":
-                return AccessDecision("rejected", int(row[0])), gone
-            pending = [
-                int(r[0])
-                for r in conn.execute(
-                    "SELECT id FROM sync_requests WHERE db = ? AND status = 'pending' ORDER BY id",
-                    (db,),
-                )
-            ]
+            table = AccessRequests
+            gone = table.expire_pending_on(core, db, expire_before, now)
+            latest = table.latest_on(core, db, key, permission)
+            if latest is not None and latest.status in ("pending", "rejected"):
+                return AccessDecision(latest.status, latest.id), gone
+            pending = table.pending_ids_on(core, db)
             by_group: dict[str, list[int]] = {}
             for rid in pending:
                 by_group.setdefault(origin.get(rid, "?"), []).append(rid)
@@ -319,17 +187,9 @@ class Sharing:
                 if len(busiest) <= mine + 1:
                     raise ConflictError("too many pending access requests for this database")
                 evicted = busiest[0]
-                conn.execute(
-                    "UPDATE sync_requests SET status = 'expired', decided = ? WHERE id = ?",
-                    (now, evicted),
-                )
+                table.set_status_on(core, evicted, "expired", now)
                 gone.append(evicted)
-            (rid,) = conn.execute(
-                "INSERT INTO sync_requests (db, key, permission, created, status)"
-                " VALUES (?, ?, ?, ?, 'pending') RETURNING id",
-                (db, key, permission, now),
-            ).fetchone()
-            return AccessDecision("pending", int(rid)), gone
+            return AccessDecision("pending", table.add_on(core, db, key, permission, now)), gone
 
         decision, gone = await self.ledger.run(decide)
         for rid in gone:
@@ -340,10 +200,7 @@ class Sharing:
 
     async def pending_counts(self) -> dict[str, int]:
         """How many requests are pending, per database."""
-        rows = await self.ledger.local(
-            "SELECT db, count(*) FROM sync_requests WHERE status = 'pending' GROUP BY db"
-        )
-        return {str(db): int(n) for db, n in rows}
+        return await self.ledger.requests.pending_counts()
 
     async def requests(
         self,
@@ -353,29 +210,13 @@ class Sharing:
     ) -> list[AccessRequest]:
         """Access requests, oldest first (``status=None``: all of them; ``newest``: only
         the last that many)."""
-        sql = f"SELECT {_REQUEST_COLUMNS} FROM sync_requests WHERE 1 = 1"
-        params: list[object] = []
-        if db is not None:
-            sql += " AND db = ?"
-            params.append(db)
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        if newest is not None:
-            sql += " ORDER BY id DESC LIMIT ?"
-            params.append(max(0, newest))
-            rows = await self.ledger.local(sql, tuple(params))
-            return [_request(r) for r in reversed(rows)]
-        rows = await self.ledger.local(sql + " ORDER BY id", tuple(params))
-        return [_request(r) for r in rows]
+        return await self.ledger.requests.list(db, status, newest)
 
     async def request(self, request_id: int) -> AccessRequest:
-        rows = await self.ledger.local(
-            f"SELECT {_REQUEST_COLUMNS} FROM sync_requests WHERE id = ?", (request_id,)
-        )
-        if not rows:
+        found = await self.ledger.requests.get(request_id)
+        if found is None:
             raise NotFound(f"no access request {request_id}")
-        return _request(rows[0])
+        return found
 
     async def approve(
         self, request_id: int, admin: KeyPair, prio: int | None = None
@@ -407,10 +248,7 @@ class Sharing:
         return await self._decide(request_id, "rejected")
 
     async def _decide(self, request_id: int, status: str) -> AccessRequest:
-        await self.ledger.local(
-            "UPDATE sync_requests SET status = ?, decided = ? WHERE id = ?",
-            (status, int(time.time()), request_id),
-        )
+        await self.ledger.requests.set_status(request_id, status, int(time.time()))
         self._origin.pop(request_id, None)
         return await self.request(request_id)
 
@@ -418,51 +256,24 @@ class Sharing:
 # ---- whom this peer syncs with --------------------------------------------------------------
 
 
-@dataclass
-class RemoteRow:
-    db: str
-    address: str
-    pulled: int = 0
-    pushed: int = 0
-    log: str = ""
+RemoteRow = Cursor  # a (database, remote address) pair and its cursors
 
 
 class Remotes:
-    """The ``sync_remotes`` rows: (database, address) pairs and their cursors."""
+    """The (database, address) pairs this peer syncs, and their cursors."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
     async def list(self, db: str | None = None) -> list[RemoteRow]:
-        sql = "SELECT db, address, pulled, pushed, log FROM sync_remotes"
-        params: tuple[object, ...] = ()
-        if db is not None:
-            sql += " WHERE db = ?"
-            params = (db,)
-        rows = await self.ledger.local(sql + " ORDER BY added, db, address", params)
-        return [RemoteRow(str(d), str(a), int(p), int(q), str(g)) for d, a, p, q, g in rows]
+        return await self.ledger.cursors.list(db)
 
     async def add(self, db: str, address: str) -> RemoteRow:
-        await self.ledger.local(
-            "INSERT OR IGNORE INTO sync_remotes (db, address, added) VALUES (?, ?, ?)",
-            (db, address, time.time_ns()),
-        )
-        rows = [r for r in await self.list(db) if r.address == address]
-        return rows[0]
+        return await self.ledger.cursors.add(db, address, time.time_ns())
 
     async def remove(self, db: str, address: str | None = None) -> int:
         """Forget pairs of ``db`` (all, or the one at ``address``); return how many."""
-        before = len(await self.list(db))
-        if address is None:
-            await self.ledger.local("DELETE FROM sync_remotes WHERE db = ?", (db,))
-        else:
-            await self.ledger.local(
-                "DELETE FROM sync_remotes WHERE db = ? AND address = ?", (db, address)
-            )
-        return before - len(await self.list(db))
+        return await self.ledger.cursors.remove(db, address)
 
     async def save(self, row: RemoteRow) -> None:
-        await self.ledger.local(
-            "UPDATE sync_remotes SET pulled = ?, pushed = ?, log = ? WHERE db = ? AND address = ?",
-            (row.pulled, row.pushed, row.log, row.db, row.address),
-        )
+        await self.ledger.cursors.save(row)
