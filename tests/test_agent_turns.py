@@ -6,7 +6,14 @@ import io
 from pathlib import Path
 
 import chazbot
-from chazbot.agent.recall import RecallSettings, choose_banks, format_block, recall_query
+from chazbot.agent.recall import (
+    RecallSettings,
+    choose_banks,
+    focus_query,
+    format_block,
+    fuse_rankings,
+    recall_query,
+)
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.rows import MemoryRow
 from chazbot.transports.terminal import chat_loop
@@ -189,3 +196,39 @@ def test_recall_query_and_block_are_pure() -> None:
     assert choose_banks(["a", "b"], ["b", "c"], RecallSettings()) == ["a", "b", "c"]
     assert choose_banks(["a", "b"], ["c"], RecallSettings(banks=("C", "a"))) == ["a", "c"]
     assert choose_banks(["a"], [], RecallSettings(banks=())) == []
+    assert focus_query(messages) == "newest deploy friday" and focus_query(["is it?"]) == ""
+
+
+def test_two_rankings_fuse_by_rrf_ties_to_the_first() -> None:
+    def row(key: str) -> MemoryRow:
+        return MemoryRow(1, "r", key, "v", (), 0, (1, "e", 0), "a")
+
+    a, b, c, d = row("a"), row("b"), row("c"), row("d")
+    # b is 2nd in both: it beats a and c, each 1st in one list only; a ties c, the first wins
+    assert [r.key for r in fuse_rankings([[a, b, d], [c, b]], 3)] == ["b", "a", "c"]
+    assert [r.key for r in fuse_rankings([[a, b]], 5)] == ["a", "b"]
+    assert fuse_rankings([[], []], 3) == []
+
+
+async def test_auto_recall_finds_what_was_just_asked_not_the_earlier_topic(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    """Found by bench/localchat.py: asked one after another in one room, each question's
+    block held the earlier questions' facts (they share more words with the last 5
+    messages) and the model answered the dog question with the sister's city."""
+    cfg = config(tmp_path, standin_llm, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        await chaz.remember("sister.name", "My sister's name is Ada, my sister")
+        await chaz.remember("sister.city", "My sister lives in Lyon, sister's city")
+        await chaz.remember("sister.job", "My sister works as a sister nurse")
+        await chaz.remember("dog", "My dog is called Biscuit")
+        for question in (
+            "What is my sister's name? my sister",
+            "Where does my sister live? sister sister",
+            "What is my dog called?",
+        ):
+            assert (await peer.chat(question, session="s")).ok
+        block = block_of(standin_llm.requests[-1])
+        assert block is not None
+        assert block.splitlines()[1] == "- [dog]: My dog is called Biscuit", block

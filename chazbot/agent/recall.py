@@ -1,9 +1,15 @@
 """Autonomous auto-recall: before every LLM call, find memories relevant to the conversation.
 
-Read-only. The query is the first 10 distinct non-stopword tokens of the newest 5 messages;
-own memory is searched, then every attached bank (session attachments, then the agent's
-default banks), filtered by ``auto_recall_banks`` when set; banks the agent cannot read are
-skipped silently; up to ``max_entries`` results per store.
+Read-only. The query is the first 10 distinct non-stopword tokens of the newest 5 messages
+(SPEC §5), newest first; own memory is searched, then every attached bank (session
+attachments, then the agent's default banks), filtered by ``auto_recall_banks`` when set;
+banks the agent cannot read are skipped silently; up to ``max_entries`` results per store.
+
+Each store is searched twice and the two rankings fused by RRF: once with that query, once
+with the newest message's own tokens (its focus). The conversation's query alone lets the
+topic of earlier turns outrank what was just asked (measured with bench/localchat.py: 20
+questions in one room, each about a different fact, 45 % answered right with the query
+alone); the focus alone loses the context of a short follow-up ("and hers?").
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query
+from chazbot.memory.view import RRF_K
 
 if TYPE_CHECKING:
     from chazbot.ledger import Ledger
@@ -21,6 +29,8 @@ if TYPE_CHECKING:
 HEADING = "## Relevant Memories"
 RECENT_MESSAGES = 5
 QUERY_TOKENS = 10
+FOCUS_DEPTH = 10
+"""How deep each of the two rankings is read before they are fused."""
 CONFIG_STORE = "config"
 """The agent DB's store of its settings (``/memory config``)."""
 
@@ -60,6 +70,32 @@ def recall_query(messages: Sequence[str]) -> str:
     """The newest 5 messages, newest first, so the 10 tokens kept come from what was just
     said: oldest first, a long conversation searched for its earlier questions."""
     return " ".join(auto_recall_query(messages[-RECENT_MESSAGES:][::-1], QUERY_TOKENS))
+
+
+def focus_query(messages: Sequence[str]) -> str:
+    """The newest message's own query tokens (at most 10); '' when it is all stopwords."""
+    return " ".join(auto_recall_query(messages[-1:], QUERY_TOKENS))
+
+
+def fuse_rankings(rankings: Sequence[Sequence[MemoryRow]], limit: int) -> list[MemoryRow]:
+    """The ``limit`` best rows over several rankings of one store, by RRF (SPEC §3's k);
+    ties go to the row the earlier ranking put first. A row is one per key in a store's
+    recall, so the key identifies it across rankings."""
+    rows: dict[str, MemoryRow] = {}
+    first_seen: dict[int, tuple[int, int]] = {}
+    ids: dict[str, int] = {}
+    lists: list[list[int]] = []
+    for which, ranking in enumerate(rankings):
+        ranked_ids = []
+        for position, row in enumerate(ranking):
+            doc = ids.setdefault(row.key, len(ids))
+            rows.setdefault(row.key, row)
+            first_seen.setdefault(doc, (which, position))
+            ranked_ids.append(doc)
+        lists.append(ranked_ids)
+    keys = list(ids)
+    fused = top_fused(lists, limit, tiebreak=lambda doc: first_seen[doc], k=RRF_K)
+    return [rows[keys[doc]] for doc, _ in fused]
 
 
 def choose_banks(

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
 from chazbot.agent.chat_model import ChatModel
-from chazbot.agent.recall import choose_banks, format_block, recall_query, recall_settings
+from chazbot.agent.recall import (
+    FOCUS_DEPTH,
+    choose_banks,
+    focus_query,
+    format_block,
+    fuse_rankings,
+    recall_query,
+    recall_settings,
+)
 from chazbot.errors import BackendError, NotFound
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MemoryRow
@@ -47,13 +55,19 @@ async def auto_recall(
     if not settings.enabled or not query:
         return None, 0
     engine = peer.memory
-    qvec = await engine.query_vector(query)
     limit = settings.max_entries
+    focus = focus_query(messages)
+    queries = [(q, await engine.query_vector(q)) for q in dict.fromkeys([focus, query]) if q]
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)
         started = time.perf_counter()
-        found = [r.row for r in view.search(query, (), limit, qvec)]
+        if len(queries) == 1:
+            found = [r.row for r in view.search(queries[0][0], (), limit, queries[0][1])]
+        else:
+            depth = max(limit, FOCUS_DEPTH)
+            rankings = [[r.row for r in view.search(q, (), depth, v)] for q, v in queries]
+            found = fuse_rankings(rankings, limit)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 
