@@ -6,10 +6,13 @@ any other row. Per agent ``capture:``:
 
 - ``messages``: the message itself, one row, shaped to stand alone in recall: the key names
   the speaker, the date and a short id (``alice/2026-12-02/3f9a01c2``, no spaces, so it is
-  easy to ``forget``); the value says who
-  said it when, and what it replied to (``alice (2026-12-02): my sister Ada lives in Lyon
-  [replying to chaz: Where does your family live?]``). What it replied to is the newest message
-  by another person since the speaker last spoke, else the agent's last reply.
+  easy to ``forget``); the value says who said it when, and what it replied to when that is
+  needed to make sense of it (``alice (2026-12-02): my sister Ada lives in Lyon [replying to
+  chaz: Where does your family live?]``). What it replied to is the newest message by
+  another person since the speaker last spoke, else the agent's last reply; it is kept when
+  it asked something or the message is a fragment (``Lyon``), and left out when a statement
+  answers a statement: there it is noise that recall brings back and a small model repeats
+  (bench/localchat.py --capture, the embedded model: 70 % right with every row's context).
 - ``facts``: one more call to a tool-capable chat model turns the turn into key/value rows;
   it is shown the closest existing memories (by recall) and told to reuse their keys, so an
   update replaces a row instead of adding a near-duplicate. Values end with who said it when.
@@ -50,6 +53,9 @@ CAPTURE_TAG = "captured"
 MAX_MESSAGE_CHARS = 2000
 """A longer message is stored cut to this many characters (and an ellipsis)."""
 MAX_CONTEXT_CHARS = 300
+SHORT_MESSAGE_TOKENS = 2
+"""A message of at most this many words ("Lyon", "next Friday") is stored with what it
+replied to, whatever that was: alone it means nothing. ("I drive a blue Volvo" is 3.)"""
 MAX_SPEAKER_CHARS = 64
 MAX_FACTS_PER_TURN = 5
 MAX_FACT_KEY_CHARS = 120
@@ -140,10 +146,19 @@ def message_row(said: Said) -> tuple[str, str, list[str]]:
     """The ``(key, value, tags)`` of a ``messages`` capture: a row that stands alone."""
     key = f"{'_'.join(said.speaker.split())}/{said.date}/{said.source_id}"
     value = f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
-    if said.replied_to is not None:
+    if said.replied_to is not None and needs_context(said):
         who, text = said.replied_to
         value += f" [replying to {who}: {_one_line(text, MAX_CONTEXT_CHARS)}]"
     return key, value, [CAPTURE_TAG]
+
+
+def needs_context(said: Said) -> bool:
+    """Whether the row says what the message replied to: when that asked something, or the
+    message is too short to stand alone."""
+    if said.replied_to is None:
+        return False
+    short = len(tokenize(said.text[:MAX_MESSAGE_CHARS])) <= SHORT_MESSAGE_TOKENS
+    return short or "?" in said.replied_to[1]
 
 
 def find_said(
@@ -191,9 +206,24 @@ def find_said(
     return Said(speaker_name(sender), moment, text, context, digest)
 
 
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+
+
 def worth_capturing(text: str) -> bool:
     """A message with no word in it (only emoji or punctuation) is not stored."""
     return bool(tokenize(text[:MAX_MESSAGE_CHARS]))
+
+
+def only_questions(text: str) -> bool:
+    """True when every sentence of ``text`` that has a word in it is a question.
+
+    ``messages`` capture does not store such a message: it tells the agent nothing to
+    remember, and stored it crowds out the facts it asks about (measured with
+    bench/localchat.py: 20 questions asked in one room after 20 facts were told, each stored
+    question took a place in later turns' top 3).
+    """
+    sentences = [s for s in _SENTENCE.findall(text[:MAX_MESSAGE_CHARS]) if tokenize(s)]
+    return bool(sentences) and all(s.rstrip().endswith("?") for s in sentences)
 
 
 # ---- facts --------------------------------------------------------------------------------
@@ -290,12 +320,15 @@ async def capture_turn(
     """Capture one answered message; the number of rows written. Never raises a ChazError."""
     if mode == "off" or not worth_capturing(text):
         return 0
+    facts = mode == "facts" and llm is not None
+    if not facts and only_questions(text):
+        return 0
     try:
         history = await session.history(HISTORY_LOOKBACK)
         said = find_said(history, text, sender, session.db, agent.name, when)
         if said is None:
             return 0
-        if mode == "facts" and llm is not None:
+        if facts and llm is not None:
             return len(await capture_facts(agent, llm, said, reply))
         key, value, tags = message_row(said)
         await agent.memory.remember(key, value, tags)
@@ -315,6 +348,8 @@ __all__ = [
     "effective_mode",
     "find_said",
     "message_row",
+    "needs_context",
+    "only_questions",
     "parse_facts",
     "speaker_name",
 ]
