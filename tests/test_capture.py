@@ -92,13 +92,17 @@ def test_messages_row_stands_alone_and_names_what_it_replied_to() -> None:
     said = find_said(group, "yes, up Mont Blanc", ALICE, "sha256:db", "chaz")
     assert said is not None and said.replied_to == ("bob", "Did you go hiking?")
     assert message_row(said)[1].endswith("yes, up Mont Blanc [replying to bob: Did you go hiking?]")
-    # What it replied to is kept when it asked something or the message is short, not
-    # when a statement answers a statement (then it is noise in recall).
-    when = datetime(2026, 12, 2, tzinfo=UTC)
-    told = Said("alice", when, "My dog is called Biscuit.", ("chaz", "Lyon is nice."), "00")
-    assert message_row(told)[1] == "alice (2026-12-02): My dog is called Biscuit."
-    short = Said("alice", when, "Lyon", ("chaz", "Lyon is nice."), "00")
-    assert message_row(short)[1] == "alice (2026-12-02): Lyon [replying to chaz: Lyon is nice.]"
+    # The agent's own reply is kept only when it asked something or the message is a
+    # fragment: its statements are model output, noise in recall. A person's always is.
+    dm = [msg(0, "assistant", "Lyon is nice.", "chaz"), msg(1, "user", "My dog is Rex.", ALICE)]
+    said = find_said(dm, "My dog is Rex.", ALICE, "sha256:db", "chaz")
+    assert said is not None and said.replied_to is None
+    dm = [msg(0, "assistant", "Lyon is nice.", "chaz"), msg(1, "user", "Lyon", ALICE)]
+    said = find_said(dm, "Lyon", ALICE, "sha256:db", "chaz")
+    assert said is not None and said.replied_to == ("chaz", "Lyon is nice.")
+    group = [msg(0, "user", "Lyon is nice.", BOB), msg(1, "user", "My dog is Rex.", ALICE)]
+    said = find_said(group, "My dog is Rex.", ALICE, "sha256:db", "chaz")
+    assert said is not None and said.replied_to == ("bob", "Lyon is nice.")
     # Its own earlier message is a boundary: nothing before it is what this replies to.
     alone = [msg(0, "user", "first", ALICE), msg(1, "user", "second", ALICE)]
     said = find_said(alone, "second", ALICE, "sha256:db", "chaz")

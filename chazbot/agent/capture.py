@@ -9,10 +9,11 @@ any other row. Per agent ``capture:``:
   easy to ``forget``); the value says who said it when, and what it replied to when that is
   needed to make sense of it (``alice (2026-12-02): my sister Ada lives in Lyon [replying to
   chaz: Where does your family live?]``). What it replied to is the newest message by
-  another person since the speaker last spoke, else the agent's last reply; it is kept when
-  it asked something or the message is a fragment (``Lyon``), and left out when a statement
-  answers a statement: there it is noise that recall brings back and a small model repeats
-  (bench/localchat.py --capture, the embedded model: 70 % right with every row's context).
+  another person since the speaker last spoke, else the agent's last reply. The agent's own
+  reply is kept only when it asked something or the message is a fragment (``Lyon``): its
+  statements are its model's words, noise that recall brought back and a small model
+  repeated (bench/localchat.py --capture, the embedded model: 70 % right with them, 95 %
+  without).
 - ``facts``: one more call to a tool-capable chat model turns the turn into key/value rows;
   it is shown the closest existing memories (by recall) and told to reuse their keys, so an
   update replaces a row instead of adding a near-duplicate. Values end with who said it when.
@@ -146,19 +147,22 @@ def message_row(said: Said) -> tuple[str, str, list[str]]:
     """The ``(key, value, tags)`` of a ``messages`` capture: a row that stands alone."""
     key = f"{'_'.join(said.speaker.split())}/{said.date}/{said.source_id}"
     value = f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
-    if said.replied_to is not None and needs_context(said):
+    if said.replied_to is not None:
         who, text = said.replied_to
         value += f" [replying to {who}: {_one_line(text, MAX_CONTEXT_CHARS)}]"
     return key, value, [CAPTURE_TAG]
 
 
-def needs_context(said: Said) -> bool:
-    """Whether the row says what the message replied to: when that asked something, or the
-    message is too short to stand alone."""
-    if said.replied_to is None:
-        return False
-    short = len(tokenize(said.text[:MAX_MESSAGE_CHARS])) <= SHORT_MESSAGE_TOKENS
-    return short or "?" in said.replied_to[1]
+def needs_context(text: str, replied: Message) -> bool:
+    """Whether the row of ``text`` says what it replied to: always when that was another
+    person's message; the agent's own reply only when it asked something or ``text`` is a
+    fragment that means nothing alone. The agent's statements are its model's words, not
+    what anybody told it: stored beside every message, recall brought them back and a small
+    model repeated them."""
+    if replied.role != "assistant":
+        return True
+    short = len(tokenize(text[:MAX_MESSAGE_CHARS])) <= SHORT_MESSAGE_TOKENS
+    return short or "?" in replied.content
 
 
 def find_said(
@@ -198,7 +202,7 @@ def find_said(
         if replied is None:
             replied = earlier
     context = None
-    if replied is not None and replied.content.strip():
+    if replied is not None and replied.content.strip() and needs_context(text, replied):
         who = agent_name if replied.role == "assistant" else speaker_name(replied.sender)
         context = (who, replied.content)
     digest = hashlib.sha256(f"{session_db}:{message.n}".encode()).hexdigest()[:8]
