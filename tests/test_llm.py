@@ -753,10 +753,11 @@ def test_model_source_reads_every_kind(tmp_path: Path) -> None:
 async def test_local_model_from_a_url_is_fetched_once_and_answers(
     files: FileServer, tmp_path: Path
 ) -> None:
-    """The whole path a user with a bigger model takes, with the built-in GGUF as the file."""
-    builtin = local_llm.default_builtin()
-    assert builtin is not None
-    files.real = builtin.path(tmp_path / "joined")
+    """The whole path a user with a bigger model takes, with a built-in GGUF as the file
+    (one in a single file if installed: the dev extra's small anchor model)."""
+    installed = [b for b in local_llm.BUILTINS.values() if b.installed()]
+    assert installed
+    files.real = min(installed, key=lambda b: len(b.parts)).path(tmp_path / "joined")
     cfg = LLMConfig(backend="local", model=f"{files.url}/real.gguf", max_tokens=24)
     chat = make_llm(cfg, tmp_path / "models")
     assert isinstance(chat, local_llm.LocalChat) and chat.name.endswith("-real.gguf")
