@@ -435,6 +435,22 @@ def test_make_llm() -> None:
             make_llm(LLMConfig(backend="local"))
 
 
+def test_a_builtin_model_is_shown_memories_only_when_asked() -> None:
+    """Found by bench/localchat.py: told "My dog is called Biscuit.", the 0.5B model shown
+    memories recited them ("Ann's sister lives in Lyon") instead of answering."""
+    block = {"role": "system", "content": f"{MEMORY_HEADING}\n- [k]: my sister is Ada"}
+    told = [{"role": "system", "content": "sys"}, {"role": "user", "content": "My dog is Rex."}]
+    shown = local_llm.plain_chat(local_llm.for_builtin([*told, block]))
+    assert shown == [
+        {"role": "system", "content": f"sys {local_llm.BRIEF_HINT}"},
+        {"role": "user", "content": "My dog is Rex."},
+    ]
+    for question in ("Who is my sister?", "tell me about my sister", "What's her name"):
+        asked = [told[0], {"role": "user", "content": question}, block]
+        assert local_llm.for_builtin(asked) == asked
+    assert not local_llm.asks("Remember that my dog is Rex.") and local_llm.asks("Lyon?")
+
+
 def test_plain_chat_turns_tool_turns_into_text() -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "sys"},
