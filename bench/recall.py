@@ -19,8 +19,10 @@ over ``--adds`` adds into the built index: the mean includes the amortised growt
 ``remove``, and of one full compaction. At 100k it also times cosine search (beside the bare
 numpy ``matrix @ q`` + argpartition anchor) and hybrid recall: BM25 and 384-d cosine
 (random-normal float32 vectors), 50 candidates each, fused by RRF into 10, as the memory view
-does. The matrix product is memory bound and shares BLAS threads with whatever else runs: on a
-busy 2-core machine ``OPENBLAS_NUM_THREADS=1`` gives the better p50.
+does, and the same cosine search over float16 or int8 storage (memory, latency, and the share
+of the float32 top 10 each finds). The matrix product is memory bound and shares BLAS
+threads with whatever else runs: on a busy 2-core machine ``OPENBLAS_NUM_THREADS=1`` gives
+the better p50.
 
 Comparisons:
 
@@ -377,7 +379,57 @@ def measure_vectors_and_hybrid(
 
     fused = Row(n, f"hybrid BM25 + {dim}-d cosine + RRF", note=f"{depth} candidates per list")
     fill_latency(fused, time_queries(hybrid, list(range(len(queries)))))
-    return [anchor, cosine, fused]
+    return [anchor, cosine, fused, *measure_vector_storage(unit, list(query_vectors))]
+
+
+def measure_vector_storage(
+    unit: NDArray[np.float32], query_vectors: list[NDArray[np.float32]]
+) -> list[Row]:
+    """Smaller vector storage, for the memory it saves and what it costs: float16, and int8
+    with a scale per row, each converted to float32 in blocks of 4,096 rows for the BLAS
+    product (numpy has no float16 or int8 BLAS). "top10 %" is the share of the float32 top
+    10 that each finds."""
+    n, dim = unit.shape
+    block = 4096
+    buffer = np.empty((block, dim), np.float32)
+
+    def blocked(matrix: NDArray[Any], q: NDArray[np.float32]) -> NDArray[np.float32]:
+        sims = np.empty(n, np.float32)
+        for start in range(0, n, block):
+            end = min(n, start + block)
+            part = buffer[: end - start]
+            np.copyto(part, matrix[start:end], casting="unsafe")
+            np.dot(part, q, out=sims[start:end])
+        return sims
+
+    def top(sims: NDArray[np.float32]) -> list[int]:
+        best = np.argpartition(-sims, TOP)[:TOP]
+        return best[np.argsort(-sims[best])].tolist()  # type: ignore[no-any-return]
+
+    truth = [set(top(unit @ q)) for q in query_vectors]
+    half = unit.astype(np.float16)
+    scale = np.abs(unit).max(axis=1) / 127.0
+    scale[scale == 0] = 1.0
+    small = np.round(unit / scale[:, None]).astype(np.int8)
+    rows = []
+    for name, matrix, post in (
+        ("float16", half, None),
+        ("int8 + row scale", small, scale.astype(np.float32)),
+    ):
+
+        def run(q: NDArray[np.float32], m: NDArray[Any] = matrix, s: Any = post) -> list[int]:
+            sims = blocked(m, q)
+            return top(sims if s is None else sims * s)
+
+        row = Row(n, f"vectors stored as {name}", note="blocks of 4096 rows to float32")
+        timings = time_queries(run, query_vectors)
+        fill_latency(row, timings)
+        row.memory_mb = matrix.nbytes / 1e6
+        pairs = zip(timings.results, truth, strict=True)
+        found = [len(set(got) & want) / TOP for got, want in pairs]
+        row.agree_pct = 100.0 * statistics.fmean(found)
+        rows.append(row)
+    return rows
 
 
 # -- driver ------------------------------------------------------------------------------------
