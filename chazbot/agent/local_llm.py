@@ -142,7 +142,7 @@ class Builtin:
         if target.is_file():
             return target
         models_dir.mkdir(parents=True, exist_ok=True)
-        partial = models_dir / f".{target.name}.{secrets.token_hex(4)}.part"
+        partial = _partial_path(target)
         digest = hashlib.sha256()
         try:
             with partial.open("wb") as out:
@@ -292,6 +292,11 @@ def model_source(model: str) -> ModelSource:
     return ModelSource(spec, path.name, file=path)
 
 
+def _partial_path(target: Path) -> Path:
+    """Where ``target`` is written before it is renamed into place, complete."""
+    return target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
+
+
 def _check_gguf(path: Path, shown: str) -> None:
     try:
         with path.open("rb") as handle:
@@ -362,7 +367,7 @@ def fetch_model(
     if target.is_file():
         return target
     models_dir.mkdir(parents=True, exist_ok=True)
-    partial = models_dir / f".{target.name}.{secrets.token_hex(4)}.part"
+    partial = _partial_path(target)
     limit_mb = max_bytes // 1_000_000
     request = urllib.request.Request(url, headers={"User-Agent": "chazbot"})
     try:
@@ -529,6 +534,11 @@ _ASKING = re.compile(
 )
 
 
+def _is_memory_block(content: Any) -> bool:
+    """Whether a message's content is auto-recall's ``## Relevant Memories`` block."""
+    return _text(content).strip().startswith(MEMORY_HEADING)
+
+
 def asks(text: str) -> bool:
     """Whether a message asks something: a question mark, or it starts with a question word
     or a request (``Tell me…``, ``Remind me…``)."""
@@ -550,10 +560,7 @@ def for_builtin(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = [
         m
         for m in messages
-        if not (
-            m.get("role") in ("system", "developer")
-            and _text(m.get("content")).strip().startswith(MEMORY_HEADING)
-        )
+        if not (m.get("role") in ("system", "developer") and _is_memory_block(m.get("content")))
     ]
     return [*kept, {"role": "system", "content": BRIEF_HINT}]
 
@@ -581,7 +588,7 @@ def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
         role = message.get("role")
         text = _text(message.get("content"))
         if role in ("system", "developer"):
-            if text.strip().startswith(MEMORY_HEADING):
+            if _is_memory_block(text):
                 notes.append(_memory_note(text.strip()))
             elif text.strip():
                 system.append(text.strip())
