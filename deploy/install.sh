@@ -2,7 +2,7 @@
 # Install chazbot with some extras into ./.venv, from wheels only: nothing is compiled, so no
 # C/C++ toolchain is needed. Used by deploy/local.sh and deploy/test.sh; on its own:
 #
-#     bash deploy/install.sh local,e2e,homeserver      # or: dev
+#     bash deploy/install.sh local,e2e,homeserver,fast      # or: dev
 #
 # Reinstalls only when pyproject.toml, the extras or this script changed since the last
 # install. Prints one line per step instead of pip's output (pip's errors still show).
@@ -11,7 +11,7 @@
 # PYTHON=/path/to/python3.11 picks the interpreter for a new .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${1:?usage: bash deploy/install.sh EXTRAS (e.g. local,e2e,homeserver or dev)}"
+EXTRAS="${1:?usage: bash deploy/install.sh EXTRAS (e.g. local,e2e,homeserver,fast or dev)}"
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then

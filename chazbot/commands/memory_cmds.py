@@ -12,6 +12,7 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import Permission
+from chazbot.memory import bm25_kernel
 from chazbot.memory.banks import (
     Hosted,
     check_name,
@@ -295,6 +296,7 @@ def register(tree: CommandTree) -> None:
             f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
             f"visible keys   = {engine.visible_count(db) if status and status.ready else '…'}\n"
             f"index          = {_index_line(status)}\n"
+            f"search         = {bm25_kernel.describe()}\n"
             f"vectors        = {', '.join(vectors) or 'none'}\n"
             f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
             f"size           = {size} bytes\n" + await _access_lines(ctx, db)

@@ -32,10 +32,9 @@ once per quarter of the index removed.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -43,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.errors import InputError
+from chazbot.memory import bm25_kernel
 from chazbot.memory.fusion import order_by_score, ranked
 
 I32 = NDArray[np.int32]
@@ -52,6 +52,7 @@ Bools = NDArray[np.bool_]
 U8 = NDArray[np.uint8]
 Tfs = NDArray[np.integer[Any]]  # uint16, or int32 once some tf needs it
 _T = TypeVar("_T", bound=np.generic)
+TieBreak = Callable[[int], tuple[Any, ...]]  # a doc's sort key among tied scores
 
 # Pruning keeps anything within this relative distance of the threshold, so float rounding in
 # bounds and partial sums can never drop a document that ties the k-th score.
@@ -134,6 +135,8 @@ class BM25Index:
         self._f_used = 0
         # Statistics over live documents.
         self._total_len = 0
+        # The compiled search's scratch: a stamp per slot, and the last stamp used.
+        self._scratch: tuple[I32, int] | None = None
 
     # -- public API -------------------------------------------------------------------------
 
@@ -256,37 +259,73 @@ class BM25Index:
         query_tokens: Sequence[str],
         k: int,
         allowed: Collection[int] | None = None,
-        ties: bool = False,
+        tiebreak: TieBreak | None = None,
     ) -> list[tuple[int, float]]:
-        """The top ``k`` documents as ``(doc, score)``, best first, ties to the higher doc id.
+        """The top ``k`` documents as ``(doc, score)``, best first, ties (``fusion``) by
+        ``tiebreak(doc)`` ascending when given, then by the higher doc id.
 
         ``allowed`` limits the results to those doc ids; N, df and avgdl still cover the whole
-        index. Documents without any query term (score 0) are never returned. With ``ties``,
-        documents that tie the k-th score come too (more than k), so that a caller with its
-        own tie rule can apply it.
+        index. Documents without any query term (score 0) are never returned.
         """
         n_live = len(self._slot_of)
         if k <= 0 or n_live == 0:
             return []
-        tids: dict[int, None] = {}
-        for tok in query_tokens:
-            tid = self._term_id.get(tok)
-            if tid is not None and tid not in tids and self._t_df[tid] > 0:
-                tids[tid] = None
+        term_id = self._term_id
+        tids = dict.fromkeys(t for t in map(term_id.get, query_tokens) if t is not None)
         if not tids:
             return []
-        scorer = _Scorer(self, list(tids), n_live, ties)
-        if allowed is None:
-            return scorer.top_k(k, None)
-        slot_of = self._slot_of
-        slots = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
-        if slots.size == 0:
-            return []
-        if slots.size <= _DIRECT_ALLOWED:
-            return scorer.finish(np.unique(slots), k)
-        mask = np.zeros(self._n_slots, np.bool_)
-        mask[slots] = True
-        return scorer.top_k(k, mask)
+        q_tids = np.fromiter(tids, np.int64, len(tids))
+        mask = None
+        if allowed is not None:
+            slot_of = self._slot_of
+            slots = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
+            if slots.size == 0:
+                return []
+            if slots.size <= _DIRECT_ALLOWED:
+                return _Scorer(self, q_tids, n_live).finish(np.unique(slots), k, tiebreak)
+            mask = np.zeros(self._n_slots, np.bool_)
+            mask[slots] = True
+        compiled = bm25_kernel.loop(n_live)
+        if compiled is None or self._p_tf.dtype != np.uint16:
+            return _Scorer(self, q_tids, n_live).top_k(k, mask, tiebreak)
+        seen, stamp = self._take_scratch()
+        try:
+            found, scores = compiled(
+                q_tids,
+                self._t_start,
+                self._t_len,
+                self._t_df,
+                self._t_maxtf,
+                self._t_minratio,
+                self._p_slot,
+                self._p_tf,
+                self._s_len,
+                self._s_alive if mask is None else mask,
+                seen,
+                stamp,
+                n_live,
+                self._k1,
+                self._b,
+                self._total_len,
+                k,
+                _EPS,
+            )
+        finally:
+            self._scratch = (seen, stamp)
+        return self._rank(found, scores, k, tiebreak)
+
+    def _rank(
+        self, slots: I64, scores: F64, k: int, tiebreak: TieBreak | None
+    ) -> list[tuple[int, float]]:
+        """The top k of scored slots as ``(doc, score)`` in the tie rule's order."""
+        if slots.size > _SMALL_RANK:
+            near = scores >= _kth_largest(scores, k) * (1.0 - _EPS)
+            slots, scores = slots[near], scores[near]
+        docs = self._s_doc[slots]
+        if docs.size <= _SMALL_RANK or tiebreak is not None:
+            return ranked(zip(docs.tolist(), scores.tolist(), strict=True), k, tiebreak)
+        order = order_by_score(docs, scores)[:k]
+        return list(zip(docs[order].tolist(), scores[order].tolist(), strict=True))
 
     # -- snapshots ----------------------------------------------------------------------------
 
@@ -373,6 +412,13 @@ class BM25Index:
         start = int(self._t_start[tid])
         end = start + int(self._t_len[tid])
         return self._p_slot[start:end], self._p_tf[start:end]
+
+    def _take_scratch(self) -> tuple[I32, int]:
+        """A stamp array over the slots and a stamp none of its entries holds yet."""
+        scratch, self._scratch = self._scratch, None  # a concurrent search makes its own
+        if scratch is None or scratch[0].size < self._n_slots or scratch[1] >= 2**31 - 1:
+            scratch = (np.zeros(max(self._n_slots, 16), np.int32), 0)
+        return scratch[0], scratch[1] + 1
 
     def _ensure_terms(self, n_terms: int) -> None:
         """Make the per-term arrays hold ``n_terms`` terms."""
@@ -609,29 +655,25 @@ class BM25Index:
 
 
 class _Scorer:
-    """One query against one index state: idf, bounds and the MaxScore loop."""
+    """One query against one index state in numpy: the MaxScore loop (``bm25_kernel`` has
+    it compiled) and exhaustive scoring of a few documents."""
 
-    def __init__(self, index: BM25Index, tids: list[int], n_live: int, ties: bool) -> None:
+    def __init__(self, index: BM25Index, q_tids: I64, n_live: int) -> None:
         self.ix = index
-        self.ties = ties
-        k1, b = index._k1, index._b
-        avgdl = max(1.0, index._total_len / n_live)
-        self.c1 = c1 = k1 * (1.0 - b)
-        self.c2 = c2 = k1 * b / avgdl
-        terms = []
-        for tid in tids:
-            df = int(index._t_df[tid])
-            weight = math.log((n_live - df + 0.5) / (df + 0.5) + 1.0) * (k1 + 1.0)
-            # Largest possible term score: tf as large and dl / tf as small as stored anywhere.
-            maxtf, minratio = float(index._t_maxtf[tid]), float(index._t_minratio[tid])
-            terms.append((weight / (1.0 + c1 / maxtf + c2 * minratio), tid, weight))
-        terms.sort(key=lambda t: -t[0])
-        self.tids: list[int] = [tid for _, tid, _ in terms]
-        self.weights: list[float] = [weight for _, _, weight in terms]
-        self.rest: list[float] = [0.0] * (len(terms) + 1)  # bound of the terms from i on
-        for i in range(len(terms) - 1, -1, -1):
-            self.rest[i] = self.rest[i + 1] + terms[i][0]
-        self.rest = [r * (1.0 + _EPS) for r in self.rest]
+        tids, weights, rest, self.c1, self.c2 = bm25_kernel.order_terms(
+            q_tids.tolist(),
+            index._t_df[q_tids].tolist(),
+            index._t_maxtf[q_tids].tolist(),
+            index._t_minratio[q_tids].tolist(),
+            n_live,
+            index._k1,
+            index._b,
+            index._total_len,
+            _EPS,
+        )
+        self.tids: list[int] = tids.tolist()
+        self.weights: list[float] = weights.tolist()
+        self.rest: list[float] = rest.tolist()  # bound of the terms from i on
 
     def contrib(self, j: int, tf: NDArray[np.integer], slots: NDArray[np.integer]) -> F64:
         """Score of query term ``j`` (in bound order) for documents with these tfs."""
@@ -662,7 +704,9 @@ class _Scorer:
         np.minimum(pos, p_slot.size - 1, out=pos)
         return np.where(p_slot[pos] == slots, p_tf[pos], 0).astype(np.int32)
 
-    def top_k(self, k: int, mask: Bools | None) -> list[tuple[int, float]]:
+    def top_k(
+        self, k: int, mask: Bools | None, tiebreak: TieBreak | None
+    ) -> list[tuple[int, float]]:
         """MaxScore over the postings; ``mask`` (over slots) limits the candidates."""
         ix = self.ix
         m = len(self.tids)
@@ -714,28 +758,15 @@ class _Scorer:
                     theta = max(theta, _kth_largest(scores, k) * (1.0 - _EPS))
         if not pool_slots:
             return []
-        return self.rank(np.concatenate(pool_slots), np.concatenate(pool_scores), k)
+        return ix._rank(np.concatenate(pool_slots), np.concatenate(pool_scores), k, tiebreak)
 
-    def finish(self, slots: I64, k: int) -> list[tuple[int, float]]:
+    def finish(self, slots: I64, k: int, tiebreak: TieBreak | None) -> list[tuple[int, float]]:
         """Score ``slots`` (sorted) exhaustively; the top k of them."""
         scores = np.zeros(slots.size, np.float64)
         for j in range(len(self.tids)):
             scores += self.contrib(j, self.gather(j, slots), slots)
         hit = scores > 0.0
-        return self.rank(slots[hit], scores[hit], k)
-
-    def rank(self, slots: I64, scores: F64, k: int) -> list[tuple[int, float]]:
-        """The top k of scored slots as ``(doc, score)`` in the tie rule's order."""
-        if slots.size > k:
-            near = scores >= _kth_largest(scores, k) * (1.0 - _EPS)
-            slots, scores = slots[near], scores[near]
-        docs = self.ix._s_doc[slots]
-        if self.ties:  # all within the tie tolerance of the k-th score, in score order
-            k = docs.size
-        if docs.size <= _SMALL_RANK:
-            return ranked(zip(docs.tolist(), scores.tolist(), strict=True), k)
-        order = order_by_score(docs, scores)[:k]
-        return list(zip(docs[order].tolist(), scores[order].tolist(), strict=True))
+        return self.ix._rank(slots[hit], scores[hit], k, tiebreak)
 
 
 __all__ = ["BM25Index"]

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
-from chazbot.memory import snapshot
+from chazbot.memory import bm25_kernel, snapshot
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import (
     MEMORY_STORE,
@@ -88,6 +88,8 @@ class MemoryEngine:
         if snapshot_dir is True:
             snapshot_dir = Path(ledger.path).parent / SNAPSHOT_DIR
         self.snapshot_dir: Path | None = snapshot_dir or None
+        if self.snapshot_dir is not None:
+            bm25_kernel.use_cache_dir(self.snapshot_dir / "compiled")
         self.snapshot_min_rows = SNAPSHOT_MIN_ROWS
         self.embedder = embedder
         self._views: dict[str, MemoryView] = {}
@@ -227,6 +229,7 @@ class MemoryEngine:
         status.seconds = time.perf_counter() - started
         status.done = max(status.done, status.total)
         status.ready = True
+        bm25_kernel.loop(len(view.visible))  # a big bank: compile the search loop meanwhile
         (log.info if big else log.debug)(
             "memory of %s loaded: %d visible rows in %.2f s", db, len(view.visible), status.seconds
         )

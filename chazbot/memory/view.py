@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from chazbot.errors import InputError
 from chazbot.memory.bm25 import BM25Index
-from chazbot.memory.fusion import ranked, top_fused
+from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
 from chazbot.memory.vectors import VectorIndex
@@ -234,11 +234,9 @@ class MemoryView:
         return [Ranked(visible[doc], score, exact.get(doc)) for doc, score in fused]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: set[int] | None) -> list[Ranked]:
-        """The top ``limit`` by exact BM25 score, ties newest first then by key (BM25Index
-        breaks ties by doc id, so it hands over every row tied at the cut too)."""
-        hits = self.bm25.search(tokens, limit, allowed, ties=True)
+        """The top ``limit`` by exact BM25 score, ties newest first then by key."""
         visible = self.visible
-        top = ranked(hits, limit, tiebreak=self._tiebreak)
+        top = self.bm25.search(tokens, limit, allowed, tiebreak=self._tiebreak)
         return [Ranked(visible[doc], score, score) for doc, score in top]
 
     def _tiebreak(self, doc: int) -> tuple[int, int, str, int, str]:

@@ -1,0 +1,358 @@
+"""The MaxScore loop of ``BM25Index.search``, compiled with numba for big indexes.
+
+The numpy loop in ``bm25._Scorer.top_k`` makes some thirty numpy calls a query, a few µs
+each: at 100k documents that is most of its ~0.2 ms. Compiled, the same loop is one call
+(``bench/recall.py`` prints both). numba is optional (the ``fast`` extra, which the install
+script and the image include): without it, with an index under ``MIN_DOCS`` documents, or
+while it compiles (a few seconds on a worker thread, once, then cached on disk when
+``use_cache_dir`` named a place), searches take the numpy path. Both compute each score with
+the same float operations in the same order, so both return the same documents and scores
+(``tests/test_bm25_kernel.py`` compares them).
+
+The loop is document-at-a-time MaxScore: query terms in order of falling score bound; each
+posting of an essential term not already scored under an earlier term (``seen``) is scored,
+adding the later terms' tf found by binary search in their postings, and dropped as soon as
+its score plus the bound of the terms left falls below the running threshold (the k-th best
+score so far, from a min-heap, less a rounding margin). Survivors come back unordered;
+``_Scorer.rank`` applies the tie rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+log = logging.getLogger(__name__)
+
+# Below this many documents the numpy loop is fast enough (~0.2 ms) that importing numba
+# (~70 MB) and compiling (seconds) does not pay.
+MIN_DOCS = 20_000
+
+Loop = Callable[..., tuple[NDArray[np.int64], NDArray[np.float64]]]
+Terms = tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float]
+
+
+def order_terms(
+    q_tids: Sequence[int],
+    q_df: Sequence[int],
+    q_maxtf: Sequence[float],
+    q_minratio: Sequence[float],
+    n_live: int,
+    k1: float,
+    b: float,
+    total_len: int,
+    eps: float,
+) -> Terms:
+    """The query's terms held by some live document (``q_*``: each term's df, largest tf
+    and smallest length / tf), in order of falling score bound (query order among equal
+    bounds), with their weights idf x (k1 + 1), ``rest`` (``rest[i]``: the bound of terms
+    i.. with a margin of ``eps``) and the length-norm constants c1, c2.
+
+    Plain Python for the numpy loop (given lists, so that the arithmetic stays in Python
+    floats); compiled into the kernel (given arrays; same operations in the same order).
+    """
+    size = len(q_tids)
+    tids = np.empty(size, np.int64)
+    weights = np.empty(size, np.float64)
+    bounds = np.empty(size, np.float64)
+    avgdl = max(1.0, total_len / n_live)
+    c1 = k1 * (1.0 - b)
+    c2 = k1 * b / avgdl
+    m = 0
+    for i in range(size):
+        df = q_df[i]
+        if df <= 0:
+            continue
+        weight = math.log((n_live - df + 0.5) / (df + 0.5) + 1.0) * (k1 + 1.0)
+        # Largest possible term score: tf as large and dl / tf as small as stored anywhere.
+        bound = weight / (1.0 + c1 / q_maxtf[i] + c2 * q_minratio[i])
+        j = m
+        while j > 0 and bounds[j - 1] < bound:  # insertion sort, stable
+            tids[j], weights[j], bounds[j] = tids[j - 1], weights[j - 1], bounds[j - 1]
+            j -= 1
+        tids[j], weights[j], bounds[j] = q_tids[i], weight, bound
+        m += 1
+    rest = np.zeros(m + 1, np.float64)
+    for i in range(m - 1, -1, -1):
+        rest[i] = rest[i + 1] + bounds[i]
+    for i in range(m + 1):
+        rest[i] = rest[i] * (1.0 + eps)
+    return tids[:m], weights[:m], rest, c1, c2
+
+
+def _search(
+    q_tids: NDArray[np.int64],
+    t_start: NDArray[np.int64],
+    t_len: NDArray[np.int64],
+    t_df: NDArray[np.int64],
+    t_maxtf: NDArray[np.float64],
+    t_minratio: NDArray[np.float64],
+    p_slot: NDArray[np.int32],
+    p_tf: NDArray[np.uint16],
+    s_len: NDArray[np.float64],
+    live: NDArray[np.bool_],
+    seen: NDArray[np.int32],
+    stamp: int,
+    n_live: int,
+    k1: float,
+    b: float,
+    total_len: int,
+    k: int,
+    eps: float,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # pragma: no cover - compiled
+    """Slots and exact scores of the documents within ``eps`` of the k-th best score or
+    above, unordered (see the module). ``live``: documents that may be returned; ``seen``:
+    scratch over slots, no entry equal to ``stamp``."""
+    tids, weights, rest, c1, c2 = _order_terms(
+        q_tids, t_df[q_tids], t_maxtf[q_tids], t_minratio[q_tids], n_live, k1, b, total_len, eps
+    )
+    m = tids.size
+    starts = t_start[tids]
+    ends = starts + t_len[tids]
+    heap = np.zeros(k, np.float64)  # the k best scores so far, a min-heap
+    n_heap = 0
+    theta = 0.0
+    cap = 64
+    out_slot = np.empty(cap, np.int64)
+    out_score = np.empty(cap, np.float64)
+    n_out = 0
+    for e in range(m):
+        if rest[e] < theta:
+            break
+        w = weights[e]
+        for p in range(starts[e], ends[e]):
+            slot = p_slot[p]
+            if not live[slot] or seen[slot] == stamp:
+                continue  # removed, filtered out, or scored under an earlier term
+            seen[slot] = stamp
+            tf = float(p_tf[p])
+            norm = s_len[slot] * c2
+            norm += c1
+            norm += tf
+            score = tf / norm * w
+            keep = score + rest[e + 1] >= theta
+            j = e + 1
+            while keep and j < m:
+                lo = starts[j]
+                hi = ends[j]
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if p_slot[mid] < slot:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < ends[j] and p_slot[lo] == slot:
+                    tf_j = float(p_tf[lo])
+                    norm = s_len[slot] * c2
+                    norm += c1
+                    norm += tf_j
+                    score = score + tf_j / norm * weights[j]
+                j += 1
+                keep = score + rest[j] >= theta
+            if not keep:
+                continue
+            if n_out == cap:
+                cap *= 2
+                grown_slot = np.empty(cap, np.int64)
+                grown_slot[:n_out] = out_slot[:n_out]
+                out_slot = grown_slot
+                grown_score = np.empty(cap, np.float64)
+                grown_score[:n_out] = out_score[:n_out]
+                out_score = grown_score
+            out_slot[n_out] = slot
+            out_score[n_out] = score
+            n_out += 1
+            if n_heap < k:  # push
+                i = n_heap
+                heap[i] = score
+                n_heap += 1
+                while i > 0:
+                    parent = (i - 1) >> 1
+                    if heap[parent] <= heap[i]:
+                        break
+                    heap[parent], heap[i] = heap[i], heap[parent]
+                    i = parent
+            elif score > heap[0]:  # replace the smallest
+                heap[0] = score
+                i = 0
+                while True:
+                    child = 2 * i + 1
+                    if child >= k:
+                        break
+                    if child + 1 < k and heap[child + 1] < heap[child]:
+                        child += 1
+                    if heap[i] <= heap[child]:
+                        break
+                    heap[i], heap[child] = heap[child], heap[i]
+                    i = child
+            if n_heap == k:
+                theta = max(theta, heap[0] * (1.0 - eps))
+    kept = 0
+    for i in range(n_out):  # those that fell below the final threshold go
+        if out_score[i] >= theta:
+            out_slot[kept] = out_slot[i]
+            out_score[kept] = out_score[i]
+            kept += 1
+    return out_slot[:kept], out_score[:kept]
+
+
+_order_terms: Any = None  # order_terms compiled, for _search; set by _build
+
+
+class _State:
+    """The compiled loop, once there is one, and whether compiling was started."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loop: Loop | None = None
+        self.started = False
+        self.thread: threading.Thread | None = None  # the one compiling in the background
+        self.cache_dir: Path | None = None
+        self.off = 0  # numpy_only() blocks open
+
+
+_state = _State()
+
+
+def use_cache_dir(path: Path) -> None:
+    """Keep the compiled code under ``path`` (unless NUMBA_CACHE_DIR says where)."""
+    _state.cache_dir = path
+
+
+def loop(n_docs: int) -> Loop | None:
+    """The compiled loop, or None (numpy path): starts compiling the first time an index of
+    ``n_docs >= MIN_DOCS`` documents asks."""
+    if _state.off:
+        return None
+    if _state.loop is not None or n_docs < MIN_DOCS or _state.started:
+        return _state.loop
+    with _state.lock:
+        if not _state.started:
+            _state.started = True
+            _state.thread = threading.Thread(target=_compile, name="bm25-compile", daemon=True)
+            _state.thread.start()
+    return _state.loop
+
+
+@contextmanager
+def numpy_only() -> Iterator[None]:
+    """Searches in this block take the numpy path (tests and benchmarks compare the two)."""
+    _state.off += 1
+    try:
+        yield
+    finally:
+        _state.off -= 1
+
+
+def describe() -> str:
+    """How BM25 searches run in this process, for ``/memory stats``."""
+    if _state.loop is not None:
+        return "compiled (numba)"
+    if _state.started and _state.thread is not None and _state.thread.is_alive():
+        return "numpy, compiling"
+    if _state.started:
+        return "numpy (numba not available)"
+    return f"numpy (compiled once a bank holds {MIN_DOCS:,} rows)"
+
+
+def compile_now() -> Loop | None:
+    """Compile in this thread (if no other did); the loop, or None without numba."""
+    with _state.lock:
+        _state.started = True
+        if _state.loop is None:
+            _state.loop = _build()
+    return _state.loop
+
+
+def _compile() -> None:
+    with _state.lock:
+        if _state.loop is None:
+            _state.loop = _build()
+
+
+def _build() -> Loop | None:
+    """numba's compiled ``_search``, called once so it is ready; None without numba."""
+    started = time.perf_counter()
+    try:
+        import numba  # type: ignore[import-untyped]
+    except Exception as exc:  # ImportError, or a broken llvmlite
+        log.info("BM25 search uses numpy (numba is not available: %s)", exc)
+        return None
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        log.info("BM25 search uses numpy (NUMBA_DISABLE_JIT is set)")
+        return None
+    cache = False
+    if _state.cache_dir is not None and not os.environ.get("NUMBA_CACHE_DIR"):
+        try:
+            _state.cache_dir.mkdir(parents=True, exist_ok=True)
+            numba.config.CACHE_DIR = str(_state.cache_dir)  # type: ignore[attr-defined]
+            cache = True
+        except OSError as exc:
+            log.warning("BM25 kernel not cached (%s): compiled at each start", exc)
+    elif os.environ.get("NUMBA_CACHE_DIR"):
+        cache = True
+    try:
+        try:
+            jit = numba.njit(nogil=True, cache=cache)
+            helper = jit(order_terms)
+        except RuntimeError:  # no writable cache location
+            jit = numba.njit(nogil=True)
+            helper = jit(order_terms)
+        global _order_terms
+        _order_terms = helper
+        compiled = jit(_search)
+        _warm(compiled)
+    except Exception as exc:
+        log.warning("BM25 kernel did not compile, numpy is used: %s", exc)
+        return None
+    log.info(
+        "BM25 kernel ready in %.1f s (numba %s)", time.perf_counter() - started, numba.__version__
+    )
+    result: Loop = compiled
+    return result
+
+
+def _warm(compiled: Any) -> None:
+    """One call with the argument types searches use, so the first real one is fast."""
+    ints, floats = np.ones(1, np.int64), np.ones(1, np.float64)
+    compiled(
+        np.zeros(1, np.int64),  # the query: term 0
+        np.zeros(1, np.int64),
+        ints,
+        ints,
+        floats,
+        floats,
+        np.zeros(1, np.int32),  # its posting: slot 0, tf 1
+        np.ones(1, np.uint16),
+        floats,
+        np.ones(1, np.bool_),
+        np.zeros(1, np.int32),
+        1,
+        1,
+        1.5,
+        0.75,
+        1,
+        10,
+        1e-9,
+    )
+
+
+__all__ = [
+    "MIN_DOCS",
+    "compile_now",
+    "describe",
+    "loop",
+    "numpy_only",
+    "order_terms",
+    "use_cache_dir",
+]
