@@ -109,9 +109,9 @@ def test_large_allowed_sets_filter_inside_the_loop(monkeypatch: pytest.MonkeyPat
         assert_same(index.search(query, k, allowed), reference_top(docs, query, k, allowed))
 
 
-def test_searches_on_many_threads_keep_their_own_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled loop runs without the GIL; concurrent searches of one index must not
-    share the per-slot stamps that mark documents already scored."""
+def test_searches_on_many_threads_get_their_own_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled loop runs without the GIL: searches of one index from several threads at
+    once must not share any state (its cursors, heap and results are its own)."""
     assert bm25_kernel.compile_now() is not None
     monkeypatch.setattr(bm25_kernel, "MIN_DOCS", 0)
     docs = zipf_docs(20_000, seed=8)

@@ -135,8 +135,6 @@ class BM25Index:
         self._f_used = 0
         # Statistics over live documents.
         self._total_len = 0
-        # The compiled search's scratch: a stamp per slot, and the last stamp used.
-        self._scratch: tuple[I32, int] | None = None
 
     # -- public API -------------------------------------------------------------------------
 
@@ -288,30 +286,24 @@ class BM25Index:
         compiled = bm25_kernel.loop(n_live)
         if compiled is None or self._p_tf.dtype != np.uint16:
             return _Scorer(self, q_tids, n_live).top_k(k, mask, tiebreak)
-        seen, stamp = self._take_scratch()
-        try:
-            found, scores = compiled(
-                q_tids,
-                self._t_start,
-                self._t_len,
-                self._t_df,
-                self._t_maxtf,
-                self._t_minratio,
-                self._p_slot,
-                self._p_tf,
-                self._s_len,
-                self._s_alive if mask is None else mask,
-                seen,
-                stamp,
-                n_live,
-                self._k1,
-                self._b,
-                self._total_len,
-                k,
-                _EPS,
-            )
-        finally:
-            self._scratch = (seen, stamp)
+        found, scores = compiled(
+            q_tids,
+            self._t_start,
+            self._t_len,
+            self._t_df,
+            self._t_maxtf,
+            self._t_minratio,
+            self._p_slot,
+            self._p_tf,
+            self._s_len,
+            self._s_alive if mask is None else mask,
+            n_live,
+            self._k1,
+            self._b,
+            self._total_len,
+            k,
+            _EPS,
+        )
         return self._rank(found, scores, k, tiebreak)
 
     def _rank(
@@ -412,13 +404,6 @@ class BM25Index:
         start = int(self._t_start[tid])
         end = start + int(self._t_len[tid])
         return self._p_slot[start:end], self._p_tf[start:end]
-
-    def _take_scratch(self) -> tuple[I32, int]:
-        """A stamp array over the slots and a stamp none of its entries holds yet."""
-        scratch, self._scratch = self._scratch, None  # a concurrent search makes its own
-        if scratch is None or scratch[0].size < self._n_slots or scratch[1] >= 2**31 - 1:
-            scratch = (np.zeros(max(self._n_slots, 16), np.int32), 0)
-        return scratch[0], scratch[1] + 1
 
     def _ensure_terms(self, n_terms: int) -> None:
         """Make the per-term arrays hold ``n_terms`` terms."""

@@ -9,12 +9,15 @@ while it compiles (a few seconds on a worker thread, once, then cached on disk w
 the same float operations in the same order, so both return the same documents and scores
 (``tests/test_bm25_kernel.py`` compares them).
 
-The loop is document-at-a-time MaxScore: query terms in order of falling score bound; each
-posting of an essential term not already scored under an earlier term (``seen``) is scored,
-adding the later terms' tf found by binary search in their postings, and dropped as soon as
-its score plus the bound of the terms left falls below the running threshold (the k-th best
-score so far, from a min-heap, less a rounding margin). Survivors come back unordered;
-``_Scorer.rank`` applies the tie rule.
+The loop is document-at-a-time MaxScore: query terms in order of falling score bound, and
+for each posting of a term: its score, dropped at once if that plus the bound of the terms
+after it falls below the running threshold (the k-th best score so far, from a min-heap,
+less a rounding margin), or if the document holds an earlier term (it was scored in that
+term's step); else the later terms' tf is added while the bound still allows. A step visits
+slots in growing order, so each lookup in another term's postings gallops on from where the
+last one ended (a long list costs a step or two per lookup, not a binary search). The steps
+stop when the bound of the terms left falls below the threshold. Survivors come back
+unordered; ``BM25Index._rank`` applies the tie rule.
 """
 
 from __future__ import annotations
@@ -90,6 +93,26 @@ def order_terms(
     return tids[:m], weights[:m], rest, c1, c2
 
 
+def seek(p_slot: NDArray[np.int32], lo: int, hi: int, slot: int) -> int:
+    """The first position in the sorted ``p_slot[lo:hi]`` holding ``slot`` or more (``hi`` if
+    none): galloping from ``lo``, so that a run of growing slots costs little per lookup."""
+    if lo >= hi or p_slot[lo] >= slot:
+        return lo
+    step = 1
+    while lo + step < hi and p_slot[lo + step] < slot:
+        lo += step
+        step *= 2
+    hi = min(lo + step, hi)
+    lo += 1
+    while lo < hi:  # p_slot[lo - 1] < slot <= p_slot[hi] (or hi is the end)
+        mid = (lo + hi) >> 1
+        if p_slot[mid] < slot:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _search(
     q_tids: NDArray[np.int64],
     t_start: NDArray[np.int64],
@@ -101,8 +124,6 @@ def _search(
     p_tf: NDArray[np.uint16],
     s_len: NDArray[np.float64],
     live: NDArray[np.bool_],
-    seen: NDArray[np.int32],
-    stamp: int,
     n_live: int,
     k1: float,
     b: float,
@@ -111,14 +132,14 @@ def _search(
     eps: float,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # pragma: no cover - compiled
     """Slots and exact scores of the documents within ``eps`` of the k-th best score or
-    above, unordered (see the module). ``live``: documents that may be returned; ``seen``:
-    scratch over slots, no entry equal to ``stamp``."""
+    above, unordered (see the module). ``live``: documents that may be returned."""
     tids, weights, rest, c1, c2 = _order_terms(
         q_tids, t_df[q_tids], t_maxtf[q_tids], t_minratio[q_tids], n_live, k1, b, total_len, eps
     )
     m = tids.size
     starts = t_start[tids]
     ends = starts + t_len[tids]
+    cursor = starts.copy()  # per term: where the last lookup in its postings ended
     heap = np.zeros(k, np.float64)  # the k best scores so far, a min-heap
     n_heap = 0
     theta = 0.0
@@ -130,29 +151,30 @@ def _search(
         if rest[e] < theta:
             break
         w = weights[e]
+        cursor[:] = starts  # this step visits growing slots: lookups move forward
         for p in range(starts[e], ends[e]):
             slot = p_slot[p]
-            if not live[slot] or seen[slot] == stamp:
-                continue  # removed, filtered out, or scored under an earlier term
-            seen[slot] = stamp
             tf = float(p_tf[p])
             norm = s_len[slot] * c2
             norm += c1
             norm += tf
             score = tf / norm * w
-            keep = score + rest[e + 1] >= theta
+            if score + rest[e + 1] < theta or not live[slot]:
+                continue  # cannot reach the top k, or removed or filtered out
+            settled = False  # scored in the step of an earlier term it holds
+            for i in range(e):
+                cursor[i] = _seek(p_slot, cursor[i], ends[i], slot)
+                if cursor[i] < ends[i] and p_slot[cursor[i]] == slot:
+                    settled = True
+                    break
+            if settled:
+                continue
+            keep = True
             j = e + 1
             while keep and j < m:
-                lo = starts[j]
-                hi = ends[j]
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if p_slot[mid] < slot:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < ends[j] and p_slot[lo] == slot:
-                    tf_j = float(p_tf[lo])
+                at = cursor[j] = _seek(p_slot, cursor[j], ends[j], slot)
+                if at < ends[j] and p_slot[at] == slot:
+                    tf_j = float(p_tf[at])
                     norm = s_len[slot] * c2
                     norm += c1
                     norm += tf_j
@@ -206,7 +228,9 @@ def _search(
     return out_slot[:kept], out_score[:kept]
 
 
-_order_terms: Any = None  # order_terms compiled, for _search; set by _build
+# order_terms and seek compiled, for _search; set by _build.
+_order_terms: Any = None
+_seek: Any = None
 
 
 class _State:
@@ -304,12 +328,12 @@ def _build() -> Loop | None:
     try:
         try:
             jit = numba.njit(nogil=True, cache=cache)
-            helper = jit(order_terms)
+            helpers = jit(order_terms), jit(seek)
         except RuntimeError:  # no writable cache location
             jit = numba.njit(nogil=True)
-            helper = jit(order_terms)
-        global _order_terms
-        _order_terms = helper
+            helpers = jit(order_terms), jit(seek)
+        global _order_terms, _seek
+        _order_terms, _seek = helpers
         compiled = jit(_search)
         _warm(compiled)
     except Exception as exc:
@@ -336,8 +360,6 @@ def _warm(compiled: Any) -> None:
         np.ones(1, np.uint16),
         floats,
         np.ones(1, np.bool_),
-        np.zeros(1, np.int32),
-        1,
         1,
         1.5,
         0.75,
