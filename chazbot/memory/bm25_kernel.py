@@ -318,7 +318,8 @@ def _build() -> Loop | None:
     cache = False
     if _state.cache_dir is not None and not os.environ.get("NUMBA_CACHE_DIR"):
         try:
-            _state.cache_dir.mkdir(parents=True, exist_ok=True)
+            # Owner-only, as the state dir: numba loads its cache with pickle.
+            _state.cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             numba.config.CACHE_DIR = str(_state.cache_dir)  # type: ignore[attr-defined]
             cache = True
         except OSError as exc:
