@@ -50,6 +50,31 @@ def test_the_loop_compiles_in_the_background_once_an_index_is_big(
         assert bm25_kernel.loop(bm25_kernel.MIN_DOCS) is None
 
 
+def test_a_damaged_cache_is_compiled_afresh(
+    fresh_state: bm25_kernel._State, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache file numba cannot read (disk damage, a half-written file) must not leave the
+    process without the kernel: it is compiled again and the damaged cache removed."""
+    cache = tmp_path / "compiled"
+    bm25_kernel.use_cache_dir(cache)
+    assert bm25_kernel.compile_now() is not None
+    index_files = list(cache.rglob("*.nbi"))
+    assert index_files
+    for path in index_files:
+        path.write_text("garbage\n")
+    again = bm25_kernel._State()
+    again.cache_dir = cache
+    monkeypatch.setattr(bm25_kernel, "_state", again)
+    compiled = bm25_kernel.compile_now()
+    assert compiled is not None
+    index = BM25Index()
+    index.add_many(zipf_docs(300, seed=1).items())
+    with bm25_kernel.numpy_only():
+        want = index.search(["w0", "w7"], 5)
+    assert index.search(["w0", "w7"], 5) == want
+    assert not any(p.exists() and p.read_text() == "garbage\n" for p in index_files)
+
+
 def test_no_jit_means_the_numpy_loop(
     fresh_state: bm25_kernel._State, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -315,36 +316,45 @@ def _build() -> Loop | None:
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         log.info("BM25 search uses numpy (NUMBA_DISABLE_JIT is set)")
         return None
-    cache = False
-    if _state.cache_dir is not None and not os.environ.get("NUMBA_CACHE_DIR"):
+    ours = _state.cache_dir if not os.environ.get("NUMBA_CACHE_DIR") else None
+    if ours is not None:
         try:
             # Owner-only, as the state dir: numba loads its cache with pickle.
-            _state.cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            numba.config.CACHE_DIR = str(_state.cache_dir)  # type: ignore[attr-defined]
-            cache = True
+            ours.mkdir(parents=True, exist_ok=True, mode=0o700)
+            numba.config.CACHE_DIR = str(ours)  # type: ignore[attr-defined]
         except OSError as exc:
             log.warning("BM25 kernel not cached (%s): compiled at each start", exc)
-    elif os.environ.get("NUMBA_CACHE_DIR"):
-        cache = True
-    try:
+            ours = None
+    cached = ours is not None or bool(os.environ.get("NUMBA_CACHE_DIR"))
+    for cache in (True, False) if cached else (False,):
         try:
-            jit = numba.njit(nogil=True, cache=cache)
-            helpers = jit(order_terms), jit(seek)
-        except RuntimeError:  # no writable cache location
-            jit = numba.njit(nogil=True)
-            helpers = jit(order_terms), jit(seek)
-        global _order_terms, _seek
-        _order_terms, _seek = helpers
-        compiled = jit(_search)
-        _warm(compiled)
-    except Exception as exc:
-        log.warning("BM25 kernel did not compile, numpy is used: %s", exc)
-        return None
-    log.info(
-        "BM25 kernel ready in %.1f s (numba %s)", time.perf_counter() - started, numba.__version__
-    )
-    result: Loop = compiled
-    return result
+            compiled = _jit(numba, cache)
+        except Exception as exc:
+            if not cache:
+                log.warning("BM25 kernel did not compile, numpy is used: %s", exc)
+                return None
+            # A damaged or unwritable cache: compile afresh (and start a new cache of ours).
+            log.warning("BM25 kernel: its cache is unusable (%s); compiling afresh", exc)
+            if ours is not None:
+                shutil.rmtree(ours, ignore_errors=True)
+            continue
+        log.info(
+            "BM25 kernel ready in %.1f s (numba %s)",
+            time.perf_counter() - started,
+            numba.__version__,
+        )
+        return compiled
+    return None
+
+
+def _jit(numba: Any, cache: bool) -> Loop:
+    """Compile ``_search`` and its helpers, and run it once."""
+    global _order_terms, _seek
+    jit = numba.njit(nogil=True, cache=cache)
+    _order_terms, _seek = jit(order_terms), jit(seek)
+    compiled: Loop = jit(_search)
+    _warm(compiled)
+    return compiled
 
 
 def _warm(compiled: Any) -> None:
