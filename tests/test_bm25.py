@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -252,6 +253,55 @@ def test_huge_tf_switches_tf_storage() -> None:
     bulk = BM25Index()
     bulk.add_many(list(docs.items()) * 30)
     assert_same(bulk.search(["big", "x"], 10), reference_top(docs, ["big", "x"], 10))
+
+
+def test_a_damaged_index_state_is_refused_not_searched() -> None:
+    """A snapshot's arrays are checked before any search walks them (the compiled loop does
+    not check bounds): each kind of damage is one InputError, and the intact state loads."""
+    index = BM25Index()
+    index.add_many((d, [f"w{d % 7}", "common", f"v{d % 3}"]) for d in range(300))
+    index.remove(5)
+    vocab, arrays = index.export_state()
+    assert BM25Index.from_state(vocab, arrays).search(["w1", "v2"], 5) == index.search(
+        ["w1", "v2"], 5
+    )
+
+    def damaged(name: str, change: Callable[[np.ndarray], None]) -> dict[str, np.ndarray]:
+        copy = {k: v.copy() for k, v in arrays.items()}
+        change(copy[name])
+        return copy
+
+    def grow(a: np.ndarray) -> None:
+        a[0] += 10_000
+
+    def negative(a: np.ndarray) -> None:
+        a[-1] = -1
+
+    def zero(a: np.ndarray) -> None:
+        a[:] = 0
+
+    def nan(a: np.ndarray) -> None:
+        a[0] = np.nan
+
+    cases = [
+        damaged("t_len", grow),  # a region longer than its room
+        damaged("t_start", grow),  # a region past the pool
+        damaged("t_start", negative),
+        damaged("p_slot", grow),  # a posting of a slot that does not exist
+        damaged("p_slot", negative),
+        damaged("f_term", grow),
+        damaged("s_fwd", grow),
+        damaged("t_df", grow),  # more documents than postings
+        damaged("t_maxtf", zero),  # a bound that would divide by zero
+        damaged("t_minratio", nan),
+        damaged("counters", zero),  # k1 = 0
+    ]
+    short = {k: v.copy() for k, v in arrays.items()}
+    short["s_len"] = short["s_len"][:-1]
+    cases.append(short)
+    for case in cases:
+        with pytest.raises(InputError, match="index snapshot"):
+            BM25Index.from_state(vocab, case)
 
 
 def test_len_contains_and_memory() -> None:

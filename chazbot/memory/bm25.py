@@ -360,8 +360,7 @@ class BM25Index:
         counters = arrays["counters"]
         index = cls(float(counters[3]) / 1e6, float(counters[4]) / 1e6)
         n_terms = len(vocab)
-        if any(len(arrays[k]) != n_terms for k in ("t_start", "t_len", "t_df")):
-            raise InputError("index snapshot: term arrays do not match the vocabulary")
+        _check_state(n_terms, arrays)
         term_id: defaultdict[str, int] = defaultdict()
         term_id.update(zip(vocab, range(n_terms), strict=True))
         term_id.default_factory = term_id.__len__
@@ -389,10 +388,6 @@ class BM25Index:
         index._f_used = len(arrays["f_term"])
         alive = np.flatnonzero(index._s_alive[:n_slots])
         index._slot_of = dict(zip(index._s_doc[alive].tolist(), alive.tolist(), strict=True))
-        if (index._t_start[:n_terms] + index._t_cap[:n_terms] > index._p_used).any() or (
-            index._p_slot[: index._p_used] >= max(n_slots, 1)
-        ).any():
-            raise InputError("index snapshot: postings out of range")
         for tid in np.flatnonzero(index._t_len[:n_terms] >= index._dense_threshold()).tolist():
             index._dense[tid] = index._dense_map(tid)
         return index
@@ -637,6 +632,46 @@ class BM25Index:
         self._dense = {}
         for tid in np.flatnonzero(new_lens >= self._dense_threshold()).tolist():
             self._dense[tid] = self._dense_map(tid)
+
+
+def _check_state(n_terms: int, arrays: dict[str, NDArray[Any]]) -> None:
+    """Raise InputError unless ``export_state``'s arrays describe an index that searches can
+    walk without leaving them (the compiled loop does not check bounds): array sizes, postings
+    regions inside the pool, slots and term ids in range, statistics that divide safely."""
+    n_slots, used, f_used = len(arrays["s_doc"]), len(arrays["p_slot"]), len(arrays["f_term"])
+    sizes = {
+        **dict.fromkeys(("t_start", "t_len", "t_cap", "t_df", "t_maxtf", "t_minratio"), n_terms),
+        **dict.fromkeys(("s_len", "s_alive", "s_fwd", "s_nterms"), n_slots),
+        "p_tf": used,
+        "counters": 5,
+    }
+    if any(len(arrays[name]) != size for name, size in sizes.items()):
+        raise InputError("index snapshot: array sizes do not match")
+    start, length, cap = arrays["t_start"], arrays["t_len"], arrays["t_cap"]
+    df, maxtf, fwd, nterms = arrays["t_df"], arrays["t_maxtf"], arrays["s_fwd"], arrays["s_nterms"]
+    if (
+        (start < 0).any()
+        or (length < 0).any()
+        or (length > cap).any()
+        or (start + cap > used).any()
+        or ((arrays["p_slot"] < 0) | (arrays["p_slot"] >= max(n_slots, 1))).any()
+        or ((arrays["f_term"] < 0) | (arrays["f_term"] >= max(n_terms, 1))).any()
+        or (fwd < 0).any()
+        or (nterms < 0).any()
+        or (fwd + nterms > f_used).any()
+    ):
+        raise InputError("index snapshot: postings out of range")
+    if (
+        (df < 0).any()
+        or (df > length).any()
+        or (maxtf[df > 0] < 1).any()
+        or not (arrays["t_minratio"] >= 0).all()  # NaN fails too
+        or not (arrays["s_len"] >= 0).all()
+        or arrays["counters"][2] < 0  # total length
+        or not 0 < arrays["counters"][3] <= 100e6  # k1 x 1e6
+        or not 0 <= arrays["counters"][4] <= 1e6  # b x 1e6
+    ):
+        raise InputError("index snapshot: statistics out of range")
 
 
 class _Scorer:
