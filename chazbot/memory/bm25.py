@@ -23,7 +23,9 @@ gathering the other terms' tf by binary search in their postings (or from the de
 running threshold is the k-th best lower bound seen so far; documents whose bound falls below it
 are dropped, and once the bounds of all remaining terms sum below it, the search stops without
 reading their postings. The survivors' scores are exact; they are ordered by the tie rule of
-``fusion``: scores equal up to float rounding tie, and ties go to the higher doc id.
+``fusion``: scores equal up to float rounding tie, and ties go to the higher doc id (or to the
+caller's ``tiebreak`` first). ``bm25_kernel`` holds the same search compiled with numba, which
+big indexes use when it is installed; both give the same results.
 
 Costs: ``add`` and ``remove`` are a few numpy operations on the document's terms (amortised;
 now and then a region moves or an array doubles). Compaction takes ~1.5 s at 1M documents,
