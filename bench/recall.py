@@ -22,10 +22,10 @@ over ``--adds`` adds into the built index: the mean includes the amortised growt
 numpy loop ("same %": results identical to the compiled loop's). At 100k it also times
 cosine search (beside the bare numpy ``matrix @ q`` + argpartition anchor) and hybrid recall:
 BM25 and 384-d cosine (random-normal float32 vectors), 50 candidates each, fused by RRF into
-10, as the memory view does, and the same cosine search over float16 or int8 storage (memory, latency, and the share
-of the float32 top 10 each finds). The matrix product is memory bound and shares BLAS
-threads with whatever else runs: on a busy 2-core machine ``OPENBLAS_NUM_THREADS=1`` gives
-the better p50.
+10, as the memory view does, and the same cosine search over float16 or int8 storage
+(memory, latency, and the share of the float32 top 10 each finds). The matrix product is
+memory bound and shares BLAS threads with whatever else runs: on a busy 2-core machine
+``OPENBLAS_NUM_THREADS=1`` gives the better p50.
 
 Comparisons:
 

@@ -5,7 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install.sh dev
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
+# One command per line: under set -e, a failing command inside an and-list does not stop it.
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy
 echo "== Dockerfile and compose"; bash deploy/check.sh
 echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -407,6 +407,8 @@ def test_both_readme_commands_share_one_wheels_only_install() -> None:
         text = (ROOT / "deploy" / script).read_text()
         assert f'bash deploy/install.sh "{extras}"' in text or f"install.sh {extras}" in text
         assert "pip install" not in text, f"{script} installs on its own"
+        # set -e does not stop at a failure on the left of && (a lint error once passed CI)
+        assert " && " not in text, f"{script} chains commands with &&"
     assert install.count("--only-binary :all:") == 3
     assert "deploy/docker/requirements.py" in install and "--no-deps --requirement" in install
     dockerfile = (ROOT / "Dockerfile").read_text()
