@@ -264,7 +264,7 @@ def loop(n_docs: int) -> Loop | None:
     with _state.lock:
         if not _state.started:
             _state.started = True
-            _state.thread = threading.Thread(target=_compile, name="bm25-compile", daemon=True)
+            _state.thread = threading.Thread(target=compile_now, name="bm25-compile", daemon=True)
             _state.thread.start()
     return _state.loop
 
@@ -297,12 +297,6 @@ def compile_now() -> Loop | None:
         if _state.loop is None:
             _state.loop = _build()
     return _state.loop
-
-
-def _compile() -> None:
-    with _state.lock:
-        if _state.loop is None:
-            _state.loop = _build()
 
 
 def _build() -> Loop | None:
