@@ -460,8 +460,9 @@ class _Engine:
             path = source.resolve(models_dir, max_bytes, progress)
             try:
                 import xllamacpp
-            except ImportError as exc:
-                raise BackendError(_MISSING) from exc
+            except ImportError as exc:  # installed, but not loadable (e.g. libgomp1 missing)
+                reason = " ".join(str(exc).split())
+                raise BackendError(f"{_SOURCE} cannot import xllamacpp: {reason}") from exc
             params = xllamacpp.CommonParams()
             params.model.path = str(path)
             params.n_ctx = n_ctx
