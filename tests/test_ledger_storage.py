@@ -19,6 +19,7 @@ from chazbot.errors import BackendError, ConflictError, InputError
 from chazbot.ledger import Entry, KeyPair, Ledger
 from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.schema import SCHEMA_VERSION
+from tests.waits import wait_until
 
 KEY = KeyPair.from_private_bytes(bytes([7]) * 32)
 CRASH_WRITER = Path(__file__).with_name("crash_writer.py")
@@ -139,6 +140,50 @@ async def test_a_cancelled_caller_leaves_its_step_whole(tmp_path: Path) -> None:
         assert await ledger.verify() == []
     finally:
         await ledger.close()
+
+
+@pytest.mark.parametrize("how", ["set_auth", "ingest"])
+async def test_a_cancelled_caller_still_gets_its_commit_heard(tmp_path: Path, how: str) -> None:
+    """Issue #22 (7): the step commits whoever waits, so the auth cache and the listeners
+    hear of it even when the caller was cancelled once the step was queued."""
+    from chazbot.ledger import Permission
+
+    other = KeyPair.generate()
+    ledger = await Ledger.open(tmp_path / "state.db")
+    source = await Ledger.open(tmp_path / "source.db")
+    heard: list[str] = []
+    try:
+        db = await ledger.create_db(KEY, {"name": "bank"})
+        await source.ingest([d for _, d in await ledger.entries(db)])
+        await source.set_auth(db, KEY, other.public, Permission.parse("write", 5))
+        grant = [d for _, d in await source.entries(db)][-1]
+        ledger.add_listener(lambda applied: heard.extend(e.id for e in applied.entries))
+        assert other.public not in await ledger.auth_state(db)  # cached now
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(ledger.run(lambda core: gate.wait(10)))
+        queued = ledger._worker._jobs.qsize
+        await wait_until(lambda: queued() == 0, what="the worker to hold the gate")
+        if how == "set_auth":
+            step = ledger.set_auth(db, KEY, other.public, Permission.parse("write", 5))
+        else:
+            step = ledger.ingest([grant])
+        task = asyncio.ensure_future(step)
+        await wait_until(lambda: queued() == 1, what="the step to queue behind the gate")
+        task.cancel()
+        gate.set()
+        await blocker
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        async def committed() -> bool:
+            return await ledger.count_entries(db) == 2
+
+        await wait_until(committed, what="the cancelled caller's step to commit")
+        await wait_until(lambda: len(heard) == 1, what="the listener to hear of the commit")
+        assert (await ledger.permission(db, other.public)).name == "write"
+    finally:
+        await ledger.close()
+        await source.close()
 
 
 def test_a_result_for_a_closed_loop_is_dropped_and_the_thread_goes_on(tmp_path: Path) -> None:

@@ -59,7 +59,10 @@ def _open_file(path: Path) -> sqlite3.Connection:
     return conn
 
 
-_Job = tuple[Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+_Then = Callable[[Any], None] | None
+_Job = tuple[
+    Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop, "asyncio.Future[Any]", _Then
+]
 
 
 class _Worker:
@@ -67,7 +70,10 @@ class _Worker:
 
     ``run`` hands a function over and awaits its result in the caller's event loop. A result
     whose loop has closed meanwhile is dropped (nobody awaits it), so the thread never touches
-    a closed loop. ``stop`` lets queued work finish, then ends the thread and waits for it.
+    a closed loop. ``then(result)`` runs in that loop when the function succeeded, before the
+    caller resumes and whether or not the caller still waits (it may have been cancelled
+    once the step was queued): a commit's notice must not depend on who awaits it.
+    ``stop`` lets queued work finish, then ends the thread and waits for it.
     """
 
     def __init__(self, name: str) -> None:
@@ -82,26 +88,26 @@ class _Worker:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, args, loop, future = job
+            fn, args, loop, future, then = job
             try:
                 outcome: tuple[bool, Any] = (True, fn(*args))
             except BaseException as exc:  # handed to the awaiting caller, raised there
                 outcome = (False, exc)
             # A closed loop (RuntimeError) means nobody waits for this result any more.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome)
-            del job, fn, args, future, outcome
+                loop.call_soon_threadsafe(_settle, future, *outcome, then)
+            del job, fn, args, future, outcome, then
 
     @property
     def stopped(self) -> bool:
         return self._stopped
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any, then: _Then = None) -> T:
         if self._stopped:
             raise BackendError("the state file is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((fn, args, loop, future))
+        self._jobs.put((fn, args, loop, future, then))
         return await future
 
     async def stop(self) -> None:
@@ -113,7 +119,9 @@ class _Worker:
             await asyncio.to_thread(self._thread.join)
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any, then: _Then) -> None:
+    if ok and then is not None:
+        then(value)
     if future.done():  # the caller was cancelled; the step itself ran to its end
         return
     if ok:
@@ -168,6 +176,11 @@ class Ledger:
         """Run ``fn(core, *args)`` on the ledger's thread (one atomic step)."""
         return await self._worker.run(fn, self._core, *args)
 
+    async def _commit(self, fn: Callable[..., Applied], *args: Any) -> Applied:
+        """Run a writing step; its listeners hear of it as soon as it commits, in the loop,
+        even when the caller is cancelled meanwhile (the step runs to its end regardless)."""
+        return await self._worker.run(fn, self._core, *args, then=self._notify)
+
     def add_listener(self, listener: Listener) -> None:
         """``listener(applied)`` runs in the event loop after every successful commit."""
         self._listeners.append(listener)
@@ -184,8 +197,11 @@ class Ledger:
         for db, store, _ in applied.fields:
             self._fields_cache.pop((db, store), None)
         if applied.entries:
-            for listener in self._listeners:
-                listener(applied)
+            for listener in list(self._listeners):
+                try:
+                    listener(applied)
+                except Exception:  # one listener's bug neither undoes the commit nor
+                    log.exception("ledger listener %r failed", listener)  # silences others
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -201,8 +217,7 @@ class Ledger:
         ops: dict[str, list[Any]] = {AUTH_STORE: auth}
         if meta:
             ops["meta"] = [{"op": "set", "field": k, "value": v} for k, v in sorted(meta.items())]
-        applied = await self.run(LedgerCore.write, None, key, [ops], None)
-        self._notify(applied)
+        applied = await self._commit(LedgerCore.write, None, key, [ops], None)
         return applied.entries[0].id
 
     async def write(self, db: str, key: KeyPair, ops: dict[str, list[Any]]) -> Applied:
@@ -215,9 +230,7 @@ class Ledger:
         """Commit several entries by one key in one transaction (all or nothing)."""
         if not ops_list:
             return Applied()
-        applied = await self.run(LedgerCore.write, db, key, ops_list, None)
-        self._notify(applied)
-        return applied
+        return await self._commit(LedgerCore.write, db, key, ops_list, None)
 
     async def set_auth(
         self, db: str, admin: KeyPair, key: str, perm: Permission, active: bool = True
@@ -231,9 +244,10 @@ class Ledger:
         """
         raw = [item.data if isinstance(item, Entry) else item for item in entries]
         decoded, bad = await asyncio.to_thread(_decode_all, raw)
-        result, applied = await self.run(LedgerCore.ingest, decoded)
+        result, _ = await self._worker.run(
+            LedgerCore.ingest, self._core, decoded, then=lambda out: self._notify(out[1])
+        )
         result.rejected = bad + result.rejected
-        self._notify(applied)
         return result
 
     # ---- reads --------------------------------------------------------------------------
