@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
-import hashlib
 import sys
 from pathlib import Path
 from types import ModuleType
