@@ -170,7 +170,7 @@ def test_non_canonical_bytes_refused_by_decode(forge: Any) -> None:
 
 
 def test_uppercase_signature_refused() -> None:
-    with pytest.raises(IntegrityError, match="malformed"):
+    with pytest.raises(IntegrityError, match="sig must be 128 lowercase hex digits"):
         Entry.decode(uppercase_sig(fixed_child()))
 
 

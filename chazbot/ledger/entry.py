@@ -131,28 +131,9 @@ class Entry:
             "sig",
         }:
             raise IntegrityError("entry does not have exactly the fields of a version 1 entry")
+        _check_shape(body)
         db, parents, height, ops = body["db"], body["parents"], body["height"], body["ops"]
         author, ts, sig = body["author"], body["ts"], body["sig"]
-        ok = (
-            body["v"] == VERSION
-            and (db is None or is_content_id(db))
-            and isinstance(parents, list)
-            and len(parents) <= MAX_PARENTS
-            and all(is_content_id(p) for p in parents)
-            and parents == sorted(set(parents))
-            and type(height) is int
-            and 0 <= height < MAX_INT
-            and isinstance(ops, dict)
-            and all(STORE_NAME.fullmatch(s) and isinstance(v, list) for s, v in ops.items())
-            and isinstance(author, str)
-            and type(ts) is int
-            and 0 <= ts < MAX_INT
-            and isinstance(sig, str)
-            and len(sig) == 128
-            and HEX_DIGITS.issuperset(sig)  # lowercase only: one signature, one entry id
-        )
-        if not ok:
-            raise IntegrityError("entry is malformed")
         _check_counts(ops, IntegrityError)
         if (db is None) != (not parents) or (db is None) != (height == 0):
             raise IntegrityError("a root entry has no db and no parents; others have both")
@@ -163,7 +144,7 @@ class Entry:
             del unsigned["sig"]
             payload = encode_checked(unsigned)  # checked with the whole body above
         except InputError as exc:
-            raise IntegrityError(f"entry is malformed: {exc}") from exc
+            raise IntegrityError(f"entry is not canonical JSON: {exc}") from exc
         eid = content_id(data)
         if expected_id is not None and eid != expected_id:
             raise IntegrityError(f"entry id mismatch: stored as {expected_id}, content is {eid}")
@@ -174,6 +155,52 @@ class Entry:
         if not verify(author, raw_sig, payload):
             raise IntegrityError(f"entry {eid[:19]}… has a bad signature")
         return cls(eid, db, tuple(parents), height, ops, author, ts, sig, data)
+
+
+def _check_shape(body: dict[str, Any]) -> None:
+    """Each field of a decoded entry within its form and bounds; the first that is not is
+    named in the IntegrityError, with the bound it broke (SPEC §2: a named reason)."""
+
+    def bad(text: str) -> IntegrityError:
+        return IntegrityError(f"entry {text}")
+
+    if body["v"] != VERSION or type(body["v"]) is not int:
+        raise bad(f"v must be {VERSION} (version 1 entries only), not {str(body['v'])[:20]!r}")
+    db = body["db"]
+    if db is not None and not is_content_id(db):
+        raise bad("db must be null (a root) or sha256:<64 lowercase hex digits>")
+    parents = body["parents"]
+    if not isinstance(parents, list):
+        raise bad("parents must be a list of entry ids")
+    if len(parents) > MAX_PARENTS:
+        raise bad(f"parents holds {len(parents)} ids, at most {MAX_PARENTS}")
+    if not all(is_content_id(p) for p in parents):
+        raise bad("parents must be entry ids (sha256:<64 lowercase hex digits>)")
+    if parents != sorted(set(parents)):
+        raise bad("parents must be sorted and distinct")
+    for name in ("height", "ts"):
+        value = body[name]
+        if type(value) is not int:
+            raise bad(f"{name} must be an integer, not {type(value).__name__}")
+        if not 0 <= value < MAX_INT:
+            raise bad(f"{name} must be from 0 to 2^53 - 1, got {str(value)[:24]}")
+    ops = body["ops"]
+    if not isinstance(ops, dict):
+        raise bad("ops must be an object of store name -> list of operations")
+    for store, store_ops in ops.items():
+        if not STORE_NAME.fullmatch(store):
+            raise bad(
+                f"has a bad store name {store[:40]!r} (a letter or _, then up to 127 of "
+                "letters, digits and _.:/@+-)"
+            )
+        if not isinstance(store_ops, list):
+            raise bad(f"store {store}: operations must be a list")
+    if not isinstance(body["author"], str):
+        raise bad("author must be a string (ed25519:<64 hex digits>)")
+    sig = body["sig"]
+    if not (isinstance(sig, str) and len(sig) == 128 and HEX_DIGITS.issuperset(sig)):
+        # lowercase only: one signature, one entry id
+        raise bad("sig must be 128 lowercase hex digits")
 
 
 def _check_counts(

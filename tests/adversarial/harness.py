@@ -147,7 +147,7 @@ class Arena:
         """Key -> value of what recall can return on ``node`` (newest per key, not forgotten)."""
         engine = self.memory_a if node is self.a else self.memory_b
         view = await engine.view(self.db)
-        return {k: r.value for k, r in view.latest.items() if not r.forgotten}
+        return {r.key: r.value for r in view.latest.values() if not r.forgotten}
 
     async def converged(self) -> bool:
         return await snapshot(self.a.ledger, self.db) == await snapshot(self.b.ledger, self.db)

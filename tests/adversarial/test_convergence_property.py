@@ -39,7 +39,7 @@ def author_of(choice: int) -> KeyPair:
 async def visible(ledger: Ledger, db: str) -> dict[str, Any]:
     view = await MemoryEngine(ledger).view(db)
     return {
-        "rows": sorted((k, r.value) for k, r in view.latest.items() if not r.forgotten),
+        "rows": sorted((r.key, r.value) for r in view.latest.values() if not r.forgotten),
         "meta": await ledger.fields(db, "meta"),
         "auth": await ledger.auth_state(db),
     }

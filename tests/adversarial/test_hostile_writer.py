@@ -16,7 +16,7 @@ import pytest
 from chazbot.ledger import KeyPair
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.entry import MAX_INT
-from chazbot.memory.rows import MAX_TAGS, MAX_VALUE_BYTES
+from chazbot.memory.rows import MAX_EXTRA_BYTES, MAX_TAGS, MAX_VALUE_BYTES
 from tests.adversarial.harness import (
     READ,
     YEAR_US,
@@ -102,10 +102,62 @@ async def test_out_of_range_timestamp_is_refused_alone_by_push(arena: Arena, ts:
     good2 = forge(arena.hostile, db, parents, height, remember("g2", "two"))
     result = await arena.push([good1, poison, good2])
     assert (result.accepted, result.refused) == (2, 1)
-    assert "malformed" in result.rejected[0][1]
+    reason = result.rejected[0][1]
+    assert "ts" in reason and "2^53" in reason and "malformed" not in reason, reason
     shown = await arena.visible(a)
     assert shown["g1"] == "one" and shown["g2"] == "two" and "p" not in shown
     await wait_until(arena.converged, what="b to receive the good entries")
+
+
+def forge_raw(key: KeyPair, body: dict[str, object]) -> bytes:
+    """Sign ``body`` (every field but ``sig``) as given, whatever its shape."""
+    from chazbot.ledger.encoding import encode_checked
+
+    signed = dict(body)
+    signed["sig"] = key.sign(encode_checked(body)).hex()
+    return encode_checked(signed)
+
+
+async def test_a_malformed_entry_is_refused_with_the_field_and_bound_named(arena: Arena) -> None:
+    """SPEC §2/§9: a refused synced entry says which field is wrong and which bound it broke
+    (issue #22, item 10), not just "entry is malformed"."""
+    a, db = arena.a, arena.db
+    parents, height = await head(a.ledger, db)
+    base: dict[str, object] = {
+        "v": 1,
+        "db": db,
+        "parents": parents,
+        "height": height,
+        "ops": remember("k", "v"),
+        "author": arena.hostile.public,
+        "ts": 1,
+    }
+    many = sorted(f"sha256:{i:064x}" for i in range(65))
+    cases: list[tuple[dict[str, object], list[str]]] = [
+        ({"v": 2}, ["v", "version 1"]),
+        ({"parents": "nope"}, ["parents", "list"]),
+        ({"parents": many}, ["parents", "64"]),
+        ({"parents": [*parents, "sha256:bad"]}, ["parents", "entry ids"]),
+        ({"parents": [parents[0], parents[0]]}, ["parents", "sorted"]),
+        ({"height": -1}, ["height", "2^53"]),
+        ({"height": "3"}, ["height", "integer"]),
+        ({"ops": []}, ["ops", "object"]),
+        ({"ops": {"bad name!": []}}, ["store name", "bad name!"]),
+        ({"ops": {"memory": {}}}, ["store memory", "list"]),
+        ({"author": 5}, ["author", "string"]),
+        ({"ts": 2**53}, ["ts", "2^53"]),
+        ({"ts": True}, ["ts", "integer"]),
+    ]
+    entries = [forge_raw(arena.hostile, {**base, **change}) for change, _ in cases]
+    badsig = forge_raw(arena.hostile, base).replace(b'"sig":"', b'"sig":"AB', 1)
+    entries.append(badsig)
+    cases.append(({}, ["sig", "128"]))
+    result = await arena.push(entries)
+    assert (result.accepted, result.refused) == (0, len(cases)), result
+    for (change, words), (_, reason) in zip(cases, result.rejected, strict=True):
+        assert "malformed" not in reason and "\n" not in reason, (change, reason)
+        for word in words:
+            assert word in reason, (change, reason, word)
 
 
 def over_limit_rows() -> list[dict[str, object]]:
@@ -117,7 +169,7 @@ def over_limit_rows() -> list[dict[str, object]]:
         {"key": "t", "value": "v", "tags": ["x" * 65]},
         {"key": "f", "forget": True, "value": "hidden payload"},
         {"key": "n", "value": 5, "tags": []},
-        {"key": "e", "value": "v", "tags": [], "extra": "y" * 2000},
+        {"key": "e", "value": "v", "tags": [], "extra": "y" * (MAX_EXTRA_BYTES + 100)},
     ]
 
 
