@@ -104,42 +104,35 @@ async def test_agent_db_as_bank(peer: Peer) -> None:
         await beta.remember("x", "y", bank="alpha")
 
 
-async def test_grant_rollback_restores_previous_level(peer: Peer) -> None:
+async def test_grant_and_ref_commit_together_or_not_at_all(peer: Peer) -> None:
+    """Issue #22 (8): the grant and the ref are one transaction, so a ref that cannot be
+    written (here: signed by a key that may not write the database it goes to) leaves the
+    bank exactly as it was: no grant, no revoke, no entry at all."""
+    from chazbot.ledger import Permission
     from chazbot.memory.banks import grant
 
     await peer.command("/memory new notes")
     assert (await peer.command("/memory grant notes alpha read")).ok
-    alpha = peer.agent("alpha")
+    alpha, beta = peer.agent("alpha"), peer.agent("beta")
     hosted = await peer.registry.get("bank", "notes")
     assert hosted is not None
-    from chazbot.ledger import Permission
-
-    with pytest.raises(Exception, match="rolled back"):
-        await grant(
-            peer.ledger,
-            peer.registry,
-            "notes",
-            hosted.db,
-            alpha.key,
-            alpha.db,
-            Permission.parse("write"),
-            fail_ref_write=True,
-        )
-    assert (await peer.ledger.permission(hosted.db, alpha.key.public)).name == "read"
-    # a fresh grant that fails leaves no permission at all
-    beta = peer.agent("beta")
-    with pytest.raises(Exception, match="rolled back"):
-        await grant(
-            peer.ledger,
-            peer.registry,
-            "notes",
-            hosted.db,
-            beta.key,
-            beta.db,
-            Permission.parse("write"),
-            fail_ref_write=True,
-        )
-    assert (await peer.ledger.permission(hosted.db, beta.key.public)).name == "none"
+    bank_before = await peer.ledger.count_entries(hosted.db)
+    beta_before = await peer.ledger.count_entries(beta.db)
+    for who, level in ((alpha, "read"), (beta, "none")):
+        with pytest.raises(PermissionDenied):
+            await grant(
+                peer.ledger,
+                peer.registry,
+                "notes",
+                hosted.db,
+                who.key,
+                beta.db if who is alpha else alpha.db,  # a ref it may not write
+                Permission.parse("write"),
+            )
+        assert (await peer.ledger.permission(hosted.db, who.key.public)).name == level
+    assert await peer.ledger.count_entries(hosted.db) == bank_before
+    assert await peer.ledger.count_entries(beta.db) == beta_before
+    assert await peer.ledger.verify() == []
 
 
 async def test_stale_ref_is_refused_by_the_ledger(peer: Peer) -> None:

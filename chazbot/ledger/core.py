@@ -545,14 +545,23 @@ class LedgerCore:
         self, db: str | None, key: KeyPair, ops_list: list[dict[str, list[Any]]], ts: int | None
     ) -> Applied:
         """Create, validate and store entries signed by ``key``, chained, in one transaction."""
+        return self.write_each([(db, key, ops) for ops in ops_list], ts)
+
+    def write_each(
+        self, steps: list[tuple[str | None, KeyPair, dict[str, list[Any]]]], ts: int | None
+    ) -> Applied:
+        """Entries of possibly several databases and keys, in order, in one transaction:
+        all are stored or none (a step with no database starts one; following steps with
+        ``None`` as well as the first chain onto it)."""
         applied = Applied()
         with self._transaction():
             batch: dict[str, _Tip] = {}
-            current_db = db
-            for ops in ops_list:
+            created: str | None = None
+            for db, key, ops in steps:
+                current_db = db if db is not None else created
                 if current_db is None:
                     entry = Entry.create(key, None, [], 0, ops, ts)
-                    current_db = entry.id
+                    created = entry.id
                 else:
                     if not self.tips(current_db):
                         raise NotFound(f"no database {current_db}")

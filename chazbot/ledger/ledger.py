@@ -232,6 +232,13 @@ class Ledger:
             return Applied()
         return await self._commit(LedgerCore.write, db, key, ops_list, None)
 
+    async def write_each(self, steps: list[tuple[str, KeyPair, dict[str, list[Any]]]]) -> Applied:
+        """Commit one entry per ``(db, key, ops)`` step, in order, in one transaction: all of
+        them or none (say, a grant on a bank and the ref to it in the agent's database)."""
+        if not steps:
+            return Applied()
+        return await self._commit(LedgerCore.write_each, list(steps), None)
+
     async def set_auth(
         self, db: str, admin: KeyPair, key: str, perm: Permission, active: bool = True
     ) -> None:

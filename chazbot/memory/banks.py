@@ -1,9 +1,10 @@
 """Banks, bank refs, grants and delegations: which databases an agent may use, and how.
 
 The bank's AuthSettings are authoritative; the agent's ``memory_banks`` store holds a ref
-``{db, permission}`` per bank name as a view cache. Grant writes auth first, then the ref,
-and puts the auth back exactly as it was if the ref cannot be written. Revoke removes auth
-first, then the ref, best-effort.
+``{db, permission}`` per bank name as a view cache. Grant writes the auth change and then
+the ref in one transaction (``Ledger.write_each``), so either both are stored or neither:
+nothing to put back, nothing half-done after a crash. Revoke removes auth first, then the
+ref, best-effort.
 
 Delegation (SPEC §4): on a bank where this peer holds write or read but no admin key (an
 imported bank), a grant cannot change the bank's AuthSettings. It records instead, peer-local,
@@ -263,16 +264,14 @@ async def grant(
     agent_key: KeyPair,
     agent_db: str,
     perm: Permission,
-    fail_ref_write: bool = False,
     agent_name: str | None = None,
     owner_ref: str | None = None,
 ) -> Granted:
-    """Authorise an agent on a bank: auth first, then the ref; roll auth back on failure.
+    """Authorise an agent on a bank: the auth change, then the ref, in one transaction.
 
     Without an admin key on the bank, and with ``agent_name`` given, the grant is a
     delegation through this peer's key (see the module doc). ``owner_ref`` is how the
     bank's owner names it (for the way out when even that is not possible).
-    ``fail_ref_write`` exists for the test that proves the rollback.
     """
     if perm.level not in (Level.READ, Level.WRITE):
         raise InputError("grant takes read or write")
@@ -290,24 +289,15 @@ async def grant(
             agent_key,
             agent_db,
             perm,
-            fail_ref_write,
             owner_ref,
         )
     before = (await ledger.auth_state(bank_db)).get(agent_key.public)
-    await ledger.write(bank_db, admin, {AUTH_STORE: [auth_op(agent_key.public, perm)]})
-    try:
-        if fail_ref_write:
-            raise PermissionDenied("ref write failed (forced)")
-        await ledger.write(agent_db, agent_key, ref_op(bank_name, bank_db, perm.name))
-    except Exception as exc:
-        if before is None:
-            restore = auth_op(agent_key.public, Permission(Level.READ), active=False)
-        else:
-            restore = auth_op(agent_key.public, before.perm, before.active)
-        await ledger.write(bank_db, admin, {AUTH_STORE: [restore]})
-        raise ConflictError(
-            f"could not write the bank ref ({exc}); the grant was rolled back"
-        ) from exc
+    await ledger.write_each(
+        [
+            (bank_db, admin, {AUTH_STORE: [auth_op(agent_key.public, perm)]}),  # grant first
+            (agent_db, agent_key, ref_op(bank_name, bank_db, perm.name)),
+        ]
+    )
     if agent_name is not None and await registry.delegation(bank_db, agent_name) is not None:
         await registry.set_delegation(bank_db, agent_name, None)  # a direct grant supersedes
     return Granted(previous=before)
@@ -322,7 +312,6 @@ async def _delegate(
     agent_key: KeyPair,
     agent_db: str,
     perm: Permission,
-    fail_ref_write: bool,
     owner_ref: str | None,
 ) -> Granted:
     held = await holder_keys(registry, await ledger.auth_state(bank_db))
@@ -338,10 +327,8 @@ async def _delegate(
     before = await registry.delegation(bank_db, agent_name)
     await registry.set_delegation(bank_db, agent_name, perm.name)
     try:
-        if fail_ref_write:
-            raise PermissionDenied("ref write failed (forced)")
         await ledger.write(agent_db, agent_key, ref_op(bank_name, bank_db, perm.name))
-    except Exception as exc:
+    except Exception as exc:  # the record is peer-local, not an entry: put it back
         await registry.set_delegation(
             bank_db, agent_name, before.permission if before is not None else None
         )
