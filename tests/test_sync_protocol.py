@@ -17,7 +17,6 @@ from chazbot.sync import SyncClient
 from chazbot.sync.protocol import (
     NONCE_HEADER,
     SIGNATURE_HEADER,
-    Busy,
     ReplayCache,
     Unauthenticated,
     decode_entry,
@@ -260,22 +259,26 @@ async def test_access_requests(owner: Owner) -> None:
         await importer.close()
 
 
-def test_replay_cache_is_bounded_and_fails_closed() -> None:
+def test_replay_cache_is_bounded_and_never_full_for_others() -> None:
     cache = ReplayCache(capacity=4, window_s=300, per_key=3)
     now = 1000.0
     for n in range(3):
-        cache.add("k", f"{n}", now, now)
+        cache.add("k", f"{n}", now + n, now)
     with pytest.raises(Unauthenticated):
-        cache.add("k", "1", now, now)
-    assert cache.seen("k", "1", now) and not cache.seen("k", "9", now)
-    with pytest.raises(Busy):  # the key's quota is spent; others still get in
-        cache.add("k", "9", now, now)
+        cache.add("k", "1", now + 1, now)
+    assert cache.seen("k", "1", now) and not cache.seen("k", "9", now, now + 9)
+    cache.add("k", "9", now + 9, now)  # the key's quota is spent: its oldest nonce goes
+    assert len(cache) == 3 and cache.dropped == 1
+    with pytest.raises(Unauthenticated):  # ... and cannot be replayed: under the floor
+        cache.add("k", "0", now, now)
+    assert cache.seen("k", "0", now, now)
     cache.add("other", "0", now, now)
-    with pytest.raises(Busy):  # and the whole cache is full
-        cache.add("third", "0", now, now)
-    # Once the first ones leave the window, there is room again.
-    cache.add("k", "9", now + 400, now + 301)
-    assert len(cache) == 1
+    cache.add("third", "0", now, now)  # full: the busiest key ("k") makes room
+    assert len(cache) == 4 and cache.seen("k", "1", now, now + 1)
+    assert not cache.seen("other", "1", now, now) and cache.seen("third", "0", now)
+    # Once the first ones leave the window, their room is free again, and the floor goes.
+    cache.add("k", "late", now + 400, now + 320)
+    assert len(cache) == 1 and not cache.seen("k", "x", now + 320, now + 400)
 
 
 def test_entry_encoding_round_trips() -> None:

@@ -87,57 +87,92 @@ def sign_request(key: KeyPair, method: str, path: str, body: bytes, now_s: float
 
 
 class ReplayCache:
-    """Nonces seen within the time window, bounded; full means busy, never forgetful.
+    """Nonces seen within the time window, bounded, never full for anyone.
 
     A nonce is kept until its request's time leaves the window: after that the time check
-    refuses a replay by itself. When ``capacity`` nonces are all still live, or one key holds
-    ``per_key`` of them, new requests (of that key) are refused (``Busy``) rather than
-    evicting a live nonce, which would reopen a replay. The server records a nonce only
-    after the signature verifies and only for a key that holds something here (a grant or
-    an access request), so keys that hold nothing cannot fill it.
+    refuses a replay by itself. Room is made by dropping the *oldest* nonce of one key: that
+    key's own when it holds ``per_key`` of them, else, when all ``capacity`` are taken, the
+    busiest key's. Dropping a nonce would reopen its replay, so each key has a **floor**:
+    the newest request time dropped from it; a request of that key at or below its floor is
+    refused as a replay (until the floor leaves the window). So a few keys holding read
+    cannot lock the others out (issue #22: the cap used to be five quotas, and full meant
+    503 for everyone for five minutes): the keys that pay for a flood are the flooding ones,
+    whose old requests still in flight may be refused. The server records a nonce only after
+    the signature verifies and only for a key that holds something here (a grant or an
+    access request), so keys that hold nothing never reach it.
     """
 
     def __init__(
-        self, capacity: int = 100_000, window_s: float = MAX_SKEW_S, per_key: int = 20_000
+        self, capacity: int = 100_000, window_s: float = MAX_SKEW_S, per_key: int = 2_000
     ) -> None:
         self.capacity = capacity
         self.window_s = window_s
-        self.per_key = per_key
+        self.per_key = max(1, min(per_key, capacity))
         self._seen: set[str] = set()
-        self._per_key: dict[str, int] = {}
-        self._expiry: list[tuple[float, str]] = []
+        self._by_key: dict[str, list[tuple[float, str]]] = {}  # heap of (ts, nonce) per key
+        self._count: dict[str, int] = {}
+        self._floor: dict[str, float] = {}
+        self._expiry: list[tuple[float, str, str]] = []  # (ts, key, nonce); dropped ones stay
+        self.dropped = 0  # nonces dropped to make room (a flood under way)
 
     def __len__(self) -> int:
         return len(self._seen)
 
     def _expire(self, now_s: float) -> None:
-        while self._expiry and self._expiry[0][0] < now_s:
-            _, old = heapq.heappop(self._expiry)
-            self._seen.discard(old)
-            key = old.partition(" ")[0]
-            left = self._per_key.get(key, 0) - 1
-            if left > 0:
-                self._per_key[key] = left
-            else:
-                self._per_key.pop(key, None)
+        oldest = now_s - self.window_s
+        while self._expiry and self._expiry[0][0] < oldest:
+            _, key, _ = heapq.heappop(self._expiry)
+            heap = self._by_key.get(key)
+            while heap and heap[0][0] < oldest:
+                self._forget(key)
+                heap = self._by_key.get(key)
+        if self._floor and len(self._floor) > 64:
+            self._floor = {k: f for k, f in self._floor.items() if f >= oldest}
+        if len(self._expiry) > 2 * self.capacity + 1024:  # dropped nonces piled up: rebuild
+            self._expiry = [(ts, k, n) for k, heap in self._by_key.items() for ts, n in heap]
+            heapq.heapify(self._expiry)
 
-    def seen(self, key: str, nonce: str, now_s: float) -> bool:
-        """Whether ``key``'s ``nonce`` is live in the cache (a replay), recording nothing."""
+    def _forget(self, key: str) -> tuple[float, str]:
+        """Remove ``key``'s oldest live nonce; return it."""
+        heap = self._by_key[key]
+        ts, nonce = heapq.heappop(heap)
+        self._seen.discard(f"{key} {nonce}")
+        left = self._count[key] - 1
+        if left:
+            self._count[key] = left
+        else:
+            del self._count[key], self._by_key[key]
+        return ts, nonce
+
+    def _drop_oldest(self, key: str) -> None:
+        ts, _ = self._forget(key)
+        self._floor[key] = max(ts, self._floor.get(key, ts))
+        self.dropped += 1
+
+    def _too_old(self, key: str, ts_s: float | None, now_s: float) -> bool:
+        floor = self._floor.get(key)
+        return floor is not None and ts_s is not None and ts_s <= floor >= now_s - self.window_s
+
+    def seen(self, key: str, nonce: str, now_s: float, ts_s: float | None = None) -> bool:
+        """Whether ``key``'s ``nonce`` (sent at ``ts_s``) would be a replay, recording nothing."""
         self._expire(now_s)
-        return f"{key} {nonce}" in self._seen
+        return f"{key} {nonce}" in self._seen or self._too_old(key, ts_s, now_s)
 
     def add(self, key: str, nonce: str, ts_s: float, now_s: float) -> None:
-        """Remember a nonce; Unauthenticated if seen already, Busy if the cache (or the
-        key's share of it) is full."""
+        """Remember a nonce, making room as the class doc says; Unauthenticated if it is a
+        replay (seen, or at or below its key's floor)."""
         self._expire(now_s)
         token = f"{key} {nonce}"
-        if token in self._seen:
-            raise Unauthenticated("request replayed (nonce already used)")
-        if len(self._seen) >= self.capacity or self._per_key.get(key, 0) >= self.per_key:
-            raise Busy("too many requests; try again later")
+        if token in self._seen or self._too_old(key, ts_s, now_s):
+            raise Unauthenticated("request replayed (nonce already used, or older than allowed)")
+        if self._count.get(key, 0) >= self.per_key:
+            self._drop_oldest(key)
+        elif len(self._seen) >= self.capacity:
+            self._drop_oldest(max(self._count, key=self._count.__getitem__))
         self._seen.add(token)
-        self._per_key[key] = self._per_key.get(key, 0) + 1
-        heapq.heappush(self._expiry, (ts_s + self.window_s, token))
+        heapq.heappush(self._by_key.setdefault(key, []), (ts_s, nonce))
+        self._count[key] = self._count.get(key, 0) + 1
+        heapq.heappush(self._expiry, (ts_s, key, nonce))
 
 
 @dataclass(frozen=True)

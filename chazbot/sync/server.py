@@ -32,7 +32,8 @@ the body is read, with at most ``max_reading_per_address`` bodies per address an
 ``max_reading_bytes`` of large bodies (over ``SMALL_BODY`` bytes; small ones are bounded by
 the requests in progress) in all being read at once (503) and a read deadline (408); then the
 signature (401); then the nonce is recorded in the replay cache, which only keys holding
-a grant or an access request here ever reach, each within a quota. Handling (long polls,
+a grant or an access request here ever reach, and where room is made from the busiest key
+(``ReplayCache``), so a few keys cannot fill it for the others. Handling (long polls,
 ingest) holds at most ``max_per_key`` requests per key. A client that goes away or is
 refused costs one log line, never a traceback.
 """
@@ -199,7 +200,7 @@ class SyncServer:
         sharing: Sharing | None = None,
         max_body: int = MAX_BODY_BYTES,
         replay_capacity: int = 100_000,
-        replay_per_key: int = 20_000,
+        replay_per_key: int = 2_000,
         max_waiters: int = 256,
         max_active: int = 512,
         max_reading_per_address: int = 16,
@@ -412,7 +413,7 @@ class SyncServer:
         check_signature(signed, request.method, request.raw_path, body)
         if need is not None:
             self._record_nonce(signed)
-        elif self.replay.seen(key, signed.nonce, self.clock()):
+        elif self.replay.seen(key, signed.nonce, self.clock(), signed.ts_ms / 1000):
             raise Unauthenticated("request replayed (nonce already used)")
         data = parse_body(body)
         if not self._handling.take(key):
