@@ -5,6 +5,8 @@
   by a package index on loopback, is taken by a version pin alone (the finding) and refused
   with the hashes that deploy/install.sh and the Dockerfile use.
 - The requirements script writes those pins, and pyproject's pins must agree with them.
+- The compiled BM25 kernel's cache (numba unpickles it) is loaded only from a directory that
+  this user (or root) owns and nobody else can write, and never from the state dir.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import base64
 import hashlib
 import http.server
 import os
+import pickle
 import re
+import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -22,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from chazbot.memory import bm25_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "deploy/docker/requirements.py"
@@ -197,3 +204,108 @@ def test_pins_that_disagree_or_lack_a_hash_stop_the_requirements_script(tmp_path
     assert other != pyproject
     result = run(good, other)
     assert result.returncode != 0 and "disagree" in result.stderr
+
+
+# -- the compiled BM25 kernel's cache (numba loads it with pickle) ----------------------------
+
+_COMPILE = """
+import sys
+from pathlib import Path
+from chazbot.memory import bm25_kernel
+if sys.argv[1:]:
+    bm25_kernel.use_cache_dir(Path(sys.argv[1]))
+assert bm25_kernel.compile_now() is not None, "the kernel did not compile"
+"""
+
+
+class _Planted:
+    """A pickle that creates ``sentinel`` when loaded."""
+
+    def __init__(self, sentinel: Path) -> None:
+        self.sentinel = sentinel
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (exec, (f"open({str(self.sentinel)!r}, 'w').close()",))
+
+
+def compile_kernel(
+    tmp_path: Path, cache_dir: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Compile the kernel in a new process (numba's state is per process), with the user's
+    cache directory under ``tmp_path`` and ``env`` on top."""
+    full = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    full.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), **env)
+    args = [sys.executable, "-c", _COMPILE, *([str(cache_dir)] if cache_dir else [])]
+    result = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def planted_copy(source: Path, target: Path, sentinel: Path) -> list[Path]:
+    """``source``'s cache tree copied to ``target`` with every index file a planted pickle."""
+    shutil.copytree(source, target)
+    planted = list(target.rglob("*.nbi"))
+    for index in planted:
+        index.write_bytes(pickle.dumps(_Planted(sentinel)))
+    return planted
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache the kernel wrote in the user's cache directory (for the file names)."""
+    home = tmp_path_factory.mktemp("kernel")
+    compile_kernel(home)
+    cache = home / "xdg" / "chazbot" / "compiled"
+    assert list(cache.rglob("*.nbi")), "the kernel's code is cached in the user's cache dir"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    return cache
+
+
+def test_a_planted_pickle_in_our_own_cache_runs_so_the_checks_matter(
+    kernel_cache: Path, tmp_path: Path
+) -> None:
+    """The control: numba does unpickle what it finds in a cache it is given."""
+    sentinel = tmp_path / "ran"
+    cache = tmp_path / "mine"
+    planted_copy(kernel_cache, cache, sentinel)
+    cache.chmod(0o700)
+    compile_kernel(tmp_path, cache)
+    assert sentinel.exists()
+
+
+@pytest.mark.parametrize("how", ["world-writable", "someone else's", "under a writable dir"])
+def test_a_cache_others_could_write_is_never_loaded(
+    kernel_cache: Path, tmp_path: Path, how: str
+) -> None:
+    """The review's finding: NUMBA_CACHE_DIR was used without checking who owns it."""
+    sentinel = tmp_path / "ran"
+    if how == "under a writable dir":
+        (tmp_path / "shared").mkdir()
+        (tmp_path / "shared").chmod(0o777)  # not sticky: anyone may swap the cache dir
+        cache = tmp_path / "shared" / "numba"
+    else:
+        cache = tmp_path / "numba"
+    planted_copy(kernel_cache, cache, sentinel)
+    if how == "world-writable":
+        cache.chmod(0o777)
+    elif how == "someone else's":
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")
+        cache.chmod(0o700)
+        os.chown(cache, 65534, 65534)
+    else:
+        cache.chmod(0o700)
+    result = compile_kernel(tmp_path, NUMBA_CACHE_DIR=str(cache))
+    assert not sentinel.exists(), "code planted in the cache ran"
+    assert "not loading compiled code from" in result.stderr
+    problem = bm25_kernel.cache_dir_problem(cache)
+    assert problem is not None and ("writable by others" in problem or "owned by uid" in problem)
+
+
+def test_cache_dir_problem_accepts_an_owner_only_dir_under_sticky_tmp(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    assert bm25_kernel.cache_dir_problem(mine) is None
+    assert bm25_kernel.cache_dir_problem(tmp_path / "absent") is not None
+    (tmp_path / "file").write_text("")
+    assert bm25_kernel.cache_dir_problem(tmp_path / "file") == "not a directory"

@@ -4,10 +4,16 @@ The numpy loop in ``bm25._Scorer.top_k`` makes some thirty numpy calls a query, 
 each: at 100k documents that is most of its ~0.2 ms. Compiled, the same loop is one call
 (``bench/recall.py`` prints both). numba is optional (the ``fast`` extra, which the install
 script and the image include): without it, with an index under ``MIN_DOCS`` documents, or
-while it compiles (a few seconds on a worker thread, once, then cached on disk when
-``use_cache_dir`` named a place), searches take the numpy path. Both compute each score with
-the same float operations in the same order, so both return the same documents and scores
-(``tests/test_bm25_kernel.py`` compares them).
+while it compiles (a few seconds on a worker thread, once, then cached on disk), searches take
+the numpy path. Both compute each score with the same float operations in the same order, so
+both return the same documents and scores (``tests/test_bm25_kernel.py`` compares them).
+
+The compiled code's cache is code: numba loads it with pickle. So it is kept in the user's
+cache directory (``$XDG_CACHE_HOME/chazbot/compiled``, else ``~/.cache/...``; or
+``NUMBA_CACHE_DIR``), never in the state dir (a state dir copied from elsewhere never runs
+code from it), and used only when it and every directory above it are owned by this user (or
+root) and writable by nobody else (a sticky directory such as /tmp excepted); otherwise the
+kernel is compiled at each start, with a warning naming why.
 
 The loop is document-at-a-time MaxScore: query terms in order of falling score bound, and
 for each posting of a term: its score, dropped at once if that plus the bound of the terms
@@ -26,6 +32,7 @@ import logging
 import math
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -250,8 +257,61 @@ _state = _State()
 
 
 def use_cache_dir(path: Path) -> None:
-    """Keep the compiled code under ``path`` (unless NUMBA_CACHE_DIR says where)."""
+    """Keep the compiled code under ``path`` instead of the user's cache directory (tests and
+    benchmarks; NUMBA_CACHE_DIR still wins). Checked as any cache directory is."""
     _state.cache_dir = path
+
+
+def default_cache_dir() -> Path:
+    """The user's cache directory for the compiled code (outside any state dir)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "chazbot" / "compiled"
+
+
+def cache_dir_problem(path: Path) -> str | None:
+    """Why numba must not load code from ``path`` (it unpickles what it finds there), or None.
+
+    The directory and every one above it must be owned by this user or root and writable by
+    nobody else; a directory above it may be writable by all if sticky (``/tmp``): others
+    cannot rename or remove what is ours in it.
+    """
+    uid = os.geteuid()
+    try:
+        where = path.resolve(strict=True)
+        info = os.stat(where)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(info.st_mode):
+        return "not a directory"
+    for directory in (where, *where.parents):
+        info = os.stat(directory)
+        if info.st_uid not in (uid, 0):
+            return f"{directory} is owned by uid {info.st_uid}, not by this user ({uid}) or root"
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and (directory == where or not info.st_mode & stat.S_ISVTX):
+            return f"{directory} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _cache_dir() -> Path | None:
+    """Where numba may keep and load the compiled code, or None (compile without a cache)."""
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    path = Path(env) if env else (_state.cache_dir or default_cache_dir())
+    try:
+        # Owner-only, as the state dir: numba loads its cache with pickle.
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        log.warning("BM25 kernel not cached (%s): compiled at each start", exc)
+        return None
+    problem = cache_dir_problem(path)
+    if problem is not None:
+        log.warning(
+            "BM25 kernel: not loading compiled code from %s (%s): compiled at each start",
+            path,
+            problem,
+        )
+        return None
+    return path
 
 
 def loop(n_docs: int) -> Loop | None:
@@ -310,17 +370,11 @@ def _build() -> Loop | None:
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         log.info("BM25 search uses numpy (NUMBA_DISABLE_JIT is set)")
         return None
-    ours = _state.cache_dir if not os.environ.get("NUMBA_CACHE_DIR") else None
-    if ours is not None:
-        try:
-            # Owner-only, as the state dir: numba loads its cache with pickle.
-            ours.mkdir(parents=True, exist_ok=True, mode=0o700)
-            numba.config.CACHE_DIR = str(ours)  # type: ignore[attr-defined]
-        except OSError as exc:
-            log.warning("BM25 kernel not cached (%s): compiled at each start", exc)
-            ours = None
-    cached = ours is not None or bool(os.environ.get("NUMBA_CACHE_DIR"))
-    for cache in (True, False) if cached else (False,):
+    where = _cache_dir()
+    if where is not None:
+        numba.config.CACHE_DIR = str(where)  # type: ignore[attr-defined]
+    ours = where if where is not None and not os.environ.get("NUMBA_CACHE_DIR") else None
+    for cache in (True, False) if where is not None else (False,):
         try:
             compiled = _jit(numba, cache)
         except Exception as exc:
@@ -376,7 +430,9 @@ def _warm(compiled: Any) -> None:
 
 __all__ = [
     "MIN_DOCS",
+    "cache_dir_problem",
     "compile_now",
+    "default_cache_dir",
     "describe",
     "loop",
     "numpy_only",
