@@ -123,7 +123,7 @@ def _package_dir(package: str) -> Path | None:
 PREJOINED_DIR = Path(sys.prefix) / "share" / "chazbot" / "models"
 """Where an install keeps built-ins joined ahead of time, used where they lie: the Docker
 image joins the chunk packages here at build time and drops them, so the model is stored
-once, not in the image and again in every state directory (deploy/docker/prejoin.py)."""
+once, not in the image and again in every state directory (deploy/docker/slim.py)."""
 
 
 @dataclass(frozen=True)
