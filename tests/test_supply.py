@@ -310,3 +310,28 @@ def test_cache_dir_problem_accepts_an_owner_only_dir_under_sticky_tmp(tmp_path: 
     assert bm25_kernel.cache_dir_problem(tmp_path / "absent") is not None
     (tmp_path / "file").write_text("")
     assert bm25_kernel.cache_dir_problem(tmp_path / "file") == "not a directory"
+
+
+def test_a_user_cache_inside_the_state_dir_is_not_used(tmp_path: Path) -> None:
+    """The image's home is its state volume, so ``~/.cache`` lies inside the state dir: the
+    kernel keeps no code there (a copied state dir must not bring code that runs)."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    script = (
+        "import sys; from pathlib import Path; from chazbot.memory import bm25_kernel; "
+        "bm25_kernel.keep_cache_out_of(Path(sys.argv[1])); "
+        "assert bm25_kernel.compile_now() is not None"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(state / ".cache")
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(state)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "inside the state dir" in result.stderr
+    assert not list(state.rglob("*.nbi"))

@@ -10,10 +10,10 @@ both return the same documents and scores (``tests/test_bm25_kernel.py`` compare
 
 The compiled code's cache is code: numba loads it with pickle. So it is kept in the user's
 cache directory (``$XDG_CACHE_HOME/chazbot/compiled``, else ``~/.cache/...``; or
-``NUMBA_CACHE_DIR``), never in the state dir (a state dir copied from elsewhere never runs
-code from it), and used only when it and every directory above it are owned by this user (or
-root) and writable by nobody else (a sticky directory such as /tmp excepted); otherwise the
-kernel is compiled at each start, with a warning naming why.
+``NUMBA_CACHE_DIR``), never inside the state dir (``keep_cache_out_of``: a state dir copied
+from elsewhere never runs code from it), and used only when it and every directory above it
+are owned by this user (or root) and writable by nobody else (a sticky directory such as /tmp
+excepted); otherwise the kernel is compiled at each start, with a warning naming why.
 
 The loop is document-at-a-time MaxScore: query terms in order of falling score bound, and
 for each posting of a term: its score, dropped at once if that plus the bound of the terms
@@ -28,6 +28,7 @@ unordered; ``BM25Index._rank`` applies the tie rule.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -250,6 +251,7 @@ class _State:
         self.started = False
         self.thread: threading.Thread | None = None  # the one compiling in the background
         self.cache_dir: Path | None = None
+        self.not_in: list[Path] = []  # state dirs: a cache inside one is never used
         self.off = 0  # numpy_only() blocks open
 
 
@@ -260,6 +262,16 @@ def use_cache_dir(path: Path) -> None:
     """Keep the compiled code under ``path`` instead of the user's cache directory (tests and
     benchmarks; NUMBA_CACHE_DIR still wins). Checked as any cache directory is."""
     _state.cache_dir = path
+
+
+def keep_cache_out_of(state_dir: Path) -> None:
+    """Never keep or load compiled code inside ``state_dir`` (the engine names its state dir:
+    one copied from elsewhere must not bring code that runs, and ``~/.cache`` may lie inside
+    it, as in the image, whose home is its state volume)."""
+    with contextlib.suppress(OSError):
+        state_dir = state_dir.resolve()
+    if state_dir not in _state.not_in:
+        _state.not_in.append(state_dir)
 
 
 def default_cache_dir() -> Path:
@@ -293,10 +305,16 @@ def cache_dir_problem(path: Path) -> str | None:
     return None
 
 
+def configured_cache_dir() -> Path:
+    """The compiled code's cache directory asked for: NUMBA_CACHE_DIR, ``use_cache_dir``'s,
+    or the user's (``chazbot verify`` checks it; ``cache_dir_problem`` says if it is used)."""
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    return Path(env) if env else (_state.cache_dir or default_cache_dir())
+
+
 def _cache_dir() -> Path | None:
     """Where numba may keep and load the compiled code, or None (compile without a cache)."""
-    env = os.environ.get("NUMBA_CACHE_DIR")
-    path = Path(env) if env else (_state.cache_dir or default_cache_dir())
+    path = configured_cache_dir()
     try:
         # Owner-only, as the state dir: numba loads its cache with pickle.
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -304,6 +322,10 @@ def _cache_dir() -> Path | None:
         log.warning("BM25 kernel not cached (%s): compiled at each start", exc)
         return None
     problem = cache_dir_problem(path)
+    resolved = path.resolve()
+    inside = [d for d in _state.not_in if resolved == d or d in resolved.parents]
+    if inside:
+        problem = f"inside the state dir {inside[0]}"
     if problem is not None:
         log.warning(
             "BM25 kernel: not loading compiled code from %s (%s): compiled at each start",
@@ -432,8 +454,10 @@ __all__ = [
     "MIN_DOCS",
     "cache_dir_problem",
     "compile_now",
+    "configured_cache_dir",
     "default_cache_dir",
     "describe",
+    "keep_cache_out_of",
     "loop",
     "numpy_only",
     "order_terms",
