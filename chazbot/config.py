@@ -149,6 +149,9 @@ class AgentConfig(_Model):
     default_memory_banks: list[str] = Field(default_factory=list)
     max_iterations: int = Field(default=6, ge=1, le=50)
     capture: CaptureMode = "auto"
+    memory_audience: Literal["room", "agent"] = "room"
+    """``room``: a row is told only where everyone present heard it (SPEC §5c); ``agent``:
+    the seed's one memory for all rooms, for a peer with one person."""
 
     @field_validator("capture", mode="before")
     @classmethod

@@ -35,6 +35,7 @@ from chazbot.errors import (
 )
 from chazbot.ledger import KeyPair, Ledger, Level, Permission
 from chazbot.ledger.statelock import StateLock
+from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
     Hosted,
     Registry,
@@ -47,7 +48,7 @@ from chazbot.memory.banks import (
 from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
-from chazbot.memory.scope import MemoryScope
+from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 from chazbot.sync.store import Remotes
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
@@ -303,6 +304,17 @@ class Peer:
 
     # ---- sessions and commands -------------------------------------------------------------
 
+    @staticmethod
+    def hearing(agent: AgentHandle, sender: str, audience: Audience | None) -> Hearing:
+        """How ``agent``'s memory is heard in a session with ``audience`` (SPEC §5c): None or
+        the full view is the operator's (terminal, ``chazbot cmd``, the Python API)."""
+        if audience is None or audience.full:
+            return OPERATOR_HEARING
+        origin = audience.origin(sender)
+        if agent.config.memory_audience == "agent":
+            return Hearing(None, origin, scoped=False)
+        return Hearing(audience, origin, scoped=True)
+
     async def session(self, name: str) -> Session:
         """The session named ``name`` (created on first use, kept across restarts)."""
         found = self._sessions.get(name)
@@ -337,15 +349,19 @@ class Peer:
         sender: str = "local",
         is_admin: bool = True,
         prefix: str = "/",
+        audience: Audience | None = None,
     ) -> Reply:
-        """Run one command line (``/memory list``…) as ``agent`` in ``session``."""
+        """Run one command line (``/memory list``…) as ``agent`` in ``session``; what it
+        shows of memory obeys ``audience`` (None: the operator's full view)."""
         try:
             sess = await self.session(session)
             who = self.agent(agent) if agent else await self.session_agent(sess)
             self.check_agent_allowed(session, who)
         except (NotFound, PermissionDenied) as exc:
             return Reply(False, str(exc))
-        reply = await run_command(Context(self, who, sess, sender, is_admin, prefix), text)
+        hearing = self.hearing(who, sender, audience)
+        ctx = Context(self, who, sess, sender, is_admin, prefix, hearing)
+        reply = await run_command(ctx, text)
         metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()
         return reply
 
@@ -364,20 +380,24 @@ class Peer:
         session: str = "cli",
         sender: str = "local",
         sent_at: datetime | None = None,
+        audience: Audience | None = None,
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
         After an answered turn, capture (if on) runs in the background while still holding the
         session's lock: the reply goes out at once, and the session's next turn sees what was
         captured. ``sent_at`` is when the message was sent (default: when it was stored).
+        ``audience`` is who is in the room (SPEC §5c; None: the operator's full view): recall,
+        tools and capture act within it.
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
         self.check_agent_allowed(session, who)
+        memory = who.memory.within(self.hearing(who, sender, audience))
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            result = await run_turn(self, who, sess, text, sender, self.llm)
+            result = await run_turn(self, who, sess, text, sender, self.llm, memory)
             mode = await self.capture_mode(who, sess) if result.ok else "off"
         except BaseException:
             lock.release()
@@ -386,7 +406,7 @@ class Peer:
             lock.release()
         else:
             task = asyncio.create_task(
-                self._capture(lock, who, sess, mode, text, sender, result.text, sent_at),
+                self._capture(lock, who, sess, mode, text, sender, result.text, sent_at, memory),
                 name=f"capture-{session}",
             )
             self._captures.add(task)
@@ -432,9 +452,12 @@ class Peer:
         sender: str,
         reply: str,
         sent_at: datetime | None,
+        memory: MemoryScope,
     ) -> int:
         try:
-            return await capture_turn(agent, session, self.llm, mode, text, sender, reply, sent_at)
+            return await capture_turn(
+                agent, session, self.llm, mode, text, sender, reply, sent_at, memory
+            )
         except Exception as exc:  # never let capture break anything; one line in the log
             log.error("capture for %s failed: %s: %s", agent.name, type(exc).__name__, exc)
             return 0

@@ -14,6 +14,10 @@ chat text, and ``GET /v1/models``. The rules look at the last user message:
 - otherwise, if a message holds a ``## Relevant Memories`` block: ``From memory: `` + its first
   bullet; else ``You said: <text>``.
 
+"The last user message" is the person's: the auto-recall block (a user-role message starting
+``## Relevant Memories``) is not it. With ``obey_memories`` set, a ``call <tool> <json>`` found in
+a recalled memory's value is obeyed first, as a model open to prompt injection would.
+
 Capture requests (they offer the ``save_memories`` tool: a ``facts`` capture after a turn) are
 kept apart, in ``capture_requests``, so they never count in ``requests`` nor use the knobs
 above; ``fail_capture(n)`` fails the next n of them (500). Their rule: every ``my <key> is
@@ -123,6 +127,8 @@ class StandinLLM(StandinServer):
     model_name: str = "standin-model"
     memory_bullets: int = 1
     """How many bullets of a Relevant Memories block the ``From memory:`` answer quotes."""
+    obey_memories: bool = False
+    """Obey ``call <tool> <json>`` written in a recalled memory (a model open to injection)."""
     models_requests: int = 0
 
     def __post_init__(self) -> None:
@@ -252,9 +258,20 @@ class StandinLLM(StandinServer):
                 return {"content": f"Done: {result}"}
             return {"content": f"Tool said: {result}"}
 
-        users = [m for m in messages if m.get("role") == "user"]
+        users = [
+            m
+            for m in messages
+            if m.get("role") == "user" and not message_text(m).lstrip().startswith(MEMORY_HEADING)
+        ]
         text = message_text(users[-1]) if users else ""
 
+        if self.obey_memories:  # a model that takes orders from its memories (injection)
+            for message in messages:
+                for bullet in memory_block_bullets(message_text(message)):
+                    value = bullet.split(": ", 1)[-1]
+                    if match := _CALL.search(value):
+                        args = (match.group("args") or "").strip() or "{}"
+                        return self._tool_call(match.group("tool"), args)
         if match := _CALL.search(text):
             args = (match.group("args") or "").strip() or "{}"
             return self._tool_call(match.group("tool"), args)

@@ -67,7 +67,11 @@ async def test_a_member_cannot_read_another_agents_memory(
     # the member reads the room's own agent: allowed
     reply = await member.ask(room, "!chaz memory stats")
     assert "Stats for public's own memory" in reply.body
-    # an admin may read hr's memory from the same room: it was there all along, untouched
+    # an admin may browse hr's memory, but a reply in the group obeys the group's audience
+    # (SPEC §5c: the member was not in the DM where it was said) ...
     reply = await admin.ask(room, "!chaz memory search hr salary")
+    assert reply.body == "No memories found in hr.", reply.body
+    # ... while in the admin's DM it is there, untouched all along
+    reply = await admin.ask(private, "!chaz memory search hr salary")
     assert SECRET in reply.body
     assert "Traceback" not in proc.log()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import chazbot
 from chazbot.agent.recall import (
+    NOTE,
     RecallSettings,
     choose_banks,
     focus_query,
@@ -68,6 +69,7 @@ async def test_auto_recall_block_exact_with_own_memory_and_two_banks(
         await peer.chat("how do we deploy?", session="s1")
         assert block_of(standin_llm.requests[-1]) == (
             "## Relevant Memories\n"
+            f"{NOTE}\n"
             "- [api endpoint]: https://api.example.com/v2 deploy\n"
             "- [deploy process]: Build via nix build && scp to prod\n"
             "\n"
@@ -192,7 +194,10 @@ def test_recall_query_and_block_are_pure() -> None:
     assert recall_query(messages) == "newest deploy friday old api"  # newest message first
     assert format_block([], []) is None
     row = MemoryRow(1, "r", "k", "v", (), 0, (1, "e", 0), "a")
-    assert format_block([], [("b", [row])]) == "## Relevant Memories\n_(from bank: b)_\n- [k]: v"
+    assert (
+        format_block([], [("b", [row])])
+        == f"## Relevant Memories\n{NOTE}\n_(from bank: b)_\n- [k]: v"
+    )
     assert choose_banks(["a", "b"], ["b", "c"], RecallSettings()) == ["a", "b", "c"]
     assert choose_banks(["a", "b"], ["c"], RecallSettings(banks=("C", "a"))) == ["a", "c"]
     assert choose_banks(["a"], [], RecallSettings(banks=())) == []
@@ -231,4 +236,4 @@ async def test_auto_recall_finds_what_was_just_asked_not_the_earlier_topic(
             assert (await peer.chat(question, session="s")).ok
         block = block_of(standin_llm.requests[-1])
         assert block is not None
-        assert block.splitlines()[1] == "- [dog]: My dog is called Biscuit", block
+        assert block.splitlines()[2] == "- [dog]: My dog is called Biscuit", block

@@ -77,9 +77,9 @@ def test_messages_row_stands_alone_and_names_what_it_replied_to() -> None:
     said = find_said(dm, "my sister Ada lives in Lyon", ALICE, "sha256:db", "chaz")
     assert said is not None
     key, value, tags = message_row(said)
-    assert key == f"alice/2025-12-02/{said.source_id}" and len(said.source_id) == 8
+    assert key == f"{ALICE}/2025-12-02/{said.source_id}" and len(said.source_id) == 8
     assert value == (
-        "alice (2025-12-02): my sister Ada lives in Lyon "
+        f"{ALICE} (2025-12-02): my sister Ada lives in Lyon "
         "[replying to chaz: Hello! Where does your family live?]"
     )
     assert tags == [CAPTURE_TAG]
@@ -90,8 +90,10 @@ def test_messages_row_stands_alone_and_names_what_it_replied_to() -> None:
         msg(2, "user", "yes, up Mont Blanc", ALICE),
     ]
     said = find_said(group, "yes, up Mont Blanc", ALICE, "sha256:db", "chaz")
-    assert said is not None and said.replied_to == ("bob", "Did you go hiking?")
-    assert message_row(said)[1].endswith("yes, up Mont Blanc [replying to bob: Did you go hiking?]")
+    assert said is not None and said.replied_to == (BOB, "Did you go hiking?")
+    assert message_row(said)[1].endswith(
+        f"yes, up Mont Blanc [replying to {BOB}: Did you go hiking?]"
+    )
     # The agent's own reply is kept only when it asked something or the message is a
     # fragment: its statements are model output, noise in recall. A person's always is.
     dm = [msg(0, "assistant", "Lyon is nice.", "chaz"), msg(1, "user", "My dog is Rex.", ALICE)]
@@ -102,7 +104,7 @@ def test_messages_row_stands_alone_and_names_what_it_replied_to() -> None:
     assert said is not None and said.replied_to == ("chaz", "Lyon is nice.")
     group = [msg(0, "user", "Lyon is nice.", BOB), msg(1, "user", "My dog is Rex.", ALICE)]
     said = find_said(group, "My dog is Rex.", ALICE, "sha256:db", "chaz")
-    assert said is not None and said.replied_to == ("bob", "Lyon is nice.")
+    assert said is not None and said.replied_to == (BOB, "Lyon is nice.")
     # Its own earlier message is a boundary: nothing before it is what this replies to.
     alone = [msg(0, "user", "first", ALICE), msg(1, "user", "second", ALICE)]
     said = find_said(alone, "second", ALICE, "sha256:db", "chaz")
@@ -120,7 +122,9 @@ def test_rows_are_bounded_and_flattened() -> None:
     key, value, _ = message_row(said)
     assert len(key) <= 256 and "\n" not in value
     assert len(value) < MAX_MESSAGE_CHARS + 500 and value.count("…") == 2
-    assert speaker_name("@alice:example.org") == "alice"
+    # a full MXID, never a localpart: @alice:evil.org is not @alice:example.org
+    assert speaker_name("@alice:example.org") == "@alice:example.org"
+    assert speaker_name("@alice:evil.org") != speaker_name("@alice:example.org")
     assert speaker_name("  ") == "someone"
     assert speaker_name("Jon  Smith") == "Jon Smith"
     assert message_row(Said("Jon Smith", when, "hi", None, "00"))[0] == "Jon_Smith/2026-12-02/00"
@@ -144,8 +148,8 @@ def test_effective_mode() -> None:
 def test_parse_facts_validates_bounds_and_reuses_close_keys() -> None:
     said = Said("alice", datetime(2026, 12, 2, tzinfo=UTC), "t", None, "00")
     close = [
-        Hit("alice.sister", "Alice's sister is Ada (alice, 2026-11-01)", (), said.when, 1.0),
-        Hit("alice.city", "Alice lives in Paris (alice, 2026-11-01)", (), said.when, 1.0),
+        Hit("alice/alice.sister", "Alice's sister is Ada (alice, 2026-11-01)", (), said.when, 1.0),
+        Hit("alice/alice.city", "Alice lives in Paris (alice, 2026-11-01)", (), said.when, 1.0),
     ]
     many = [{"key": f"k{i}", "value": f"v{i}"} for i in range(20)]
     raw = [
@@ -166,10 +170,16 @@ def test_parse_facts_validates_bounds_and_reuses_close_keys() -> None:
         json.dumps({"memories": many}),
     ]
     facts = parse_facts(raw, said, close)
+    # keys go to the speaker's namespace, so another speaker's statement never replaces them
     assert facts[:2] == [
-        ("alice.sister", "Alice's sister is Beatrice (alice, 2026-12-02)"),
-        ("alice.pet", "Alice has a cat (alice, 2026-12-02)"),
+        ("alice/alice.sister", "Alice's sister is Beatrice (alice, 2026-12-02)"),
+        ("alice/alice.pet", "Alice has a cat (alice, 2026-12-02)"),
     ]
+    mallory = Said("@mallory:evil.org", said.when, "t", None, "00")
+    stolen = parse_facts(
+        [json.dumps({"memories": [{"key": "alice/alice.sister", "value": "X"}]})], mallory, []
+    )
+    assert stolen == [("@mallory:evil.org/alice/alice.sister", "X (@mallory:evil.org, 2026-12-02)")]
     assert len(facts) == MAX_FACTS_PER_TURN
 
 
@@ -187,9 +197,9 @@ async def test_messages_capture_is_recalled_in_another_room_and_forgotten(
         assert len(rows) == 2
         row = next(h for h in rows if "Lyon" in h.value)
         today = datetime.now(UTC).date().isoformat()
-        assert row.key.startswith(f"alice/{today}/")
+        assert row.key.startswith(f"{ALICE}/{today}/")
         # a statement that answers a statement stands alone: no context
-        assert row.value == f"alice ({today}): My sister Ada lives in Lyon."
+        assert row.value == f"{ALICE} ({today}): My sister Ada lives in Lyon."
 
         # Another room: /memory search finds it, and the next turn's prompt carries it.
         found = await peer.command("/memory search self Lyon", session="room-b")
@@ -253,8 +263,8 @@ async def test_facts_capture_updates_keys_instead_of_duplicating(
         rows = {h.key: h.value for h in await captured(peer)}
         today = datetime.now(UTC).date().isoformat()
         assert rows == {
-            "sister's name": f"alice's sister's name is Ada (alice, {today})",
-            "city": f"alice's city is Lyon (alice, {today})",
+            f"{ALICE}/sister's name": f"{ALICE}'s sister's name is Ada ({ALICE}, {today})",
+            f"{ALICE}/city": f"{ALICE}'s city is Lyon ({ALICE}, {today})",
         }
         request = standin_llm.capture_requests[-1]
         assert request["tools"][0]["function"]["name"] == "save_memories"
@@ -262,9 +272,11 @@ async def test_facts_capture_updates_keys_instead_of_duplicating(
 
         await said_to(peer, "Actually My Sister's Name is Beatrice", "b")
         shown = standin_llm.capture_requests[-1]["messages"][-1]["content"]
-        assert "- [sister's name]: alice's sister's name is Ada" in shown  # close keys given
+        assert f"- [{ALICE}/sister's name]: {ALICE}'s sister's name is Ada" in shown  # close keys
         rows = {h.key: h.value for h in await captured(peer)}
-        assert rows["sister's name"] == f"alice's Sister's Name is Beatrice (alice, {today})"
+        assert rows[f"{ALICE}/sister's name"] == (
+            f"{ALICE}'s Sister's Name is Beatrice ({ALICE}, {today})"
+        )
         assert len(rows) == 2  # updated, not duplicated
         await said_to(peer, "nothing to keep here", "b")
         assert len(await captured(peer)) == 2
@@ -285,12 +297,12 @@ async def test_capture_failure_never_breaks_the_turn(
         assert len(failures) == 1 and "\n" not in failures[0].getMessage()
         assert await captured(peer) == []
         await said_to(peer, "my cat is Tom", "s")  # the next turn captures again
-        assert [h.key for h in await captured(peer)] == ["cat"]
+        assert [h.key for h in await captured(peer)] == [f"{ALICE}/cat"]
         # a failed turn (the LLM is down) captures nothing
         standin_llm.fail(2)
         result = await peer.chat("my bird is Tweety", session="s", sender=ALICE)
         await peer.wait_captures()
-        assert not result.ok and [h.key for h in await captured(peer)] == ["cat"]
+        assert not result.ok and [h.key for h in await captured(peer)] == [f"{ALICE}/cat"]
 
 
 async def test_messages_without_words_and_long_messages(
@@ -320,7 +332,7 @@ async def test_messages_capture_skips_bare_questions(
         assert await captured(peer) == []
         await said_to(peer, "It is Biscuit. Can you remember that?", "s")
         [row] = await captured(peer)
-        assert row.value.startswith("alice (")
+        assert row.value.startswith(f"{ALICE} (")
 
 
 async def test_the_start_line_names_model_embedder_and_capture(

@@ -151,13 +151,15 @@ async def test_local_run_remembers_and_forgets_what_the_user_says(tmp_path: Path
         )
         assert match is not None, body
         key, value = match.group(1), match.group(2)
-        assert key.startswith(user.localpart + "/") and value.startswith(f"{user.localpart} (")
+        assert key.startswith(user.user_id + "/") and value.startswith(f"{user.user_id} (")
 
         # The next turn's prompt carries it in the Relevant Memories block.
         offset = len(log.read_text(errors="replace"))
         await human.ask(other, "!chaz Where does my sister Ada live?", timeout=REPLY_TIMEOUT_S)
         [block] = blocks_after(log, offset)
-        assert block.startswith("## Relevant Memories") and f"- [{key}]: {value}" in block, block
+        assert block.startswith("## Relevant Memories"), block
+        # it says who said it and where (SPEC §5c): the DM, another room than this one
+        assert f"- [{key}] ({user.user_id}, another room, " in block and value in block, block
 
         # forget removes it from both.
         forgot = await human.ask(other, f"!chaz memory forget {key}", timeout=60)

@@ -5,18 +5,22 @@ the agent's own DB, never into a bank, so they are searched, forgotten and expor
 any other row. Per agent ``capture:``:
 
 - ``messages``: the message itself, one row, shaped to stand alone in recall: the key names
-  the speaker, the date and a short id (``alice/2026-12-02/3f9a01c2``, no spaces, so it is
-  easy to ``forget``); the value says who said it when, and what it replied to when that is
-  needed to make sense of it (``alice (2026-12-02): my sister Ada lives in Lyon [replying to
-  chaz: Where does your family live?]``). What it replied to is the newest message by
-  another person since the speaker last spoke, else the agent's last reply. The agent's own
+  the speaker by full MXID, the date and a short id (``@alice:example.org/2026-12-02/3f9a01c2``,
+  no spaces, so it is easy to ``forget``); the value says who said it when, and what it
+  replied to when that is needed to make sense of it (``@alice:example.org (2026-12-02): my
+  sister Ada lives in Lyon [replying to chaz: Where does your family live?]``). A full MXID,
+  never a localpart: ``@alice:evil.org`` is not ``@alice:example.org``. What it replied to
+  is the newest message by another person since the speaker last spoke, else the agent's
+  last reply. The agent's own
   reply is kept only when it asked something or the message is a fragment (``Lyon``): its
   statements are its model's words, noise that recall brought back and a small model
   repeated (bench/localchat.py --capture, the embedded model: 70 % right with them, 95 %
   without).
 - ``facts``: one more call to a tool-capable chat model turns the turn into key/value rows;
-  it is shown the closest existing memories (by recall) and told to reuse their keys, so an
-  update replaces a row instead of adding a near-duplicate. Values end with who said it when.
+  it is shown the closest existing memories said by the same speaker (by recall, within the
+  turn's audience) and told to reuse their keys, so an update replaces a row instead of
+  adding a near-duplicate. Keys live in the speaker's namespace (``@alice:example.org/iban``)
+  and values end with who said it when, so another speaker's statement never replaces them.
 - ``auto`` (the default): ``facts`` when the chat model calls tools (an OpenAI-compatible
   backend), else ``messages`` (the embedded model). ``facts`` without a tool-capable model
   falls back to ``messages``.
@@ -39,12 +43,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.session import Message
 from chazbot.errors import ChazError
-from chazbot.memory.rows import Hit
+from chazbot.memory.rows import MAX_KEY_CHARS, Hit
 from chazbot.memory.tokenize import tokenize
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
     from chazbot.agent.session import Session
+    from chazbot.memory.scope import MemoryScope
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,8 @@ MAX_CONTEXT_CHARS = 300
 SHORT_MESSAGE_TOKENS = 2
 """A message of at most this many words ("Lyon", "next Friday") is stored with what it
 replied to, whatever that was: alone it means nothing. ("I drive a blue Volvo" is 3.)"""
-MAX_SPEAKER_CHARS = 64
+MAX_SPEAKER_CHARS = 200
+"""A speaker's name in a key (an MXID is at most 255; a key at most 256 with the rest)."""
 MAX_FACTS_PER_TURN = 5
 MAX_FACT_KEY_CHARS = 120
 MAX_FACT_VALUE_CHARS = 1000
@@ -101,7 +107,7 @@ FACTS_SCHEMA: dict[str, Any] = {
         },
     },
 }
-_PROVENANCE = re.compile(r"\s*\([^()]{1,80},\s*\d{4}-\d{2}-\d{2}\)\s*$")
+_PROVENANCE = re.compile(r"\s*\([^()]{1,260},\s*\d{4}-\d{2}-\d{2}\)\s*$")
 
 
 def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
@@ -115,12 +121,17 @@ def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
 
 
 def speaker_name(sender: str) -> str:
-    """How a row names the sender: an MXID's localpart (``@alice:example.org`` → alice)."""
-    name = sender.strip()
-    if name.startswith("@") and ":" in name:
-        name = name[1:].split(":", 1)[0]
-    name = " ".join(name.split())[:MAX_SPEAKER_CHARS]
+    """How a row names the sender: the full MXID (SPEC §5b: ``@alice:evil.org`` is not the
+    local alice), or the terminal's name for its user."""
+    name = " ".join(sender.split())[:MAX_SPEAKER_CHARS]
     return name or "someone"
+
+
+def fact_key(speaker: str, topic: str) -> str:
+    """A fact's key in its speaker's namespace (``@alice:example.org/iban``)."""
+    prefix = "_".join(speaker.split()) + "/"
+    topic = topic.removeprefix(prefix)
+    return (prefix + topic)[:MAX_KEY_CHARS]
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -259,9 +270,10 @@ def parse_facts(
 ) -> list[tuple[str, str]]:
     """Validated ``(key, value)`` pairs from the model's tool arguments, at most the cap.
 
-    A key that matches a close memory's key up to case and spacing takes that key's exact
-    spelling (an update, not a near-duplicate); a value gets ``(speaker, date)`` at its end;
-    a pair equal to the memory it would replace is dropped.
+    Every key is put in the speaker's namespace (``fact_key``); one that then matches a close
+    memory's key up to case and spacing takes that key's exact spelling (an update, not a
+    near-duplicate); a value gets ``(speaker, date)`` at its end; a pair equal to the memory
+    it would replace is dropped. ``close`` holds only the speaker's own memories.
     """
     known = {" ".join(h.key.casefold().split()): h for h in close}
     out: dict[str, str] = {}
@@ -281,10 +293,11 @@ def parse_facts(
             key, value = item.get("key"), item.get("value")
             if not isinstance(key, str) or not isinstance(value, str):
                 continue
-            key = " ".join(key.split())[:MAX_FACT_KEY_CHARS]
+            topic = " ".join(key.split())[:MAX_FACT_KEY_CHARS]
             value = _PROVENANCE.sub("", " ".join(value.split()))[:MAX_FACT_VALUE_CHARS]
-            if not key or not value:
+            if not topic or not value:
                 continue
+            key = fact_key(said.speaker, topic)
             hit = known.get(key.casefold())
             if hit is not None:
                 key = hit.key
@@ -295,16 +308,22 @@ def parse_facts(
 
 
 async def capture_facts(
-    agent: AgentHandle, llm: ChatModel, said: Said, reply: str
+    agent: AgentHandle, llm: ChatModel, said: Said, reply: str, memory: MemoryScope | None = None
 ) -> list[tuple[str, str]]:
-    """Ask the model for facts and store them in the agent's own memory; return them."""
-    close = await agent.memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES)
+    """Ask the model for facts and store them in the agent's own memory; return them.
+
+    ``memory`` is the agent's memory as heard in the turn's room: the model is shown only
+    close memories that room may be told and that the same speaker said."""
+    memory = memory if memory is not None else agent.memory
+    prefix = "_".join(said.speaker.split()) + "/"
+    found = await memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES * 4)
+    close = [h for h in found if h.key.startswith(prefix)][:CLOSE_MEMORIES]
     messages = facts_messages(agent.name, said, reply, close)
     answer = await llm.complete(messages, [FACTS_SCHEMA], model=agent.config.model)
     raw = [c.arguments for c in answer.tool_calls if c.name == FACTS_TOOL]
     facts = parse_facts(raw, said, close)
     for key, value in facts:
-        await agent.memory.remember(key, value, [CAPTURE_TAG])
+        await memory.remember(key, value, [CAPTURE_TAG])
     return facts
 
 
@@ -320,8 +339,13 @@ async def capture_turn(
     sender: str,
     reply: str,
     when: datetime | None = None,
+    memory: MemoryScope | None = None,
 ) -> int:
-    """Capture one answered message; the number of rows written. Never raises a ChazError."""
+    """Capture one answered message; the number of rows written. Never raises a ChazError.
+
+    ``memory``: the agent's memory as heard in the turn's room, so each row records where
+    it was said and who heard it (SPEC §5c)."""
+    memory = memory if memory is not None else agent.memory
     if mode == "off" or not worth_capturing(text):
         return 0
     facts = mode == "facts" and llm is not None
@@ -333,9 +357,9 @@ async def capture_turn(
         if said is None:
             return 0
         if facts and llm is not None:
-            return len(await capture_facts(agent, llm, said, reply))
+            return len(await capture_facts(agent, llm, said, reply, memory))
         key, value, tags = message_row(said)
-        await agent.memory.remember(key, value, tags)
+        await memory.remember(key, value, tags)
         return 1
     except ChazError as exc:
         log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
@@ -350,6 +374,7 @@ __all__ = [
     "capture_facts",
     "capture_turn",
     "effective_mode",
+    "fact_key",
     "find_said",
     "message_row",
     "needs_context",

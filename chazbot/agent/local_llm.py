@@ -54,6 +54,7 @@ import aiohttp
 
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
 from chazbot.agent.recall import HEADING as MEMORY_HEADING
+from chazbot.agent.recall import MEMORY_RULE, NOTE
 from chazbot.backends import public_url
 from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError
@@ -748,7 +749,7 @@ with the hint beside the facts and 30 % with the memories in the system prompt, 
 BRIEF_HINT = "Answer in one or two short sentences."
 """Added to a built-in model's system prompt when no memories are shown: without it the
 0.5B model answered "I am allergic to peanuts." with 160 tokens of advice (7 s a turn)."""
-_ROW_KEY = re.compile(r"^- \[[^\]\n]*\]: ", re.MULTILINE)
+_ROW_KEY = re.compile(r"^- \[[^\]\n]*\](?: \([^()\n]*\))?: ", re.MULTILINE)
 _ASKING = re.compile(
     r"^\W*(what|who|whom|whose|where|when|why|how|which|do|does|did|is|are|was|were|can|"
     r"could|will|would|should|shall|may|might|tell|remind|list|show|give|name|recall|find)\b",
@@ -776,20 +777,24 @@ def for_builtin(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (bench/localchat.py --capture, the tell replies). Auto-recall still ran and its block
     is in the turn's log; only this model's view of it is narrowed.
     """
-    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    last = next(
+        (
+            m
+            for m in reversed(messages)
+            if m.get("role") == "user" and not _is_memory_block(m.get("content"))
+        ),
+        None,
+    )
     if last is not None and asks(_text(last.get("content"))):
         return messages
-    kept = [
-        m
-        for m in messages
-        if not (m.get("role") in ("system", "developer") and _is_memory_block(m.get("content")))
-    ]
+    kept = [m for m in messages if not _is_memory_block(m.get("content"))]
     return [*kept, {"role": "system", "content": BRIEF_HINT}]
 
 
 def _memory_note(block: str) -> str:
     """The auto-recall block for a tiny model: a plain intro, rows without their keys."""
     body = block.split("\n", 1)[1] if "\n" in block else ""
+    body = body.replace(NOTE, "")
     return f"{MEMORY_INTRO}\n{_ROW_KEY.sub('- ', body).strip()}"
 
 
@@ -797,7 +802,7 @@ def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     """OpenAI messages as plain text turns that a tiny model's template and size can cope with.
 
     System messages (the agent's prompt) go into one leading system message. The auto-recall
-    block (a system message starting ``## Relevant Memories``) goes into the last user
+    block (a message starting ``## Relevant Memories``) goes into the last user
     message, before the question, without row keys: measured with bench/localchat.py, a
     135M model answers from memories beside the question and ignores them in the system
     prompt. A tool result becomes a user line ``(tool result) ...``; an assistant tool call
@@ -809,11 +814,14 @@ def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     for message in messages:
         role = message.get("role")
         text = _text(message.get("content"))
-        if role in ("system", "developer"):
-            if _is_memory_block(text):
-                notes.append(_memory_note(text.strip()))
-            elif text.strip():
-                system.append(text.strip())
+        if role in ("system", "developer", "user") and _is_memory_block(text):
+            notes.append(_memory_note(text.strip()))
+        elif role in ("system", "developer"):
+            # The rule about memories is for models that call tools; a tiny one calls none
+            # and its prompt is tuned short (bench/localchat.py).
+            text = text.replace(MEMORY_RULE, "").strip()
+            if text:
+                system.append(text)
         elif role == "user":
             out.append({"role": "user", "content": text})
         elif role == "assistant":

@@ -11,6 +11,7 @@ from chazbot import metrics
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.recall import (
     FOCUS_DEPTH,
+    MEMORY_RULE,
     choose_banks,
     focus_query,
     format_block,
@@ -26,6 +27,7 @@ from chazbot.memory.tools import TOOLS, run_tool
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
     from chazbot.agent.session import Session
+    from chazbot.memory.scope import MemoryScope
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +49,17 @@ class TurnResult:
 
 
 async def auto_recall(
-    peer: MemoryHost, agent: AgentHandle, session: Session, messages: list[str]
+    peer: MemoryHost,
+    agent: AgentHandle,
+    session: Session,
+    messages: list[str],
+    memory: MemoryScope | None = None,
 ) -> tuple[str | None, int]:
-    """The auto-recall block for this turn (None when nothing matched) and the hit count."""
+    """The auto-recall block for this turn (None when nothing matched) and the hit count.
+
+    ``memory`` is the agent's memory as heard in this session (``MemoryScope.within``): only
+    rows its audience may be told are searched (SPEC §5c); default the agent's own view."""
+    memory = memory if memory is not None else agent.memory
     settings = await recall_settings(peer.ledger, agent.db)
     query = recall_query(messages)
     if not settings.enabled or not query:
@@ -61,12 +71,14 @@ async def auto_recall(
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)
+        heard = await memory.filtered(db)
         started = time.perf_counter()
         if len(queries) == 1:
-            found = [r.row for r in view.search(queries[0][0], (), limit, queries[0][1])]
+            q, v = queries[0]
+            found = [r.row for r in view.search(q, (), limit, v, heard)]
         else:
             depth = max(limit, FOCUS_DEPTH)
-            rankings = [[r.row for r in view.search(q, (), depth, v)] for q, v in queries]
+            rankings = [[r.row for r in view.search(q, (), depth, v, heard)] for q, v in queries]
             found = fuse_rankings(rankings, limit)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
@@ -81,13 +93,13 @@ async def auto_recall(
         if db is None:
             continue
         try:
-            if not await agent.memory.can_read(db):  # its own grant, or a delegation
+            if not await memory.can_read(db):  # its own grant, or a delegation
                 continue
             found.append((name, await search(db)))
         except NotFound:
             continue
     hits = len(own) + sum(len(rows) for _, rows in found)
-    return format_block(own, found), hits
+    return format_block(own, found, memory.hearing.audience), hits
 
 
 def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,18 +120,28 @@ async def run_turn(
     text: str,
     sender: str,
     llm: ChatModel | None,
+    memory: MemoryScope | None = None,
 ) -> TurnResult:
-    """Answer one user message; tool errors go back to the model, never to the user."""
+    """Answer one user message; tool errors go back to the model, never to the user.
+
+    ``memory``: the agent's memory as heard in this session (``MemoryScope.within``); recall
+    and every tool the model calls act within its audience. The recalled block goes after
+    the conversation as a user-role message, never a system one: memories are what people
+    said, data for the model, and the system prompt says so (SPEC §5)."""
+    memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
     history = [{"role": m.role, "content": m.content} for m in await session.history()]
     history = _trim(history)
-    block, hits = await auto_recall(peer, agent, session, [m["content"] for m in history])
-    messages: list[dict[str, Any]] = [{"role": "system", "content": agent.config.system_prompt}]
+    block, hits = await auto_recall(peer, agent, session, [m["content"] for m in history], memory)
+    prompt = agent.config.system_prompt
+    if block is not None:
+        prompt = f"{prompt}\n\n{MEMORY_RULE}"
+    messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     messages += history
     if block is not None:
-        messages.append({"role": "system", "content": block})
+        messages.append({"role": "user", "content": block})
         log.debug("auto-recall for %s in %s:\n%s", agent.name, session.name, block)
     allowed = [t for t in agent.config.allowed_tools if t in TOOLS]
     tools = [TOOLS[t].schema() for t in allowed] or None
@@ -153,7 +175,7 @@ async def run_turn(
         )
         for call in answer.tool_calls:
             ok, output = await run_tool(
-                agent.memory, agent.config.allowed_tools, call.name, call.arguments
+                memory, agent.config.allowed_tools, call.name, call.arguments
             )
             result.tool_calls.append((call.name, ok))
             log.info("tool %s by %s: %s", call.name, agent.name, "ok" if ok else output)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from chazbot.agent.host import AgentHandle, MemoryHost
+from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
@@ -66,6 +67,13 @@ class Context:
     sender: str = "local"
     is_admin: bool = True
     prefix: str = "/"
+    hearing: Hearing = OPERATOR_HEARING
+    """Who hears the reply (SPEC §5c): what the command may show and hide."""
+
+    @property
+    def memory(self) -> MemoryScope:
+        """The agent's memory as heard where the command was given."""
+        return self.agent.memory.within(self.hearing)
 
 
 __all__ = ["CommandPeer", "Context"]

@@ -25,11 +25,13 @@ from chazbot.memory.banks import (
 )
 from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.engine import LoadStatus
-from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE
+from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, MemoryRow, to_datetime
 from chazbot.memory.tools import format_hits
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
+MINE_SHOWN = 20  # rows /memory mine lists per agent (the newest)
+MINE_VALUE_CHARS = 300
 
 
 def ok(text: str) -> Reply:
@@ -250,8 +252,53 @@ def register(tree: CommandTree) -> None:
         "hide a key from recall (history is kept)",
     )
     async def forget(ctx: Context, a: dict[str, str]) -> Reply:
-        await ctx.agent.memory.forget(a["key"], a.get("bank"))
+        await ctx.memory.forget(a["key"], a.get("bank"))
         return ok(f"Forgot {a['key']!r}.")
+
+    # ---- people own what they said (SPEC §5c) -------------------------------------------
+
+    @add("memory mine", (), "list what the bot keeps that you said (everything, in a DM)")
+    async def mine(ctx: Context, a: dict[str, str]) -> Reply:
+        found = await _said_by_sender(ctx)
+        total = sum(len(rows) for _, rows in found)
+        if not total:
+            return ok(
+                "I keep nothing you said"
+                + ("" if _alone(ctx) else " that this room may hear (ask in a DM for all)")
+                + "."
+            )
+        lines = []
+        for agent, rows in found:
+            for row in rows[:MINE_SHOWN]:
+                lines.append(_mine_line(ctx, agent, row))
+        shown = min(total, MINE_SHOWN * len(found))
+        head = f"{total} row{'s' if total != 1 else ''} you said"
+        if shown < total:
+            head += f"; the newest {shown}"
+        return ok(
+            head
+            + ":\n"
+            + "\n".join(lines)
+            + f"\nForget one with {ctx.prefix}memory forget-mine <key>, or all with "
+            f"{ctx.prefix}memory forget-mine all."
+        )
+
+    @add(
+        "memory forget-mine",
+        (Arg("key", shown="key|all"),),
+        "hide what you said (one key, or all); never touches anyone else's rows",
+    )
+    async def forget_mine(ctx: Context, a: dict[str, str]) -> Reply:
+        key = None if a["key"].lower() == "all" else a["key"]
+        hidden = 0
+        for agent in _agents_for_mine(ctx):
+            memory = agent.memory.within(ctx.hearing)
+            hidden += await memory.forget_said_by(ctx.sender, key, _alone(ctx))
+        if not hidden:
+            what = "nothing you said" if key is None else f"no row {key!r} that you said"
+            raise NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
+        what = "everything you said" if key is None else repr(key)
+        return ok(f"Forgot {what} ({hidden} row{'s' if hidden != 1 else ''}).")
 
     @add(
         "memory search",
@@ -260,7 +307,8 @@ def register(tree: CommandTree) -> None:
     )
     async def search(ctx: Context, a: dict[str, str]) -> Reply:
         db, label = await _browse_target(ctx, a["bank"])
-        ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10)
+        heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
+        ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10, heard)
         if not ranked:
             return ok(f"No memories found in {label}.")
         from chazbot.memory.rows import Hit, to_datetime
@@ -286,6 +334,14 @@ def register(tree: CommandTree) -> None:
                 await asyncio.wait_for(engine.view(db), STATS_WAIT_S)
             status = engine.load_status(db)
         size = await ctx.peer.ledger.db_size(db)
+        heard = await ctx.memory.filtered(db)
+        if status and status.ready:
+            allowed = (await engine.view(db)).audience_filter(heard)
+            keys = str(engine.visible_count(db) if allowed is None else len(allowed))
+            if allowed is not None:
+                keys += " (those this room may hear)"
+        else:
+            keys = "…"
         vectors = [
             f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}"
             for s, n in sorted(stores.items())
@@ -294,7 +350,7 @@ def register(tree: CommandTree) -> None:
         return ok(
             f"Stats for {label}:\n"
             f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
-            f"visible keys   = {engine.visible_count(db) if status and status.ready else '…'}\n"
+            f"visible keys   = {keys}\n"
             f"index          = {_index_line(status)}\n"
             f"search         = {bm25_kernel.describe()}\n"
             f"vectors        = {', '.join(vectors) or 'none'}\n"
@@ -331,9 +387,41 @@ def register(tree: CommandTree) -> None:
         )
         return ok(
             f"Capture is on in this room ({mode}): {ctx.agent.name} stores {what} in its own "
-            f"memory (tag captured). See them with {ctx.prefix}memory search self <words>; "
-            f"stop with {ctx.prefix}memory capture off."
+            f"memory (tag captured), told only where everyone present was there. See yours "
+            f"with {ctx.prefix}memory mine; stop with {ctx.prefix}memory capture off."
         )
+
+
+def _alone(ctx: Context) -> bool:
+    """Whether only the sender reads the reply (a DM with the bot, or the operator)."""
+    audience = ctx.hearing.audience
+    return audience is None or audience.full or audience.present <= {ctx.sender}
+
+
+def _agents_for_mine(ctx: Context) -> list[AgentHandle]:
+    """Whose memory ``mine`` reads: every agent the room may use in a DM, else the room's."""
+    if _alone(ctx):
+        return list(ctx.peer.allowed_agents(ctx.session.name))
+    return [ctx.agent]
+
+
+async def _said_by_sender(ctx: Context) -> list[tuple[AgentHandle, list[MemoryRow]]]:
+    found = []
+    for agent in _agents_for_mine(ctx):
+        rows = await agent.memory.within(ctx.hearing).said_by(ctx.sender, _alone(ctx))
+        if rows:
+            found.append((agent, rows))
+    return found
+
+
+def _mine_line(ctx: Context, agent: AgentHandle, row: MemoryRow) -> str:
+    when = to_datetime(row.ts)
+    origin = row.origin
+    where = "this room" if origin is not None and origin.room == ctx.session.name else "a room"
+    if origin is not None and origin.audience is not None and len(origin.audience) == 1:
+        where = "a DM" if where != "this room" else where
+    value = row.value if len(row.value) <= MINE_VALUE_CHARS else row.value[:MINE_VALUE_CHARS] + "…"
+    return f"- [{row.key}] ({agent.name}, {where}, {when:%Y-%m-%d}): {value}"
 
 
 def _index_line(status: LoadStatus | None) -> str:

@@ -132,6 +132,8 @@ class BM25Index:
         self._s_fwd: I64 = np.zeros(0, np.int64)  # start in the forward index
         self._s_nterms: I32 = np.zeros(0, np.int32)  # distinct terms of the slot
         self._n_slots = 0
+        self._version = 0  # changes whenever a slot is made, removed or renumbered
+        self._mask_cache: tuple[object, int, Bools] | None = None
         # Forward index: distinct term ids of each slot, slot after slot.
         self._f_term: I32 = np.zeros(0, np.int32)
         self._f_used = 0
@@ -219,6 +221,7 @@ class BM25Index:
         slot = self._slot_of.pop(doc, None)
         if slot is None:
             return
+        self._version += 1
         self._s_alive[slot] = False
         self._total_len -= int(self._s_len[slot])
         n = int(self._s_nterms[slot])
@@ -264,8 +267,10 @@ class BM25Index:
         """The top ``k`` documents as ``(doc, score)``, best first, ties (``fusion``) by
         ``tiebreak(doc)`` ascending when given, then by the higher doc id.
 
-        ``allowed`` limits the results to those doc ids; N, df and avgdl still cover the whole
-        index. Documents without any query term (score 0) are never returned.
+        ``allowed`` limits the results to those doc ids (a set, or an int64 array: then its
+        slot mask is computed in numpy and kept until the index or the array changes, so the
+        searches of one turn share it); N, df and avgdl still cover the whole index.
+        Documents without any query term (score 0) are never returned.
         """
         n_live = len(self._slot_of)
         if k <= 0 or n_live == 0:
@@ -276,7 +281,15 @@ class BM25Index:
             return []
         q_tids = np.fromiter(tids, np.int64, len(tids))
         mask = None
-        if allowed is not None:
+        if isinstance(allowed, np.ndarray):
+            mask = self.slot_mask(allowed)
+            count = int(np.count_nonzero(mask))
+            if count == 0:
+                return []
+            if count <= _DIRECT_ALLOWED:
+                slots = np.flatnonzero(mask)
+                return _Scorer(self, q_tids, n_live).finish(slots, k, tiebreak)
+        elif allowed is not None:
             slot_of = self._slot_of
             slots = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
             if slots.size == 0:
@@ -307,6 +320,17 @@ class BM25Index:
             _EPS,
         )
         return self._rank(found, scores, k, tiebreak)
+
+    def slot_mask(self, docs: I64) -> Bools:
+        """Live slots whose doc is in ``docs``; cached for the same array object and index."""
+        cached = self._mask_cache
+        if cached is not None and cached[0] is docs and cached[1] == self._version:
+            return cached[2]
+        n = self._n_slots
+        mask = np.zeros(len(self._s_doc), np.bool_)
+        mask[:n] = np.isin(self._s_doc[:n], docs) & self._s_alive[:n]
+        self._mask_cache = (docs, self._version, mask)
+        return mask
 
     def _rank(
         self, slots: I64, scores: F64, k: int, tiebreak: TieBreak | None
@@ -417,6 +441,7 @@ class BM25Index:
         """Reserve ``count`` slots and ``fwd_entries`` forward entries; the first slot."""
         first = self._n_slots
         need = first + count
+        self._version += 1
         if need > len(self._s_doc):
             self._s_doc = _grown(self._s_doc, need)
             self._s_len = _grown(self._s_len, need)
@@ -612,6 +637,7 @@ class BM25Index:
         self._s_nterms = _with_room(s_nterms)
         self._f_used = f_used
         self._n_slots = n_live
+        self._version += 1
         self._slot_of = dict(zip(self._s_doc[:n_live].tolist(), range(n_live), strict=True))
         # Per-term data and bounds, from the compacted postings.
         self._p_slot, self._p_tf = p_slot, p_tf

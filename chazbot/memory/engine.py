@@ -23,6 +23,7 @@ from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
 from chazbot.memory import bm25_kernel, snapshot
+from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import (
     MEMORY_STORE,
@@ -44,6 +45,7 @@ from chazbot.memory.view import MemoryView, Ranked
 log = logging.getLogger(__name__)
 QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
 LOAD_CHUNK = 20_000  # rows read per ledger call while loading a view
+FORGET_BATCH = 1_000  # tombstones per entry (an entry holds at most 4,096 operations)
 LOG_LOAD_ROWS = 20_000  # views at least this big log their loading at INFO
 SNAPSHOT_DIR = "index"  # beside the ledger's file
 SNAPSHOT_MIN_ROWS = 5_000  # smaller views build faster than a snapshot pays for
@@ -97,6 +99,7 @@ class MemoryEngine:
         self._pending: dict[str, list[Row]] = {}  # rows committed while a view loads
         self._restart: set[str] = set()  # loads to start over (their DB's view was reset)
         self._status: dict[str, LoadStatus] = {}
+        self._kinds: dict[str, str] = {}
         ledger.add_listener(self._on_applied)
 
     @property
@@ -115,6 +118,15 @@ class MemoryEngine:
             loading = asyncio.ensure_future(self._load_once(db))
             self._loading[db] = loading
         return await asyncio.shield(loading)
+
+    async def db_kind(self, db: str) -> str:
+        """A database's ``meta.kind`` (agent, bank, session; '' when unknown), cached: it is
+        set when the database is made."""
+        kind = self._kinds.get(db)
+        if kind is None:
+            found = (await self.ledger.fields(db, "meta")).get("kind")
+            kind = self._kinds[db] = found if isinstance(found, str) else ""
+        return kind
 
     def visible_count(self, db: str) -> int:
         """Rows recall can see in ``db`` (0 while its view is not loaded)."""
@@ -284,8 +296,13 @@ class MemoryEngine:
         value: str,
         tags: list[str] | None = None,
         agent: str | None = None,
+        origin: Provenance | None = None,
+        scope: str = "",
     ) -> str:
-        """Store a memory row (and its vector when an embedder is set); return its row id."""
+        """Store a memory row (and its vector when an embedder is set); return its row id.
+
+        ``origin``: where it was learned (None: the operator's); ``scope``: it supersedes only
+        the row of its key in that scope (SPEC §5c)."""
         mkey, value, clean_tags = check_key(mkey), check_value(value), check_tags(tags)
         vector = None
         if self.embedder is not None:
@@ -294,28 +311,65 @@ class MemoryEngine:
             except BackendError as exc:
                 log.warning("embedding failed, memory stored without a vector: %s", exc)
         applied = await self.ledger.write(
-            db, key, remember_ops(mkey, value, clean_tags, vector, self.model, agent)
+            db, key, remember_ops(mkey, value, clean_tags, vector, self.model, agent, origin, scope)
         )
         return next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
 
-    async def forget(self, db: str, key: KeyPair, mkey: str, agent: str | None = None) -> None:
+    async def forget(
+        self,
+        db: str,
+        key: KeyPair,
+        mkey: str,
+        agent: str | None = None,
+        origin: Provenance | None = None,
+        audience: Audience | None = None,
+        speaker: str | None = None,
+    ) -> int:
+        """Hide ``mkey`` wherever ``audience`` may see it (every scope it has a visible row
+        in; None: everywhere), only rows said by ``speaker`` when given; one entry. Returns
+        how many rows it hid; NotFound when none."""
         mkey = check_key(mkey)
         view = await self.view(db)
-        current = view.latest.get(mkey)
-        if current is None or current.forgotten:
+        rows = [
+            r
+            for r in view.rows_for(mkey, audience)
+            if speaker is None or (r.origin is not None and r.origin.speaker == speaker)
+        ]
+        if not rows:
             raise NotFound(f"no memory with key {mkey!r}")
-        await self.ledger.write(db, key, forget_ops(mkey, agent))
+        scopes = sorted({r.scope for r in rows})
+        await self.ledger.write(db, key, forget_ops(mkey, agent, origin, scopes))
+        return len(rows)
+
+    async def forget_rows(
+        self, db: str, key: KeyPair, rows: list[MemoryRow], origin: Provenance | None = None
+    ) -> int:
+        """Hide exactly these rows (each one's key in its scope), in entries of at most
+        ``FORGET_BATCH`` tombstones; how many were hidden (``/memory forget-mine all``)."""
+        idents = sorted({r.ident for r in rows})
+        for start in range(0, len(idents), FORGET_BATCH):
+            ops: list[Any] = []
+            for scope, mkey in idents[start : start + FORGET_BATCH]:
+                ops += forget_ops(mkey, None, origin, (scope,))[MEMORY_STORE]
+            await self.ledger.write(db, key, {MEMORY_STORE: ops})
+        return len(idents)
 
     async def recall(
-        self, db: str, query: str, tags: list[str] | None = None, limit: int | None = 10
+        self,
+        db: str,
+        query: str,
+        tags: list[str] | None = None,
+        limit: int | None = 10,
+        audience: Audience | None = None,
     ) -> list[Ranked]:
+        """Ranked rows of ``db`` that ``audience`` may be told (None: all of them)."""
         if not isinstance(query, str):
             raise InputError("query must be a string")
         clean_tags, lim = check_tags(tags), check_limit(limit)
         view = await self.view(db)
         qvec = await self.query_vector(query)
         started = time.perf_counter()
-        found = view.search(query, clean_tags, lim, qvec)
+        found = view.search(query, clean_tags, lim, qvec, audience)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 

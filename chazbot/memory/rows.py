@@ -3,6 +3,9 @@
 A memory row lives in the ``memory`` store of any database (agent DB or bank) as an insert
 ``{"key", "value", "tags"}``; ``forget`` inserts a tombstone ``{"key", "forget": true}``.
 A row written by a delegated agent (signed by its peer's key) also has ``"agent": <name>``.
+A row written during a turn has ``"from": {room, speaker, audience}`` and, unless its agent
+keeps one memory for all rooms, ``"scope": <room>`` (``audience.py``, SPEC §5c); a tombstone
+carries the scope of the row it hides.
 A vector lives in ``embeddings:<provider>/<model>`` as ``{"ref": <memory row id>, "vec":
 <base64 little-endian float32>}``; ``"ref": "@memory/<i>"`` points at a row of the same entry.
 """
@@ -20,6 +23,13 @@ from numpy.typing import NDArray
 
 from chazbot.errors import InputError
 from chazbot.ledger.core import register_row_check
+from chazbot.memory.audience import (
+    ORIGIN_FIELD,
+    SCOPE_FIELD,
+    Provenance,
+    check_origin,
+    check_scope,
+)
 
 MEMORY_STORE = "memory"
 EMBEDDINGS_PREFIX = "embeddings:"
@@ -28,7 +38,7 @@ MAX_VALUE_BYTES = 16 * 1024
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_LIMIT = 100
-MAX_EXTRA_BYTES = 1024  # other fields of a memory row (e.g. the delegating agent's name)
+MAX_EXTRA_BYTES = 16 * 1024  # other fields of a row: the delegating agent, its provenance
 MAX_VECTOR_CHARS = 64 * 1024  # base64 of 12,288 float32s
 
 
@@ -85,11 +95,13 @@ def remember_ops(
     vector: NDArray[np.float32] | None,
     model: str | None,
     agent: str | None = None,
+    origin: Provenance | None = None,
+    scope: str = "",
 ) -> dict[str, list[Any]]:
-    """``agent`` names the agent behind a delegated write (signed by its peer's key)."""
+    """``agent`` names the agent behind a delegated write (signed by its peer's key);
+    ``origin`` is where the row was learned and ``scope`` the rows it may supersede."""
     row: dict[str, Any] = {"key": key, "value": value, "tags": tags}
-    if agent is not None:
-        row["agent"] = agent
+    _mark(row, agent, origin, scope)
     ops: dict[str, list[Any]] = {MEMORY_STORE: [{"op": "insert", "row": row}]}
     if vector is not None and model is not None:
         ops[embeddings_store(model)] = [
@@ -98,11 +110,25 @@ def remember_ops(
     return ops
 
 
-def forget_ops(key: str, agent: str | None = None) -> dict[str, list[Any]]:
-    row: dict[str, Any] = {"key": key, "forget": True}
+def forget_ops(
+    key: str, agent: str | None = None, origin: Provenance | None = None, scopes: Any = ("",)
+) -> dict[str, list[Any]]:
+    """Tombstones for ``key`` in each of ``scopes`` (one entry hides them all at once)."""
+    ops = []
+    for scope in scopes:
+        row: dict[str, Any] = {"key": key, "forget": True}
+        _mark(row, agent, origin, scope)
+        ops.append({"op": "insert", "row": row})
+    return {MEMORY_STORE: ops}
+
+
+def _mark(row: dict[str, Any], agent: str | None, origin: Provenance | None, scope: str) -> None:
     if agent is not None:
         row["agent"] = agent
-    return {MEMORY_STORE: [{"op": "insert", "row": row}]}
+    if origin is not None:
+        row[ORIGIN_FIELD] = origin.to_data()
+    if scope:
+        row[SCOPE_FIELD] = scope
 
 
 def encode_vector(vector: NDArray[np.float32]) -> str:
@@ -129,6 +155,13 @@ class MemoryRow:
     order: tuple[int, str, int]  # (height, entry id, op index): ties of ts by entry order
     author: str
     forgotten: bool = False
+    scope: str = ""  # the room whose rows of this key it supersedes ("" operator/agent-wide)
+    origin: Provenance | None = None  # where it was learned (None: the operator's)
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        """What a newer row replaces: the same key in the same scope."""
+        return (self.scope, self.key)
 
     def newer_than(self, other: MemoryRow) -> bool:
         """Causal order: a row supersedes every row it descends from (a higher height), and
@@ -151,6 +184,8 @@ class Hit:
     timestamp: datetime
     score: float
     bank: str | None = None
+    origin: Provenance | None = None  # where it was learned (None: the operator's)
+    scope: str = ""
 
 
 def to_datetime(ts_us: int) -> datetime:
@@ -164,12 +199,17 @@ def parse_memory_row(
     key = data.get("key")
     if not isinstance(key, str) or not key:
         return None
+    scope = data.get(SCOPE_FIELD, "")
+    if not isinstance(scope, str):
+        return None
+    origin = Provenance.from_data(data.get(ORIGIN_FIELD))
     if data.get("forget") is True:
-        return MemoryRow(doc, row_id, key, "", (), ts, order, author, forgotten=True)
+        return MemoryRow(doc, row_id, key, "", (), ts, order, author, True, scope, origin)
     value, tags = data.get("value"), data.get("tags", [])
     if not isinstance(value, str) or not isinstance(tags, list):
         return None
-    return MemoryRow(doc, row_id, key, value, tuple(str(t) for t in tags), ts, order, author)
+    clean = tuple(str(t) for t in tags)
+    return MemoryRow(doc, row_id, key, value, clean, ts, order, author, False, scope, origin)
 
 
 def check_memory_row(row: dict[str, Any]) -> None:
@@ -185,6 +225,10 @@ def check_memory_row(row: dict[str, Any]) -> None:
         check_value(row.get("value"))
         tags = row.get("tags", [])
         check_tags(tags)
+    if ORIGIN_FIELD in row:
+        check_origin(row[ORIGIN_FIELD])
+    if SCOPE_FIELD in row:
+        check_scope(row[SCOPE_FIELD])
     if extra and len(json.dumps(extra, ensure_ascii=False).encode()) > MAX_EXTRA_BYTES:
         raise InputError(f"a memory row's other fields take at most {MAX_EXTRA_BYTES} bytes")
 

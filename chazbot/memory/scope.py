@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from chazbot.errors import NotFound, PermissionDenied
 from chazbot.ledger import KeyPair, Level
 from chazbot.ledger.auth import permission_of
+from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.banks import BankRef, Registry, holder_keys, read_refs
 from chazbot.memory.engine import MemoryEngine, ReindexProgress
-from chazbot.memory.rows import Hit, to_datetime
+from chazbot.memory.rows import Hit, MemoryRow, to_datetime
 
 SELF = "self"
 
@@ -44,8 +45,29 @@ class Access:
         return self.level.name.lower()
 
 
+@dataclass(frozen=True)
+class Hearing:
+    """Who a scope's reads are told to and how its writes are marked (SPEC §5c).
+
+    ``audience``: rows of agent DBs are filtered for it (None: the full view); ``origin``:
+    stamped on rows written in own memory (None: the operator's); ``scoped``: those rows
+    supersede only rows of their room (``memory_audience: room``)."""
+
+    audience: Audience | None = None
+    origin: Provenance | None = None
+    scoped: bool = False
+
+    @property
+    def scope(self) -> str:
+        return self.origin.room if self.scoped and self.origin is not None else ""
+
+
+OPERATOR_HEARING = Hearing()
+
+
 class MemoryScope:
-    """The memory operations of one agent (own DB + granted banks)."""
+    """The memory operations of one agent (own DB + granted banks), as heard in one place:
+    ``within`` gives the same agent bound to a turn's audience."""
 
     def __init__(
         self,
@@ -54,12 +76,28 @@ class MemoryScope:
         key: KeyPair,
         db: str,
         registry: Registry | None = None,
+        hearing: Hearing = OPERATOR_HEARING,
     ) -> None:
         self.engine = engine
         self.name = name
         self.key = key
         self.db = db
         self.registry = registry
+        self.hearing = hearing
+
+    def within(self, hearing: Hearing) -> MemoryScope:
+        """This agent's memory as told in a session with ``hearing``."""
+        return MemoryScope(self.engine, self.name, self.key, self.db, self.registry, hearing)
+
+    async def filtered(self, db: str) -> Audience | None:
+        """The audience rows of ``db`` are filtered for: agent DBs (own, or another agent's
+        read as a bank) keep who heard each row; banks are explicit sharing (None)."""
+        audience = self.hearing.audience
+        if audience is None or audience.full:
+            return None
+        if db != self.db and await self.engine.db_kind(db) == "bank":
+            return None
+        return audience
 
     async def refs(self) -> dict[str, BankRef]:
         return await read_refs(self.engine.ledger, self.db)
@@ -131,12 +169,22 @@ class MemoryScope:
     ) -> str:
         _, db, found = await self._need(bank, Level.WRITE)
         agent = self.name if found.delegated else None
-        return await self.engine.remember(db, found.signer, key, value, tags, agent=agent)
+        if db != self.db:  # a bank: its grants are its audience, rows unchanged
+            return await self.engine.remember(db, found.signer, key, value, tags, agent=agent)
+        hearing = self.hearing
+        return await self.engine.remember(
+            db, found.signer, key, value, tags, agent, hearing.origin, hearing.scope
+        )
 
-    async def forget(self, key: str, bank: str | None = None) -> None:
+    async def forget(self, key: str, bank: str | None = None, speaker: str | None = None) -> int:
+        """Hide ``key`` wherever this scope's audience may see it (only rows said by
+        ``speaker`` when given); how many rows it hid."""
         _, db, found = await self._need(bank, Level.WRITE)
         agent = self.name if found.delegated else None
-        await self.engine.forget(db, found.signer, key, agent=agent)
+        origin = self.hearing.origin if db == self.db else None
+        return await self.engine.forget(
+            db, found.signer, key, agent, origin, await self.filtered(db), speaker
+        )
 
     async def reindex(
         self, bank: str | None = None, progress: Callable[[ReindexProgress], None] | None = None
@@ -153,8 +201,33 @@ class MemoryScope:
         bank: str | None = None,
     ) -> list[Hit]:
         name, db, _ = await self._need(bank, Level.READ)
-        ranked = await self.engine.recall(db, query, tags, limit)
+        ranked = await self.engine.recall(db, query, tags, limit, await self.filtered(db))
         return [
-            Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score, name)
+            Hit(
+                r.row.key,
+                r.row.value,
+                r.row.tags,
+                to_datetime(r.row.ts),
+                r.score,
+                name,
+                r.row.origin,
+                r.row.scope,
+            )
             for r in ranked
         ]
+
+    async def said_by(self, speaker: str, everywhere: bool = False) -> list[MemoryRow]:
+        """Rows of own memory said by ``speaker`` that this scope's audience may be told
+        (``everywhere``: all of them, for a room where only the speaker reads), newest first
+        (``/memory mine``)."""
+        view = await self.engine.view(self.db)
+        return view.rows_by(speaker, None if everywhere else self.hearing.audience)
+
+    async def forget_said_by(self, speaker: str, key: str | None, everywhere: bool = False) -> int:
+        """Hide ``speaker``'s own rows (of ``key``, or all of them) that this scope may see
+        (``everywhere``: all of them); other people's rows are never touched. How many."""
+        rows = [r for r in await self.said_by(speaker, everywhere) if key is None or r.key == key]
+        if not rows:
+            return 0
+        origin = self.hearing.origin
+        return await self.engine.forget_rows(self.db, self.key, rows, origin)

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.errors import InputError
+from chazbot.memory.audience import Provenance
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.vectors import VectorIndex
@@ -37,9 +38,9 @@ from chazbot.memory.view import MemoryView
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2  # 2: each row's scope and provenance (SPEC §5c)
 _STR_FIELDS = ("row_id", "key", "value")
-_SHARED_FIELDS = ("entry_id", "author")  # few distinct values: stored once each
+_SHARED_FIELDS = ("entry_id", "author", "scope", "origin")  # few distinct values: once each
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,12 @@ def write(path: Path, view: MemoryView, meta: SnapshotMeta) -> None:
         "value": [r.value for r in rows],
         "tags": [t for r in rows for t in r.tags],
     }
-    shared = {"entry_id": [r.order[1] for r in rows], "author": [r.author for r in rows]}
+    shared = {
+        "entry_id": [r.order[1] for r in rows],
+        "author": [r.author for r in rows],
+        "scope": [r.scope for r in rows],
+        "origin": [json.dumps(r.origin.to_data()) if r.origin else "" for r in rows],
+    }
     for name, strings in shared.items():
         distinct: dict[str, int] = {}
         arrays[f"i_{name}"] = np.fromiter(
@@ -153,10 +159,27 @@ def _view_of(arrays: dict[str, NDArray[Any]], meta: SnapshotMeta) -> MemoryView:
         ends,
         strict=True,
     )
-    for doc, row_id, key, value, entry_id, author, ts, height, op, forgotten, nt, end in columns:
+    for (
+        doc,
+        row_id,
+        key,
+        value,
+        entry_id,
+        author,
+        scope,
+        origin,
+        ts,
+        height,
+        op,
+        forgotten,
+        nt,
+        end,
+    ) in columns:
         tags = tuple(all_tags[end - nt : end]) if nt else ()
+        prov = Provenance.from_json(origin) if origin else None
+        order = (height, entry_id, op)
         rows.append(
-            MemoryRow(doc, row_id, key, value, tags, ts, (height, entry_id, op), author, forgotten)
+            MemoryRow(doc, row_id, key, value, tags, ts, order, author, forgotten, scope, prov)
         )
     bm25 = BM25Index.from_state(
         _unpack(arrays["s_vocab"], arrays["l_vocab"]),

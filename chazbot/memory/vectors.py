@@ -143,7 +143,8 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """The ``k`` most similar docs as ``(doc, cosine)``, best first, ties to the higher id.
 
-        Only similarities above 0 count; ``allowed`` limits the results to those doc ids.
+        Only similarities above 0 count; ``allowed`` limits the results to those doc ids (a
+        set, or an int64 array, matched in numpy).
         """
         q64 = np.asarray(query, dtype=np.float64).reshape(-1)
         self._check_dim(q64.size)
@@ -156,8 +157,11 @@ class VectorIndex:
             slots = None
             sims = (self._matrix[:n] @ q) * self._inv_norm[:n]
         else:
-            slot_of = self._slot_of
-            picked = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
+            if isinstance(allowed, np.ndarray):
+                picked = np.flatnonzero(np.isin(self._docs[:n], allowed))
+            else:
+                slot_of = self._slot_of
+                picked = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
             if picked.size == 0:
                 return []
             if picked.size < _ALLOWED_SHARE * n:

@@ -14,17 +14,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.errors import InputError
+from chazbot.memory.audience import Audience, GroupKey, group_of
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
 from chazbot.memory.vectors import VectorIndex
 
+Allowed = set[int] | NDArray[np.int64] | None
+"""Docs a search may return: a set, an array (the audience rule's), or None (all)."""
 RRF_K = 60  # SPEC §3
 # Candidates per ranker before fusion: max(20, 2 x limit). Chosen on LoCoMo's dev split
 # (bench/locomo.py): with 50 per ranker, rows that both rankers place low outranked rows one
 # ranker places first; 20 lifted hybrid recall@10 from 0.634 to 0.666 (speaker/date keys).
 MIN_CANDIDATES = 20
+UNION_CACHE = 64  # audiences whose visible docs a view keeps (a busy peer has few rooms)
 CANDIDATES_PER_RESULT = 2
 # The cosine list's RRF weight (BM25's is 1). Measured at 0.7, 1.0, 1.3, 1.6: 1.0 was best.
 DENSE_WEIGHT = 1.0
@@ -45,10 +49,16 @@ class MemoryView:
 
     def __init__(self, model: str | None = None) -> None:
         self.model = model  # the active embedding model name, or None for BM25 only
-        self.latest: dict[str, MemoryRow] = {}  # newest row per key, tombstones included
+        # newest row per (scope, key), tombstones included (``MemoryRow.ident``)
+        self.latest: dict[tuple[str, str], MemoryRow] = {}
         self.visible: dict[int, MemoryRow] = {}  # doc -> row, only rows recall can return
         self._by_row_id: dict[str, int] = {}
         self._tags: dict[str, set[int]] = {}
+        # visible docs by where they were learned (audience.group_of): audience filtering
+        # decides per group, and is free when a session may see every group
+        self._groups: dict[GroupKey, set[int]] = {}
+        self._group_arrays: dict[GroupKey, NDArray[np.int64]] = {}
+        self._union_cache: dict[tuple[GroupKey, ...], NDArray[np.int64]] = {}
         self.bm25 = BM25Index()
         self.vectors: VectorIndex | None = None
         self.last_n = 0  # highest local row number applied
@@ -67,15 +77,10 @@ class MemoryView:
         holds yet, so a big bank never stalls the event loop.
         """
         for row in rows:
-            current = self.latest.get(row.key)
+            current = self.latest.get(row.ident)
             if current is None or row.newer_than(current):
-                self.latest[row.key] = row
-        live = [r for r in self.latest.values() if not r.forgotten]
-        self.visible = {r.doc: r for r in live}
-        self._by_row_id = {r.row_id: r.doc for r in live}
-        for r in live:
-            if r.tags:
-                self._tag(r)
+                self.latest[row.ident] = row
+        live = self._index_live()
         self.bm25.add_many((r.doc, tokenize(document_text(r.key, r.value, r.tags))) for r in live)
         by_row_id = self._by_row_id
         docs: list[int] = []
@@ -105,13 +110,8 @@ class MemoryView:
         last_n: int,
     ) -> None:
         """Take back a saved state (see ``snapshot``): newest rows per key and built indexes."""
-        self.latest = {r.key: r for r in latest}
-        live = [r for r in self.latest.values() if not r.forgotten]
-        self.visible = {r.doc: r for r in live}
-        self._by_row_id = {r.row_id: r.doc for r in live}
-        for r in live:
-            if r.tags:
-                self._tag(r)
+        self.latest = {r.ident: r for r in latest}
+        self._index_live()
         docs = np.fromiter(self.visible, np.int64, len(self.visible))
         if len(bm25) != docs.size or not np.isin(bm25.docs(), docs).all():
             raise InputError("snapshot: the BM25 index does not hold the visible rows")
@@ -120,18 +120,35 @@ class MemoryView:
         self.bm25, self.vectors = bm25, vectors
         self.last_n = last_n
 
+    def _index_live(self) -> list[MemoryRow]:
+        """Fill the row maps from ``latest``; the rows recall can see."""
+        live = [r for r in self.latest.values() if not r.forgotten]
+        self.visible = {r.doc: r for r in live}
+        self._by_row_id = {r.row_id: r.doc for r in live}
+        self._groups = {}
+        self._group_arrays = {}
+        self._union_cache = {}
+        for r in live:
+            self._groups.setdefault(group_of(r.origin), set()).add(r.doc)
+            if r.tags:
+                self._tag(r)
+        return live
+
     def apply(self, row: MemoryRow) -> bool:
         """Apply one new memory row; True when it changed what recall sees."""
         self.last_n = max(self.last_n, row.doc)
-        current = self.latest.get(row.key)
+        current = self.latest.get(row.ident)
         if current is not None and not row.newer_than(current):
             return False
-        self.latest[row.key] = row
+        self.latest[row.ident] = row
         if current is not None and not current.forgotten:
             self._drop(current)
         if not row.forgotten:
             self.visible[row.doc] = row
             self._by_row_id[row.row_id] = row.doc
+            group = group_of(row.origin)
+            self._groups.setdefault(group, set()).add(row.doc)
+            self._changed_group(group)
             self._tag(row)
             self.bm25.add(row.doc, tokenize(document_text(row.key, row.value, row.tags)))
         return True
@@ -157,6 +174,13 @@ class MemoryView:
     def _drop(self, row: MemoryRow) -> None:
         self.visible.pop(row.doc, None)
         self._by_row_id.pop(row.row_id, None)
+        group = group_of(row.origin)
+        members = self._groups.get(group)
+        if members is not None:
+            members.discard(row.doc)
+            self._changed_group(group)
+            if not members:
+                del self._groups[group]
         self.bm25.remove(row.doc)
         if self.vectors is not None:
             self.vectors.remove(row.doc)
@@ -188,8 +212,69 @@ class MemoryView:
             result &= other
         return result
 
-    def recent(self, limit: int, allowed: set[int] | None = None) -> list[Ranked]:
-        pool = self.visible.values() if allowed is None else (self.visible[d] for d in allowed)
+    def audience_filter(self, audience: Audience | None) -> NDArray[np.int64] | None:
+        """The docs ``audience`` may be told (SPEC §5c) as a sorted array, or None when that
+        is all of them (an unsorted array). Per group the array is kept until the group changes, and the union
+        until any does, so the searches of a turn share one array (and the indexes' masks
+        of it)."""
+        if audience is None or audience.full:
+            return None
+        seen = tuple(g for g in self._groups if audience.sees_group(g))
+        if len(seen) == len(self._groups):
+            return None
+        cached = self._union_cache.get(seen)
+        if cached is not None:
+            return cached
+        parts = [self._group_array(g) for g in seen]
+        union = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if len(self._union_cache) >= UNION_CACHE:
+            self._union_cache.clear()
+        self._union_cache[seen] = union
+        return union
+
+    def _group_array(self, group: GroupKey) -> NDArray[np.int64]:
+        found = self._group_arrays.get(group)
+        if found is None:
+            docs = self._groups[group]
+            found = self._group_arrays[group] = np.fromiter(docs, np.int64, len(docs))
+        return found
+
+    def _changed_group(self, group: GroupKey) -> None:
+        self._group_arrays.pop(group, None)
+        self._union_cache.clear()
+
+    def allowed(self, tags: Sequence[str], audience: Audience | None) -> Allowed:
+        """Docs passing the tag filter and the audience rule (None: no restriction)."""
+        by_tags = self.tag_filter(tags)
+        heard = self.audience_filter(audience)
+        if by_tags is None or heard is None:
+            return heard if by_tags is None else by_tags
+        keep = np.fromiter(by_tags, np.int64, len(by_tags))
+        return set(keep[np.isin(keep, heard)].tolist())
+
+    def rows_for(self, key: str, audience: Audience | None) -> list[MemoryRow]:
+        """The visible rows of ``key`` that ``audience`` may be told (one per scope)."""
+        return [
+            r
+            for (_, k), r in self.latest.items()
+            if k == key and not r.forgotten and (audience is None or audience.sees(r.origin))
+        ]
+
+    def rows_by(self, speaker: str, audience: Audience | None) -> list[MemoryRow]:
+        """Visible rows whose speaker is ``speaker`` that ``audience`` may be told, newest
+        first."""
+        found = [
+            r
+            for r in self.visible.values()
+            if r.origin is not None
+            and r.origin.speaker == speaker
+            and (audience is None or audience.sees(r.origin))
+        ]
+        return sorted(found, key=lambda r: (r.ts, r.order), reverse=True)
+
+    def recent(self, limit: int, allowed: Allowed = None) -> list[Ranked]:
+        visible = self.visible
+        pool = visible.values() if allowed is None else (visible[int(d)] for d in allowed)
         rows = sorted(pool, key=lambda r: (r.ts, r.order), reverse=True)[:limit]
         return [Ranked(r, 0.0) for r in rows]
 
@@ -199,14 +284,16 @@ class MemoryView:
         tags: Sequence[str] = (),
         limit: int = 10,
         query_vector: NDArray[np.float32] | None = None,
+        audience: Audience | None = None,
     ) -> list[Ranked]:
         """Recall: BM25 alone (exact SPEC §3 scores), or BM25 and cosine fused by weighted RRF
-        when there is a query vector; recency when there is nothing to rank.
+        when there is a query vector; recency when there is nothing to rank. Only rows
+        ``audience`` may be told (SPEC §5c; None: every row).
 
         Returns [] when the query has tokens or a vector but nothing matches.
         """
-        allowed = self.tag_filter(tags)
-        if allowed is not None and not allowed:
+        allowed = self.allowed(tags, audience)
+        if allowed is not None and len(allowed) == 0:
             return []
         tokens = tokenize(query)
         if not query.strip() or (not tokens and query_vector is None):
@@ -233,7 +320,7 @@ class MemoryView:
         visible = self.visible
         return [Ranked(visible[doc], score, exact.get(doc)) for doc, score in fused]
 
-    def _bm25_only(self, tokens: list[str], limit: int, allowed: set[int] | None) -> list[Ranked]:
+    def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""
         visible = self.visible
         top = self.bm25.search(tokens, limit, allowed, tiebreak=self._tiebreak)

@@ -16,12 +16,13 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nio import AsyncClientConfig, JoinResponse
+from nio import AsyncClientConfig, JoinedMembersResponse, JoinResponse
 from nio.crypto import ENCRYPTION_ENABLED
 
 from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
+from chazbot.memory.audience import Audience, room_audience
 from chazbot.transports.matrix import login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
@@ -35,7 +36,9 @@ from chazbot.transports.matrix.sending import Sender
 from chazbot.transports.matrix.state import MatrixState
 from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
 from chazbot.transports.matrix_rules import (
+    SESSION_PREFIX,
     UNDECRYPTABLE_NOTICE,
+    matches_any,
     notice_contents,
     session_name,
     text_contents,
@@ -221,10 +224,51 @@ class MatrixBot:
                 build = text_contents if ok else notice_contents
                 await self._reply(job, build(text, job.event_id, job.content, job.sender))
 
+    # ---- who is in a room (SPEC §5c) ----------------------------------------------------
+
+    def _people(self, room: Any) -> tuple[frozenset[str], frozenset[str]]:
+        """(everyone in ``room`` now, invited included; those who joined), the bot aside."""
+        me = self.cfg.user_id
+        present = frozenset(u for u in room.users if u != me)
+        joined = frozenset(u for u, user in room.users.items() if u != me and not user.invited)
+        return present, joined
+
+    def members_of(self, session: str) -> frozenset[str] | None:
+        """The people in another room now (for rows of rooms too big to list their
+        audience); None when the bot is not in it."""
+        room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX))
+        return None if room is None else self._people(room)[0]
+
+    async def audience(self, room_id: str) -> Audience:
+        """Who reads what the bot says in ``room_id`` now. When nio's member list is short of
+        the room's summary, the homeserver's joined members are asked for; a room it cannot
+        tell about gets an audience that sees only the room's own rows."""
+        session = session_name(room_id)
+        room = self.client.rooms.get(room_id) if self.client is not None else None
+        if room is None:
+            return Audience(session, frozenset({"?"}))  # nobody known: only its own rows
+        present, joined = self._people(room)
+        if room.member_count > len(room.users) and self.sender is not None:
+            sender = self.sender
+            answer = await sender.call(
+                f"listing the members of {room_id}", lambda: sender.client.joined_members(room_id)
+            )
+            if isinstance(answer, JoinedMembersResponse):
+                found = frozenset(m.user_id for m in answer.members if m.user_id != self.user_id)
+                present, joined = present | found, joined | found
+        return room_audience(
+            session,
+            present,
+            lambda user: matches_any(user, self.cfg.admins),
+            self.members_of,
+            joined,
+        )
+
     async def _answer(self, job: Job) -> tuple[str, bool]:
         """The text that answers a command or an agent turn, and whether it is a success."""
         session = session_name(job.room_id)
         try:
+            audience = await self.audience(job.room_id)
             if job.kind == "command":
                 reply = await self.peer.command(
                     job.text,
@@ -232,9 +276,12 @@ class MatrixBot:
                     sender=job.sender,
                     is_admin=job.is_admin,
                     prefix=f"{self.cfg.command_prefix} ",
+                    audience=audience,
                 )
                 return reply.text, reply.ok
-            result = await self.peer.chat(job.text, session=session, sender=job.sender)
+            result = await self.peer.chat(
+                job.text, session=session, sender=job.sender, audience=audience
+            )
             return result.text, result.ok
         except ChazError as exc:
             return str(exc), False

@@ -1,0 +1,234 @@
+"""Who may be told what (SPEC §5c): a row's provenance, a session's audience, and the rule.
+
+Nothing the bot learned in one room is told to anyone who was not there. Every row written
+during a turn records, in its signed entry, where it was learned: the room (the session's
+name), the speaker's MXID, and the audience, the room's joined members then (the bot aside).
+Rows with no provenance (the terminal, ``chazbot cmd``/``tool``, the Python API, and every
+row written before provenance existed) are the **operator's**.
+
+A row from room R is visible in session S when S is R, or when every person now in S is in
+the row's audience. Operator rows are visible in the terminal and where everyone present is
+an admin. The full view (``Audience.FULL``) is the operator's own: terminal, ``chazbot cmd``,
+export and verify.
+
+Above ``MAX_AUDIENCE`` members a row records no list: its audience is "the members of that
+room", looked up when it is read (``Audience.members_of``); when they cannot be looked up the
+row is not shown.
+
+A row also has a **scope**: the room it was written in (``""`` for operator rows and for an
+agent whose ``memory_audience`` is ``agent``). A row supersedes, and a ``forget`` hides, only
+rows of its own scope and key, so a write in one room never replaces a row another room
+cannot see: one key in two audiences is two rows.
+
+Pure: plain data and functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from chazbot.errors import InputError
+
+MAX_AUDIENCE = 50
+"""Members recorded in a row; a bigger room's rows are checked against its members at read
+time. 50 MXIDs of 255 bytes fit the row's 16 KiB of other fields."""
+MAX_MXID_CHARS = 255
+MAX_ROOM_CHARS = 255
+OPERATOR = "operator"
+"""How the operator's rows name their speaker."""
+ORIGIN_FIELD = "from"
+SCOPE_FIELD = "scope"
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a row was learned: the session (room), who said it, who heard it.
+
+    ``audience`` is the sorted joined members then (the bot aside), or None when the room had
+    more than ``MAX_AUDIENCE`` (then it is the room's members at read time).
+    """
+
+    room: str
+    speaker: str
+    audience: tuple[str, ...] | None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"room": self.room, "speaker": self.speaker}
+        if self.audience is not None:
+            data["audience"] = list(self.audience)
+        return data
+
+    @classmethod
+    def of(cls, room: str, speaker: str, members: Iterable[str]) -> Provenance:
+        """The provenance of a row said by ``speaker`` in ``room`` with ``members`` present."""
+        people = sorted(set(members) | {speaker})
+        return cls(room, speaker, tuple(people) if len(people) <= MAX_AUDIENCE else None)
+
+    @classmethod
+    def from_data(cls, data: Any) -> Provenance | None:
+        """Parse a stored ``from`` field; None when absent or malformed (an operator row).
+
+        Equal provenances are one object (most rows of a room share theirs), so a view of
+        100k rows from a room of 50 holds one audience tuple, not 100k."""
+        if not isinstance(data, dict):
+            return None
+        room, speaker, audience = data.get("room"), data.get("speaker"), data.get("audience")
+        if not isinstance(room, str) or not room or not isinstance(speaker, str):
+            return None
+        if audience is None:
+            found = cls(room, speaker, None)
+        elif not isinstance(audience, list) or not all(isinstance(m, str) for m in audience):
+            return None
+        else:
+            found = cls(room, speaker, tuple(audience))
+        return _intern(found)
+
+    @classmethod
+    def from_json(cls, text: str) -> Provenance | None:
+        return cls.from_data(json.loads(text))
+
+
+_INTERNED: dict[Provenance, Provenance] = {}
+_MAX_INTERNED = 10_000
+
+
+def _intern(prov: Provenance) -> Provenance:
+    found = _INTERNED.get(prov)
+    if found is None:
+        if len(_INTERNED) >= _MAX_INTERNED:
+            _INTERNED.clear()
+        _INTERNED[prov] = found = prov
+    return found
+
+
+def check_origin(data: Any) -> None:
+    """The bounds of a stored ``from`` field (registered with the ledger through rows.py)."""
+    if not isinstance(data, dict) or not set(data) <= {"room", "speaker", "audience"}:
+        raise InputError("a row's 'from' is {room, speaker, audience}")
+    room, speaker, audience = data.get("room"), data.get("speaker"), data.get("audience")
+    if not isinstance(room, str) or not 1 <= len(room) <= MAX_ROOM_CHARS:
+        raise InputError(f"a row's from.room is 1-{MAX_ROOM_CHARS} characters")
+    if not isinstance(speaker, str) or not 1 <= len(speaker) <= MAX_MXID_CHARS:
+        raise InputError(f"a row's from.speaker is 1-{MAX_MXID_CHARS} characters")
+    if audience is not None:
+        if not isinstance(audience, list) or len(audience) > MAX_AUDIENCE:
+            raise InputError(f"a row's from.audience is a list of at most {MAX_AUDIENCE}")
+        for member in audience:
+            if not isinstance(member, str) or not 1 <= len(member) <= MAX_MXID_CHARS:
+                raise InputError(f"each of from.audience is 1-{MAX_MXID_CHARS} characters")
+
+
+def check_scope(scope: Any) -> None:
+    if not isinstance(scope, str) or len(scope) > MAX_ROOM_CHARS:
+        raise InputError(f"a row's scope is at most {MAX_ROOM_CHARS} characters")
+
+
+GroupKey = tuple[str, tuple[str, ...] | None]
+"""Rows that share a room and a recorded audience are visible together: ``("", ())`` is
+the operator's group."""
+OPERATOR_GROUP: GroupKey = ("", ())
+
+
+def group_of(prov: Provenance | None) -> GroupKey:
+    return OPERATOR_GROUP if prov is None else (prov.room, prov.audience)
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who hears what the bot says in one session now.
+
+    ``room`` is the session's name (None: the operator's full view); ``present`` the people
+    in it now, the bot aside; ``admins_only`` whether every one of them is an admin (then
+    operator rows may be shown); ``members_of`` looks up another room's members now (for rows
+    of rooms bigger than ``MAX_AUDIENCE``), None when they are unknown.
+    """
+
+    room: str | None
+    present: frozenset[str] = frozenset()
+    admins_only: bool = False
+    members_of: Callable[[str], frozenset[str] | None] | None = field(
+        default=None, compare=False, hash=False
+    )
+    joined: frozenset[str] | None = None
+    """Who has joined (what a row written here records); None: ``present``. ``present`` may
+    hold more (people invited, who may read what is said once they join)."""
+
+    def origin(self, speaker: str) -> Provenance | None:
+        """The provenance of a row ``speaker`` says here (None in the operator's view)."""
+        if self.room is None:
+            return None
+        heard = self.joined if self.joined is not None else self.present
+        return Provenance.of(self.room, speaker, heard)
+
+    @property
+    def full(self) -> bool:
+        return self.room is None
+
+    def sees_group(self, group: GroupKey) -> bool:
+        """Whether rows of ``group`` (see ``group_of``) may be told in this session."""
+        if self.room is None:
+            return True
+        room, audience = group
+        if not room:
+            return self.admins_only
+        if room == self.room:
+            return True
+        if audience is None:
+            members = self.members_of(room) if self.members_of is not None else None
+            return members is not None and self.present <= members
+        return self.present <= frozenset(audience)
+
+    def sees(self, prov: Provenance | None) -> bool:
+        return self.sees_group(group_of(prov))
+
+    def label(self, prov: Provenance | None) -> str:
+        """Where a row was learned, as the block shows it: this room, another room, operator."""
+        if prov is None:
+            return OPERATOR
+        return "this room" if prov.room == self.room else "another room"
+
+
+FULL = Audience(None)
+"""The operator's full view: the terminal, ``chazbot cmd``/``tool``, export, verify."""
+
+
+def room_audience(
+    room: str,
+    present: Iterable[str],
+    admins: Callable[[str], bool],
+    members_of: Callable[[str], frozenset[str] | None] | None = None,
+    joined: Iterable[str] | None = None,
+) -> Audience:
+    """The audience of a room with ``present`` in it (the bot aside; invited people count:
+    they read the room once they join) of whom ``joined`` have joined."""
+    people = frozenset(present)
+    heard = frozenset(joined) if joined is not None else None
+    admins_only = bool(people) and all(map(admins, people))
+    return Audience(room, people, admins_only, members_of, heard)
+
+
+def visible_groups(
+    groups: Mapping[GroupKey, Any], audience: Audience
+) -> tuple[list[GroupKey], bool]:
+    """The groups ``audience`` may see, and whether that is every one of them."""
+    seen = [g for g in groups if audience.sees_group(g)]
+    return seen, len(seen) == len(groups)
+
+
+__all__ = [
+    "FULL",
+    "MAX_AUDIENCE",
+    "OPERATOR",
+    "OPERATOR_GROUP",
+    "Audience",
+    "GroupKey",
+    "Provenance",
+    "check_origin",
+    "check_scope",
+    "group_of",
+    "room_audience",
+    "visible_groups",
+]
