@@ -221,6 +221,10 @@ async def test_forget_search_stats(peer: Peer) -> None:
     await alpha.remember("api", "https://api.example.com/v2")
     r = await peer.command("/memory search self nix", agent="alpha")
     assert r.ok and "[deploy]" in r.text and "[api]" not in r.text
+    # found by a new user: "search dog" answered "no bank or agent 'dog'"; the words are the
+    # query in the room's agent's memory when the first names no bank or agent
+    r = await peer.command("/memory search nix scp", agent="alpha")
+    assert r.ok and "alpha's own memory" in r.text and "[deploy]" in r.text, r.text
     stats = await peer.command("/memory stats", agent="alpha")
     assert "visible keys   = 2" in stats.text
     assert "search         = numpy (compiled once a bank holds" in stats.text or (

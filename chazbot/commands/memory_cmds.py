@@ -47,7 +47,10 @@ async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
         found = await reg.get("bank", ref) or await reg.get("agent", ref)
     if found is None:
         banks = ", ".join(h.name for h in await reg.all("bank")) or "none"
-        raise NotFound(f"no bank or agent {ref!r} on this peer; banks: {banks}")
+        raise NotFound(
+            f"no bank or agent {ref!r} on this peer; banks: {banks} (self is the room's "
+            f"agent's own memory: {ctx.prefix}memory search self <words>)"
+        )
     return found
 
 
@@ -302,10 +305,13 @@ def register(tree: CommandTree) -> None:
 
     @add(
         "memory search",
-        (Arg("bank"), Arg("query", rest=True, optional=True)),
-        "browse a bank (or self) with the same ranking as recall",
+        (Arg("bank", shown="bank|self"), Arg("query", rest=True, optional=True)),
+        "search the room's agent's memory (or a bank, or self) with the ranking of recall",
     )
     async def search(ctx: Context, a: dict[str, str]) -> Reply:
+        if not await _names_a_database(ctx, a["bank"]):
+            # "/memory search dog": the words are the query, in the room's agent's memory
+            a = {"bank": "self", "query": " ".join(filter(None, [a["bank"], a.get("query")]))}
         db, label = await _browse_target(ctx, a["bank"])
         heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
         ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10, heard)
@@ -431,6 +437,19 @@ def _index_line(status: LoadStatus | None) -> str:
         return f"loading, {status.done}/{status.total} rows read"
     source = "snapshot + newer rows" if status.from_snapshot else "all rows"
     return f"loaded from {source} in {status.seconds:.2f} s"
+
+
+async def _names_a_database(ctx: Context, ref: str) -> bool:
+    """Whether ``ref`` is self, a bank the room's agent holds, or a bank or agent hosted here."""
+    try:
+        await ctx.agent.memory.resolve(ref)
+        return True
+    except NotFound:
+        pass
+    reg = ctx.peer.registry
+    if is_db_id(ref):
+        return await reg.by_db(ref) is not None
+    return await reg.get("bank", ref) is not None or await reg.get("agent", ref) is not None
 
 
 async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
