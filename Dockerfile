@@ -75,15 +75,18 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
     && groupadd --system --gid 10001 chazbot \
     && useradd --system --uid 10001 --gid chazbot --home-dir /data --shell /usr/sbin/nologin chazbot \
-    && mkdir -p /data /config \
-    && chown chazbot:chazbot /data \
-    && chmod 0700 /data
+    && mkdir -p /data /config /var/cache/chazbot \
+    && chown chazbot:chazbot /data /var/cache/chazbot \
+    && chmod 0700 /data /var/cache/chazbot
 COPY --from=build /opt/chazbot /opt/chazbot
 COPY deploy/docker/check-venv.py /opt/chazbot/share/chazbot/check-venv.py
 # The build fails here when a shared object or extension module of the venv cannot load.
 RUN /opt/chazbot/bin/python /opt/chazbot/share/chazbot/check-venv.py /opt/chazbot
 COPY deploy/docker/config.yaml /config/config.yaml
+# XDG_CACHE_HOME: numba's compiled search code is cached outside the state volume (chazbot
+# never keeps or loads compiled code inside a state dir, and the home directory is /data).
 ENV PATH=/opt/chazbot/bin:$PATH \
+    XDG_CACHE_HOME=/var/cache/chazbot \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     CHAZBOT_CONFIG=/config/config.yaml \

@@ -70,10 +70,15 @@ if [ "$refresh" = 1 ] || [ ! -s "$TARBALL" ]; then
 else
     echo "base image tarball: cached $TARBALL"
 fi
+previous="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
 docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'LABEL org.chazbot.base="python3 from Debian packages (deploy/docker/base-image.sh)"' \
     --change 'CMD ["python3"]' \
     "$TARBALL" "$TAG" >/dev/null
+# The image this tag named before (--refresh) would be left untagged: remove it if unused.
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect --format '{{.Id}}' "$TAG")" ]; then
+    docker image rm "$previous" >/dev/null 2>&1 || true
+fi
 echo "base image $TAG: imported from Debian packages"
