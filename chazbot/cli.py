@@ -34,7 +34,9 @@ commands:
   reindex      backfill vectors for the configured embedding model (with progress)
   export       write a bank's (or agent's) visible memory as JSONL
   import-file  add memory rows from a JSONL file to a bank
-  verify       re-check every stored entry's id, signature and authorisation
+  verify       re-check every stored entry's id, signature and authorisation, every index
+               snapshot against the digest recorded when it was written, and the compiled
+               code's cache directory (owner and mode)
   version      print the version
 """
 
@@ -74,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-file", help="add memory rows from JSONL")
     p.add_argument("bank")
     p.add_argument("file")
-    sub.add_parser("verify", help="re-check every stored entry")
+    sub.add_parser("verify", help="re-check every stored entry and the index state on disk")
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -128,14 +130,43 @@ async def _verify(cfg: Config) -> int:
         try:
             total = await ledger.count_entries()
             failures = await ledger.verify()
+            snapshots, index = await _verify_index(ledger, Path(cfg.state_dir))
         finally:
             await ledger.close()
     finally:
         lock.release()
-    for eid, reason in failures:
+    for eid, reason in [*failures, *index]:
         print(f"FAIL {eid}: {reason}")
     print(f"{total} entries checked, {len(failures)} failed")
-    return EXIT_FAILED if failures else EXIT_OK
+    print(f"{snapshots} index snapshots and the compiled-code cache checked, {len(index)} failed")
+    return EXIT_FAILED if failures or index else EXIT_OK
+
+
+async def _verify_index(ledger: Any, state_dir: Path) -> tuple[int, list[tuple[str, str]]]:
+    """The index state on disk that a start would refuse: snapshots whose sha256 is not the
+    one recorded when this peer wrote them, compiled code in the state dir, and a
+    compiled-code cache others could write. How many snapshots, and the failures."""
+    from chazbot.memory import bm25_kernel, snapshot
+    from chazbot.memory.engine import SNAPSHOT_DIR
+
+    failed: list[tuple[str, str]] = []
+    snapshots = sorted((state_dir / SNAPSHOT_DIR).glob("*.npz"))
+    for path in snapshots:
+        shown = f"{SNAPSHOT_DIR}/{path.name}"
+        recorded = await ledger.kv.get(snapshot.record_key(path))
+        if recorded is None:
+            failed.append((shown, "not written by this peer (no digest recorded): never loaded"))
+        elif await asyncio.to_thread(snapshot.file_sha256, path) != recorded:
+            failed.append((shown, "changed since it was written: never loaded"))
+    if (state_dir / SNAPSHOT_DIR / "compiled").exists():
+        failed.append(
+            (f"{SNAPSHOT_DIR}/compiled", "compiled code in the state dir: never loaded, remove it")
+        )
+    cache = bm25_kernel.configured_cache_dir()
+    problem = bm25_kernel.cache_dir_problem(cache) if cache.exists() else None
+    if problem is not None:
+        failed.append((f"compiled-code cache {cache}", f"{problem}: never loaded"))
+    return len(snapshots), failed
 
 
 async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,9 +91,11 @@ class MemoryEngine:
         if snapshot_dir is True:
             snapshot_dir = Path(ledger.path).parent / SNAPSHOT_DIR
         self.snapshot_dir: Path | None = snapshot_dir or None
-        if self.snapshot_dir is not None:
-            bm25_kernel.use_cache_dir(self.snapshot_dir / "compiled")
+        state_dir = Path(ledger.path).parent
+        bm25_kernel.keep_cache_out_of(state_dir)  # compiled code never runs from a state dir
+        _remove_old_compiled_code(state_dir / SNAPSHOT_DIR / "compiled")
         self.snapshot_min_rows = SNAPSHOT_MIN_ROWS
+        self._forgetting: set[asyncio.Task[None]] = set()  # snapshot records being deleted
         self.embedder = embedder
         self._views: dict[str, MemoryView] = {}
         self._loading: dict[str, asyncio.Future[MemoryView]] = {}
@@ -181,7 +184,8 @@ class MemoryEngine:
         path = self._snapshot_path(db)
         saved = None
         if path is not None and n_rows >= self.snapshot_min_rows:
-            saved = await asyncio.to_thread(snapshot.read, path, db, self.model)
+            recorded = await self.ledger.kv.get(snapshot.record_key(path))
+            saved = await asyncio.to_thread(snapshot.read, path, db, self.model, recorded)
             if saved is not None and (
                 saved[1].rows > n_rows or saved[1].vectors > n_vectors or saved[1].last_n > high
             ):
@@ -235,7 +239,8 @@ class MemoryEngine:
             and (saved is None or fresh >= max(least, base.rows // SNAPSHOT_REFRESH))
         ):
             try:
-                await asyncio.to_thread(snapshot.write, path, view, meta)
+                digest = await asyncio.to_thread(snapshot.write, path, view, meta)
+                await self.ledger.kv.set(snapshot.record_key(path), digest)
             except OSError as exc:
                 log.warning("could not save the memory snapshot of %s: %s", db, exc)
         status.seconds = time.perf_counter() - started
@@ -255,6 +260,10 @@ class MemoryEngine:
     def _forget_snapshot(self, db: str) -> None:
         path = self._snapshot_path(db)
         if path is not None:
+            # The record first: a copy of the file kept aside must not pass for current.
+            task = asyncio.ensure_future(self.ledger.kv.delete(snapshot.record_key(path)))
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
             try:
                 path.unlink(missing_ok=True)
             except OSError as exc:
@@ -429,6 +438,16 @@ def _memory_row(row: Row) -> MemoryRow | None:
 
 _gc_pauses = 0
 _gc_was_enabled = False
+
+
+def _remove_old_compiled_code(directory: Path) -> None:
+    """Remove ``index/compiled``, where compiled code was kept before: it is never loaded
+    from a state dir (one copied from elsewhere could bring a pickle that runs)."""
+    if directory.is_dir() and not directory.is_symlink():
+        shutil.rmtree(directory, ignore_errors=True)
+        log.info("removed %s: compiled code is never loaded from the state dir", directory)
+    elif directory.is_symlink():
+        directory.unlink(missing_ok=True)
 
 
 def _gc_pause() -> None:

@@ -9,6 +9,12 @@ it (another version, another model, more rows than the ledger holds, a damaged f
 ignored and rebuilt. The engine deletes a database's snapshot when the ledger says rows of
 that database became hidden or visible (``Applied.reset_dbs``).
 
+Tied to the ledger: ``write`` returns the file's sha256, which the engine records in the
+peer-local ``local_kv`` table (``record_key``) and deletes with the file; ``read`` is given
+the recorded digest and loads nothing whose bytes differ. So a snapshot edited on disk,
+copied in from another state dir, or put back from before a reset is never served (the
+review's edited value "FORGED: … 0000-EVIL" was), and ``chazbot verify`` checks each one.
+
 Format: one uncompressed ``.npz`` (numpy's zip of ``.npy`` arrays), read with
 ``allow_pickle=False``: no code runs on load. Strings are stored as one UTF-8 buffer and
 per-string lengths in characters. Files live in ``<state_dir>/index/``, mode 0600, written
@@ -18,6 +24,7 @@ to a temporary name and renamed, so a crash leaves the old snapshot or the new o
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -39,6 +46,8 @@ from chazbot.memory.view import MemoryView
 log = logging.getLogger(__name__)
 
 VERSION = 2  # 2: each row's scope and provenance (SPEC §5c)
+RECORD_PREFIX = "memory-snapshot/"
+"""``local_kv`` keys of the snapshots' sha256, one per file (``record_key``)."""
 _STR_FIELDS = ("row_id", "key", "value")
 _SHARED_FIELDS = ("entry_id", "author", "scope", "origin")  # few distinct values: once each
 
@@ -72,8 +81,22 @@ def _unpack(data: NDArray[np.uint8], lengths: NDArray[np.int64]) -> list[str]:
     return [text[a:b] for a, b in zip(starts, ends, strict=True)]
 
 
-def write(path: Path, view: MemoryView, meta: SnapshotMeta) -> None:
-    """Save ``view`` (held by nobody else while this runs) atomically at ``path``."""
+def record_key(path: Path) -> str:
+    """The ``local_kv`` key under which the sha256 of the snapshot at ``path`` is recorded."""
+    return f"{RECORD_PREFIX}{path.name}"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write(path: Path, view: MemoryView, meta: SnapshotMeta) -> str:
+    """Save ``view`` (held by nobody else while this runs) atomically at ``path``; the
+    file's sha256, for the engine to record."""
     rows = list(view.latest.values())
     arrays: dict[str, NDArray[Any]] = {
         "meta": np.frombuffer(json.dumps({"version": VERSION, **meta.__dict__}).encode(), np.uint8),
@@ -114,15 +137,28 @@ def write(path: Path, view: MemoryView, meta: SnapshotMeta) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
         np.savez(out, **arrays)  # type: ignore[arg-type]
+    digest = file_sha256(tmp)
     os.replace(tmp, path)
+    return digest
 
 
-def read(path: Path, db: str, model: str | None) -> tuple[MemoryView, SnapshotMeta] | None:
-    """The view saved at ``path`` and what it covers; None when there is no usable snapshot."""
+def read(
+    path: Path, db: str, model: str | None, sha256: str | None
+) -> tuple[MemoryView, SnapshotMeta] | None:
+    """The view saved at ``path`` and what it covers; None when there is no usable snapshot:
+    none, damaged, of another format, database or model, or whose bytes are not the ones
+    ``sha256`` (recorded when this peer wrote it) names."""
     if not path.exists():
         return None
+    if sha256 is None:
+        log.warning("ignoring the memory snapshot %s (not written by this peer)", path.name)
+        return None
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            log.warning("ignoring the memory snapshot %s (changed since it was written)", path.name)
+            return None
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
         raw = json.loads(arrays["meta"].tobytes())
         if raw.pop("version", None) != VERSION:
@@ -194,4 +230,12 @@ def _view_of(arrays: dict[str, NDArray[Any]], meta: SnapshotMeta) -> MemoryView:
     return view
 
 
-__all__ = ["SnapshotMeta", "read", "snapshot_path", "write"]
+__all__ = [
+    "RECORD_PREFIX",
+    "SnapshotMeta",
+    "file_sha256",
+    "read",
+    "record_key",
+    "snapshot_path",
+    "write",
+]
