@@ -177,6 +177,27 @@ class LoggingConfig(_Model):
     format: Literal["text", "json"] = "text"
 
 
+class WebConfig(_Model):
+    """The memory page (``/ui/`` on ``http_listen``, SPEC §10): off unless ``enabled``."""
+
+    enabled: bool = False
+    public_url: str = ""
+    """The address people open (``https://chaz.example.org``, the web_public_url; no path:
+    a reverse proxy forwards ``/ui/`` as it is): sign-in links point there; ``https://``
+    marks the session cookie Secure. Empty: the ``http_listen`` address (a local run)."""
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    """How long a sign-in lasts; signing out ends it sooner."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _web_url(cls, value: str) -> str:
+        if value and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(?::\d{1,5})?/?", value):
+            raise ValueError(
+                f"expected http(s)://host[:port] (pages live under /ui/), got {value!r}"
+            )
+        return value.rstrip("/")
+
+
 class Config(_Model):
     """The whole configuration of one peer."""
 
@@ -192,6 +213,7 @@ class Config(_Model):
         default_factory=lambda: [AgentConfig(name="chaz")], min_length=1
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
 
     @field_validator("sync_listen", "http_listen")
     @classmethod
@@ -363,6 +385,7 @@ __all__ = [
     "LLMConfig",
     "LoggingConfig",
     "MatrixConfig",
+    "WebConfig",
     "e2e_installed",
     "load_config",
     "local_embedder_installed",

@@ -62,9 +62,17 @@ class Service:
             return
         from chazbot.transports.http import HttpServer
 
-        server = HttpServer(peer, self.config.http_listen, self)
+        mount = None
+        if self.config.web.enabled:
+            from chazbot.transports.web import WebUI
+
+            mount = WebUI(peer).mount
+        server = HttpServer(peer, self.config.http_listen, self, mount)
         await server.start()
         self._stops.append(server.stop)
+        if mount is not None:
+            host = self.config.http_listen.rpartition(":")[0]
+            log.info("memory page on http://%s:%d/ui/ (sign in: !chaz web)", host, server.port)
 
     async def _start_matrix(self, peer: Peer) -> None:
         if self.config.matrix is None:

@@ -16,6 +16,7 @@ from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
     from chazbot.agent.session import Session
+    from chazbot.config import Config
     from chazbot.ledger import KeyPair
     from chazbot.memory.banks import Hosted, Registry
     from chazbot.sync import Sharing
@@ -26,6 +27,9 @@ class CommandPeer(MemoryHost, Protocol):
 
     @property
     def key(self) -> KeyPair: ...
+
+    @property
+    def config(self) -> Config: ...
 
     @property
     def registry(self) -> Registry: ...

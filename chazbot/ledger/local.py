@@ -489,6 +489,142 @@ class AccessRequests:
         await self._ledger.run(AccessRequests.set_status_on, request_id, status, decided)
 
 
+@dataclass(frozen=True)
+class WebGrant:
+    """Who a web sign-in link or session is for: ``person`` (an MXID, or ``operator``),
+    whether it was issued as an admin's, when it ends (Unix seconds), and for a session the
+    token its forms carry (CSRF)."""
+
+    person: str
+    admin: bool
+    expires: int
+    csrf: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"person": self.person, "admin": self.admin, "expires": self.expires, "csrf": self.csrf}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> WebGrant | None:
+        try:
+            data = json.loads(text)
+            return cls(
+                str(data["person"]), bool(data["admin"]), int(data["expires"]), str(data["csrf"])
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+class WebSignIns:
+    """The memory page's sign-in state in ``local_kv``: one-time links and sessions, each
+    stored under the sha256 of its secret (the secret itself is never stored), and per
+    person the times links were issued (the rate limit).
+
+    Keys: ``web-link/<sha256>``, ``web-session/<sha256>``, ``web-issued/<person>``. Every
+    method is one transaction, so a link is taken once even by two requests at once.
+    """
+
+    LINK, SESSION, ISSUED = "web-link/", "web-session/", "web-issued/"
+
+    def __init__(self, ledger: _Runs) -> None:
+        self._ledger = ledger
+
+    async def add_link(
+        self, digest: str, grant: WebGrant, now: int, window: int, per_window: int
+    ) -> bool:
+        """Store a link unless ``grant.person`` had ``per_window`` links issued in the last
+        ``window`` seconds (then False, nothing stored). Expired links go meanwhile."""
+
+        def write(core: LedgerCore) -> bool:
+            with _transaction(core.conn):
+                _delete_expired(core, self.LINK, now)
+                key = self.ISSUED + grant.person
+                row = core.conn.execute("SELECT value FROM local_kv WHERE key = ?", (key,))
+                found = row.fetchone()
+                times = [int(t) for t in json.loads(found[0])] if found is not None else []
+                times = [t for t in times if t > now - window]
+                if len(times) >= per_window:
+                    return False
+                core.conn.executemany(
+                    "INSERT OR REPLACE INTO local_kv (key, value) VALUES (?, ?)",
+                    [(key, json.dumps([*times, now])), (self.LINK + digest, grant.to_json())],
+                )
+                return True
+
+        return await self._ledger.run(write)
+
+    async def take_link(self, digest: str, now: int) -> WebGrant | None:
+        """The link's grant, removing it (single use); None if unknown, used or expired."""
+        return await self._take(self.LINK + digest, now, remove=True)
+
+    async def add_session(self, digest: str, grant: WebGrant, now: int) -> None:
+        def write(core: LedgerCore) -> None:
+            with _transaction(core.conn):
+                _delete_expired(core, self.SESSION, now)
+                core.conn.execute(
+                    "INSERT OR REPLACE INTO local_kv (key, value) VALUES (?, ?)",
+                    (self.SESSION + digest, grant.to_json()),
+                )
+
+        await self._ledger.run(write)
+
+    async def session(self, digest: str, now: int) -> WebGrant | None:
+        """The live session under ``digest`` (None when unknown or expired)."""
+        return await self._take(self.SESSION + digest, now, remove=False)
+
+    async def end_session(self, digest: str) -> None:
+        await self._ledger.run(
+            lambda core: core.conn.execute(
+                "DELETE FROM local_kv WHERE key = ?", (self.SESSION + digest,)
+            )
+        )
+
+    async def end_sessions_of(self, person: str) -> int:
+        """Sign ``person`` out everywhere; how many sessions ended."""
+
+        def write(core: LedgerCore) -> int:
+            lo, hi = _prefix_range(self.SESSION)
+            with _transaction(core.conn):
+                rows = core.conn.execute(
+                    "SELECT key, value FROM local_kv WHERE key >= ? AND key < ?", (lo, hi)
+                ).fetchall()
+                gone = [k for k, v in rows if (g := WebGrant.from_json(v)) and g.person == person]
+                core.conn.executemany("DELETE FROM local_kv WHERE key = ?", [(k,) for k in gone])
+            return len(gone)
+
+        return await self._ledger.run(write)
+
+    async def _take(self, key: str, now: int, remove: bool) -> WebGrant | None:
+        def step(core: LedgerCore) -> WebGrant | None:
+            if remove:
+                row = core.conn.execute(
+                    "DELETE FROM local_kv WHERE key = ? RETURNING value", (key,)
+                ).fetchone()
+            else:
+                row = core.conn.execute(
+                    "SELECT value FROM local_kv WHERE key = ?", (key,)
+                ).fetchone()
+            if row is None:
+                return None
+            grant = WebGrant.from_json(str(row[0]))
+            if grant is None or grant.expires <= now:
+                core.conn.execute("DELETE FROM local_kv WHERE key = ?", (key,))
+                return None
+            return grant
+
+        return await self._ledger.run(step)
+
+
+def _delete_expired(core: LedgerCore, prefix: str, now: int) -> None:
+    lo, hi = _prefix_range(prefix)
+    rows = core.conn.execute(
+        "SELECT key, value FROM local_kv WHERE key >= ? AND key < ?", (lo, hi)
+    ).fetchall()
+    stale = [(k,) for k, v in rows if (g := WebGrant.from_json(v)) is None or g.expires <= now]
+    core.conn.executemany("DELETE FROM local_kv WHERE key = ?", stale)
+
+
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
@@ -513,4 +649,6 @@ __all__ = [
     "LocalKeys",
     "SharedDbs",
     "SyncCursors",
+    "WebGrant",
+    "WebSignIns",
 ]

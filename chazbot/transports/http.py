@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -52,8 +52,15 @@ class SyncCollector(Collector):
 
 
 class HttpServer:
-    def __init__(self, peer: Peer, listen: str, service: Any = None) -> None:
+    def __init__(
+        self,
+        peer: Peer,
+        listen: str,
+        service: Any = None,
+        mount: Callable[[web.Application], None] | None = None,
+    ) -> None:
         self.peer = peer
+        self.mount = mount  # adds more routes (the memory page under /ui/, transports/web)
         self.listen = listen
         self.service = service
         self._runner: web.AppRunner | None = None
@@ -67,6 +74,8 @@ class HttpServer:
         app = web.Application(client_max_size=1024)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics)
+        if self.mount is not None:
+            self.mount(app)
         return app
 
     async def start(self) -> None:

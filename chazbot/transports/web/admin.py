@@ -1,0 +1,313 @@
+"""Admin pages: agents, banks (rows ranked as recall ranks them, keys holding access, grants,
+revokes, sharing, import, export), sharing requests, peers, and charts.
+
+Pages read; every change is one command line of the tree (``ACTIONS``), run as the signed-in
+admin with the operator's full view, as ``chazbot cmd`` runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from chazbot import metrics
+from chazbot.agent.recall import recall_settings
+from chazbot.memory.banks import read_refs
+from chazbot.memory.rows import MAX_LIMIT, MemoryRow, to_datetime
+from chazbot.memory.transfer import export_lines
+from chazbot.transports.web import charts
+from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query
+
+if TYPE_CHECKING:
+    from aiohttp.web_urldispatcher import UrlDispatcher
+
+PAGE_ROWS = 50
+QUERY_MAX_CHARS = 200
+REQUESTS_SHOWN = 100
+
+ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    # action: (command words, required fields, optional fields), in the command's order
+    "new": (("memory", "new"), ("name",), ("description",)),
+    "grant": (("memory", "grant"), ("bank", "agent", "permission"), ()),
+    "revoke": (("memory", "revoke"), ("bank", "agent"), ()),
+    "share": (("memory", "share"), ("bank",), ()),
+    "unshare": (("memory", "unshare"), ("bank",), ()),
+    "import": (("memory", "import"), ("ticket", "permission"), ("name",)),
+    "approve": (("sharing", "approve"), ("id",), ()),
+    "reject": (("sharing", "reject"), ("id",), ()),
+}
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A key holding access to a bank, as the page shows it."""
+
+    key: str
+    level: str
+    who: str
+    revoke_as: str  # what ``/memory revoke <bank> …`` takes for it: agent name or key
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One row of a bank page, with its rank and scores."""
+
+    rank: int
+    row: MemoryRow
+    score: float | None
+    bm25: float | None
+
+    @property
+    def when(self) -> str:
+        return f"{to_datetime(self.row.ts):%Y-%m-%d %H:%M}"
+
+    @property
+    def origin(self) -> str:
+        o = self.row.origin
+        return "operator" if o is None else f"{o.speaker} in {o.room.removeprefix('matrix:')}"
+
+
+async def holders(ui: WebUI, db: str) -> list[Holder]:
+    peer = ui.peer
+    state = await peer.ledger.auth_state(db)
+    agents = {ag.key.public: ag.name for ag in peer.agents.values()}
+    labels = {k.public: label for label, k in await peer.registry.labelled_keys()}
+    found = []
+    for key, held in sorted(state.items(), key=lambda kv: (-kv[1].perm.rank()[0], kv[0])):
+        if not held.active:
+            continue
+        label = labels.get(key, "")
+        if key in agents:
+            who, target = f"agent {agents[key]}", agents[key]
+        elif label == "peer":
+            who, target = "this peer", key
+        elif label.startswith("bank:"):
+            who, target = "this peer (the bank's key)", ""
+        else:
+            who, target = "another peer or agent", key
+        found.append(Holder(key, str(held.perm), who, target))
+    return found
+
+
+def routes(ui: WebUI, r: UrlDispatcher) -> None:
+    peer = ui.peer
+
+    async def overview(request: web.Request, who: Who) -> web.StreamResponse:
+        banks = await peer.registry.all("bank")
+        pending = sum((await peer.sharing.pending_counts()).values())
+        return ui.page(
+            "admin.html",
+            who,
+            title="Admin",
+            agents=len(peer.agents),
+            banks=len(banks),
+            pending=pending,
+            latency=_latency_chart(),
+        )
+
+    async def agents(request: web.Request, who: Who) -> web.StreamResponse:
+        shown = []
+        for agent in peer.agents.values():
+            view = await peer.memory.view(agent.db)
+            settings = await recall_settings(peer.ledger, agent.db)
+            refs = await read_refs(peer.ledger, agent.db)
+            shown.append(
+                {
+                    "name": agent.name,
+                    "db": agent.db,
+                    "rows": len(view.visible),
+                    "size": await peer.ledger.db_size(agent.db),
+                    "capture": await peer.capture_mode(agent),
+                    "audience": agent.config.memory_audience,
+                    "default_banks": ", ".join(agent.config.default_memory_banks) or "none",
+                    "banks": ", ".join(f"{n} ({r.permission})" for n, r in sorted(refs.items()))
+                    or "none",
+                    "recall": (
+                        f"{'on' if settings.enabled else 'off'}, up to {settings.max_entries} "
+                        "rows, from "
+                        + (
+                            "every attached bank"
+                            if settings.banks is None
+                            else ", ".join(settings.banks) or "own memory only"
+                        )
+                    ),
+                }
+            )
+        return ui.page("agents.html", who, title="Agents", agents=shown)
+
+    async def banks(request: web.Request, who: Who) -> web.StreamResponse:
+        listed = []
+        for bank in await peer.registry.all("bank"):
+            view = await peer.memory.view(bank.db)
+            listed.append(
+                {
+                    "name": bank.name,
+                    "db": bank.db,
+                    "rows": len(view.visible),
+                    "imported": bool(bank.data.get("imported")),
+                    "shared": bank.db in await peer.ledger.shared.all(),
+                }
+            )
+        return ui.page("banks.html", who, title="Banks", banks=listed, agents=sorted(peer.agents))
+
+    async def bank(request: web.Request, who: Who) -> web.StreamResponse:
+        hosted = await peer.registry.get("bank", request.match_info["name"])
+        if hosted is None:
+            return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
+        text = request.query.get("q", "")[:QUERY_MAX_CHARS]
+        view = await peer.memory.view(hosted.db)
+        if text.strip():
+            ranked = await peer.memory.recall(hosted.db, text, None, MAX_LIMIT, None)
+            total = len(ranked)
+        else:
+            total = len(view.visible)
+            ranked = []
+        last = max(0, (total - 1) // PAGE_ROWS)
+        page = page_number(request, last)
+        if not text.strip():
+            ranked = view.recent((page + 1) * PAGE_ROWS)
+        window = ranked[page * PAGE_ROWS : (page + 1) * PAGE_ROWS]
+        rows = [
+            Shown(
+                page * PAGE_ROWS + i + 1,
+                r.row,
+                r.score if text.strip() else None,
+                r.bm25 if text.strip() else None,
+            )
+            for i, r in enumerate(window)
+        ]
+        path = f"{PREFIX}/admin/banks/{hosted.name}"
+        stamps = [r.ts for r in view.visible.values()]
+        return ui.page(
+            "bank.html",
+            who,
+            title=f"Bank {hosted.name}",
+            bank=hosted,
+            rows=rows,
+            total=total,
+            q=text,
+            page=page,
+            pages=last + 1,
+            prev=query(path, q=text, page=page - 1) if page > 0 else None,
+            next=query(path, q=text, page=page + 1) if page < last else None,
+            back=query(path, q=text, page=page),
+            holders=await holders(ui, hosted.db),
+            agents=sorted(a.name for a in peer.agents.values()),
+            shared=hosted.db in await peer.ledger.shared.all(),
+            chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
+            ranked=bool(text.strip()),
+        )
+
+    async def export(request: web.Request, who: Who) -> web.StreamResponse:
+        hosted = await peer.registry.get("bank", request.match_info["name"])
+        if hosted is None:
+            return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
+        lines = await export_lines(peer.memory, hosted.db)
+        return web.Response(
+            text="".join(line + "\n" for line in lines),
+            content_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{hosted.name}.jsonl"'},
+        )
+
+    async def requests(request: web.Request, who: Who) -> web.StreamResponse:
+        pending = await peer.sharing.requests(status="pending", newest=REQUESTS_SHOWN)
+        names = {}
+        for req in pending:
+            hosted = await peer.registry.by_db(req.db)
+            names[req.db] = hosted.name if hosted else req.db[:19] + "…"
+        return ui.page(
+            "requests.html",
+            who,
+            title="Sharing requests",
+            requests=list(reversed(pending)),
+            names=names,
+            total=sum((await peer.sharing.pending_counts()).values()),
+        )
+
+    async def peers(request: web.Request, who: Who) -> web.StreamResponse:
+        replicator = peer.replicator
+        pairs: list[dict[str, Any]] = []
+        if replicator is not None:
+            for p in replicator.status():
+                hosted = await peer.registry.by_db(p.db)
+                pairs.append(
+                    {
+                        "bank": hosted.name if hosted else p.db[:19] + "…",
+                        "address": p.address,
+                        "pulled": p.pulled,
+                        "pushed": p.pushed,
+                        "state": "failing" if p.failing else "ok",
+                        "error": p.last_error or "",
+                    }
+                )
+        else:
+            for c in await peer.ledger.cursors.list():
+                hosted = await peer.registry.by_db(c.db)
+                pairs.append(
+                    {
+                        "bank": hosted.name if hosted else c.db[:19] + "…",
+                        "address": c.address,
+                        "pulled": c.pulled,
+                        "pushed": c.pushed,
+                        "state": "sync off",
+                        "error": "",
+                    }
+                )
+        shared = []
+        for db in await peer.ledger.shared.all():
+            hosted = await peer.registry.by_db(db)
+            shared.append(hosted.name if hosted else db[:19] + "…")
+        return ui.page(
+            "peers.html",
+            who,
+            title="Peers",
+            pairs=pairs,
+            shared=shared,
+            counters=peer.sync_counters(),
+            key=peer.key.public,
+        )
+
+    async def act(request: web.Request, who: Who) -> web.StreamResponse:
+        form = await ui.form(request)
+        back = form.get("back", f"{PREFIX}/admin")
+        found = ACTIONS.get(form.get("action", ""))
+        if found is None:
+            ui.flash(who, False, "Unknown action.")
+            return await ui.act_done(back)
+        words, required, optional = found
+        missing = [f for f in required if not form.get(f, "").strip()]
+        if missing:
+            ui.flash(who, False, f"Fill in: {', '.join(missing)}.")
+            return await ui.act_done(back)
+        args = [form[f].strip() for f in required]
+        args += [form[f].strip() for f in optional if form.get(f, "").strip()]
+        return await ui.act(who, [*words, *args], back, as_admin=True)
+
+    admin = True
+    r.add_get("/admin", ui.signed_in(overview, admin))
+    r.add_get("/admin/agents", ui.signed_in(agents, admin))
+    r.add_get("/admin/banks", ui.signed_in(banks, admin))
+    r.add_get("/admin/banks/{name}", ui.signed_in(bank, admin))
+    r.add_get("/admin/banks/{name}/export.jsonl", ui.signed_in(export, admin))
+    r.add_get("/admin/requests", ui.signed_in(requests, admin))
+    r.add_get("/admin/peers", ui.signed_in(peers, admin))
+    r.add_post("/admin/act", ui.signed_in(act, admin))
+
+
+def _latency_chart() -> Any:
+    """The recall latency histogram of this process (``chazbot_recall_seconds``)."""
+    bounds: list[float] = []
+    cumulative: list[float] = []
+    for family in metrics.RECALL_SECONDS.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                le = sample.labels["le"]
+                bounds.append(float("inf") if le == "+Inf" else float(le))
+                cumulative.append(sample.value)
+    counts = [int(c - (cumulative[i - 1] if i else 0)) for i, c in enumerate(cumulative)]
+    return charts.histogram(bounds, counts, "Recall latency")
+
+
+__all__ = ["ACTIONS", "Holder", "holders", "routes"]

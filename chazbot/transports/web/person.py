@@ -1,0 +1,145 @@
+"""A person's page: what the bot keeps that they said (SPEC §5c), with search, forget one,
+forget all and a JSON download.
+
+It reads exactly what ``/memory mine`` reads in a DM (every agent the page's session may
+use, the person's own view), and forgets through ``/memory forget-mine``: one rule for the
+chat and the page.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from chazbot.memory.rows import MemoryRow, to_datetime
+from chazbot.transports.web.app import PREFIX, WEB_SESSION, WebUI, Who, page_number, query
+
+if TYPE_CHECKING:
+    from aiohttp.web_urldispatcher import UrlDispatcher
+
+PAGE_ROWS = 50
+QUERY_MAX_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Said:
+    """One row the person said, with the agent that keeps it."""
+
+    agent: str
+    row: MemoryRow
+
+    @property
+    def when(self) -> str:
+        return f"{to_datetime(self.row.ts):%Y-%m-%d %H:%M}"
+
+    @property
+    def room(self) -> str:
+        origin = self.row.origin
+        if origin is None:
+            return "operator"
+        room = origin.room.removeprefix("matrix:")
+        if origin.audience is not None and len(origin.audience) == 1:
+            return f"{room} (a DM)"
+        heard = "" if origin.audience is None else f" ({len(origin.audience)} there)"
+        return room + heard
+
+    def as_json(self) -> dict[str, object]:
+        origin = self.row.origin
+        return {
+            "agent": self.agent,
+            "key": self.row.key,
+            "value": self.row.value,
+            "tags": list(self.row.tags),
+            "when": to_datetime(self.row.ts).isoformat(),
+            "room": origin.room if origin else None,
+            "audience": list(origin.audience) if origin and origin.audience else None,
+        }
+
+
+async def said_by(ui: WebUI, who: Who) -> list[Said]:
+    """Every row ``who`` said, newest first, as ``/memory mine`` finds them in a DM."""
+    peer = ui.peer
+    audience = ui.own_audience(who)
+    found: list[Said] = []
+    for agent in peer.allowed_agents(WEB_SESSION):
+        memory = agent.memory.within(peer.hearing(agent, who.person, audience))
+        found.extend(Said(agent.name, row) for row in await memory.said_by(who.person, True))
+    found.sort(key=lambda s: (s.row.ts, s.row.order), reverse=True)
+    return found
+
+
+def matching(rows: list[Said], text: str) -> list[Said]:
+    """Rows whose key, value or agent holds ``text`` (case-insensitive)."""
+    needle = text.casefold()
+    if not needle:
+        return rows
+    return [
+        s
+        for s in rows
+        if needle in s.row.key.casefold()
+        or needle in s.row.value.casefold()
+        or needle in s.agent.casefold()
+    ]
+
+
+def routes(ui: WebUI, r: UrlDispatcher) -> None:
+    async def me(request: web.Request, who: Who) -> web.StreamResponse:
+        text = request.query.get("q", "")[:QUERY_MAX_CHARS]
+        rows = matching(await said_by(ui, who), text.strip())
+        last = max(0, (len(rows) - 1) // PAGE_ROWS)
+        page = page_number(request, last)
+        shown = rows[page * PAGE_ROWS : (page + 1) * PAGE_ROWS]
+        path = f"{PREFIX}/me"
+        return ui.page(
+            "me.html",
+            who,
+            title="What the bot keeps that you said",
+            rows=shown,
+            total=len(rows),
+            q=text,
+            page=page,
+            pages=last + 1,
+            prev=query(path, q=text, page=page - 1) if page > 0 else None,
+            next=query(path, q=text, page=page + 1) if page < last else None,
+            back=query(path, q=text, page=page),
+        )
+
+    async def forget(request: web.Request, who: Who) -> web.StreamResponse:
+        form = await ui.form(request)
+        key = form.get("key", "")
+        back = form.get("back", f"{PREFIX}/me")
+        if not key.strip():
+            ui.flash(who, False, "Say which row to forget.")
+        elif key.strip().lower() == "all":
+            # ``forget-mine all`` means every row: a key named "all" is not one row there
+            ui.flash(who, False, "A row whose key is “all” is forgotten with “Forget all”.")
+        else:
+            return await ui.act(who, ["memory", "forget-mine", key], back)
+        return await ui.act_done(back)
+
+    async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
+        form = await ui.form(request)
+        if form.get("confirm") != "yes":
+            ui.flash(who, False, "Tick the box to confirm forgetting everything you said.")
+            return await ui.act_done(f"{PREFIX}/me")
+        return await ui.act(who, ["memory", "forget-mine", "all"], f"{PREFIX}/me")
+
+    async def export(request: web.Request, who: Who) -> web.StreamResponse:
+        rows = [s.as_json() for s in await said_by(ui, who)]
+        body = json.dumps({"person": who.person, "rows": rows}, ensure_ascii=False, indent=1)
+        return web.Response(
+            text=body,
+            content_type="application/json",
+            headers={"Content-Disposition": 'attachment; filename="my-memory.json"'},
+        )
+
+    r.add_get("/me", ui.signed_in(me))
+    r.add_post("/me/forget", ui.signed_in(forget))
+    r.add_post("/me/forget-all", ui.signed_in(forget_all))
+    r.add_get("/me/export.json", ui.signed_in(export))
+
+
+__all__ = ["PAGE_ROWS", "Said", "matching", "routes", "said_by"]

@@ -1,0 +1,283 @@
+"""The memory page over real HTTP on loopback (SPEC §10), without a browser: sign-in links
+(single use, expiry, rate limit, stored hashed), sessions and sign-out, CSRF, headers and
+cookie flags, escaping of hostile rows, a person's rows, admin pages refused to others, and
+the ``/web`` command's DM rule. The browser tests are ``test_web_browser.py``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from chazbot.commands.web_cmds import LINK_TTL_S, LINKS_PER_WINDOW, base_url, issue_link
+from chazbot.config import parse_config
+from chazbot.errors import ConfigError, InputError, Unavailable
+from chazbot.memory.audience import room_audience
+from chazbot.memory.rows import MAX_VALUE_BYTES
+from tests.web_support import (
+    ADMIN,
+    ALICE,
+    BOB,
+    browser_session,
+    csrf_of,
+    link,
+    said,
+    serving,
+    sign_in,
+)
+
+HOSTILE = (
+    '<script>alert("x")</script><a href="javascript:alert(1)">click</a><img src=x onerror=alert(2)>'
+)
+
+
+async def test_a_link_signs_in_once_and_sessions_end(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, base):
+        url = await link(peer, ALICE)
+        secret = url.split("t=", 1)[1]
+        # stored hashed: the secret itself is nowhere in the state file
+        await peer.ledger.probe()
+        raw = (tmp_path / "chazbot.sqlite3").read_bytes()
+        wal = tmp_path / "chazbot.sqlite3-wal"
+        raw += wal.read_bytes() if wal.exists() else b""
+        assert secret.encode() not in raw
+        assert hashlib.sha256(secret.encode()).hexdigest().encode() in raw
+        async with browser_session() as client:
+            answer = await sign_in(client, url)
+            assert answer.status == 303 and answer.headers["Location"] == "/ui/me"
+            cookie = answer.headers["Set-Cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+            assert "Secure" not in cookie  # plain http on loopback
+            assert secret not in cookie
+            async with client.get(f"{base}/ui/me") as page:
+                assert page.status == 200
+                assert ALICE in await page.text()
+                assert page.headers["Content-Security-Policy"].startswith("default-src 'self'")
+                assert page.headers["X-Frame-Options"] == "DENY"
+                html = await page.text()
+            # a used link is refused
+            async with browser_session() as other:
+                again = await sign_in(other, url)
+                assert again.status == 403
+                assert "used already" in await again.text()
+                async with other.get(f"{base}/ui/me") as page:
+                    assert page.status == 401
+            # sign-out ends the session; a forged sign-out without the token is refused
+            async with client.post(f"{base}/ui/logout", data={}) as refused:
+                assert refused.status == 403
+            async with client.post(
+                f"{base}/ui/logout", data={"csrf": csrf_of(html)}, allow_redirects=False
+            ) as out:
+                assert out.status == 200
+            async with client.get(f"{base}/ui/me") as page:
+                assert page.status == 401
+
+
+async def test_links_expire_are_rate_limited_and_need_the_allow_list(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, _):
+        old = await issue_link(peer.ledger, peer.config, ALICE, False, time.time() - LINK_TTL_S - 1)
+        async with browser_session() as client:
+            assert (await sign_in(client, old)).status == 403
+        for _ in range(LINKS_PER_WINDOW):  # the expired one was issued before the window
+            await link(peer, ALICE)
+        with pytest.raises(Unavailable, match="sign-in links in 10 minutes"):
+            await link(peer, ALICE)
+        await link(peer, BOB)  # another person is not held back
+        # someone off the allow-list (config changed since the link was made) is refused
+        url = await link(peer, "@mallory:example.org")
+        async with browser_session() as client:
+            answer = await sign_in(client, url)
+            assert answer.status == 403 and "allow-list" in await answer.text()
+
+
+async def test_a_persons_page_shows_their_rows_inert_and_forgets_through_commands(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as (peer, base):
+        big = "x" * (MAX_VALUE_BYTES - len(HOSTILE)) + HOSTILE
+        await said(peer, ALICE, "hostile", HOSTILE)
+        await said(peer, ALICE, "big", big)
+        await said(peer, ALICE, "pet", "a cat named Miso", agent="helper")
+        await said(peer, BOB, "bob.secret", "Bob's own row", present=(ALICE,))
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ALICE))
+            async with client.get(f"{base}/ui/me") as page:
+                html = await page.text()
+            assert "<script>" not in html and 'href="javascript:' not in html
+            assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+            assert "onerror=alert(2)&gt;" in html
+            assert big[:1000] in html  # the largest value a row may hold, whole
+            assert "a cat named Miso" in html and "helper" in html
+            assert "Bob&#39;s own row" not in html  # only what Alice said
+            assert "3 rows" in html
+            async with client.get(f"{base}/ui/me", params={"q": "miso"}) as page:
+                found = await page.text()
+            assert "1 row matching" in found and "hostile" not in found.split("<tbody>")[1]
+            async with client.get(f"{base}/ui/me/export.json") as download:
+                data = json.loads(await download.text())
+            assert {r["key"] for r in data["rows"]} == {"hostile", "big", "pet"}
+            csrf = csrf_of(html)
+            # forget one, through /memory forget-mine: the command layer sees it gone
+            async with client.post(
+                f"{base}/ui/me/forget", data={"csrf": csrf, "key": "pet", "back": "/ui/me"}
+            ) as page:
+                assert "Forgot &#39;pet&#39; (1 row)" in await page.text()
+            mine = await peer.command(
+                "/memory mine",
+                session="dm-alice",
+                sender=ALICE,
+                audience=room_audience("dm-alice", {ALICE}, lambda u: False),
+            )
+            assert "pet" not in mine.text and "hostile" in mine.text
+            # a forged form without the token changes nothing
+            async with client.post(f"{base}/ui/me/forget-all", data={"confirm": "yes"}) as bad:
+                assert bad.status == 403
+            async with client.post(
+                f"{base}/ui/me/forget-all", data={"csrf": csrf, "confirm": "yes"}
+            ) as page:
+                assert "Forgot everything you said (2 rows)" in await page.text()
+            # Bob's row is untouched
+            bob = await peer.command(
+                "/memory mine",
+                session="dm-bob",
+                sender=BOB,
+                audience=room_audience("dm-bob", {BOB}, lambda u: False),
+            )
+            assert "bob.secret" in bob.text
+            # an off-site redirect target is never followed
+            async with client.post(
+                f"{base}/ui/me/forget",
+                data={"csrf": csrf, "key": "nothing", "back": "https://evil.example/"},
+                allow_redirects=False,
+            ) as answer:
+                assert answer.headers["Location"] == "/ui/me"
+
+
+async def test_admin_pages_are_for_admins_only(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        paths = [
+            "/ui/admin",
+            "/ui/admin/agents",
+            "/ui/admin/banks",
+            "/ui/admin/banks/team",
+            "/ui/admin/requests",
+            "/ui/admin/peers",
+            "/ui/admin/banks/team/export.jsonl",
+        ]
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ALICE, admin=True))  # the config says not
+            for path in paths:
+                async with client.get(base + path) as page:
+                    assert page.status == 403, path
+            async with client.get(f"{base}/ui/me") as page:
+                csrf = csrf_of(await page.text())
+            async with client.post(
+                f"{base}/ui/admin/act",
+                data={
+                    "csrf": csrf,
+                    "action": "grant",
+                    "bank": "team",
+                    "agent": "chaz",
+                    "permission": "read",
+                },
+            ) as page:
+                assert page.status == 403
+        assert "chaz" not in (await peer.command("/memory stats team")).text.split("access")[1]
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            for path in paths:
+                async with client.get(base + path) as page:
+                    assert page.status == 200, path
+
+
+async def test_admin_actions_run_as_commands(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        await peer.agent("chaz").remember("plan", HOSTILE, bank=None)
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/banks/team") as page:
+                csrf = csrf_of(await page.text())
+            form = {
+                "csrf": csrf,
+                "action": "grant",
+                "bank": "team",
+                "agent": "helper",
+                "permission": "write",
+                "back": "/ui/admin/banks/team",
+            }
+            async with client.post(f"{base}/ui/admin/act", data=form) as page:
+                html = await page.text()
+            assert "Granted helper write on team." in html
+            assert "agent helper" in html
+            await peer.agent("helper").remember("launch", "friday <b>noon</b>", bank="team")
+            async with client.get(f"{base}/ui/admin/banks/team", params={"q": "launch"}) as page:
+                html = await page.text()
+            assert "friday &lt;b&gt;noon&lt;/b&gt;" in html and "BM25" in html
+            form = {
+                "csrf": csrf,
+                "action": "revoke",
+                "bank": "team",
+                "agent": "helper",
+                "back": "/ui/admin/banks/team",
+            }
+            async with client.post(f"{base}/ui/admin/act", data=form) as page:
+                assert "Revoked helper on team." in await page.text()
+            stats = await peer.command("/memory stats team")
+            assert peer.agent("helper").key.public not in stats.text
+            # bad input: the command's one-line error, nothing changed
+            form = {
+                "csrf": csrf,
+                "action": "grant",
+                "bank": "nope",
+                "agent": "helper",
+                "permission": "write",
+                "back": "/ui/admin/banks",
+            }
+            async with client.post(f"{base}/ui/admin/act", data=form) as page:
+                assert "no bank or agent &#39;nope&#39;" in await page.text()
+
+
+async def test_the_web_command_answers_only_in_a_dm(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, _):
+        dm = room_audience("matrix:!dm:example.org", {ALICE}, lambda u: False)
+        reply = await peer.command(
+            "/web", session="matrix:!dm:example.org", sender=ALICE, is_admin=False, audience=dm
+        )
+        assert reply.ok and "/ui/login?t=" in reply.text, reply.text
+        group = room_audience("matrix:!g:example.org", {ALICE, BOB}, lambda u: False)
+        reply = await peer.command(
+            "/web", session="matrix:!g:example.org", sender=ALICE, is_admin=False, audience=group
+        )
+        assert not reply.ok and "only in a DM" in reply.text and "t=" not in reply.text
+        operator = await peer.command("/web")
+        assert operator.ok and "(admin" in operator.text
+
+
+def test_the_link_address_comes_from_the_config(tmp_path: Path) -> None:
+    def cfg(**data: object) -> object:
+        return parse_config({"state_dir": str(tmp_path), "embedding": None, **data})
+
+    assert base_url(cfg(web={"enabled": True, "public_url": "https://chaz.example.org/"})) == (
+        "https://chaz.example.org"
+    )
+    assert base_url(cfg(web={"enabled": True})) == "http://127.0.0.1:8766"
+    with pytest.raises(InputError, match=r"web\.enabled"):
+        base_url(cfg())
+    with pytest.raises(InputError, match=r"set web\.public_url"):
+        base_url(cfg(web={"enabled": True}, http_listen="0.0.0.0:8766"))
+    with pytest.raises(ConfigError, match="pages live under /ui/"):
+        cfg(web={"enabled": True, "public_url": "https://x.example.org/chaz"})
+
+
+async def test_secure_cookie_behind_https(tmp_path: Path) -> None:
+    async with serving(tmp_path, public_url="https://chaz.example.org") as (peer, base):
+        url = (await link(peer, ALICE)).replace("https://chaz.example.org", base)
+        async with browser_session() as client:
+            answer = await sign_in(client, url)
+            cookie = answer.headers["Set-Cookie"]
+            assert cookie.startswith("__Host-chazbot_web=") and "Secure" in cookie
