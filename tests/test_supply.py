@@ -274,31 +274,40 @@ def test_a_planted_pickle_in_our_own_cache_runs_so_the_checks_matter(
     assert sentinel.exists()
 
 
-@pytest.mark.parametrize("how", ["world-writable", "someone else's", "under a writable dir"])
-def test_a_cache_others_could_write_is_never_loaded(
-    kernel_cache: Path, tmp_path: Path, how: str
-) -> None:
-    """The review's finding: NUMBA_CACHE_DIR was used without checking who owns it."""
+def test_a_world_writable_cache_is_never_loaded(kernel_cache: Path, tmp_path: Path) -> None:
+    """The review's finding: NUMBA_CACHE_DIR was used without checking who could write it."""
     sentinel = tmp_path / "ran"
+    cache = tmp_path / "numba"
+    planted_copy(kernel_cache, cache, sentinel)
+    cache.chmod(0o777)
+    result = compile_kernel(tmp_path, NUMBA_CACHE_DIR=str(cache))
+    assert not sentinel.exists(), "code planted in the cache ran"
+    assert "not loading compiled code from" in result.stderr
+
+
+@pytest.mark.parametrize("how", ["world-writable", "someone else's", "under a writable dir"])
+def test_a_cache_others_could_write_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Each way others could have written it: the kernel compiles without a cache (numba
+    reads no cache file then; the test above shows it end to end for one)."""
     if how == "under a writable dir":
         (tmp_path / "shared").mkdir()
         (tmp_path / "shared").chmod(0o777)  # not sticky: anyone may swap the cache dir
         cache = tmp_path / "shared" / "numba"
     else:
         cache = tmp_path / "numba"
-    planted_copy(kernel_cache, cache, sentinel)
+    cache.mkdir(mode=0o700)
     if how == "world-writable":
         cache.chmod(0o777)
     elif how == "someone else's":
         if os.geteuid() != 0:
             pytest.skip("chown needs root")
-        cache.chmod(0o700)
         os.chown(cache, 65534, 65534)
-    else:
-        cache.chmod(0o700)
-    result = compile_kernel(tmp_path, NUMBA_CACHE_DIR=str(cache))
-    assert not sentinel.exists(), "code planted in the cache ran"
-    assert "not loading compiled code from" in result.stderr
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    monkeypatch.setattr(bm25_kernel, "_state", bm25_kernel._State())
+    assert bm25_kernel.configured_cache_dir() == cache
+    assert bm25_kernel._cache_dir() is None
     problem = bm25_kernel.cache_dir_problem(cache)
     assert problem is not None and ("writable by others" in problem or "owned by uid" in problem)
 

@@ -213,10 +213,9 @@ class MemoryView:
         return result
 
     def audience_filter(self, audience: Audience | None) -> NDArray[np.int64] | None:
-        """The docs ``audience`` may be told (SPEC §5c) as a sorted array, or None when that
-        is all of them (an unsorted array). Per group the array is kept until the group changes, and the union
-        until any does, so the searches of a turn share one array (and the indexes' masks
-        of it)."""
+        """The docs ``audience`` may be told (SPEC §5c) as an array, or None when that is all
+        of them. Per group the array is kept until the group changes, and the union until
+        any does, so the searches of a turn share one array (and the indexes' masks of it)."""
         if audience is None or audience.full:
             return None
         seen = tuple(g for g in self._groups if audience.sees_group(g))
@@ -260,14 +259,13 @@ class MemoryView:
             if k == key and not r.forgotten and (audience is None or audience.sees(r.origin))
         ]
 
-    def rows_by(self, speaker: str, audience: Audience | None) -> list[MemoryRow]:
-        """Visible rows whose speaker is ``speaker`` that ``audience`` may be told, newest
-        first."""
+    def rows_by(self, speaker: str | None, audience: Audience | None) -> list[MemoryRow]:
+        """Visible rows whose speaker is ``speaker`` (None: the operator's rows) that
+        ``audience`` may be told, newest first."""
         found = [
             r
             for r in self.visible.values()
-            if r.origin is not None
-            and r.origin.speaker == speaker
+            if (r.origin.speaker == speaker if r.origin is not None else speaker is None)
             and (audience is None or audience.sees(r.origin))
         ]
         return sorted(found, key=lambda r: (r.ts, r.order), reverse=True)
