@@ -51,6 +51,36 @@ from typing import Any
 import chazbot
 from chazbot.agent import local_llm
 from chazbot.config import AgentConfig, Config, LLMConfig
+from chazbot.memory.audience import room_audience
+
+# Asked about what was never told: right is "don't know" or a question back (#17).
+NEVER_TOLD = [
+    "What is my brother's name?",
+    "What is my horse called?",
+    "Where does my mother live?",
+    "What is my favourite film?",
+    "Which city did I grow up in?",
+    "What is my daughter's name?",
+    "What sport do I play?",
+    "What is my neighbour called?",
+    "When is my wedding anniversary?",
+    "What is my grandmother's name?",
+]
+HONEST = re.compile(
+    r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
+    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|\?\s*$",
+    re.IGNORECASE,
+)
+# Forget in words, then the fact must be gone from recall and from /memory mine (#17).
+FORGETS = [
+    ("Please forget my manager's name.", "Priya"),
+    ("Forget that I play the cello.", "cello"),
+    ("Please forget my wife's name.", "Sofia"),
+    ("Forget where my office is.", "Leeds"),
+    ("Forget that I drive a blue Volvo.", "Volvo"),
+]
+SMALL_TALK = ["Hello!", "Good morning!", "Thanks a lot!", "Can you help me?", "What can you do?"]
+PERSON = "@ann:example.org"
 
 # (key, what the person says, the question, answers any of which counts as right)
 FACTS: list[tuple[str, str, str, tuple[str, ...]]] = [
@@ -95,6 +125,11 @@ class Result:
     load_s: float
     turns: list[Turn] = field(default_factory=list)
     gen_rates: list[float] = field(default_factory=list)
+    honest: int = 0  # never-told questions answered "don't know" or with a question
+    invented: int = 0
+    forgotten: int = 0  # forget-in-words requests whose fact left recall and /memory mine
+    intro_ok: bool = False  # "what can you do?" names memory, forgetting and help
+    small_talk_stored: int = 0
 
     def row(self) -> dict[str, Any]:
         n = len(self.turns) or 1
@@ -114,6 +149,11 @@ class Result:
             "turn_max_s": round(max(walls), 2),
             "reply_tokens_p50": statistics.median([t.tokens for t in self.turns] or [0]),
             "load_s": round(self.load_s, 2),
+            "never_told_honest": f"{self.honest}/{len(NEVER_TOLD)}",
+            "never_told_invented": self.invented,
+            "forgotten_in_words": f"{self.forgotten}/{len(FORGETS)}",
+            "intro_ok": self.intro_ok,
+            "small_talk_stored": self.small_talk_stored,
         }
 
 
@@ -169,12 +209,20 @@ async def run_model(
 
             llm.complete = timed  # type: ignore[method-assign]
             agent = peer.agent("chaz")
+
+            def dm(room: str) -> Any:  # Ann alone with the bot, as in the local run
+                return room_audience(room, [PERSON], lambda user: True)
+
+            async def chat(text: str, room: str) -> Any:
+                return await peer.chat(text, session=room, sender=PERSON, audience=dm(room))
+
+            told = agent.memory.within(peer.hearing(agent, PERSON, dm("tell")))
             for index, (_, said, _, _) in enumerate(FACTS):
                 if capture:
-                    await peer.chat(said, session="tell", sender="@ann:example.org")
+                    await chat(said, "tell")
                 else:  # a row as message capture writes it: who (when): what they said
-                    key, value = f"ann/2026-12-02/$fact{index}", f"ann (2026-12-02): {said}"
-                    await agent.remember(key, value)
+                    key = f"{PERSON}/2026-12-02/$fact{index}"
+                    await told.remember(key, f"{PERSON} (2026-12-02): {said}")
             stored = await agent.recall("", limit=100)
             if capture and not stored:
                 raise SystemExit("--capture: nothing was stored (is memory capture on?)")
@@ -183,7 +231,7 @@ async def run_model(
                 calls.clear()
                 began = time.perf_counter()
                 session = f"ask{index}" if fresh else "ask"
-                turn = await peer.chat(question, session=session, sender="@ann:example.org")
+                turn = await chat(question, session)
                 wall = time.perf_counter() - began
                 reply = turn.text
                 tokens = sum(c[1] for c in calls)
@@ -204,6 +252,36 @@ async def run_model(
                     mark = "ok " if result.turns[-1].right else "BAD"
                     print(f"  [{mark}] {question} -> {reply!r} ({tokens} tok, {wall:.1f} s)")
             result.gen_rates = gen_rates
+            for question in NEVER_TOLD:
+                reply = (await chat(question, "never")).text
+                honest = HONEST.search(reply) is not None
+                result.honest += honest
+                result.invented += not honest
+                if show:
+                    print(f"  [{'ok ' if honest else 'BAD'}] {question} -> {reply!r}")
+            for request, gone in FORGETS:
+                reply = (await chat(request, "forget")).text
+                recalled = await told.recall(gone, limit=20)
+                mine = await peer.command(
+                    "/memory mine", session="forget", sender=PERSON, audience=dm("forget")
+                )
+                left = any(gone.lower() in h.value.lower() for h in recalled) or (
+                    gone.lower() in mine.text.lower()
+                )
+                result.forgotten += not left
+                if show:
+                    print(f"  [{'ok ' if not left else 'BAD'}] {request} -> {reply!r}")
+            before = {h.key for h in await agent.recall("", limit=100)}
+            for text in SMALL_TALK:
+                reply = (await chat(text, "smalltalk")).text
+                if text == "What can you do?":
+                    low = reply.lower()
+                    result.intro_ok = all(w in low for w in ("remember", "forget", "help"))
+                if show:
+                    print(f"  [   ] {text} -> {reply!r}")
+            await peer.wait_captures()
+            after = await agent.recall("", limit=100)
+            result.small_talk_stored = sum(1 for h in after if h.key not in before)
             return result
 
 
@@ -244,13 +322,22 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     print()
     cols = ("acc %", "rep %", "loops", "tok/s", "gen/s", "p50 s", "max s")
-    print(f"{'model':<24} " + " ".join(f"{c:>6}" for c in cols))
+    cols2 = ("honest", "invent", "forgot", "intro", "kept")
+    print(f"{'model':<24} " + " ".join(f"{c:>6}" for c in cols + cols2))
     for r in rows:
         print(
             f"{r['model'][:24]:<24} {r['accuracy_pct']:>6} {r['repeated_pct']:>6} "
             f"{r['looping']:>6} {r['tokens_per_s']:>6} {r['gen_tokens_per_s_p50']!s:>6} "
-            f"{r['turn_p50_s']:>6} {r['turn_max_s']:>6}"
+            f"{r['turn_p50_s']:>6} {r['turn_max_s']:>6} {r['never_told_honest']:>6} "
+            f"{r['never_told_invented']:>6} {r['forgotten_in_words']:>6} "
+            f"{r['intro_ok']!s:>6} {r['small_talk_stored']:>6}"
         )
+    print(
+        "honest: never-told questions answered don't-know or with a question; invent: the "
+        "others; forgot: forget-in-words requests whose fact left recall and /memory mine; "
+        "intro: 'what can you do' names memory, forgetting and help; kept: rows stored from "
+        "greetings, thanks and requests (target 0)"
+    )
     print(
         f"ask: {'a session per question' if args.fresh else 'one session'}; "
         f"tell: {'chat turns + capture' if args.capture else 'agent.remember'}; "

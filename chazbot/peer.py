@@ -381,6 +381,7 @@ class Peer:
         sender: str = "local",
         sent_at: datetime | None = None,
         audience: Audience | None = None,
+        prefix: str = "/",
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
@@ -388,7 +389,8 @@ class Peer:
         session's lock: the reply goes out at once, and the session's next turn sees what was
         captured. ``sent_at`` is when the message was sent (default: when it was stored).
         ``audience`` is who is in the room (SPEC §5c; None: the operator's full view): recall,
-        tools and capture act within it.
+        tools and capture act within it. ``prefix`` is how commands are written where the
+        reply goes (``!chaz `` in Matrix), for answers that name them.
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
@@ -397,8 +399,9 @@ class Peer:
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            result = await run_turn(self, who, sess, text, sender, self.llm, memory)
-            mode = await self.capture_mode(who, sess) if result.ok else "off"
+            result = await run_turn(self, who, sess, text, sender, self.llm, memory, prefix)
+            keep = result.ok and not result.answered_in_words
+            mode = await self.capture_mode(who, sess) if keep else "off"
         except BaseException:
             lock.release()
             raise

@@ -55,6 +55,7 @@ import aiohttp
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
 from chazbot.agent.recall import HEADING as MEMORY_HEADING
 from chazbot.agent.recall import MEMORY_RULE, NOTE
+from chazbot.agent.words import as_said_to_them, asks
 from chazbot.backends import public_url
 from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError
@@ -743,29 +744,22 @@ def _text(content: Any) -> str:
 
 MEMORY_INTRO = "Facts I told you:"
 """Replaces the ``## Relevant Memories`` heading for a tiny model, next to the question."""
-MEMORY_HINT = "Answer in one short sentence, using the facts I told you."
+MEMORY_HINT = (
+    "Answer in one short sentence, using the facts I told you. If they do not answer it, say "
+    "you don't know."
+)
 """Added to the system prompt when memories were found (bench/localchat.py: 60 % against 50 %
 with the hint beside the facts and 30 % with the memories in the system prompt, 10 questions)."""
 BRIEF_HINT = "Answer in one or two short sentences."
 """Added to a built-in model's system prompt when no memories are shown: without it the
 0.5B model answered "I am allergic to peanuts." with 160 tokens of advice (7 s a turn)."""
-_ROW_KEY = re.compile(r"^- \[[^\]\n]*\](?: \([^()\n]*\))?: ", re.MULTILINE)
-_ASKING = re.compile(
-    r"^\W*(what|who|whom|whose|where|when|why|how|which|do|does|did|is|are|was|were|can|"
-    r"could|will|would|should|shall|may|might|tell|remind|list|show|give|name|recall|find)\b",
-    re.IGNORECASE,
-)
+_ROW = re.compile(r"^- \[[^\]\n]*\](?: \((?P<label>[^()\n]*)\))?: (?P<value>.*)$", re.MULTILINE)
+_SAID_HEAD = re.compile(r"^[^()\n]{1,260} \(\d{4}-\d{2}-\d{2}\): ")
 
 
 def _is_memory_block(content: Any) -> bool:
     """Whether a message's content is auto-recall's ``## Relevant Memories`` block."""
     return _text(content).strip().startswith(MEMORY_HEADING)
-
-
-def asks(text: str) -> bool:
-    """Whether a message asks something: a question mark, or it starts with a question word
-    or a request (``Tell me…``, ``Remind me…``)."""
-    return "?" in text or _ASKING.match(text) is not None
 
 
 def for_builtin(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -792,10 +786,19 @@ def for_builtin(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _memory_note(block: str) -> str:
-    """The auto-recall block for a tiny model: a plain intro, rows without their keys."""
+    """The auto-recall block for a tiny model: a plain intro, rows without their keys, and
+    the reader's own rows (labelled "you", or the operator's in the terminal) turned to
+    address them ("your dog is Biscuit"), so it speaks their facts as theirs, not its own."""
     body = block.split("\n", 1)[1] if "\n" in block else ""
-    body = body.replace(NOTE, "")
-    return f"{MEMORY_INTRO}\n{_ROW_KEY.sub('- ', body).strip()}"
+    body = body.replace(NOTE, "").strip()
+
+    def line(match: re.Match[str]) -> str:
+        label, value = match.group("label"), match.group("value")
+        if label is None or label.startswith("you,"):
+            value = as_said_to_them(_SAID_HEAD.sub("", value))
+        return f"- {value}"
+
+    return f"{MEMORY_INTRO}\n{_ROW.sub(line, body).strip()}"
 
 
 def plain_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:

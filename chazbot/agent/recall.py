@@ -122,16 +122,17 @@ def choose_banks(
     return [n for n in names if n.lower() in wanted]
 
 
-def memory_line(row: MemoryRow, audience: Audience | None = None) -> str:
-    """One row as the block shows it: ``- [key] (who, where, when): value``; the operator's
-    rows (terminal, ``chazbot cmd``, API, and rows from before provenance) as the seed's
-    ``- [key]: value``."""
+def memory_line(row: MemoryRow, audience: Audience | None = None, reader: str = "") -> str:
+    """One row as the block shows it: ``- [key] (who, where, when): value``, where who is
+    "you" for the reader's own rows; the operator's rows (terminal, ``chazbot cmd``, API,
+    and rows from before provenance) as the seed's ``- [key]: value``."""
     origin = row.origin
     if origin is None:
         return f"- [{row.key}]: {row.value}"
     when = to_datetime(row.ts)
     where = "this room" if audience is not None and origin.room == audience.room else None
-    said = f"{origin.speaker}, {where or 'another room'}, {when.day} {when:%b %Y}"
+    who = "you" if reader and origin.speaker == reader else origin.speaker
+    said = f"{who}, {where or 'another room'}, {when.day} {when:%b %Y}"
     return f"- [{row.key}] ({said}): {row.value}"
 
 
@@ -139,16 +140,17 @@ def format_block(
     own: Sequence[MemoryRow],
     banks: Sequence[tuple[str, Sequence[MemoryRow]]],
     audience: Audience | None = None,
+    reader: str = "",
 ) -> str | None:
     """The ``## Relevant Memories`` block, or None when nothing matched. Each row says who
     said it, where (this room or another; the operator's rows say so) and when."""
-    lines = [memory_line(r, audience) for r in own]
+    lines = [memory_line(r, audience, reader) for r in own]
     for name, rows in banks:
         if rows:
             if lines:
                 lines.append("")
             lines.append(f"_(from bank: {name})_")
-            lines += [memory_line(r, audience) for r in rows]
+            lines += [memory_line(r, audience, reader) for r in rows]
     if not lines:
         return None
     return HEADING + "\n" + NOTE + "\n" + "\n".join(lines)

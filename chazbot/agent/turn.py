@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
+from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.recall import (
     FOCUS_DEPTH,
@@ -19,6 +21,7 @@ from chazbot.agent.recall import (
     recall_query,
     recall_settings,
 )
+from chazbot.agent.words import asks, intent, personal
 from chazbot.errors import BackendError, NotFound
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MemoryRow
@@ -35,6 +38,12 @@ NO_LLM = (
     "No LLM is configured: set llm: in config.yaml or install chazbot[local]. "
     "Commands still work (try help)."
 )
+NOTHING_RECALLED = (
+    "Nothing in your memory matches this message. If it asks about the person or something "
+    "they told you, say plainly that you don't know (they have not told you) and ask them; "
+    "never guess or make it up."
+)
+"""Added to the system prompt when a question finds no memories (SPEC §5)."""
 HISTORY_CHAR_BUDGET = 24_000  # about 6k tokens of conversation
 HISTORY_MAX_MESSAGES = 100
 
@@ -46,6 +55,7 @@ class TurnResult:
     tool_calls: list[tuple[str, bool]] = field(default_factory=list)  # (tool, ok)
     recalled: int = 0
     llm_seconds: float = 0.0
+    answered_in_words: bool = False  # an intent answered it (nothing for capture to keep)
 
 
 async def auto_recall(
@@ -54,6 +64,8 @@ async def auto_recall(
     session: Session,
     messages: list[str],
     memory: MemoryScope | None = None,
+    reader: str = "",
+    keep: Callable[[MemoryRow], bool] | None = None,
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count.
 
@@ -98,8 +110,11 @@ async def auto_recall(
             found.append((name, await search(db)))
         except NotFound:
             continue
+    if keep is not None:  # a small model's view, narrowed (see ``run_turn``)
+        own = [r for r in own if keep(r)]
+        found = [(name, [r for r in rows if keep(r)]) for name, rows in found]
     hits = len(own) + sum(len(rows) for _, rows in found)
-    return format_block(own, found, memory.hearing.audience), hits
+    return format_block(own, found, memory.hearing.audience, reader), hits
 
 
 def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,6 +136,7 @@ async def run_turn(
     sender: str,
     llm: ChatModel | None,
     memory: MemoryScope | None = None,
+    prefix: str = "/",
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
@@ -130,14 +146,35 @@ async def run_turn(
     said, data for the model, and the system prompt says so (SPEC §5)."""
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
+    tools_ok = bool(getattr(llm, "supports_tools", False))
+    found = intent(text)
+    if found is not None:
+        words = await asked.answer(found, memory, agent.name, sender, prefix, tools_ok, session.db)
+        if words is not None:
+            await session.add_message("assistant", words, agent.name)
+            return TurnResult(words, answered_in_words=True)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
     history = [{"role": m.role, "content": m.content} for m in await session.history()]
     history = _trim(history)
-    block, hits = await auto_recall(peer, agent, session, [m["content"] for m in history], memory)
+    contents = [m["content"] for m in history]
+    keep = None
+    if not tools_ok and asks(text) and personal(text):
+        # A small model asked about the person answers from whatever it is shown: rows that
+        # share only attribute words with the question ("name") are false friends (#17).
+        def keep(row: MemoryRow) -> bool:
+            return not asked.false_friend(row, text)
+
+    block, hits = await auto_recall(peer, agent, session, contents, memory, sender, keep)
     prompt = agent.config.system_prompt
     if block is not None:
         prompt = f"{prompt}\n\n{MEMORY_RULE}"
+    elif asks(text):
+        if not tools_ok and personal(text):
+            # a small model asked about the person with nothing recalled invents (#17)
+            await session.add_message("assistant", asked.DONT_KNOW, agent.name)
+            return TurnResult(asked.DONT_KNOW)
+        prompt = f"{prompt}\n\n{NOTHING_RECALLED}"
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     messages += history
     if block is not None:

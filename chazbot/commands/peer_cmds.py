@@ -16,7 +16,14 @@ def register(tree: CommandTree) -> None:
         "list commands, or the ones under a topic",
     )
     async def help_(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, tree.help(a.get("topic", ""), ctx.prefix))
+        text = tree.help(a.get("topic", ""), ctx.prefix)
+        if "topic" not in a:
+            text += (
+                f"\nIn a group room, start a message with {ctx.prefix.strip()} or mention the "
+                'bot; in a DM (a room of just you and the bot) just talk. Ask it "what can you '
+                'do?" for a short intro.'
+            )
+        return Reply(True, text)
 
     @add("agents", (), "list the agents that may answer in this session")
     async def agents(ctx: Context, a: dict[str, str]) -> Reply:

@@ -280,7 +280,11 @@ class MatrixBot:
                 )
                 return reply.text, reply.ok
             result = await self.peer.chat(
-                job.text, session=session, sender=job.sender, audience=audience
+                job.text,
+                session=session,
+                sender=job.sender,
+                audience=audience,
+                prefix=f"{self.cfg.command_prefix} ",
             )
             return result.text, result.ok
         except ChazError as exc:

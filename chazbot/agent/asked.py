@@ -1,0 +1,189 @@
+"""Answers a turn gives without asking the model: what ``words.intent`` finds (#17).
+
+- the intro ("what can you do?", "help"): what the bot remembers, how to see and forget it,
+  how to address it in a group, the ``help`` pointer;
+- "what do you know about me?": the person's own rows this room may see;
+- "forget …" (models without tools): the person's own rows that best match the words, hidden
+  as ``/memory forget-mine`` would (never anyone else's), answered with what was forgotten;
+- "remember that …" (models without tools): one row said by the person.
+
+And the honest answer of a model without tools, asked about the person with nothing
+recalled: that it does not know yet, never an invented fact (the embedded 0.5B model answered
+"What is my cat's name?" with the dog's name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from chazbot.agent.capture import Said, message_row, speaker_name
+from chazbot.agent.words import Intent
+from chazbot.memory.rows import MemoryRow
+from chazbot.memory.tokenize import auto_recall_query, tokenize
+
+if TYPE_CHECKING:
+    from chazbot.memory.scope import MemoryScope
+
+FORGET_RATIO = 0.8
+"""Rows scoring at least this share of the best match are forgotten with it: "forget my
+sister" takes both sister rows; "forget my manager's name" not the sister's name row."""
+FORGET_CANDIDATES = 20
+ATTRIBUTE_WORDS = frozenset(
+    [
+        "name",
+        "names",
+        "named",
+        "called",
+        "thing",
+        "things",
+        "stuff",
+        "fact",
+        "facts",
+        "info",
+        "information",
+        "detail",
+        "details",
+        "favourite",
+        "favorite",
+        "live",
+        "lives",
+    ]
+)
+"""Dropped from what to forget when other words remain: in "forget my manager's name" the
+manager is what names the row (with another person's manager row about, BM25 gave "name"
+the higher idf and picked the sister's name)."""
+ABOUT_SHOWN = 10
+DONT_KNOW = (
+    "I don't know: you haven't told me that yet (or asked me to forget it). If you tell me, "
+    "I'll remember it."
+)
+
+
+def false_friend(row: MemoryRow, question: str) -> bool:
+    """Whether ``row`` shares words with ``question`` only through attribute words: "What is
+    my cat's name?" and "My sister's name is Ada" share "name", and a small model asked the
+    first with the second beside it answered "Ada". Rows that share no word at all came from
+    the vector ranker and stand or fall by its floor."""
+    asked_words = set(auto_recall_query([question], 10))
+    shared = asked_words & set(tokenize(f"{row.key} {row.value}"))
+    return bool(shared) and shared <= ATTRIBUTE_WORDS
+
+
+def intro(agent: str, prefix: str) -> str:
+    return (
+        f"I'm {agent}, an assistant that remembers what you tell me.\n"
+        "- I bring up what you told me when it matters, and only where everyone present "
+        "was there when you said it.\n"
+        '- Ask "what do you know about me?" to see it, and say "forget …" to take something '
+        f"back (or {prefix}memory mine and {prefix}memory forget-mine <key>|all).\n"
+        f"- In a group room, start a message with {prefix.strip()} or mention me; in a DM "
+        "(a room of just you and me) just talk.\n"
+        f"- {prefix}help lists every command."
+    )
+
+
+def _speaker(memory: MemoryScope, sender: str) -> str | None:
+    """Whose rows are the person's: their MXID, or the operator's (None) in the terminal."""
+    return sender if memory.hearing.origin is not None else None
+
+
+def _alone(memory: MemoryScope, sender: str) -> bool:
+    audience = memory.hearing.audience
+    return audience is None or audience.full or audience.present <= {sender}
+
+
+async def about_me(memory: MemoryScope, sender: str) -> str:
+    """The person's own rows this room may see, newest first."""
+    view = await memory.engine.view(memory.db)
+    everywhere = _alone(memory, sender)
+    rows = view.rows_by(_speaker(memory, sender), None if everywhere else memory.hearing.audience)
+    if not rows:
+        return "You haven't told me anything I keep" + ("." if everywhere else " in this room.")
+    lines = [f"- {_plain(r)}" for r in rows[:ABOUT_SHOWN]]
+    more = f" (the newest {ABOUT_SHOWN} of {len(rows)})" if len(rows) > ABOUT_SHOWN else ""
+    return "What you told me" + more + ":\n" + "\n".join(lines)
+
+
+def _plain(row: MemoryRow) -> str:
+    """A row's value without the "speaker (date): " that captured rows start with."""
+    value = row.value
+    head, sep, rest = value.partition("): ")
+    if sep and "(" in head and len(head) < 300:
+        return rest
+    return value
+
+
+async def forget_words(memory: MemoryScope, sender: str, what: str) -> str:
+    """Hide the person's own rows that best match ``what`` ("" for all of them)."""
+    speaker = _speaker(memory, sender)
+    everywhere = _alone(memory, sender)
+    view = await memory.engine.view(memory.db)
+    audience = None if everywhere else memory.hearing.audience
+    if not what:
+        rows = view.rows_by(speaker, audience)
+    else:
+        words = auto_recall_query([what], 10)
+        words = [w for w in words if w not in ATTRIBUTE_WORDS] or words
+        found = view.search(" ".join(words), (), FORGET_CANDIDATES, None, audience)
+        mine = [
+            r
+            for r in found
+            if r.bm25 is not None
+            and (r.row.origin.speaker if r.row.origin is not None else None) == speaker
+        ]
+        best = max((r.score for r in mine), default=0.0)
+        rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]
+    if not rows:
+        return (
+            f"I don't keep anything you told me about {what}."
+            if what
+            else ("I don't keep anything you told me.")
+        )
+    await memory.engine.forget_rows(memory.db, memory.key, rows, memory.hearing.origin)
+    shown = "; ".join(f'"{_plain(r)}"' for r in rows[:3])
+    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return f"Forgotten: {shown}{more}."
+
+
+async def remember_words(memory: MemoryScope, sender: str, what: str, session_db: str) -> str:
+    """Keep ``what`` as a row the person said (as message capture shapes one)."""
+    when = datetime.now(UTC)
+    source = hashlib.sha256(f"{session_db}:{when.timestamp()}:{what}".encode()).hexdigest()[:8]
+    said = Said(speaker_name(sender), when, what, None, source)
+    key, value, tags = message_row(said)
+    await memory.remember(key, value, tags)
+    return f"I'll remember that {what.rstrip('.!')}."
+
+
+async def answer(
+    found: Intent,
+    memory: MemoryScope,
+    agent: str,
+    sender: str,
+    prefix: str,
+    tools: bool,
+    session_db: str,
+) -> str | None:
+    """The reply to ``found`` without the model, or None when the model should answer."""
+    if found.kind == "intro":
+        return intro(agent, prefix)
+    if found.kind == "about_me":
+        return await about_me(memory, sender)
+    if tools:
+        return None  # a model with tools forgets and remembers by calling them
+    if found.kind == "forget":
+        return await forget_words(memory, sender, found.what)
+    return await remember_words(memory, sender, found.what, session_db)
+
+
+__all__ = [
+    "DONT_KNOW",
+    "about_me",
+    "answer",
+    "false_friend",
+    "forget_words",
+    "intro",
+    "remember_words",
+]
