@@ -5,6 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install.sh dev
+# The memory page's browser tests drive Debian's chromium through its chromedriver (never a
+# downloaded browser): installed here when missing and we are root, else they skip, naming it.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "== chromium and chromium-driver (apt)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null \
+            || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends \
+                chromium chromium-driver >/dev/null; } \
+            || echo "chromium not installed: the browser tests skip"
+    else
+        echo "chromium and chromium-driver (Debian packages) are missing: the browser tests skip"
+    fi
+fi
 # One command per line: under set -e, a failing command inside an and-list does not stop it.
 echo "== ruff"
 .venv/bin/ruff check .
