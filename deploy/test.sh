@@ -12,7 +12,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
         echo "== chromium and chromium-driver (apt)"
         export DEBIAN_FRONTEND=noninteractive
         apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null \
-            || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends \
+            || { apt-get update -q >/dev/null; apt-get install -y -q --no-install-recommends \
                 chromium chromium-driver >/dev/null; } \
             || echo "chromium not installed: the browser tests skip"
     else
