@@ -7,8 +7,12 @@ cd "$(dirname "$0")/.."
 bash deploy/install.sh dev
 # The memory page's browser tests drive Debian's chromium through its chromedriver (never a
 # downloaded browser): installed here when missing and we are root, else they skip, naming it.
+can_apt=no
+if [ "$(id -u)" = 0 ]; then
+    if command -v apt-get >/dev/null; then can_apt=yes; fi
+fi
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    if [ "$can_apt" = yes ]; then
         echo "== chromium and chromium-driver (apt)"
         export DEBIAN_FRONTEND=noninteractive
         apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null \
