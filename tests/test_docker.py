@@ -99,21 +99,28 @@ class Docker:
         self.say(f"{what}: {time.monotonic() - started:.1f} s")
 
 
-def _install_daemon() -> str | None:
-    """Install docker.io and mmdebstrap with apt; None, or why it cannot."""
+def _install_packages(*packages: str) -> str | None:
+    """Install Debian packages with apt (updating its lists if it must); None, or why not."""
     if os.geteuid() != 0:
-        return "no Docker daemon, and not root to install and start one"
+        return "not root"
     if shutil.which("apt-get") is None:
-        return "no Docker daemon, and no apt-get to install Debian's docker.io"
-    packages = ("docker.io", "mmdebstrap")
+        return "no apt-get"
     install = ("apt-get", "install", "--yes", "--no-install-recommends", *packages)
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     if _run(*install, timeout=600, env=env).returncode != 0:
         _run("apt-get", "update", timeout=300, env=env)
         result = _run(*install, timeout=600, env=env)
         if result.returncode != 0:
-            return f"apt-get could not install docker.io: {result.stderr.strip()[-200:]}"
+            return f"apt-get install failed: {' '.join(result.stderr.split())[-200:]}"
     return None
+
+
+def _install_daemon() -> str | None:
+    """Install docker.io and mmdebstrap with apt; None, or why it cannot."""
+    problem = _install_packages("docker.io", "mmdebstrap")
+    if problem is None:
+        return None
+    return f"no Docker daemon, and {problem} to install Debian's docker.io"
 
 
 def _start_daemon(log: Path) -> subprocess.Popen[bytes] | str:
@@ -197,8 +204,12 @@ def _compose(
 @pytest.fixture(scope="module")
 def images(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Both flavours, built once each through compose; their tags by flavour."""
+    if shutil.which("mmdebstrap") is None and _image_id(BASE_IMAGE) is None:
+        _install_packages("mmdebstrap")  # in case no registry answers; best effort
     with docker.step("base image"):
         base = _run("bash", "deploy/docker/base-image.sh", BASE_IMAGE, timeout=900, cwd=ROOT)
+    if base.returncode != 0 and "mmdebstrap is missing" in base.stderr:
+        pytest.skip(base.stderr.strip().splitlines()[-1])
     assert base.returncode == 0, base.stderr[-2000:]
     docker.say(base.stdout.strip().splitlines()[-1])
     override = tmp_path_factory.mktemp("compose") / "image.yml"
