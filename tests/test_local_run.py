@@ -537,3 +537,22 @@ async def test_local_with_a_matrix_config_runs_chazbot_without_a_homeserver(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_install_prints_progress_while_pip_works(tmp_path: Path) -> None:
+    """Found by a new user: 56 s of silence after "a minute or three the first time". The
+    long pip steps run under with_progress, which prints a line every few seconds."""
+    install = (ROOT / "deploy/install.sh").read_text()
+    assert 'with_progress pip_quiet install --only-binary :all: --requirement "$work/deps.txt"' in (
+        install
+    )
+    functions = install[install.index("with_progress() {") : install.index("started=$SECONDS")]
+    script = tmp_path / "t.sh"
+    script.write_text(
+        "set -euo pipefail\n"
+        + functions
+        + "with_progress sleep 6\nwith_progress false || echo failed\n"
+    )
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("[install]   ... ") >= 1 and out.stdout.rstrip().endswith("failed")
