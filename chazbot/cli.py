@@ -37,6 +37,7 @@ commands:
   verify       re-check every stored entry's id, signature and authorisation, every index
                snapshot against the digest recorded when it was written, and the compiled
                code's cache directory (owner and mode)
+  web-link     print a one-time sign-in link to the memory page, as the operator (admin)
   version      print the version
 """
 
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bank")
     p.add_argument("file")
     sub.add_parser("verify", help="re-check every stored entry and the index state on disk")
+    sub.add_parser("web-link", help="print a one-time sign-in link to the memory page")
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -310,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         _setup_logging(cfg)
         jobs: dict[str, Callable[[], Coroutine[Any, Any, int]]] = {
             "verify": lambda: _verify(cfg),
+            "web-link": lambda: _cmd(cfg, "/web", None, "cli"),
             "reindex": lambda: _reindex(cfg, args.bank, args.agent),
             "tool": lambda: _tool(cfg, args.name, args.arguments, args.agent),
             "cmd": lambda: _cmd(cfg, args.text, args.agent, args.session),

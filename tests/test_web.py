@@ -5,8 +5,12 @@ the ``/web`` command's DM rule. The browser tests are ``test_web_browser.py``.""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -281,3 +285,46 @@ async def test_secure_cookie_behind_https(tmp_path: Path) -> None:
             answer = await sign_in(client, url)
             cookie = answer.headers["Set-Cookie"]
             assert cookie.startswith("__Host-chazbot_web=") and "Secure" in cookie
+
+
+def test_chazbot_web_link_prints_an_operator_link(tmp_path: Path) -> None:
+    """``chazbot web-link`` (no service running: it opens the state itself) prints a link
+    that the service, started later on the same state, accepts once, as the operator."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "embedding": None,
+                "web": {"enabled": True, "public_url": "http://127.0.0.1:9"},
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "chazbot.cli", "--config", str(config), "web-link"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"http://127\.0\.0\.1:9(/ui/login\?t=\S+)", done.stdout)
+    assert found is not None, done.stdout
+
+    async def use() -> None:
+        async with serving(tmp_path / "state") as (_, base), browser_session() as client:
+            answer = await sign_in(client, base + found.group(1))
+            assert answer.headers["Location"] == "/ui/admin"
+            async with client.get(f"{base}/ui/admin/agents") as page:
+                assert page.status == 200
+
+    asyncio.run(use())
+    off = subprocess.run(
+        [sys.executable, "-m", "chazbot.cli", "--state-dir", str(tmp_path / "s2"), "web-link"],
+        cwd=tmp_path / "state",  # no config.yaml there: the defaults, web off
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert off.returncode == 1 and "web.enabled: true" in off.stdout + off.stderr
