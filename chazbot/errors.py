@@ -15,8 +15,10 @@
     ├── IntegrityError        stored or received data fails its id, signature or schema check
     ├── Unavailable           we cannot take the request now; the caller should retry later
     │   └── Busy              the sync server's replay cache is full (sync.protocol, HTTP 503)
+    │       └── RateLimited   too many requests from an address or key (sync.protocol, 429)
     └── BackendError          a service we talk to failed: LLM, embedder, homeserver, peer
-        └── Retryable         a failure worth another attempt (backends.retry; never escapes)
+        ├── Retryable         a failure worth another attempt (backends.retry; never escapes)
+        └── SyncFailed        a Matrix sync failed (transports.matrix.sync; the loop restarts)
 
 Library errors are translated once, at the adapter that called the library, with
 ``raise ... from exc``. Every message is one line, meant for a person.

@@ -77,7 +77,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 .venv/bin/python deploy/docker/requirements.py "$EXTRAS" "$work/deps.txt" "$work/nodeps.txt"
 echo "[install] 1/3 pip and build tools"
-pip_quiet install --only-binary :all: --upgrade pip "setuptools>=68" wheel
+pip_quiet install --only-binary :all: --upgrade pip "setuptools>=77" wheel
 echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
 with_progress pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then

@@ -200,3 +200,29 @@ def test_every_error_class_is_in_the_tree(loaded: dict[str, Any]) -> None:
             ):
                 strays.append(f"{module}.{value.__name__}")
     assert strays == []
+
+
+def test_the_drawn_error_tree_lists_every_error_class(loaded: dict[str, Any]) -> None:
+    """errors.py's docstring and docs/architecture.md draw the tree: every ChazError
+    subclass defined in chazbot/ appears in both (RateLimited and SyncFailed were missing)."""
+    import importlib
+
+    import chazbot.errors
+    from chazbot.errors import ChazError
+
+    found = set()
+    for module in MODULES:
+        if "nio" in {m.split(".")[0] for m in loaded[module]} and layer(module) == "transports":
+            pytest.importorskip("nio")
+        mod = importlib.import_module(module)
+        for value in vars(mod).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, ChazError)
+                and value.__module__ == module
+            ):
+                found.add(value.__name__)
+    drawing = chazbot.errors.__doc__ or ""
+    architecture = (Path(__file__).resolve().parent.parent / "docs/architecture.md").read_text()
+    assert sorted(n for n in found if n not in drawing) == []
+    assert sorted(n for n in found if n.lstrip("_") not in architecture) == []

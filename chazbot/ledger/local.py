@@ -3,8 +3,8 @@
 Each store is a small typed API over one peer-local table; their SQL lives here, in the
 ledger layer, and nowhere above it. Every method is one step on the ledger's worker thread
 (one transaction), reached as ``ledger.kv``, ``ledger.credentials``, ``ledger.keys``,
-``ledger.hosted``, and for sync ``ledger.shared`` and ``ledger.cursors`` (``sync/store.py``
-can move to these; its access requests, whose decision is sync policy, are not here yet).
+``ledger.hosted``, and for sync ``ledger.shared``, ``ledger.cursors`` and ``ledger.requests``
+(the access-request queue's policy stays in ``sync/store.py``).
 """
 
 from __future__ import annotations

@@ -37,11 +37,6 @@ def read_heads(core: LedgerCore, db: str, before: Heads | None = None) -> Heads:
     return Heads(db, tips, base + int(count), int(max_seq))
 
 
-def read_max_seq(core: LedgerCore, db: str) -> int:
-    row = core.conn.execute("SELECT coalesce(max(seq), 0) FROM entries WHERE db = ?", (db,))
-    return int(row.fetchone()[0])
-
-
 def read_after(
     core: LedgerCore, db: str, after: int, limit: int, max_bytes: int
 ) -> tuple[list[tuple[int, str, bytes]], bool]:

@@ -221,25 +221,6 @@ def check_signature(signed: SignedHeaders, method: str, path: str, body: bytes) 
         raise Unauthenticated("request signature does not verify")
 
 
-def verify_request(
-    headers: Mapping[str, str],
-    method: str,
-    path: str,
-    body: bytes,
-    now_s: float,
-    replay: ReplayCache,
-) -> str:
-    """Check a request's headers, signature and nonce at once; return the requesting key.
-
-    (The server checks in stages, so it can refuse before reading a body; this is the
-    whole check for callers that hold the body already.)
-    """
-    signed = check_headers(headers, now_s, replay.window_s)
-    check_signature(signed, method, path, body)
-    replay.add(signed.key, signed.nonce, signed.ts_ms / 1000, now_s)
-    return signed.key
-
-
 class RateLimiter:
     """Token buckets per name (an address or a key), bounded in how many names it holds.
 

@@ -95,10 +95,6 @@ class MatrixBot:
     def last_sync_ok(self) -> float | None:
         return self.sync.last_sync_ok if self.sync is not None else None
 
-    @property
-    def sync_restarts(self) -> int:
-        return self.sync.restarts if self.sync is not None else 0
-
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait for the first successful sync (tests and the service use it)."""
         assert self.sync is not None, "start() first"
