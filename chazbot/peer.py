@@ -347,12 +347,18 @@ class Peer:
         agent: str | None = None,
         session: str = "cli",
         sender: str = "local",
-        is_admin: bool = True,
+        is_admin: bool | None = None,
         prefix: str = "/",
         audience: Audience | None = None,
     ) -> Reply:
         """Run one command line (``/memory list``…) as ``agent`` in ``session``; what it
-        shows of memory obeys ``audience`` (None: the operator's full view)."""
+        shows of memory obeys ``audience`` (None: the operator's full view).
+
+        ``is_admin`` left out is the least a caller can mean: an admin only for the operator
+        (no ``audience``: the terminal, ``chazbot cmd``, the Python API); a caller that names
+        a room's audience and forgets ``is_admin`` runs as a non-admin."""
+        if is_admin is None:
+            is_admin = audience is None or audience.full
         try:
             sess = await self.session(session)
             who = self.agent(agent) if agent else await self.session_agent(sess)

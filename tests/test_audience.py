@@ -245,3 +245,16 @@ def test_an_allowed_array_filters_like_the_same_set(
         )
     bm25.add(99, ["a"])  # the index changed: the cached mask is not reused
     assert bm25.search(["a"], 100, array) == bm25.search(["a"], 100, keep)
+
+
+async def test_a_room_caller_that_forgets_is_admin_is_no_admin(tmp_path: Path) -> None:
+    """#20: Context.is_admin and Peer.command(is_admin=...) defaulted to True, so a new caller
+    that forgot the argument ran as admin. Now only the operator (no audience) is."""
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        assert (await peer.command("/memory new notes")).ok  # the operator
+        refused = await peer.command("/memory delete notes", audience=audience("r", BOB))
+        assert not refused.ok and "only admins" in refused.text
+        from chazbot.commands.context import Context
+
+        assert Context.__dataclass_fields__["is_admin"].default is False

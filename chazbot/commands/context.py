@@ -69,7 +69,7 @@ class Context:
     agent: AgentHandle
     session: Session
     sender: str = "local"
-    is_admin: bool = True
+    is_admin: bool = False  # the least: whoever builds a Context says when it is an admin
     prefix: str = "/"
     hearing: Hearing = OPERATOR_HEARING
     """Who hears the reply (SPEC §5c): what the command may show and hide."""
