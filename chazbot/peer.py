@@ -37,6 +37,7 @@ from chazbot.ledger import KeyPair, Ledger, Level, Permission
 from chazbot.ledger.statelock import StateLock
 from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
+    CREATED_BY,
     Hosted,
     Registry,
     admin_key_for,
@@ -215,7 +216,11 @@ class Peer:
         for agent in agents.values():
             await self.apply_default_banks(agent)
 
-    async def create_bank(self, name: str, description: str = "") -> str:
+    async def create_bank(
+        self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False
+    ) -> str:
+        """Create and register a bank; ``created_by`` is recorded, and ``bounded`` (a non-admin)
+        holds them to the bank bounds (``banks.check_bank_room``)."""
         check_name(name)
         if await self.registry.get("agent", name) is not None:
             raise ConfigError(f"{name!r} is an agent's name; pick another bank name")
@@ -227,7 +232,11 @@ class Peer:
                 key, {"kind": "bank", "name": name, "description": description}
             )
 
-        return await self.registry.create("bank", name, make, {"description": description})
+        data = {"description": description}
+        if created_by is not None:
+            data[CREATED_BY] = created_by
+        bound_for = created_by if bounded and created_by is not None else None
+        return await self.registry.create("bank", name, make, data, bound_for)
 
     async def apply_default_banks(self, agent: Agent) -> None:
         """Create missing default banks, grant the agent write and write its ref.

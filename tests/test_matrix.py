@@ -175,13 +175,15 @@ async def test_commands_admins_strangers_and_room_agents(
     reply = await admin.ask(room, "!chaz memory new projx")
     assert reply.content["msgtype"] == "m.notice"
     assert "Created bank projx" in reply.body
-    reply = await member.ask(room, "!chaz memory list")
-    assert "projx" in reply.body
+    reply = await member.ask(room, "!chaz memory list")  # a non-admin: what chaz can read
+    assert "projx" not in reply.body
 
     reply = await member.ask(room, "!chaz memory grant projx chaz read")
     assert reply.body == "only admins may use !chaz memory grant"
     reply = await admin.ask(room, "!chaz memory grant projx chaz read")
     assert reply.body == "Granted chaz read on projx."
+    reply = await member.ask(room, "!chaz memory list")
+    assert "projx" in reply.body
 
     # A stranger is ignored: no reply at all, in the group or by invite.
     ignored = [

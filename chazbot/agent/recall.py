@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chazbot.memory.audience import Audience
+from chazbot.memory.embedders.floors import AGENT_CONFIG_STORE, FLOOR_FIELD, stored_floor
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.memory.tokenize import auto_recall_query
@@ -44,7 +45,7 @@ RECENT_MESSAGES = 5
 QUERY_TOKENS = 10
 FOCUS_DEPTH = 10
 """How deep each of the two rankings is read before they are fused."""
-CONFIG_STORE = "config"
+CONFIG_STORE = AGENT_CONFIG_STORE
 """The agent DB's store of its settings (``/memory config``)."""
 
 
@@ -55,8 +56,16 @@ class RecallSettings:
     enabled: bool = True
     max_entries: int = 3
     banks: tuple[str, ...] | None = None  # None: every attached bank
+    # The relevance floor of vector-only rows (SPEC §5); None: the embedding model's default
+    # (``chazbot.memory.embedders.floors``). Kept as a decimal string: entries hold no floats.
+    min_similarity: float | None = None
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("auto_recall_enabled", "max_entries", "auto_recall_banks")
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "auto_recall_enabled",
+        "max_entries",
+        "auto_recall_banks",
+        FLOOR_FIELD,
+    )
     """Their field names in the agent DB's ``config`` store."""
 
     @classmethod
@@ -71,6 +80,7 @@ class RecallSettings:
             if isinstance(max_entries, int) and not isinstance(max_entries, bool)
             else cls.max_entries,
             banks=tuple(str(b) for b in banks) if isinstance(banks, list) else None,
+            min_similarity=stored_floor(stored.get(FLOOR_FIELD)),
         )
 
 

@@ -77,7 +77,7 @@ async def auto_recall(
     if not settings.enabled or not query:
         return None, 0
     engine = peer.memory
-    limit = settings.max_entries
+    limit, floor = settings.max_entries, engine.similarity_floor(settings.min_similarity)
     focus = focus_query(messages)
     queries = [(q, await engine.query_vector(q)) for q in dict.fromkeys([focus, query]) if q]
 
@@ -87,10 +87,12 @@ async def auto_recall(
         started = time.perf_counter()
         if len(queries) == 1:
             q, v = queries[0]
-            found = [r.row for r in view.search(q, (), limit, v, heard)]
+            found = [r.row for r in view.search(q, (), limit, v, heard, floor)]
         else:
             depth = max(limit, FOCUS_DEPTH)
-            rankings = [[r.row for r in view.search(q, (), depth, v, heard)] for q, v in queries]
+            rankings = [
+                [r.row for r in view.search(q, (), depth, v, heard, floor)] for q, v in queries
+            ]
             found = fuse_rankings(rankings, limit)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found

@@ -14,6 +14,7 @@ from chazbot.errors import ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.ledger import Permission
 from chazbot.memory import bm25_kernel
 from chazbot.memory.banks import (
+    BANKS_PER_PERSON,
     Hosted,
     check_name,
     grant,
@@ -24,6 +25,7 @@ from chazbot.memory.banks import (
     set_key,
 )
 from chazbot.memory.banks import looks_like_db_id as is_db_id
+from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
 from chazbot.memory.engine import LoadStatus
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, MemoryRow, to_datetime
 from chazbot.memory.tools import format_hits
@@ -60,26 +62,30 @@ def register(tree: CommandTree) -> None:
     @add(
         "memory new",
         (Arg("name"), Arg("description", optional=True, rest=True)),
-        "create a bank on this peer (this peer holds its key)",
+        f"create a bank on this peer (it holds the key); non-admins: {BANKS_PER_PERSON} each",
     )
     async def new(ctx: Context, a: dict[str, str]) -> Reply:
         name = check_name(a["name"])
         if await ctx.peer.registry.get("bank", name) is not None:
             raise ConflictError(f"a bank named {name!r} exists already")
-        db = await ctx.peer.create_bank(name, a.get("description", ""))
+        # a non-admin is held to banks.BANKS_PER_PERSON and BANKS_TOTAL (issue 22, item 9)
+        db = await ctx.peer.create_bank(
+            name, a.get("description", ""), created_by=ctx.sender, bounded=not ctx.is_admin
+        )
         return ok(f"Created bank {name} ({db}).")
 
-    @add("memory list", (), "list the banks hosted by this peer")
+    @add(
+        "memory list",
+        (),
+        "list the banks hosted by this peer (non-admins: those the room's agent can read)",
+    )
     async def list_(ctx: Context, a: dict[str, str]) -> Reply:
         banks = await ctx.peer.registry.all("bank")
+        if not ctx.is_admin:
+            return await _list_readable(ctx, banks)
         if not banks:
             return ok(f"No banks yet. Create one with {ctx.prefix}memory new <name>.")
-        lines = [
-            f"- {b.name}"
-            + (f": {b.data['description']}" if b.data.get("description") else "")
-            + f" ({b.db[:19]}…)"
-            for b in banks
-        ]
+        lines = [_bank_line(b) for b in banks]
         return ok("Banks on this peer:\n" + "\n".join(lines))
 
     @add(
@@ -202,7 +208,7 @@ def register(tree: CommandTree) -> None:
             Arg("key", optional=True),
             Arg("value", optional=True, rest=True),
         ),
-        "view or change auto-recall settings for this agent",
+        "view the agent's auto-recall settings; set and reset (every room's) need an admin",
     )
     async def config(ctx: Context, a: dict[str, str]) -> Reply:
         action = a.get("action", "show")
@@ -216,15 +222,26 @@ def register(tree: CommandTree) -> None:
                 f"Auto-recall config for {ctx.agent.name}:\n"
                 f"auto_recall_enabled = {str(s.enabled).lower()}\n"
                 f"max_entries         = {s.max_entries}\n"
-                f"auto_recall_banks   = {shown}"
+                f"auto_recall_banks   = {shown}\n"
+                f"min_similarity      = {_floor_line(ctx, s.min_similarity)}"
+            )
+        if not ctx.is_admin:  # the agent's settings hold in every room it answers in
+            raise PermissionDenied(
+                f"changing {ctx.agent.name}'s config changes it in every room; only admins may "
+                f"(see it with {ctx.prefix}memory config)"
             )
         if action == "reset":
-            if "key" in a:
+            if "value" in a:
+                raise InputError(f"Usage: {ctx.prefix}memory config reset [key]")
+            if "key" in a and a["key"] not in RECALL_DEFAULTS:
                 raise InputError(
-                    f"reset takes no arguments. Usage: {ctx.prefix}memory config reset"
+                    f"unknown setting {a['key']!r}; settings: {', '.join(RECALL_DEFAULTS)}"
                 )
-            ops = [{"op": "set", "field": k, "value": None} for k in RECALL_DEFAULTS]
+            fields = [a["key"]] if "key" in a else list(RECALL_DEFAULTS)
+            ops = [{"op": "set", "field": k, "value": None} for k in fields]
             await ctx.peer.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
+            if "key" in a:
+                return ok(f"Reset {a['key']} to its default.")
             return ok("Auto-recall config reset to defaults.")
         key, raw = a.get("key"), a.get("value")
         if key is None or raw is None:
@@ -314,7 +331,8 @@ def register(tree: CommandTree) -> None:
             a = {"bank": "self", "query": " ".join(filter(None, [a["bank"], a.get("query")]))}
         db, label = await _browse_target(ctx, a["bank"])
         heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
-        ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10, heard)
+        floor = await ctx.peer.memory.agent_floor(ctx.agent.db)  # only what recall would pass
+        ranked = await ctx.peer.memory.recall(db, a.get("query", ""), None, 10, heard, floor)
         if not ranked:
             return ok(f"No memories found in {label}.")
         from chazbot.memory.rows import Hit, to_datetime
@@ -396,6 +414,47 @@ def register(tree: CommandTree) -> None:
             f"memory (tag captured), told only where everyone present was there. See yours "
             f"with {ctx.prefix}memory mine; stop with {ctx.prefix}memory capture off."
         )
+
+
+def _bank_line(bank: Hosted, permission: str | None = None) -> str:
+    described = f": {bank.data['description']}" if bank.data.get("description") else ""
+    held = f" [{permission}]" if permission is not None else ""
+    return f"- {bank.name}{described}{held} ({bank.db[:19]}…)"
+
+
+async def _list_readable(ctx: Context, banks: list[Hosted]) -> Reply:
+    """A non-admin's ``list``: the banks the room's agent can read, and nothing else hosted
+    here (SPEC §6: their names are not everyone's to see)."""
+    hosted = {b.db: b for b in banks}
+    lines = []
+    for access in await ctx.agent.memory.banks():
+        if access.db == ctx.agent.db or access.permission == "none":
+            continue
+        bank = hosted.get(access.db) or Hosted("bank", access.name, access.db, {})
+        lines.append(_bank_line(bank, access.permission))
+    if not lines:
+        return ok(
+            f"{ctx.agent.name} can read no bank here besides its own memory. "
+            f"Create one with {ctx.prefix}memory new <name>."
+        )
+    return ok(f"Banks {ctx.agent.name} can read:\n" + "\n".join(lines))
+
+
+def _floor_line(ctx: Context, chosen: float | None) -> str:
+    """``min_similarity`` as ``show`` prints it: the value in effect and where it comes from."""
+    engine = ctx.peer.memory
+    model = engine.model
+    if model is None:
+        held = f"{chosen:g} set, " if chosen is not None else ""
+        return f"none ({held}no embedder: recall is BM25 only)"
+    floor = engine.similarity_floor(chosen)
+    if chosen is not None:
+        default = default_floor(model)
+        was = f"{default:g}" if default is not None else "none"
+        return f"{floor:g} (set for {ctx.agent.name}; {model}'s default is {was})"
+    if floor is None:
+        return f"none ({model} has no measured default: every vector match counts)"
+    return f"{floor:g} ({model}'s default)"
 
 
 def _alone(ctx: Context) -> bool:
@@ -537,4 +596,6 @@ async def _config_value(ctx: Context, key: str, raw: str) -> Any:
                 f"unknown bank(s) {', '.join(unknown)}; {ctx.agent.name} holds: {have}"
             )
         return [known[n.lower()] for n in names]
+    if key == FLOOR_FIELD:
+        return repr(parse_floor(text))  # a decimal string: entries hold no floats
     raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")

@@ -36,6 +36,16 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 KEY_PREFIX = "ed25519:"
 AGENT_KEY_LABEL = "agent:"
 DELEGATION_KV = "delegation:"
+# What one non-admin may make every user of this peer carry (issue 22, item 9; SPEC §6): each
+# bank is a database, a key and a registry row, and a name in some lists. Admins (the
+# operator, the config's admins) are not bounded. A person's count is the banks registered
+# with them as ``created_by`` now: deleting one (admins) gives its creator room again.
+BANKS_PER_PERSON = 10
+"""Banks a non-admin may have created on this peer."""
+BANKS_TOTAL = 200
+"""Banks this peer may host before a non-admin may create no more (admins still may)."""
+CREATED_BY = "created_by"
+"""The registry entry's field naming who created a bank (the sender: an MXID, ``local``)."""
 
 
 def check_name(name: str, what: str = "bank") -> str:
@@ -45,6 +55,22 @@ def check_name(name: str, what: str = "bank") -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def check_bank_room(hosted: list[Hosted], person: str) -> None:
+    """PermissionDenied (one line) when ``person``, a non-admin, may create no more banks:
+    they created ``BANKS_PER_PERSON`` of the banks in ``hosted``, or it holds ``BANKS_TOTAL``."""
+    mine = sum(1 for h in hosted if h.data.get(CREATED_BY) == person)
+    if mine >= BANKS_PER_PERSON:
+        raise PermissionDenied(
+            f"you created {mine} banks on this peer, the most a non-admin may "
+            f"({BANKS_PER_PERSON} banks); ask an admin to delete one or to create it"
+        )
+    if len(hosted) >= BANKS_TOTAL:
+        raise PermissionDenied(
+            f"this peer hosts {len(hosted)} banks, the most non-admins may create "
+            f"({BANKS_TOTAL} banks); ask an admin"
+        )
 
 
 def looks_like_key(ref: str) -> bool:
@@ -104,14 +130,19 @@ class Registry:
         name: str,
         make: Callable[[], Awaitable[str]],
         data: dict[str, Any] | None = None,
+        bound_for: str | None = None,
     ) -> str:
         """Check ``name`` is free, run ``make()`` (which creates the DB), register it.
 
         Atomic in this process: of two concurrent creations of one name, the second gets a
-        ConflictError and ``make`` is never run for it (no orphan database).
+        ConflictError and ``make`` is never run for it (no orphan database). ``bound_for``:
+        a non-admin creating a bank, held to ``check_bank_room`` in the same step, so a burst
+        of creations cannot pass the bound between the count and the insert.
         """
         async with self._lock:
             await self._claim(kind, name)
+            if bound_for is not None:
+                check_bank_room(await self.all(kind), bound_for)
             db = await make()
             await self._insert(kind, name, db, data)
             return db

@@ -26,6 +26,12 @@ from chazbot.ledger import Applied, KeyPair, Ledger, Row
 from chazbot.memory import bm25_kernel, snapshot
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
+from chazbot.memory.embedders.floors import (
+    AGENT_CONFIG_STORE,
+    FLOOR_FIELD,
+    default_floor,
+    stored_floor,
+)
 from chazbot.memory.rows import (
     MEMORY_STORE,
     MemoryRow,
@@ -108,6 +114,22 @@ class MemoryEngine:
     @property
     def model(self) -> str | None:
         return self.embedder.name if self.embedder is not None else None
+
+    def similarity_floor(self, chosen: float | None = None) -> float | None:
+        """The relevance floor of vector-only rows (SPEC §5): ``chosen`` (an agent's own
+        setting) or the active model's measured default; None without an embedder or when
+        the model has no measured floor."""
+        if self.model is None:
+            return None
+        return chosen if chosen is not None else default_floor(self.model)
+
+    async def agent_floor(self, agent_db: str) -> float | None:
+        """The floor the agent whose DB is ``agent_db`` recalls with (its ``min_similarity``
+        setting, else the model's default)."""
+        if self.model is None:
+            return None
+        fields = await self.ledger.fields(agent_db, AGENT_CONFIG_STORE)
+        return self.similarity_floor(stored_floor(fields.get(FLOOR_FIELD)))
 
     # ---- views --------------------------------------------------------------------------
 
@@ -370,15 +392,18 @@ class MemoryEngine:
         tags: list[str] | None = None,
         limit: int | None = 10,
         audience: Audience | None = None,
+        min_similarity: float | None = None,
     ) -> list[Ranked]:
-        """Ranked rows of ``db`` that ``audience`` may be told (None: all of them)."""
+        """Ranked rows of ``db`` that ``audience`` may be told (None: all of them); rows found
+        only by the vector ranker need a cosine of ``min_similarity`` (None: no floor; an
+        agent's is ``agent_floor``)."""
         if not isinstance(query, str):
             raise InputError("query must be a string")
         clean_tags, lim = check_tags(tags), check_limit(limit)
         view = await self.view(db)
         qvec = await self.query_vector(query)
         started = time.perf_counter()
-        found = view.search(query, clean_tags, lim, qvec, audience)
+        found = view.search(query, clean_tags, lim, qvec, audience, min_similarity)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 

@@ -201,7 +201,8 @@ class MemoryScope:
         bank: str | None = None,
     ) -> list[Hit]:
         name, db, _ = await self._need(bank, Level.READ)
-        ranked = await self.engine.recall(db, query, tags, limit, await self.filtered(db))
+        floor = await self.engine.agent_floor(self.db)  # the agent's relevance floor (SPEC §5)
+        ranked = await self.engine.recall(db, query, tags, limit, await self.filtered(db), floor)
         return [
             Hit(
                 r.row.key,

@@ -37,11 +37,13 @@ DENSE_WEIGHT = 1.0
 @dataclass(frozen=True)
 class Ranked:
     """One result: ``score`` is the exact BM25 score when BM25 ranked alone, else the fused
-    RRF score; ``bm25`` is the row's exact BM25 score whenever BM25 found it (SPEC §3)."""
+    RRF score; ``bm25`` is the row's exact BM25 score whenever BM25 found it (SPEC §3);
+    ``cosine`` its similarity to the query vector whenever the vector ranker found it."""
 
     row: MemoryRow
     score: float
     bm25: float | None = None
+    cosine: float | None = None
 
 
 class MemoryView:
@@ -283,10 +285,16 @@ class MemoryView:
         limit: int = 10,
         query_vector: NDArray[np.float32] | None = None,
         audience: Audience | None = None,
+        min_similarity: float | None = None,
     ) -> list[Ranked]:
         """Recall: BM25 alone (exact SPEC §3 scores), or BM25 and cosine fused by weighted RRF
         when there is a query vector; recency when there is nothing to rank. Only rows
         ``audience`` may be told (SPEC §5c; None: every row).
+
+        ``min_similarity`` (the relevance floor, SPEC §5; None: none): a row found by the
+        vector ranker but not among BM25's candidates is relevant only with a cosine at least
+        that. The fusion runs over the full lists first and the rows under the floor are left
+        out after it, so what passes keeps its score and its order (SPEC §3).
 
         Returns [] when the query has tokens or a vector but nothing matches.
         """
@@ -312,11 +320,24 @@ class MemoryView:
             exact = dict(hits)
             lists.append([doc for doc, _ in hits])
             weights.append(1.0)
-        lists.append([d for d, _ in vectors.search(query_vector, depth, allowed)])
+        near = vectors.search(query_vector, depth, allowed)
+        lists.append([d for d, _ in near])
         weights.append(DENSE_WEIGHT)
-        fused = top_fused(lists, limit, tiebreak=self._tiebreak, k=RRF_K, weights=weights)
+        cosine = dict(near)
+        weak = (
+            set()
+            if min_similarity is None
+            else {d for d, c in near if c < min_similarity and d not in exact}
+        )
+        fused = top_fused(
+            lists, limit + len(weak), tiebreak=self._tiebreak, k=RRF_K, weights=weights
+        )
         visible = self.visible
-        return [Ranked(visible[doc], score, exact.get(doc)) for doc, score in fused]
+        return [
+            Ranked(visible[doc], score, exact.get(doc), cosine.get(doc))
+            for doc, score in fused
+            if doc not in weak
+        ][:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""
