@@ -136,6 +136,13 @@ async def test_a_persons_page_shows_their_rows_inert_and_forgets_through_command
                 audience=room_audience("dm-alice", {ALICE}, lambda u: False),
             )
             assert "pet" not in mine.text and "hostile" in mine.text
+            # a form bigger than the listener's 1 KiB default: a 256-character key
+            long_key = "é" * 256
+            await said(peer, ALICE, long_key, "a long key")
+            async with client.post(
+                f"{base}/ui/me/forget", data={"csrf": csrf, "key": long_key, "back": "/ui/me"}
+            ) as page:
+                assert "(1 row)" in await page.text()
             # a forged form without the token changes nothing
             async with client.post(f"{base}/ui/me/forget-all", data={"confirm": "yes"}) as bad:
                 assert bad.status == 403
