@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from chazbot.commands.web_cmds import LINK_TTL_S, LINKS_PER_WINDOW, base_url, issue_link
+from chazbot.commands.web_cmds import LINK_TTL_S, LINKS_PER_WINDOW, base_url, digest, issue_link
 from chazbot.config import parse_config
 from chazbot.errors import ConfigError, InputError, Unavailable
+from chazbot.ledger.local import WebGrant, WebSignIns
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MAX_VALUE_BYTES
 from tests.web_support import (
@@ -335,3 +336,16 @@ def test_chazbot_web_link_prints_an_operator_link(tmp_path: Path) -> None:
         check=False,
     )
     assert off.returncode == 1 and "web.enabled: true" in off.stdout + off.stderr
+
+
+async def test_sessions_expire_and_a_link_is_taken_once_even_at_once(tmp_path: Path) -> None:
+    async with serving(tmp_path) as (peer, _):
+        store = WebSignIns(peer.ledger)
+        now = int(time.time())
+        await store.add_session("d" * 64, WebGrant(ALICE, False, now + 60, "c"), now)
+        assert await store.session("d" * 64, now + 59) is not None
+        assert await store.session("d" * 64, now + 60) is None  # expired: gone
+        assert await store.session("d" * 64, now) is None
+        secret = (await link(peer, BOB)).split("t=", 1)[1]
+        taken = await asyncio.gather(*(store.take_link(digest(secret), now) for _ in range(8)))
+        assert [t.person for t in taken if t is not None] == [BOB]

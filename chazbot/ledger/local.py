@@ -580,21 +580,6 @@ class WebSignIns:
             )
         )
 
-    async def end_sessions_of(self, person: str) -> int:
-        """Sign ``person`` out everywhere; how many sessions ended."""
-
-        def write(core: LedgerCore) -> int:
-            lo, hi = _prefix_range(self.SESSION)
-            with _transaction(core.conn):
-                rows = core.conn.execute(
-                    "SELECT key, value FROM local_kv WHERE key >= ? AND key < ?", (lo, hi)
-                ).fetchall()
-                gone = [k for k, v in rows if (g := WebGrant.from_json(v)) and g.person == person]
-                core.conn.executemany("DELETE FROM local_kv WHERE key = ?", [(k,) for k in gone])
-            return len(gone)
-
-        return await self._ledger.run(write)
-
     async def _take(self, key: str, now: int, remove: bool) -> WebGrant | None:
         def step(core: LedgerCore) -> WebGrant | None:
             if remove:
