@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python bench/locomo.py [--split dev|heldout|all] [--data PATH]
 [--methods bm25,dense,hybrid] [--key K] [--value V] [--context C] [--tags T]
-[--cache DIR] [--json PATH]``. Not a timed test; CI does not run it. The data (CC BY-NC 4.0)
-stays beside the project in ``../shared/data/locomo10.json``; see its README there.
+[--min-similarity model|none|X] [--cache DIR] [--json PATH] [--capture]``. Not a timed
+test; CI does not run it. The data (CC BY-NC 4.0) stays beside the project in
+``../shared/data/locomo10.json``; see its README there.
 
 As the data README says: every dialogue turn of one conversation is one memory entry in one
 bank, every question except category 5 (adversarial, no answer in the conversation) is a
@@ -16,10 +17,12 @@ Ranking is chazbot's own, through the product path: the rows go into a ``MemoryV
 bank's load does) and every query runs ``MemoryView.search``, the call ``agent.recall`` makes:
 BM25 (k1 1.5, b 0.75) over ``key value tags``; with a query vector, cosine over the vectors of
 ``embed_text(key, value)`` (the local embedder, ``query: `` / ``passage: `` prefixes), fused
-by RRF (k 60, newest first on ties) over ``max(20, 2 x limit)`` candidates per ranker. Those
-are product defaults, chosen on the dev split (see ``chazbot/memory/view.py``). How a LoCoMo
-turn becomes a memory row is data shaping of the benchmark only, standing for what the bot
-would store when a user tells it something:
+by RRF (k 60, newest first on ties) over ``max(20, 2 x limit)`` candidates per ranker, rows
+found only by vectors kept from the embedder's relevance floor up (``hybrid-no-floor``, also
+measured, keeps every one: the anchor for the floor). Those are product defaults, chosen on
+the dev split (see ``chazbot/memory/view.py``). How a LoCoMo turn becomes a memory row is
+data shaping of the benchmark only, standing for what the bot would store when a user tells
+it something:
 
 - ``--key speaker-date-dia`` (default): ``"Caroline 8 May, 2023 D1:3"``, a key naming who,
   when and which turn, as issue 14's "remembered rows" (``speaker-dia``: ``"Caroline D1:3"``;
@@ -56,6 +59,7 @@ import numpy as np
 from chazbot.config import EmbeddingConfig
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
+from chazbot.memory.embedders.floors import default_floor
 from chazbot.memory.engine import embed_text
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
@@ -68,6 +72,7 @@ METHODS = ("bm25", "dense", "hybrid")
 # Measured in every run: BM25 over the plain turn ("Speaker: text [photo]", no context, no
 # tags), the row shape the README's BM25 baseline corresponds to.
 ANCHOR = "bm25-plain-turn"
+NO_FLOOR = "hybrid-no-floor"  # hybrid without the relevance floor, measured beside it
 RRF_K = 60
 TARGET_HYBRID_R10_DEV = 0.62  # issue 14, rows with speaker/date keys
 # Figures measured on the dev split before this ranking (issue 14), recall@10.
@@ -308,6 +313,41 @@ class Scores:
         }
 
 
+async def build_view(
+    conv: Conversation, args: argparse.Namespace, embedder: CachedEmbedder | None
+) -> MemoryView:
+    """The product's own view of one conversation told as one bank: newest-per-key rows, BM25,
+    vectors and ``MemoryView.search`` (the ranking ``agent.recall`` runs), fed the rows as a
+    bank's load would; doc ``i`` is turn ``i``."""
+    rows = [
+        memory_row(conv.turns, i, args.key, args.value, args.context, args.tags)
+        for i in range(len(conv.turns))
+    ]
+    view = MemoryView(embedder.embedder.name if embedder is not None else None)
+    memory_rows = [
+        MemoryRow(doc, f"bench/{doc}", key, value, tuple(tags), doc, (doc, "", 0), "bench")
+        for doc, (key, value, tags) in enumerate(rows)
+    ]
+    doc_vectors: list[tuple[str, Any]] = []
+    if embedder is not None:
+        texts = [embed_text(key, value) for key, value, _ in rows]  # the memory layer's rule
+        vectors = await embedder.documents(texts)
+        doc_vectors = [(f"bench/{doc}", vec) for doc, vec in enumerate(vectors)]
+    view.load(memory_rows, doc_vectors, 0)
+    return view
+
+
+def floor_of(args: argparse.Namespace, model: str | None) -> float | None:
+    """The relevance floor hybrid runs with: ``--min-similarity`` (``model``: the product's
+    default for the embedder, ``none``: no floor, or a number)."""
+    chosen = getattr(args, "min_similarity", "model")
+    if chosen == "none" or model is None:
+        return None
+    if chosen == "model":
+        return default_floor(model)
+    return float(chosen)
+
+
 async def run_conversation(
     conv: Conversation,
     args: argparse.Namespace,
@@ -316,10 +356,6 @@ async def run_conversation(
     per_category: dict[tuple[str, int], Scores],
 ) -> None:
     """Index one conversation as one bank and score every question against it."""
-    rows = [
-        memory_row(conv.turns, i, args.key, args.value, args.context, args.tags)
-        for i in range(len(conv.turns))
-    ]
     anchor = BM25Index()
     anchor.add_many(
         (
@@ -330,21 +366,11 @@ async def run_conversation(
         )
         for i in range(len(conv.turns))
     )
-    # The product's own view: newest-per-key rows, BM25, vectors and MemoryView.search (the
-    # ranking agent.recall runs), fed the rows as a bank's load would.
-    view = MemoryView(embedder.embedder.name if embedder is not None else None)
-    memory_rows = [
-        MemoryRow(doc, f"bench/{doc}", key, value, tuple(tags), doc, (doc, "", 0), "bench")
-        for doc, (key, value, tags) in enumerate(rows)
-    ]
+    view = await build_view(conv, args, embedder)
     query_vectors: np.ndarray | None = None
-    doc_vectors: list[tuple[str, Any]] = []
     if embedder is not None:
-        texts = [embed_text(key, value) for key, value, _ in rows]  # the memory layer's rule
-        vectors = await embedder.documents(texts)
-        doc_vectors = [(f"bench/{doc}", vec) for doc, vec in enumerate(vectors)]
         query_vectors = await embedder.queries([q.text for q in conv.questions])
-    view.load(memory_rows, doc_vectors, 0)
+    floor = floor_of(args, view.model)
 
     for qi, question in enumerate(conv.questions):
         qvec = query_vectors[qi] if query_vectors is not None else None
@@ -354,7 +380,14 @@ async def run_conversation(
         if "dense" in args.methods and view.vectors is not None and qvec is not None:
             ranked_docs["dense"] = [d for d, _ in view.vectors.search(qvec, 10)]
         if "hybrid" in args.methods:
-            ranked_docs["hybrid"] = [r.row.doc for r in view.search(question.text, (), 10, qvec)]
+            # with the relevance floor recall runs with (SPEC §5), and without it: the anchor
+            ranked_docs["hybrid"] = [
+                r.row.doc for r in view.search(question.text, (), 10, qvec, None, floor)
+            ]
+            if floor is not None:
+                ranked_docs[NO_FLOOR] = [
+                    r.row.doc for r in view.search(question.text, (), 10, qvec)
+                ]
         for method, docs in ranked_docs.items():
             ranked = [conv.turns[d].dia_id for d in docs]
             scores[method].add(ranked, question.relevant)
@@ -371,7 +404,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         local = LocalEmbedder(EmbeddingConfig(backend="local", model=args.model))
         embedder = CachedEmbedder(local, args.cache)
         await embedder.load()
-    scores = {m: Scores([], [], []) for m in (ANCHOR, *args.methods)}
+    floor = floor_of(args, embedder.embedder.name if embedder is not None else None)
+    extra = (NO_FLOOR,) if "hybrid" in args.methods and floor is not None else ()
+    scores = {m: Scores([], [], []) for m in (ANCHOR, *args.methods, *extra)}
     per_category: dict[tuple[str, int], Scores] = {}
     started = time.perf_counter()
     for conv in conversations:
@@ -389,6 +424,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "depth_per_ranker": max(MIN_CANDIDATES, 10 * CANDIDATES_PER_RESULT),
             "rrf_k": RRF_K,
             "dense_weight": DENSE_WEIGHT,
+            "min_similarity": floor,
             "key": args.key,
             "value": args.value,
             "context": args.context,
@@ -431,7 +467,7 @@ def print_table(result: dict[str, Any]) -> None:
     print(
         f"embedder {s['embedder']}, {s['depth_per_ranker']} candidates per ranker, RRF k "
         f"{s['rrf_k']}; row: key={s['key']} value={s['value']} context={s['context']} "
-        f"tags={s['tags']}"
+        f"tags={s['tags']}; hybrid's relevance floor {s['min_similarity']}"
     )
     print(f"{'method':<56}{'recall@5':>9}{'recall@10':>10}{'nDCG@10':>9}")
     for method, res in result["results"].items():
@@ -477,6 +513,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--value", choices=VALUES, default="speaker-caption")
     parser.add_argument("--context", choices=CONTEXTS, default="none")
     parser.add_argument("--tags", choices=TAGS, default="none")
+    parser.add_argument(
+        "--min-similarity",
+        default="model",
+        help="hybrid's relevance floor: model (the embedder's default), none, or a number",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--capture", action="store_true", help="also the capture path (slow)")

@@ -13,8 +13,10 @@ that room, sent at its session's date, answered by a stand-in OpenAI-compatible 
 never stores).
 A shared photo's caption is part of the message (``[shares a photo: …]``), as in the
 row-shaping bench. Then every question (category 5 skipped) is asked through the public API,
-``agent.recall(question, limit=10)``, once with the embedder (hybrid) and once with the same
-state reopened without it (BM25), and scored against its evidence turns.
+``agent.recall(question, limit=10)``, with the embedder and the model's relevance floor
+(hybrid), with the embedder and the agent's ``min_similarity`` at -1 (every vector match: the
+anchor for the floor), and with the same state reopened without it (BM25), each scored
+against its evidence turns.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from locomo import (  # noqa: E402
 )
 
 TARGET_CAPTURE_HYBRID_R10_DEV = 0.72
+NO_FLOOR = "capture-hybrid-no-floor"  # the agent's min_similarity at -1: every vector match
 ROOM = "locomo"
 
 
@@ -111,13 +114,22 @@ async def tell(conv: Conversation, state: Path, llm: StandinLLM, limit: int | No
 
 
 async def ask(
-    conv: Conversation, state: Path, llm: StandinLLM, hybrid: bool, limit: int | None
+    conv: Conversation,
+    state: Path,
+    llm: StandinLLM,
+    hybrid: bool,
+    limit: int | None,
+    floor: str | None = None,
 ) -> tuple[Scores, list[float]]:
+    """Every question through ``agent.recall``; ``floor`` is the agent's ``min_similarity``
+    (None: the model's default; ``-1`` lets every vector match through, no floor)."""
     turns = conv.turns[:limit] if limit else conv.turns
     told = {t.dia_id for t in turns}
     scores = Scores([], [], [])
     latency: list[float] = []
     async with chazbot.open(state, config(state, llm, hybrid)) as peer:
+        change = f"set min_similarity {floor}" if floor is not None else "reset min_similarity"
+        assert (await peer.command(f"/memory config {change}")).ok
         ids = await source_ids(peer, turns)
         agent = peer.agent("chaz")
         for question in conv.questions:
@@ -137,7 +149,7 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
     conversations = [c for c in load_locomo(args.data) if c.index in SPLITS[args.split]]
     limit = getattr(args, "limit_turns", None)
-    methods = ["capture-bm25"] + (["capture-hybrid"] if embedder_installed() else [])
+    methods = ["capture-bm25"] + (["capture-hybrid", NO_FLOOR] if embedder_installed() else [])
     totals = {m: Scores([], [], []) for m in methods}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     rows = 0
@@ -150,7 +162,9 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
                 state = Path(tmp)
                 rows += await tell(conv, state, llm, limit)
                 for method in methods:
-                    scores, ms = await ask(conv, state, llm, method == "capture-hybrid", limit)
+                    hybrid = method != "capture-bm25"
+                    floor = "-1" if method == NO_FLOOR else None
+                    scores, ms = await ask(conv, state, llm, hybrid, limit, floor)
                     for part in ("r5", "r10", "ndcg10"):
                         getattr(totals[method], part).extend(getattr(scores, part))
                     latency[method] += ms
