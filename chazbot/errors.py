@@ -8,7 +8,8 @@
     │   ├── UsageError        a command's arguments are wrong (commands.tree)
     │   └── _ReadTimeout      a sync request's body came too slowly (sync.server, HTTP 408)
     ├── PermissionDenied      a key or a user lacks the permission it needs
-    │   └── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
+    │   ├── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
+    │   └── NeedsOwnerGrant   this peer's key needs a grant from a bank's owner (memory.banks)
     ├── NotFound              a bank, agent, session, key or entry does not exist
     ├── ConflictError         the thing exists already, or the state moved under us
     │   └── StateLocked       another process holds the state directory (ledger.statelock)

@@ -25,10 +25,8 @@ from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import AgentConfig, Config, load_config
 from chazbot.errors import (
-    BackendError,
     ChazError,
     ConfigError,
-    ConflictError,
     InputError,
     NotFound,
     PermissionDenied,
@@ -40,7 +38,6 @@ from chazbot.memory.banks import (
     CREATED_BY,
     Hosted,
     Registry,
-    admin_key_for,
     check_name,
     grant,
     read_refs,
@@ -50,9 +47,9 @@ from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
-from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.peer_sharing import SharingMixin
+from chazbot.sync import Replicator, Sharing, SyncServer
 from chazbot.sync.store import Remotes
-from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +92,9 @@ class Agent:
         await self.memory.forget(key, bank)
 
 
-class Peer:
-    """The state and services of one chazbot process."""
+class Peer(SharingMixin):
+    """The state and services of one chazbot process (serving and importing databases:
+    ``peer_sharing.SharingMixin``)."""
 
     def __init__(
         self,
@@ -507,157 +505,6 @@ class Peer:
         modes = [(a.name, await self.capture_mode(a)) for a in self.agents.values()]
         capture = modes[0][1] if len(modes) == 1 else ", ".join(f"{n}={m}" for n, m in modes)
         return f"chat model {chat}; embedder {embedder}; capture {capture}"
-
-    # ---- sharing between peers ------------------------------------------------------------
-
-    def _listen(self) -> tuple[str, int] | None:
-        listen = self.config.sync_listen
-        if not listen:
-            return None
-        host, _, port = listen.rpartition(":")
-        return host.strip("[]"), int(port)
-
-    async def start_sync(self) -> None:
-        """Serve shared databases on ``sync_listen`` and replicate imported ones."""
-        listen = self._listen()
-        if listen is None:
-            return
-        self.sync_server = SyncServer(
-            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing
-        )
-        try:
-            await self.sync_server.start()
-        except OSError as exc:
-            self.sync_server = None
-            listen_text = self.config.sync_listen
-            raise BackendError(
-                f"cannot listen on sync_listen {listen_text}: {exc.strerror}"
-            ) from exc
-        self.replicator = self._replicator()
-        await self.replicator.start()
-        log.info("sync server on %s", self.sync_server.address)
-
-    async def stop_sync(self) -> None:
-        if self.replicator is not None:
-            await self.replicator.close()
-            self.replicator = None
-        if self.sync_server is not None:
-            await self.sync_server.stop()
-            self.sync_server.close()
-            self.sync_server = None
-
-    def sync_counters(self) -> dict[str, int]:
-        """Entries sent, received and refused by the server and the replicator together."""
-        totals = {"sent": 0, "received": 0, "refused": 0}
-        for part in (self.sync_server, self.replicator):
-            if part is not None:
-                for name in totals:
-                    totals[name] += int(getattr(part.counters, name))
-        return totals
-
-    def _replicator(self) -> Replicator:
-        return Replicator(self.ledger, self.key, import_timeout=self.config.sync_import_timeout_s)
-
-    def public_address(self) -> str:
-        """The peer address tickets advertise: ``sync_public_url``, else ``sync_listen``
-        (with the bound port); an InputError saying what to set when neither is reachable."""
-        if self.config.sync_public_url:
-            return address_from_url(self.config.sync_public_url)
-        listen = self._listen()
-        if listen is None:
-            raise InputError("sync is off: set sync_listen in the config to share banks")
-        host, port = listen
-        if self.sync_server is not None:
-            port = self.sync_server.port
-        if is_wildcard(host):
-            raise InputError(
-                f"sync_listen {self.config.sync_listen} binds every interface, which is no "
-                "address other peers can reach: set sync_public_url in the config (or "
-                "CHAZBOT_SYNC_PUBLIC_URL in Docker) to http://<host other peers reach>:"
-                f"{port}, then share again"
-            )
-        return format_address(host, port)
-
-    async def share(self, db: str) -> str:
-        """Serve ``db`` to peers holding a key on it; return its ticket."""
-        address = self.public_address()
-        await self.sharing.share(db)
-        return format_ticket(db, [address])
-
-    async def unshare(self, db: str) -> None:
-        if not await self.sharing.unshare(db):
-            raise NotFound("that bank is not shared")
-
-    async def import_bank(self, ticket: str, permission: str, name: str | None) -> str:
-        """Import a bank from another peer's ticket (asking its owner when needed)."""
-        parsed = parse_ticket(ticket)
-        if name is not None:
-            check_name(name)
-        existing = await self.registry.by_db(parsed.db)
-        if existing is not None:
-            raise ConflictError(
-                f"that database is here already as {existing.kind} {existing.name!r}"
-            )
-        replicator = self.replicator or self._replicator()
-        try:
-            result = await replicator.import_db(parsed, permission)
-        finally:
-            if replicator is not self.replicator:
-                await replicator.close()
-        if result.status == "pending":
-            return (
-                f"Asked the owner for {permission} access (request {result.request_id}); they "
-                "approve it with /sharing approve. Run the same import again after that."
-            )
-        if result.status != "done":
-            raise PermissionDenied("the owner rejected this peer's access request")
-        meta = await self.ledger.fields(result.db, "meta")
-        chosen = name or str(meta.get("name") or "")
-        if not chosen:
-            raise InputError("the bank has no name; import again with a name as the last argument")
-        check_name(chosen)
-        if await self.registry.get("bank", chosen) or await self.registry.get("agent", chosen):
-            raise ConflictError(
-                f"a bank or agent named {chosen!r} exists here; import again choosing a name: "
-                f"/memory import <ticket> {permission} <new-name>"
-            )
-        await self.registry.add("bank", chosen, result.db, {"imported": True})
-        return f"Imported bank {chosen} ({result.db[:19]}…) with {permission}; it syncs both ways."
-
-    async def sharing_requests(self, shown: int = 10) -> str:
-        """Pending requests: how many per bank, and the newest ``shown`` of them."""
-        counts = await self.sharing.pending_counts()
-        if not counts:
-            return "No pending requests."
-        labels: dict[str, str] = {}
-        for db in counts:
-            hosted = await self.registry.by_db(db)
-            labels[db] = hosted.name if hosted else db[:19] + "…"
-        total = sum(counts.values())
-        per_bank = ", ".join(
-            f"{labels[db]}: {n}" for db, n in sorted(counts.items(), key=lambda kv: -kv[1])
-        )
-        newest = await self.sharing.requests(newest=shown)
-        lines = [
-            f"- request {r.id}: {r.key[:24]}… wants {r.permission} on {labels.get(r.db, r.db[:19])}"
-            for r in reversed(newest)
-        ]
-        head = f"{total} pending request{'s' if total != 1 else ''} ({per_bank})"
-        if total > len(newest):
-            head += f"; the newest {len(newest)}"
-        return head + ":\n" + "\n".join(lines)
-
-    async def sharing_decide(self, request_id: str, approve: bool) -> str:
-        if not request_id.isdigit():
-            raise InputError(f"a request id is a number: {request_id[:40]!r}")
-        number = int(request_id)
-        if approve:
-            request = await self.sharing.request(number)
-            admin = await admin_key_for(self.ledger, self.registry, request.db)
-            done = await self.sharing.approve(number, admin)
-            return f"Approved request {done.id}: {done.permission} for {done.key[:24]}…."
-        done = await self.sharing.reject(number)
-        return f"Rejected request {done.id}."
 
 
 @asynccontextmanager

@@ -39,6 +39,7 @@ RANKS = {
     "agent": 3,
     "commands": 4,
     "peer": 5,
+    "peer_sharing": 5,  # one job of the peer, split out of peer.py (#20)
     "transports": 6,
     "service": 7,
     "cli": 7,

@@ -280,16 +280,16 @@ async def test_an_admin_runs_banks_grants_and_sharing(
         Config(state_dir=tmp_path / "other", sync_listen="", http_listen="", embedding=None)
     )
     try:
-        asked = await other.import_bank(ticket.group(0), "write", "team")
-        assert "Asked the owner" in asked, asked
+        asked = await other.command(f"/memory import {ticket.group(0)} write team")
+        assert "Asked the owner" in asked.text, asked.text
         browser.get(f"{base}/ui/admin/requests")
         assert other.key.public in css(browser, "#requests").text
         shot(browser, "requests")
         press(browser, css(browser, "#requests button.approve"))
         assert flash(browser).startswith("Approved request")
         assert (await admin.ask(dm, "!chaz sharing requests")).body == "No pending requests."
-        done = await other.import_bank(ticket.group(0), "write", "team")
-        assert done.startswith("Imported bank team"), done
+        done = await other.command(f"/memory import {ticket.group(0)} write team")
+        assert done.text.startswith("Imported bank team"), done.text
     finally:
         await other.close()
     stats = (await admin.ask(dm, "!chaz memory stats team")).body

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair
+    from chazbot.ledger.local import AccessRequest
     from chazbot.memory.banks import Hosted, Registry
     from chazbot.sync import Sharing
+    from chazbot.sync.outcomes import Imported, PendingRequests
 
 
 class CommandPeer(MemoryHost, Protocol):
@@ -58,11 +60,11 @@ class CommandPeer(MemoryHost, Protocol):
 
     async def unshare(self, db: str) -> None: ...
 
-    async def import_bank(self, ticket: str, permission: str, name: str | None) -> str: ...
+    async def import_bank(self, ticket: str, permission: str, name: str | None) -> Imported: ...
 
-    async def sharing_requests(self) -> str: ...
+    async def pending_requests(self, shown: int = 10) -> PendingRequests: ...
 
-    async def sharing_decide(self, request_id: str, approve: bool) -> str: ...
+    async def decide_request(self, number: int, approve: bool) -> AccessRequest: ...
 
 
 @dataclass

@@ -16,6 +16,7 @@ from chazbot.memory import bm25_kernel
 from chazbot.memory.banks import (
     BANKS_PER_PERSON,
     Hosted,
+    NeedsOwnerGrant,
     check_name,
     grant,
     holder_keys,
@@ -126,17 +127,23 @@ def register(tree: CommandTree) -> None:
         if hosted.db == agent.db:
             raise InputError(f"{agent.name} always has its own memory; grant another agent instead")
         meta = await ctx.peer.ledger.fields(hosted.db, "meta")
-        done = await grant(
-            ctx.peer.ledger,
-            ctx.peer.registry,
-            hosted.name,
-            hosted.db,
-            agent.key,
-            agent.db,
-            perm,
-            agent_name=agent.name,
-            owner_ref=str(meta.get("name") or hosted.db),
-        )
+        try:
+            done = await grant(
+                ctx.peer.ledger,
+                ctx.peer.registry,
+                hosted.name,
+                hosted.db,
+                agent.key,
+                agent.db,
+                perm,
+                agent_name=agent.name,
+                owner_ref=str(meta.get("name") or hosted.db),
+            )
+        except NeedsOwnerGrant as exc:  # the way out, in this transport's words (SPEC §4)
+            raise PermissionDenied(
+                f"{exc}: on their peer, {ctx.prefix}memory grant {exc.bank} {exc.key} "
+                f"{exc.permission}"
+            ) from exc
         if done.delegated_via is not None:
             return ok(
                 f"Granted {agent.name} {perm.name} on {hosted.name} through this peer's key "

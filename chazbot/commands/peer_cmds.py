@@ -70,18 +70,33 @@ def register(tree: CommandTree) -> None:
 
     @add("sharing requests", (), "list pending import requests from other peers", admin=True)
     async def requests(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, await ctx.peer.sharing_requests())
+        pending = await ctx.peer.pending_requests()
+        if not pending.total:
+            return Reply(True, "No pending requests.")
+        per_db = ", ".join(f"{label}: {n}" for label, n in pending.per_db)
+        lines = [
+            f"- request {r.id}: {r.key[:24]}… wants {r.permission} on "
+            f"{pending.labels.get(r.db, r.db[:19])}"
+            for r in pending.newest
+        ]
+        head = f"{pending.total} pending request{'s' if pending.total != 1 else ''} ({per_db})"
+        if pending.total > len(pending.newest):
+            head += f"; the newest {len(pending.newest)}"
+        head += f" (decide with {ctx.prefix}sharing approve|reject <id>)"
+        return Reply(True, head + ":\n" + "\n".join(lines))
 
     @add("sharing approve", (Arg("id"),), "approve an import request", admin=True)
     async def approve(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, await ctx.peer.sharing_decide(_request_id(a["id"]), True))
+        done = await ctx.peer.decide_request(_request_id(a["id"]), True)
+        return Reply(True, f"Approved request {done.id}: {done.permission} for {done.key[:24]}….")
 
     @add("sharing reject", (Arg("id"),), "reject an import request", admin=True)
     async def reject(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, await ctx.peer.sharing_decide(_request_id(a["id"]), False))
+        done = await ctx.peer.decide_request(_request_id(a["id"]), False)
+        return Reply(True, f"Rejected request {done.id}.")
 
 
-def _request_id(text: str) -> str:
-    if not text or len(text) > 64 or not all(c.isalnum() or c in "-_" for c in text):
-        raise InputError(f"not a request id: {text[:70]!r}")
-    return text
+def _request_id(text: str) -> int:
+    if not text.isdigit() or len(text) > 18:
+        raise InputError(f"a request id is a number: {text[:40]!r}")
+    return int(text)

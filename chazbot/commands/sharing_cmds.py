@@ -43,7 +43,25 @@ def register(tree: CommandTree) -> None:
         admin=True,
     )
     async def import_(ctx: Context, a: dict[str, str]) -> Reply:
+        permission = a.get("permission", "write")
+        done = await ctx.peer.import_bank(a["ticket"], permission, a.get("name"))
+        again = f"{ctx.prefix}memory import <ticket> {permission} <new-name>"
+        if done.status == "pending":
+            return Reply(
+                True,
+                f"Asked the owner for {permission} access (request {done.request_id}); they "
+                f"approve it with {ctx.prefix}sharing approve {done.request_id}. Run the same "
+                "import again after that.",
+            )
+        if done.status == "unnamed":
+            return Reply(False, f"The bank has no name; import again with a name: {again}")
+        if done.status == "name_taken":
+            return Reply(
+                False,
+                f"a bank or agent named {done.name!r} exists here; import again choosing a "
+                f"name: {again}",
+            )
         return Reply(
             True,
-            await ctx.peer.import_bank(a["ticket"], a.get("permission", "write"), a.get("name")),
+            f"Imported bank {done.name} ({done.db[:19]}…) with {permission}; it syncs both ways.",
         )

@@ -48,6 +48,15 @@ CREATED_BY = "created_by"
 """The registry entry's field naming who created a bank (the sender: an MXID, ``local``)."""
 
 
+class NeedsOwnerGrant(PermissionDenied):
+    """This peer's key needs ``permission`` on ``bank`` from the bank's owner first; the
+    command layer words the way out (the grant to run on the owner's peer)."""
+
+    def __init__(self, message: str, *, key: str, permission: str, bank: str) -> None:
+        super().__init__(message)
+        self.key, self.permission, self.bank = key, permission, bank
+
+
 def check_name(name: str, what: str = "bank") -> str:
     if not NAME_RE.match(name):
         raise InputError(
@@ -349,11 +358,14 @@ async def _delegate(
     if not held or not held[0][0].allows(perm.level):
         level = held[0][0].name if held else "nothing"
         peer = await registry.key("peer")
-        who = peer.public if peer is not None else "this peer's key (see /pubkey)"
-        raise PermissionDenied(
+        who = peer.public if peer is not None else "this peer's key"
+        raise NeedsOwnerGrant(
             f"this peer holds {level} on {bank_name}, so it cannot give {agent_name} "
-            f"{perm.name}; ask the bank's owner to run /memory grant {owner_ref or bank_name} "
-            f"{who} {perm.name} on their peer, then grant again"
+            f"{perm.name}; ask the bank's owner to grant {who} {perm.name} on "
+            f"{owner_ref or bank_name} on their peer, then grant again",
+            key=who,
+            permission=perm.name,
+            bank=owner_ref or bank_name,
         )
     before = await registry.delegation(bank_db, agent_name)
     await registry.set_delegation(bank_db, agent_name, perm.name)

@@ -1,0 +1,168 @@
+"""One job of the peer: serving and importing databases (the sync lifecycle and sharing).
+
+``Peer`` takes these methods from ``SharingMixin``; the state they use (config, ledger, key,
+registry, ``sharing``, the server and the replicator) is set up by ``Peer``. They return
+data, never reply text: what a person reads, with the transport's command prefix, is written
+in ``commands/`` (``sharing_cmds.py`` and ``peer_cmds.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from chazbot.errors import BackendError, ConflictError, InputError, NotFound, PermissionDenied
+from chazbot.memory.banks import admin_key_for, check_name
+from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.sync.outcomes import Imported, PendingRequests
+from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
+
+if TYPE_CHECKING:
+    from chazbot.config import Config
+    from chazbot.ledger import KeyPair, Ledger
+    from chazbot.ledger.local import AccessRequest
+    from chazbot.memory.banks import Registry
+
+log = logging.getLogger("chazbot.peer")
+
+
+class SharingMixin:
+    """Serving shared databases and importing others' (see the module docstring)."""
+
+    config: Config
+    ledger: Ledger
+    key: KeyPair
+    registry: Registry
+    sharing: Sharing
+    sync_server: SyncServer | None
+    replicator: Replicator | None
+
+    def _listen(self) -> tuple[str, int] | None:
+        listen = self.config.sync_listen
+        if not listen:
+            return None
+        host, _, port = listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+    async def start_sync(self) -> None:
+        """Serve shared databases on ``sync_listen`` and replicate imported ones."""
+        listen = self._listen()
+        if listen is None:
+            return
+        self.sync_server = SyncServer(
+            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing
+        )
+        try:
+            await self.sync_server.start()
+        except OSError as exc:
+            self.sync_server = None
+            listen_text = self.config.sync_listen
+            raise BackendError(
+                f"cannot listen on sync_listen {listen_text}: {exc.strerror}"
+            ) from exc
+        self.replicator = self._replicator()
+        await self.replicator.start()
+        log.info("sync server on %s", self.sync_server.address)
+
+    async def stop_sync(self) -> None:
+        if self.replicator is not None:
+            await self.replicator.close()
+            self.replicator = None
+        if self.sync_server is not None:
+            await self.sync_server.stop()
+            self.sync_server.close()
+            self.sync_server = None
+
+    def sync_counters(self) -> dict[str, int]:
+        """Entries sent, received and refused by the server and the replicator together."""
+        totals = {"sent": 0, "received": 0, "refused": 0}
+        for part in (self.sync_server, self.replicator):
+            if part is not None:
+                for name in totals:
+                    totals[name] += int(getattr(part.counters, name))
+        return totals
+
+    def _replicator(self) -> Replicator:
+        return Replicator(self.ledger, self.key, import_timeout=self.config.sync_import_timeout_s)
+
+    def public_address(self) -> str:
+        """The peer address tickets advertise: ``sync_public_url``, else ``sync_listen``
+        (with the bound port); an InputError saying what to set when neither is reachable."""
+        if self.config.sync_public_url:
+            return address_from_url(self.config.sync_public_url)
+        listen = self._listen()
+        if listen is None:
+            raise InputError("sync is off: set sync_listen in the config to share banks")
+        host, port = listen
+        if self.sync_server is not None:
+            port = self.sync_server.port
+        if is_wildcard(host):
+            raise InputError(
+                f"sync_listen {self.config.sync_listen} binds every interface, which is no "
+                "address other peers can reach: set sync_public_url in the config (or "
+                "CHAZBOT_SYNC_PUBLIC_URL in Docker) to http://<host other peers reach>:"
+                f"{port}, then share again"
+            )
+        return format_address(host, port)
+
+    async def share(self, db: str) -> str:
+        """Serve ``db`` to peers holding a key on it; return its ticket."""
+        address = self.public_address()
+        await self.sharing.share(db)
+        return format_ticket(db, [address])
+
+    async def unshare(self, db: str) -> None:
+        if not await self.sharing.unshare(db):
+            raise NotFound("that bank is not shared")
+
+    async def import_bank(self, ticket: str, permission: str, name: str | None) -> Imported:
+        """Import a bank from another peer's ticket (asking its owner when needed)."""
+        parsed = parse_ticket(ticket)
+        if name is not None:
+            check_name(name)
+        existing = await self.registry.by_db(parsed.db)
+        if existing is not None:
+            raise ConflictError(
+                f"that database is here already as {existing.kind} {existing.name!r}"
+            )
+        replicator = self.replicator or self._replicator()
+        try:
+            result = await replicator.import_db(parsed, permission)
+        finally:
+            if replicator is not self.replicator:
+                await replicator.close()
+        if result.status == "pending":
+            return Imported("pending", permission, parsed.db, request_id=result.request_id)
+        if result.status != "done":
+            raise PermissionDenied("the owner rejected this peer's access request")
+        meta = await self.ledger.fields(result.db, "meta")
+        chosen = name or str(meta.get("name") or "")
+        if not chosen:
+            return Imported("unnamed", permission, result.db)
+        check_name(chosen)
+        if await self.registry.get("bank", chosen) or await self.registry.get("agent", chosen):
+            return Imported("name_taken", permission, result.db, chosen)
+        await self.registry.add("bank", chosen, result.db, {"imported": True})
+        return Imported("done", permission, result.db, chosen)
+
+    async def pending_requests(self, shown: int = 10) -> PendingRequests:
+        """Pending requests: how many per database, and the newest ``shown`` of them."""
+        counts = await self.sharing.pending_counts()
+        labels: dict[str, str] = {}
+        for db in counts:
+            hosted = await self.registry.by_db(db)
+            labels[db] = hosted.name if hosted else db[:19] + "…"
+        per_db = [(labels[db], n) for db, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+        newest = list(reversed(await self.sharing.requests(newest=shown))) if counts else []
+        return PendingRequests(sum(counts.values()), per_db, newest, labels)
+
+    async def decide_request(self, number: int, approve: bool) -> AccessRequest:
+        """Approve (with an admin key this peer holds on the database) or reject a request."""
+        if approve:
+            request = await self.sharing.request(number)
+            admin = await admin_key_for(self.ledger, self.registry, request.db)
+            return await self.sharing.approve(number, admin)
+        return await self.sharing.reject(number)
+
+
+__all__ = ["SharingMixin"]
