@@ -24,10 +24,11 @@ if TYPE_CHECKING:  # the names below load on first use, so ``import chazbot.x`` 
     from chazbot.config import Config
     from chazbot.errors import ChazError
     from chazbot.memory.rows import Hit
-    from chazbot.peer import Agent, Peer
+    from chazbot.peer import Peer
+    from chazbot.peer_hosting import Agent
 
 _LAZY = {
-    "Agent": "chazbot.peer",
+    "Agent": "chazbot.peer_hosting",
     "Peer": "chazbot.peer",
     "Config": "chazbot.config",
     "ChazError": "chazbot.errors",

@@ -39,7 +39,8 @@ RANKS = {
     "agent": 3,
     "commands": 4,
     "peer": 5,
-    "peer_sharing": 5,  # one job of the peer, split out of peer.py (#20)
+    "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
+    "peer_hosting": 5,
     "transports": 6,
     "service": 7,
     "cli": 7,

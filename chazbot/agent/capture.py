@@ -121,6 +121,18 @@ def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
     return "facts"
 
 
+async def capture_mode(agent: AgentHandle, session: Session | None, llm: ChatModel | None) -> Mode:
+    """What capture does for ``agent`` with ``llm`` (in ``session``, whose ``/memory capture
+    on|off`` switch may override the agent's setting)."""
+    configured = effective_mode(agent.config.capture, llm)
+    switch = await session.capture() if session is not None else None
+    if switch is False:
+        return "off"
+    if switch is True and configured == "off":
+        return effective_mode("auto", llm)
+    return configured
+
+
 def speaker_name(sender: str) -> str:
     """How a row names the sender: the full MXID (SPEC §5b: ``@alice:evil.org`` is not the
     local alice), or the terminal's name for its user."""
@@ -373,6 +385,7 @@ __all__ = [
     "Mode",
     "Said",
     "capture_facts",
+    "capture_mode",
     "capture_turn",
     "effective_mode",
     "fact_key",
