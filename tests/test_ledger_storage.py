@@ -431,6 +431,7 @@ async def check_after_crash(path: Path, db: str, acked: set[str]) -> int:
         await ledger.close()
 
 
+@pytest.mark.slow  # about 30 s: writer processes killed mid-burst, several rounds
 async def test_kill_9_in_a_burst_loses_no_acknowledged_write(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     rng = random.Random(20240611)
