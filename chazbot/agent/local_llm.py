@@ -166,6 +166,9 @@ class Builtin:
     def path(self, models_dir: Path) -> Path:
         """The GGUF file: the package's own, or the parts joined into ``models_dir`` once;
         checked against ``sha256`` every time (a joined file that changed is joined again)."""
+        prejoined = self._prejoined()  # joined ahead of time (PREJOINED_DIR): used where it lies
+        if prejoined is not None:
+            return prejoined
         paths = self._part_paths()
         if paths is None:
             raise BackendError(_MISSING)
