@@ -84,6 +84,10 @@ def test_a_builtin_joined_ahead_of_time_is_used_where_it_lies(
     state_models = tmp_path / "state" / "models"
     assert builtin.path(state_models) == joined
     assert not state_models.exists()  # nothing copied into the state directory
+    # checked at every load, like any model: an edited joined file is refused
+    joined.write_bytes(b"GGUF" + bytes(99) + b"!" + joined.read_bytes()[104:])
+    with pytest.raises(BackendError, match="damaged"):
+        builtin.path(state_models)
     # Without the joined file and without the parts, it is not installed.
     joined.unlink()
     assert not builtin.installed()

@@ -168,6 +168,12 @@ class Builtin:
         checked against ``sha256`` every time (a joined file that changed is joined again)."""
         prejoined = self._prejoined()  # joined ahead of time (PREJOINED_DIR): used where it lies
         if prejoined is not None:
+            assert self.sha256 is not None
+            if _file_sha256(prejoined, self.name) != self.sha256:  # checked at every load too
+                raise BackendError(
+                    f"the built-in model {self.name} joined ahead of time at {prejoined} is "
+                    "damaged (its sha256 is not the one expected): rebuild the image"
+                )
             return prejoined
         paths = self._part_paths()
         if paths is None:
