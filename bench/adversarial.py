@@ -1,4 +1,4 @@
-"""Auth state under a refused-entry burst, beside the code before issue #11 in the same run.
+"""Auth state under a refused-entry burst (issue #11), and disk under a soft-fail flood (#22).
 
 Run: ``.venv/bin/python bench/adversarial.py [--changes 2000] [--refused 1000]
 [--baseline REF] [--baseline-refused 20]``. Not a timed test; CI does not run it.
@@ -11,6 +11,16 @@ to a new key), then a read-only key's batch of ``--refused`` data entries, each 
   signatures already checked): target ≤ 1 s for 1,000 entries after 2,000 changes;
 - bytes of the auth tables (``auth_heads``, or ``auth_sets`` before): target ≤ 10 MB;
 - the time to write the changes, for scale.
+
+The soft-fail flood (issue #22, item 3), on real peers over loopback: an owner serving a
+bank and a relay that imported it; a key that held write is turned down to read and pushes
+``--flood-pushes`` batches of about ``--flood-mb`` MB each, built on the parents it saw
+before, to the owner and to the relay. Measured: the growth of each state file (with its
+WAL) and the entries stored. Bound: nothing is stored for entries that arrive soft-failed
+and that no writer builds on; what a writer builds on is kept within
+``MAX_KEPT_SOFT_FAILED_BYTES`` (8 MiB) per key, database and revocation, so the target is
+growth ≤ 8 MiB per peer. The anchor, in the same run: the same pushes by a key that holds
+write (stored, as every soft-failed entry was before #22: 151 MB per peer for 24 pushes).
 
 ``--baseline REF`` (default: the commit before the change) runs the same scenario against
 that commit, checked out into a temporary git worktree, in a subprocess; it refuses only
@@ -136,17 +146,131 @@ def run_baseline(ref: str, changes: int, refused: int) -> dict[str, Any]:
             )
 
 
+def _disk(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+async def soft_fail_flood(tmp: Path, pushes: int, mb: float) -> dict[str, Any]:
+    """See the module doc; returns growth in bytes per peer, for the flood and the anchor."""
+    sys.path.insert(0, str(ROOT))
+    from chazbot.ledger import KeyPair, Permission
+    from chazbot.sync import SyncClient
+    from tests.adversarial.harness import forge, head
+    from tests.test_sync_support import Node
+
+    write, read = Permission.parse("write", 10), Permission.parse("read")
+    a = await Node.open(tmp / "owner.sqlite3")
+    b = await Node.open(tmp / "relay.sqlite3")
+    owner, hostile, honest = KeyPair.generate(), KeyPair.generate(), KeyPair.generate()
+    out: dict[str, Any] = {"pushes": pushes, "mb_per_push": mb}
+    try:
+        db = await a.ledger.create_db(
+            owner, {"name": "flooded"}, [(hostile.public, write), (honest.public, write)]
+        )
+        await a.ledger.set_auth(db, owner, b.key.public, write)
+        await a.sharing.share(db)
+        assert (await b.replicator.import_db(await a.server.ticket(db), "write")).status == "done"
+        await b.sharing.share(db)  # a relay: it serves the bank on
+        old_parents, old_height = await head(a.ledger, db)
+        await a.ledger.set_auth(db, owner, hostile.public, read)
+        await b.replicator.sync_now(db)
+        per_entry = 8 * 15 * 1024
+        per_push = max(1, int(mb * 1e6 / per_entry))
+
+        def batch(key: KeyPair, parents: list[str], height: int, tag: str) -> list[bytes]:
+            blob = "x" * (15 * 1024)
+            return [
+                forge(
+                    key,
+                    db,
+                    parents,
+                    height,
+                    {
+                        "memory": [
+                            {"op": "insert", "row": {"key": f"{tag}{i}.{n}", "value": blob}}
+                            for n in range(8)
+                        ]
+                    },
+                )
+                for i in range(per_push)
+            ]
+
+        async def push_all(key: KeyPair, make: Any) -> dict[str, Any]:
+            before = {n.path: _disk(n.path) for n in (a, b)}
+            count = {n.path: await n.ledger.count_entries(db) for n in (a, b)}
+            client = SyncClient(key, timeout=120.0)
+            refused = accepted = 0
+            started = time.perf_counter()
+            try:
+                for p in range(pushes):
+                    entries = await make(p)
+                    for node in (a, b):
+                        result = await client.push(node.address, db, entries)
+                        refused += result.refused
+                        accepted += result.accepted
+            finally:
+                await client.close()
+            took = time.perf_counter() - started
+            await a.replicator.sync_now(db)
+            await b.replicator.sync_now(db)
+            return {
+                "seconds": took,
+                "accepted": accepted,
+                "refused": refused,
+                "owner_bytes": _disk(a.path) - before[a.path],
+                "relay_bytes": _disk(b.path) - before[b.path],
+                "owner_entries": await a.ledger.count_entries(db) - count[a.path],
+                "relay_entries": await b.ledger.count_entries(db) - count[b.path],
+            }
+
+        async def flood(p: int) -> list[bytes]:
+            return batch(hostile, old_parents, old_height, f"f{p}.")
+
+        async def anchor(p: int) -> list[bytes]:
+            parents, height = await head(a.ledger, db)
+            return batch(honest, parents, height, f"a{p}.")
+
+        out["flood"] = await push_all(hostile, flood)
+        out["anchor"] = await push_all(honest, anchor)
+    finally:
+        await a.close()
+        await b.close()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=2000)
     parser.add_argument("--refused", type=int, default=1000)
     parser.add_argument("--baseline", default=BASELINE_REF, help="git ref, or '' to skip")
     parser.add_argument("--baseline-refused", type=int, default=20)
+    parser.add_argument("--flood-pushes", type=int, default=24)
+    parser.add_argument("--flood-mb", type=float, default=3.8)
     parser.add_argument("--inner", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
         print(json.dumps(run_here(*args.inner)))
         return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        flood = asyncio.run(soft_fail_flood(Path(tmp), args.flood_pushes, args.flood_mb))
+    f, anc = flood["flood"], flood["anchor"]
+    print(
+        f"soft-fail flood: {args.flood_pushes} pushes of ~{args.flood_mb:g} MB to the owner "
+        f"and to the relay, by a key turned down to read"
+    )
+    print(f"{'':34}{'owner MB':>10}{'relay MB':>10}{'entries':>10}{'target':>10}")
+    print(
+        f"{'  downgraded key (refused)':34}{f['owner_bytes'] / 1e6:>10.2f}"
+        f"{f['relay_bytes'] / 1e6:>10.2f}{f['owner_entries'] + f['relay_entries']:>10}"
+        f"{'≤8.39':>10}"
+    )
+    print(
+        f"{'  anchor: a writer, same pushes':34}{anc['owner_bytes'] / 1e6:>10.2f}"
+        f"{anc['relay_bytes'] / 1e6:>10.2f}{anc['owner_entries'] + anc['relay_entries']:>10}"
+    )
+    print(f"  flood refused {f['refused']} entries in {f['seconds']:.1f} s")
+    flood_ok = max(f["owner_bytes"], f["relay_bytes"]) <= 8 * 1024 * 1024
     here = run_here(args.changes, args.refused)
     base = None
     if args.baseline:
@@ -175,8 +299,8 @@ def main() -> int:
         print(f"{name:34}{mine:>14.3f}{old_text:>14}{target:>10}")
     if base is not None:
         print(f"(before #11: {args.baseline_refused} entries measured, scaled to {args.refused})")
-    print(json.dumps({"this": here, "baseline": base}))
-    ok = here["ingest_s"] <= TARGET_SECONDS and here["auth_bytes"] <= TARGET_BYTES
+    print(json.dumps({"this": here, "baseline": base, "soft_fail_flood": flood}))
+    ok = here["ingest_s"] <= TARGET_SECONDS and here["auth_bytes"] <= TARGET_BYTES and flood_ok
     return 0 if ok else 1
 
 

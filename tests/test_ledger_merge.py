@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Permission
 from chazbot.ledger.auth import parse_auth_op
+from tests.test_sync_support import live_entries
 
 ADMIN0 = Permission.parse("admin", 0)
 ADMIN1 = Permission.parse("admin", 1)
@@ -40,7 +41,8 @@ async def sync(src: Ledger, dst: Ledger, db: str) -> None:
     """Send every entry ``src`` has to ``dst`` in one batch (ingest sorts parents first)."""
     raw = [data for _, data in await src.entries(db, 0, 1_000_000)]
     result = await dst.ingest(raw)
-    assert result.rejected == []
+    # only what arrives soft-failed with nothing built on it may be refused (issue #22)
+    assert all(why.startswith("soft-failed on arrival") for _, why in result.rejected)
 
 
 async def state(ledger: Ledger, db: str) -> dict[str, Any]:
@@ -51,11 +53,10 @@ async def state(ledger: Ledger, db: str) -> dict[str, Any]:
         "meta": await ledger.fields(db, "meta"),
         "auth": await ledger.auth_state(db),
         "auth_table": [tuple(r) for r in auth_rows],
-        "tips": await ledger.tips(db),
+        "live": await live_entries(ledger, db),
         "rows": sorted(
             (r.row_id, r.author, json.dumps(r.data)) for r in await ledger.rows(db, "notes")
         ),
-        "count": await ledger.count_entries(db),
     }
 
 
@@ -100,7 +101,7 @@ async def branches(root: Path) -> tuple[str, list[bytes], dict[str, Any]]:
             await sync(src, dst, db)
         states = [await state(p, db) for p in (a, b, c)]
         assert states[0] == states[1] == states[2]
-        assert len(states[0]["tips"]) == 2  # a's merge line and c's branch
+        assert len(await a.tips(db)) == 2  # a's merge line and c's branch
         raw = [data for _, data in await a.entries(db, 0, 1_000_000)]
         return db, raw, states[0]
     finally:
@@ -180,7 +181,7 @@ def test_peers_agree_and_follow_the_merge_rule() -> None:
     hidden = [e for e in entries if e.id in failed]
     assert sorted(e.author for e in hidden) == sorted([WRITER.public] * 2 + [ADMIN.public])
     assert agreed["meta"]["colour"] != "blue"
-    assert agreed["count"] == len(entries)
+    assert len(agreed["live"]) == len(entries) - len(failed)
     # the conflict is real: five entries set "name", three of them at the same height
     names = [e for e in entries if any(o["field"] == "name" for o in e.ops.get("meta", []))]
     assert len(names) == 5 and sorted(e.height for e in names)[:4] == [0, 1, 1, 1]
@@ -197,6 +198,8 @@ async def ingest_in_order(path: Path, order: list[Entry], chunk: int) -> tuple[d
             for start in range(0, len(pending), chunk):
                 result = await ledger.ingest(pending[start : start + chunk])
                 for eid, reason in result.rejected:
+                    if reason.startswith("soft-failed on arrival"):
+                        continue  # refused for good: hidden anyway, and nothing builds on it
                     assert "is not known" in reason or "unknown database" in reason, reason
                     missing.add(eid)
             again = [e for e in pending if e.id in missing]

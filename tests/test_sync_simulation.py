@@ -81,7 +81,8 @@ async def _simulate(
     everything = list(union)
 
     reference = await Ledger.open(tmp / "reference.sqlite3")
-    assert (await reference.ingest(everything)).rejected == []
+    refused = (await reference.ingest(everything)).rejected  # only soft-failed on arrival
+    assert all(why.startswith("soft-failed on arrival") for _, why in refused), refused
 
     receiver = await Ledger.open(tmp / "receiver.sqlite3")
     await receiver.ingest(genesis)  # it holds the database (as an importer would)
@@ -102,13 +103,14 @@ async def _simulate(
                 size = rnd.randint(1, 8)
                 chunk, pending = pending[:size], pending[size:]
                 result = await client.push(server.address, db, chunk)
-                if result.refused:
-                    held = set(await _ids(receiver, db))
-                    refused += [d for d in chunk if _id(d) not in held]
+                retry = {i for i, why in result.rejected if "not known" in why}
+                refused += [d for d in chunk if _id(d) in retry]
             pending = list(dict.fromkeys(refused))
         assert pending == []
-        # Each entry was accepted exactly once; every other delivery was a duplicate or refused.
-        assert server.counters.received == len(everything) - len(genesis)
+        # Each entry was accepted once at most; every other delivery was a duplicate or
+        # refused (for a missing parent, then sent again; or soft-failed on arrival).
+        held = await receiver.count_entries(db)
+        assert server.counters.received == held - len(genesis)
         assert await snapshot(receiver, db) == await snapshot(reference, db)
 
         # A third peer pulls it all from the receiver (granted read by the owner's key).

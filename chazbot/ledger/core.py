@@ -45,10 +45,20 @@ from chazbot.ledger.auth import (
 from chazbot.ledger.authgraph import AuthGraph
 from chazbot.ledger.entry import MAX_PARENTS, Entry
 from chazbot.ledger.keys import KeyPair
+from chazbot.ledger.limbo import Limbo
 
 log = logging.getLogger(__name__)
 
 MAX_FIELD_NAME = 128
+# What one key can make a peer keep of entries that are soft-failed on arrival (its write
+# was taken away before they came) and that an entry of a key holding write builds on: per
+# database and per revocation (the auth entry deciding the key's current grant).
+MAX_KEPT_SOFT_FAILED = 1000
+MAX_KEPT_SOFT_FAILED_BYTES = 8 * 1024 * 1024
+# Refused soft-failed entries are kept in memory a while, in case an entry built on one
+# arrives later (a writer that had not yet heard of the revocation): per key, and in all.
+LIMBO_BYTES_PER_KEY = 4 * 1024 * 1024
+LIMBO_BYTES = 32 * 1024 * 1024
 RowCheck = Callable[[dict[str, Any]], None]
 Undo = Callable[[], object]
 _ROW_CHECKS: dict[str, RowCheck] = {}
@@ -133,6 +143,7 @@ class LedgerCore:
         self._head_ids: dict[tuple[str, tuple[str, ...]], int] = {}
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._undo: list[Undo] | None = None
+        self.limbo = Limbo(LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
         self.load_errors: list[tuple[str, str]] = []
         for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
             heads = tuple(json.loads(members))
@@ -576,21 +587,37 @@ class LedgerCore:
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
         return applied
 
-    def ingest(self, entries: Iterable[Entry]) -> tuple[IngestResult, Applied]:
+    def ingest(
+        self, entries: Iterable[Entry], refuse_soft_failed: bool = True
+    ) -> tuple[IngestResult, Applied]:
         """Validate and store entries from elsewhere, parents first; each is accepted or not.
 
         A refused entry is refused alone: its savepoint is rolled back and only its own
         in-memory effects are undone, so the batch and the entries after it go on. An
         unexpected exception (a bug) is logged with its traceback and refuses that entry only.
+
+        An entry that would be soft-failed on arrival (its author's write was taken away
+        before it came) is refused, and so never relayed, unless an entry of a key holding
+        write builds on it (in this batch, or later: refused ones wait in ``limbo``); what
+        is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
+        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. ``verify`` replays the
+        file with ``refuse_soft_failed=False``: what was stored then is judged, not when.
         """
         result, applied = IngestResult(), Applied()
-        todo = sorted(entries, key=Entry.sort_key)
+        todo = sorted(self._with_limbo(list(entries)), key=Entry.sort_key)
+        children: dict[str, list[Entry]] = {}
+        for entry in todo:
+            for parent in entry.parents:
+                children.setdefault(parent, []).append(entry)
+        memo: dict[str, bool] = {}
         with self._transaction() as undo_log:
             batch: dict[str, _Tip] = {}
             seen: set[str] = set()
             for entry in todo:
                 if entry.id in seen or self._known(entry.id):
                     result.duplicates += 1
+                    if entry.id not in seen:
+                        self.limbo.pop(entry.id)  # stored meanwhile (by a local write's merge)
                     continue
                 seen.add(entry.id)
                 self.conn.execute("SAVEPOINT one")
@@ -601,6 +628,9 @@ class LedgerCore:
                 try:
                     auth_set = self._validate(entry, batch)
                     failed = self._store(entry, auth_set, applied)
+                    if failed and refuse_soft_failed:
+                        built_on = self._built_on(entry.id, children, memo)
+                        reason = self._refuse_soft_failed(entry, built_on)
                 except ChazError as exc:
                     reason = str(exc) or type(exc).__name__
                 except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
@@ -609,6 +639,16 @@ class LedgerCore:
                     log.exception("bug while ingesting entry %s", entry.id)
                     reason = f"internal error: {type(exc).__name__}"
                 if reason is not None:
+                    if (
+                        refuse_soft_failed
+                        and "is not known" in reason
+                        and self._waits_on_limbo(entry)
+                    ):
+                        self.limbo.put(entry)  # built on a refused entry: refused alike
+                        reason = (
+                            "soft-failed on arrival: it builds on an entry refused as "
+                            "soft-failed, and no entry of a key that may write builds on it"
+                        )
                     self.conn.execute("ROLLBACK TO one")
                     self.conn.execute("RELEASE one")
                     del applied.entries[marks[0] :], applied.rows[marks[1] :]
@@ -621,10 +661,81 @@ class LedgerCore:
                     result.rejected.append((entry.id, reason))
                     continue
                 self.conn.execute("RELEASE one")
+                self.limbo.pop(entry.id)
                 batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
                 result.accepted.append(entry.id)
                 result.soft_failed += int(failed)
         return result, applied
+
+    # ---- soft-failed on arrival ---------------------------------------------------------
+
+    def _with_limbo(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` and the refused entries waiting in limbo that they build on."""
+        ids = {e.id for e in entries}
+        out = list(entries)
+        todo = [p for e in entries for p in e.parents if p not in ids]
+        while todo:
+            parent = todo.pop()
+            waiting = self.limbo.get(parent)
+            if waiting is not None and parent not in ids:
+                ids.add(parent)
+                out.append(waiting)
+                todo.extend(p for p in waiting.parents if p not in ids)
+        return out
+
+    def _waits_on_limbo(self, entry: Entry) -> bool:
+        """Whether ``entry`` builds on an entry in limbo, and on nothing else unknown."""
+        waiting = [p for p in entry.parents if self.limbo.get(p) is not None]
+        return bool(waiting) and all(p in waiting or self._known(p) for p in entry.parents)
+
+    def _built_on(self, eid: str, children: dict[str, list[Entry]], memo: dict[str, bool]) -> bool:
+        """Whether an entry of this batch builds on ``eid``, directly or through others of the
+        batch, and is an auth entry (never soft-failed) or by a key that may write now (in
+        the state so far): a chain of a revoked key's entries counts only with such an entry
+        at its end."""
+
+        def trusted(child: Entry) -> bool:
+            return not _is_data(child) or self._allows_write(child.db_id, child.author)[0]
+
+        stack = [(eid, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if not expanded:
+                if node in memo:
+                    continue
+                stack.append((node, True))
+                stack.extend((c.id, False) for c in children.get(node, ()) if c.id not in memo)
+            else:
+                memo[node] = any(
+                    memo.get(c.id, False) or trusted(c) for c in children.get(node, ())
+                )
+        return memo[eid]
+
+    def _refuse_soft_failed(self, entry: Entry, built_on: bool) -> str | None:
+        """Why a stored-but-soft-failed arrival is refused after all, or None to keep it."""
+        db = entry.db_id
+        if not built_on:
+            self.limbo.put(entry)
+            return (
+                f"soft-failed on arrival: key {entry.author[:24]}… may not write here now, "
+                "and no entry of a key that may builds on this one"
+            )
+        _, decider = self._allows_write(db, entry.author)
+        found = self.conn.execute(
+            "SELECT count(*), coalesce(sum(length(data)), 0) FROM entries "
+            "WHERE db = ? AND author = ? AND soft_failed = 1 "
+            "AND seq > coalesce((SELECT seq FROM entries WHERE id = ?), 0)",
+            (db, entry.author, decider or ""),
+        ).fetchone()
+        kept, size = int(found[0]), int(found[1])  # this one included
+        if kept > MAX_KEPT_SOFT_FAILED or size > MAX_KEPT_SOFT_FAILED_BYTES:
+            return (
+                f"soft-failed on arrival, and key {entry.author[:24]}… has "
+                f"{MAX_KEPT_SOFT_FAILED} such entries or "
+                f"{MAX_KEPT_SOFT_FAILED_BYTES // (1024 * 1024)} MiB kept here already "
+                "(the most one key may make a peer keep)"
+            )
+        return None
 
     @contextmanager
     def _transaction(self) -> Iterator[list[Undo]]:

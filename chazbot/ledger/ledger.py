@@ -121,7 +121,11 @@ class _Worker:
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any, then: _Then) -> None:
     if ok and then is not None:
-        then(value)
+        try:
+            then(value)
+        except BaseException as exc:  # the step did commit; the caller hears of the failure
+            log.exception("ledger notice failed")
+            ok, value = False, exc
     if future.done():  # the caller was cancelled; the step itself ran to its end
         return
     if ok:
@@ -479,7 +483,7 @@ def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
             decoded.append(Entry.decode(bytes(data), eid))
         except IntegrityError as exc:
             failures.append((eid, str(exc)))
-    result, _ = fresh.ingest(decoded)
+    result, _ = fresh.ingest(decoded, refuse_soft_failed=False)
     failures += result.rejected
     scratch.close()
     return failures

@@ -107,6 +107,16 @@ class Arena:
         finally:
             await client.close()
 
+    async def push_to(
+        self, node: Node, entries: list[bytes], key: KeyPair | None = None
+    ) -> PushResult:
+        """POST entries to ``node``'s sync server, signed by ``key`` (the hostile key)."""
+        client = SyncClient(key or self.hostile, timeout=30.0)
+        try:
+            return await client.push(node.address, self.db, entries)
+        finally:
+            await client.close()
+
     async def plant(self, entries: list[bytes]) -> None:
         """Write entries into b's file behind its back, as tips (a tampered relay serves
         them); b is closed meanwhile and opened again on the same port."""

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from chazbot.errors import PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
+from chazbot.ledger.encoding import content_id
 from chazbot.memory.engine import MemoryEngine
 from tests.adversarial.harness import forget, remember
 from tests.test_ledger_merge import expected_settings
@@ -92,9 +93,19 @@ async def play(tmp: Path, steps: list[tuple[str, int, int, int]], orders: Any) -
             pending = [raw[i] for i in order]
             while pending:
                 before = len(pending)
+                retry: set[str] = set()
                 for start in range(0, len(pending), chunk):
-                    await ledger.ingest(pending[start : start + chunk])
-                pending = [d for d in dict.fromkeys(pending) if not await known(ledger, d)]
+                    result = await ledger.ingest(pending[start : start + chunk])
+                    # an entry soft-failed on arrival that nothing builds on is refused for
+                    # good (issue #22); one whose parent is missing is sent again
+                    retry |= {
+                        i for i, why in result.rejected if "not known" in why or "unknown" in why
+                    }
+                pending = [
+                    d
+                    for d in dict.fromkeys(pending)
+                    if content_id(d) in retry and not await known(ledger, d)
+                ]
                 assert len(pending) < before or not pending, "no progress"
         states = [await visible(p, db) for p in replicas + fresh]
         assert all(s == states[0] for s in states[1:])

@@ -28,6 +28,12 @@ from tests.adversarial.harness import (
 from tests.test_sync_support import wait_until
 
 
+def disk(path: Path) -> int:
+    """Bytes of a state file and its write-ahead log."""
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
 @pytest.fixture
 async def arena(tmp_path: Path) -> AsyncIterator[Arena]:
     opened = await Arena.open(tmp_path)
@@ -45,18 +51,102 @@ async def test_revoked_key_on_old_parents_is_soft_failed_everywhere(arena: Arena
     # ... which builds on the parents it saw before the revocation
     late = forge(arena.hostile, db, old_parents, old_height, remember("plan", "planted"))
     result = await arena.push([late])
-    assert result.accepted == 1 and result.refused == 0  # kept in the DAG so ids resolve
-    await wait_until(arena.converged, what="b to receive the soft-failed entry")
+    # soft-failed on arrival and built on by nobody: refused, so neither stored nor relayed
+    assert result.accepted == 0 and result.refused == 1
+    assert "soft-failed on arrival" in result.rejected[0][1], result.rejected
     for node in (a, arena.b):
         assert (await arena.visible(node))["plan"] == "before revocation"
-        assert all(r.entry_id != content_id(late) for r in await node.ledger.rows(db, "memory"))
+        with pytest.raises(Exception, match="no entry"):
+            await node.ledger.entry(content_id(late))
         assert await node.ledger.verify() == []
-    # never used as a parent: the owner's next write builds beside it, not on it
+    # the owner's next write builds on what it holds
     after = (await a.ledger.write(db, arena.owner, remember("next", "owner"))).entries[0]
     assert content_id(late) not in after.parents
-    # a search through the engine does not find it either
     hits = await arena.memory_a.recall(db, "planted")
     assert hits == []
+    await wait_until(arena.converged, what="b to converge")
+
+
+async def test_a_downgraded_writer_cannot_flood_the_peers_disks(arena: Arena) -> None:
+    """Issue #22 (3): a writer turned down to read keeps pushing large entries built on the
+    parents it saw before; every peer stored them (hidden) and relayed them, forever."""
+    a, b, db = arena.a, arena.b, arena.db
+    old_parents, old_height = await head(a.ledger, db)
+    await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)
+    await wait_until(arena.converged, what="b to learn the downgrade")
+    sizes = {node.path: disk(node.path) for node in (a, b)}
+    counts = {node.path: await node.ledger.count_entries(db) for node in (a, b)}
+    blob = "x" * (15 * 1024)
+    for round_ in range(4):
+        batch = [
+            forge(
+                arena.hostile,
+                db,
+                old_parents,
+                old_height,
+                {
+                    "memory": [
+                        {"op": "insert", "row": {"key": f"j{round_}.{i}.{n}", "value": blob}}
+                        for n in range(8)
+                    ]
+                },
+            )
+            for i in range(20)
+        ]
+        for target in (a, b):
+            client_result = await arena.push_to(target, batch)
+            assert client_result.accepted == 0 and client_result.refused == 20, client_result
+    await arena.a.replicator.sync_now(db)
+    await arena.b.replicator.sync_now(db)
+    for node in (a, b):
+        assert await node.ledger.count_entries(db) == counts[node.path]
+        assert disk(node.path) - sizes[node.path] < 1024 * 1024  # 9.6 MB pushed
+    await wait_until(arena.converged, what="a and b to agree")
+
+
+async def test_an_entry_a_writer_built_on_before_the_revocation_still_arrives(
+    arena: Arena,
+) -> None:
+    """The refusal must not lose an honest writer's entry: peer b built on the hostile
+    key's entry before it heard of the downgrade; a hears of it first, then gets the
+    entry alone (refused, kept in limbo), then b's entry on top of it in another batch."""
+    a, b, db = arena.a, arena.b, arena.db
+    await b.replicator.remove_remote(db)  # b hears nothing more from a for now
+    old_parents, old_height = await head(a.ledger, db)
+    await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)
+    late = forge(arena.hostile, db, old_parents, old_height, remember("draft", "hostile"))
+    assert (await b.ledger.ingest([late])).accepted == [content_id(late)]
+    child = (await b.ledger.write(db, b.key, remember("reply", "honest"))).entries[0]
+    assert content_id(late) in child.parents
+    first = await a.ledger.ingest([late])
+    assert first.accepted == [] and "soft-failed on arrival" in first.rejected[0][1]
+    second = await a.ledger.ingest([child.data])
+    assert set(second.accepted) == {content_id(late), child.id}, second
+    shown = await arena.visible(a)
+    assert shown["reply"] == "honest" and "draft" not in shown
+    assert await a.ledger.verify() == []
+
+
+async def test_what_one_key_makes_a_peer_keep_is_bounded(
+    arena: Arena, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries soft-failed on arrival that a writer builds on are kept, counted per key,
+    and refused past the bound (here 3; ``MAX_KEPT_SOFT_FAILED``)."""
+    import chazbot.ledger.core as core
+
+    monkeypatch.setattr(core, "MAX_KEPT_SOFT_FAILED", 3)
+    a, db = arena.a, arena.db
+    old_parents, old_height = await head(a.ledger, db)
+    await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)
+    lates = [
+        forge(arena.hostile, db, old_parents, old_height, remember(f"l{i}", "x")) for i in range(5)
+    ]
+    tips = [content_id(d) for d in lates]
+    parents, _height = await head(a.ledger, db)
+    on_top = forge(arena.owner, db, sorted({*parents, *tips}), old_height + 1, remember("o", "k"))
+    result = await a.ledger.ingest([*lates, on_top])
+    assert len(result.accepted) == 3 and len(result.rejected) == 3, result
+    assert sum("1000" not in r and "such entries" in r for _, r in result.rejected) == 2
 
 
 async def test_revocation_arriving_after_the_late_write_hides_it_too(arena: Arena) -> None:
