@@ -1,7 +1,17 @@
 """A legitimate peer's write-to-visible delay while bogus requests flood the sync port.
 
-Run: ``.venv/bin/python bench/abuse.py [--rate 500] [--seconds 20] [--writes 30]``.
-Not a timed test; CI does not run it. Loopback only, bounded in time.
+Run: ``.venv/bin/python bench/abuse.py [--rate 500] [--seconds 20] [--writes 30]
+[--slow 1000] [--slow-seconds 30]``. Not a timed test; CI does not run it. Loopback only,
+bounded in time.
+
+Slow-header flood (issue #22, item 1), with the owner under ``ulimit -n 1024``: a process
+holds ``--slow`` connections to the sync port that trickle header lines (one line a second,
+never finishing, reconnecting whenever dropped), first all from 127.0.0.2, then from 50
+addresses (127.0.0.10-59, 20 each). During each: the honest peer's write-to-visible delay
+(target p95 <= 1 s), the control socket's answer time (``/memory list``, target <= 1 s),
+the owner's log growth (target <= 1 MB) and its open descriptors, and after it whether the
+descriptors came back (within 20 of before). The anchor, in the same run: the same
+measurements with no flood.
 
 The owner is a real ``chazbot run`` subprocess sharing a bank; the legitimate peer (this
 process) imports it, then measures write-to-visible delay (an owner write through the control
@@ -132,6 +142,123 @@ def _flood_main(
     out.put(asyncio.run(_flood(address, db, legit_key, rate, seconds)))
 
 
+async def _slowloris(port: int, sources: list[str], seconds: float) -> dict[str, Any]:
+    """Hold one trickling connection per entry of ``sources`` for ``seconds``."""
+    stats: Counter[str] = Counter()
+
+    async def one(source: str) -> None:
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            try:
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", port, local_addr=(source, 0)
+                )
+            except OSError:
+                stats["connect failed"] += 1
+                await asyncio.sleep(0.5)
+                continue
+            stats["connected"] += 1
+            opened = time.monotonic()
+            try:
+                writer.write(b"POST /v1/dbs/x/heads HTTP/1.1\r\nHost: x\r\n")
+                n = 0
+                while time.monotonic() < stop:
+                    await writer.drain()
+                    try:
+                        if await asyncio.wait_for(reader.read(1), 1.0) == b"":
+                            break
+                    except TimeoutError:
+                        pass
+                    writer.write(f"X-Slow-{n}: 1\r\n".encode())
+                    n += 1
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+            stats["dropped by server"] += time.monotonic() < stop
+            stats["held_s_total"] += round(time.monotonic() - opened)
+
+    await asyncio.gather(*(one(s) for s in sources))
+    return dict(stats)
+
+
+def _slowloris_main(port: int, sources: list[str], seconds: float, out: Any) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
+    out.put(asyncio.run(_slowloris(port, sources, seconds)))
+
+
+async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
+    """Write-to-visible delays and control-socket answer times for ``seconds``."""
+    from tests.test_abuse_support import fd_count, visible_delay
+
+    delays: list[float] = []
+    control: list[float] = []
+    fds: list[int] = []
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        delays.append(await visible_delay(served, node, 30))
+        started = time.monotonic()
+        reply = await served.cmd("/memory list", 30)
+        control.append(time.monotonic() - started)
+        assert reply["ok"], reply
+        fds.append(fd_count(served.proc.pid))
+    return {
+        "n": len(delays),
+        "sync_p95_ms": round(_pct(delays, 0.95) * 1000),
+        "sync_max_ms": round(max(delays) * 1000),
+        "control_max_ms": round(max(control) * 1000),
+        "fds_max": max(fds),
+    }
+
+
+async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from tests.test_abuse_support import fd_count, legit_peer, start_served, stop_served
+
+    served = await start_served(work / "slow-owner", nofile=1024)
+    node = await legit_peer(served, work / "slow-peer.sqlite3")
+    out: dict[str, Any] = {"connections": args.slow, "nofile": 1024}
+    try:
+        for _ in range(3):
+            await _measure(served, node, 0)
+        fds_before = fd_count(served.proc.pid)
+        out["anchor"] = await _measure(served, node, min(10.0, args.slow_seconds))
+        ctx = multiprocessing.get_context("spawn")
+        for label, sources in (
+            ("one address", ["127.0.0.2"] * args.slow),
+            ("50 addresses", [f"127.0.0.{10 + i % 50}" for i in range(args.slow)]),
+        ):
+            log_before = len(served.log().encode())
+            queue: Any = ctx.Queue()
+            flood = ctx.Process(
+                target=_slowloris_main,
+                args=(served.sync_port, sources, args.slow_seconds, queue),
+            )
+            flood.start()
+            await asyncio.sleep(3.0)  # the connections are up
+            measured = await _measure(served, node, args.slow_seconds - 6)
+            stats = await asyncio.to_thread(queue.get, True, args.slow_seconds + 60)
+            await asyncio.to_thread(flood.join, 30)
+
+            async def settled() -> bool:
+                return fd_count(served.proc.pid) <= fds_before + 20
+
+            from tests.waits import wait_until
+
+            await wait_until(settled, 60, "the owner's descriptors to come back")
+            measured["log_growth_bytes"] = len(served.log().encode()) - log_before
+            measured["fds_after"] = fd_count(served.proc.pid)
+            measured["flood"] = stats
+            out[label] = measured
+        out["fds_before"] = fds_before
+        out["alive"] = served.alive()
+    finally:
+        await node.close()
+        await stop_served(served)
+    return out
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -141,6 +268,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     from tests.test_abuse_support import legit_peer, start_served, stop_served, visible_delay
 
     work = Path(tempfile.mkdtemp(prefix="chazbot-abuse-"))
+    slow = await slow_header_flood(args, work) if args.slow else None
     served = await start_served(work / "owner")
     node = await legit_peer(served, work / "peer.sqlite3")
     try:
@@ -195,6 +323,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "after": round(after / 1024),
         },
         "alive": alive,
+        "slow_headers": slow,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -204,6 +333,8 @@ if __name__ == "__main__":
     parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--writes", type=int, default=30)
+    parser.add_argument("--slow", type=int, default=1000, help="slow-header connections (0: skip)")
+    parser.add_argument("--slow-seconds", type=float, default=30.0)
     result = asyncio.run(main(parser.parse_args()))
     q, f, r, fl = result["quiet_ms"], result["flood_ms"], result["rss_mb"], result["flood"]
     print(f"load average {result['loadavg']}")
@@ -221,5 +352,30 @@ if __name__ == "__main__":
         f"owner RSS: {r['before']} MB before, peak {r['peak']} MB, {r['after']} MB after; "
         f"alive {result['alive']}"
     )
+    ok = result["alive"] and f["p95"] <= 1000
+    slow = result["slow_headers"]
+    if slow is not None:
+        print(
+            f"slow-header flood: {slow['connections']} connections, owner under ulimit -n "
+            f"{slow['nofile']}, descriptors before {slow['fds_before']}"
+        )
+        print(
+            f"{'':16}{'sync p95':>10}{'sync max':>10}{'control':>10}{'log':>10}"
+            f"{'fds max':>9}{'fds after':>10}"
+        )
+        for label in ("anchor", "one address", "50 addresses"):
+            m = slow[label]
+            log_kb = f"{m['log_growth_bytes'] / 1024:.0f} kB" if "log_growth_bytes" in m else "-"
+            print(
+                f"{label:16}{m['sync_p95_ms']:>8} ms{m['sync_max_ms']:>7} ms"
+                f"{m['control_max_ms']:>7} ms{log_kb:>10}{m['fds_max']:>9}"
+                f"{m.get('fds_after', '-'):>10}"
+            )
+            if label != "anchor":
+                print(f"{'':16}flood: {m['flood']}")
+                ok = ok and m["sync_p95_ms"] <= 1000 and m["control_max_ms"] <= 1000
+                ok = ok and m["log_growth_bytes"] <= 1_000_000
+        print("targets: sync p95 <= 1000 ms, control <= 1000 ms, log <= 1 MB, fds come back")
+        ok = ok and slow["alive"]
     print(json.dumps(result))
-    sys.exit(0 if result["alive"] and f["p95"] <= 1000 else 1)
+    sys.exit(0 if ok else 1)

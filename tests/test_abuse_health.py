@@ -71,3 +71,49 @@ async def test_healthz_is_cached_and_writes_nothing(
         await server.stop()
         await peer.close()
         await runner.cleanup()
+
+
+async def test_http_listener_and_control_socket_drop_slow_and_idle_connections(
+    tmp_path: Path,
+) -> None:
+    """Issue #22 (1): /healthz's listener had no header deadline or per-address cap, and
+    the control socket kept idle connections for ever."""
+    from chazbot.transports.control import ControlServer
+    from tests.adversarial.test_sync_limits import trickle
+    from tests.waits import wait_until
+
+    peer = await Peer.open(Config(state_dir=tmp_path / "state", sync_listen="", http_listen=""))
+    server = HttpServer(peer, "127.0.0.1:0")
+    server.guard.header_timeout = 1.0
+    await server.start()
+    control = ControlServer(peer)
+    control.read_timeout = 1.0
+    control.max_connections = 5
+    await control.start()
+    try:
+        flood = await trickle(server.port, ["127.0.0.3"] * 80)
+        await wait_until(
+            lambda: sum(t.closed.is_set() for t in flood) >= 16, timeout=5, what="the cap"
+        )
+        assert server.guard.total <= 64
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{server.port}/healthz") as resp,
+        ):
+            assert resp.status == 200
+        await wait_until(
+            lambda: all(t.closed.is_set() for t in flood), timeout=10, what="the deadline"
+        )
+        # idle control connections: five are held, then closed on time; more are refused
+        idle = [await asyncio.open_unix_connection(str(control.path)) for _ in range(8)]
+        await wait_until(lambda: control.open == 5, timeout=5, what="five idle connections")
+        await wait_until(lambda: control.refused == 3, timeout=5, what="three refused")
+        for reader, _ in idle:
+            assert await asyncio.wait_for(reader.read(), 10) == b""
+        assert control.timed_out == 5 and control.open == 0
+        for _, writer in idle:
+            writer.close()
+    finally:
+        await control.stop()
+        await server.stop()
+        await peer.close()

@@ -92,8 +92,14 @@ class Served:
         assert reply["ok"], reply
 
 
-async def start_served(workdir: Path, **config: Any) -> Served:
-    """Start ``chazbot run`` with sync on loopback and share a bank the agent writes to."""
+def fd_count(pid: int) -> int:
+    """Open descriptors of a process, from /proc/PID/fd."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def start_served(workdir: Path, nofile: int | None = None, **config: Any) -> Served:
+    """Start ``chazbot run`` with sync on loopback and share a bank the agent writes to
+    (``nofile``: the process's descriptor limit, as ``ulimit -n``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cfg = {
@@ -111,6 +117,7 @@ async def start_served(workdir: Path, **config: Any) -> Served:
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
+        preexec_fn=None if nofile is None else (lambda: _limit_descriptors(nofile)),
     )
     log.close()
     served = Served(workdir, proc, port)
@@ -129,6 +136,12 @@ async def start_served(workdir: Path, **config: Any) -> Served:
     assert reply["ok"] and found, reply
     served.ticket = found.group(0)
     return served
+
+
+def _limit_descriptors(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
 
 async def stop_served(served: Served) -> str:

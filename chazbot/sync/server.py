@@ -24,7 +24,9 @@ A database is served only while it is shared here and only to keys holding read 
 in its current AuthSettings.
 
 What a stranger can make the server hold is bounded, and checked in this order, each step
-before the next costs anything: the number of requests in progress (503); a
+before the next costs anything: connections per address and in all, below the descriptor
+limit, and headers within ``header_timeout`` (``sync.guard``); the number of requests in
+progress (503); a
 ``Content-Length`` (411 without one) within the endpoint's limit (413, ``BODY_LIMITS``);
 the signature headers' form and time (401); the database is shared (404) and the key may
 read it (403), or for ``access`` the address and key are within their rate (429); then
@@ -66,6 +68,14 @@ from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
+from chazbot.sync.guard import (
+    HEADER_TIMEOUT_S,
+    KEEPALIVE_TIMEOUT_S,
+    ConnectionGuard,
+    GuardedSite,
+    descriptor_budget,
+    quiet_failed_accepts,
+)
 from chazbot.sync.protocol import (
     BODY_LIMITS,
     MAX_BATCH_BYTES,
@@ -210,6 +220,9 @@ class SyncServer:
         read_rate: float = 256 * 1024,
         access_rate: tuple[float, float] = (1.0, 20.0),
         access_rate_per_key: tuple[float, float] = (0.5, 10.0),
+        max_connections: int | None = None,
+        max_connections_per_address: int = 32,
+        header_timeout: float = HEADER_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ledger = ledger
@@ -234,6 +247,13 @@ class SyncServer:
         self._notes_since = time.monotonic()
         self._notes = 0
         self._notes_dropped = 0
+        self.guard = ConnectionGuard(
+            "sync",
+            max_total=max_connections or descriptor_budget(0.6),
+            max_per_address=max_connections_per_address,
+            header_timeout=header_timeout,
+            note=self._note,
+        )
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._log_id = ""
@@ -271,10 +291,12 @@ class SyncServer:
             handle_signals=False,
             shutdown_timeout=2.0,
             lingering_time=2.0,  # an unread body refused early is drained this long at most
+            keepalive_timeout=KEEPALIVE_TIMEOUT_S,  # also bounds a trickle after an answer
             logger=self._http_logger(),
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        quiet_failed_accepts()
+        site = GuardedSite(runner, self.host, self.port, self.guard)
         try:
             await site.start()
         except OSError as exc:

@@ -7,6 +7,12 @@ line, one JSON reply per line. Requests (``agent`` is optional everywhere):
 - ``{"op": "tool", "name", "arguments"}``: one agent tool → ``{ok, text}``
 - ``{"op": "chat", "text", "session"}``: one agent turn → ``{ok, text, agent}``
 - ``{"op": "hello", "session"}``: which agent answers in a session → ``{ok, agent}``
+- ``export``, ``import``, ``reindex``, ``verify``, ``backup``: long jobs that stream their
+  progress back (``control_ops``)
+
+Connections are capped (a tenth of the descriptors, ``sync.guard.descriptor_budget``; past
+it a newcomer is closed at once) and each must send its request line within
+``READ_TIMEOUT_S``, so idle or trickling clients cannot hold descriptors the service needs.
 
 Only the process holding the state dir's lock (``chazbot run``) serves the socket, so only
 it ever replaces or removes it. When no service listens, the client side (``ask``) opens the
@@ -30,12 +36,15 @@ from chazbot.config import Config
 from chazbot.errors import BackendError, ChazError, ConflictError, InputError
 from chazbot.ledger.statelock import ROLE_SERVICE, StateLocked
 from chazbot.peer import Peer
+from chazbot.sync.guard import descriptor_budget
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SOCKET_NAME = "control.sock"
 MAX_REQUEST = 1024 * 1024
+READ_TIMEOUT_S = 30.0
+"""A connection must send its request line within this (an idle one is closed)."""
 SENDERS = ("cli", "terminal")
 START_WAIT_S = 60.0
 """How long a client waits for a service that holds the lock but is still starting."""
@@ -114,6 +123,12 @@ class ControlServer:
         self.path = socket_path(peer.config)
         self._server: asyncio.AbstractServer | None = None
         self._inode: int | None = None
+        self.max_connections = descriptor_budget(0.1)
+        self.read_timeout = READ_TIMEOUT_S
+        self.open = 0
+        self.refused = 0
+        self.timed_out = 0
+        self._refusal_logged = 0.0
 
     async def start(self) -> None:
         if self.path.exists() or self.path.is_symlink():
@@ -141,10 +156,29 @@ class ControlServer:
         self._inode = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from chazbot.transports.control_ops import is_streaming, serve_streaming
+
+        if self.open >= self.max_connections:
+            self.refused += 1
+            now = time.monotonic()
+            if now - self._refusal_logged > 60.0:
+                self._refusal_logged = now
+                log.warning("control socket: %d connections open; refusing more", self.open)
+            writer.transport.abort()
+            return
+        self.open += 1
         try:
-            line = await reader.readline()
             try:
-                reply = await handle_request(self.peer, json.loads(line))
+                line = await asyncio.wait_for(reader.readline(), self.read_timeout)
+            except TimeoutError:
+                self.timed_out += 1
+                return
+            try:
+                request = json.loads(line)
+                if is_streaming(request):  # export, import, reindex, verify, backup
+                    await serve_streaming(self.peer, request, reader, writer)
+                    return
+                reply = await handle_request(self.peer, request)
             except (ValueError, ChazError) as exc:
                 reply = {
                     "ok": False,
@@ -155,6 +189,7 @@ class ControlServer:
         except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
             log.warning("control request failed: %s", exc)
         finally:
+            self.open -= 1
             writer.close()
 
 

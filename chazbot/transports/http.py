@@ -4,6 +4,8 @@
 answers 200 when all that are configured pass, 503 otherwise. It is unauthenticated, so it
 is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check),
 the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
+Connections are capped per address (``MAX_PER_ADDRESS``) and in all (a tenth of the
+descriptors), and must send their headers within 10 s (``sync.guard``, as the sync port).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from prometheus_client.registry import Collector
 
 from chazbot import metrics
 from chazbot.errors import BackendError, ChazError
+from chazbot.sync.guard import (
+    KEEPALIVE_TIMEOUT_S,
+    ConnectionGuard,
+    GuardedSite,
+    descriptor_budget,
+    quiet_failed_accepts,
+)
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer
@@ -29,6 +38,7 @@ log = logging.getLogger(__name__)
 MATRIX_STALE_S = 90.0
 HEALTH_CACHE_S = 5.0
 LLM_CACHE_S = 30.0
+MAX_PER_ADDRESS = 64
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -69,6 +79,9 @@ class HttpServer:
         self._checked: tuple[float, dict[str, dict[str, Any]]] | None = None
         self._checking: asyncio.Future[dict[str, dict[str, Any]]] | None = None
         self._llm_checked: tuple[float, dict[str, Any]] | None = None
+        self.guard = ConnectionGuard(
+            "http", max_total=descriptor_budget(0.1), max_per_address=MAX_PER_ADDRESS
+        )
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=1024)
@@ -82,9 +95,12 @@ class HttpServer:
         host, port = split_listen(self.listen)
         self._collector = SyncCollector(self.peer)
         metrics.REGISTRY.register(self._collector)
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        self._runner = web.AppRunner(
+            self.app(), access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
+        quiet_failed_accepts()
+        site = GuardedSite(self._runner, host, port, self.guard)
         try:
             await site.start()
         except OSError as exc:
