@@ -1,5 +1,10 @@
-"""One job of the peer: its agents and banks (loading agents, creating, applying and deleting
-banks, which agents may answer in a room).
+"""One job of the peer: its agents and banks (loading agents from config.yaml and from their
+own DBs, making and changing agents from chat, reloading the config, creating, applying and
+deleting banks, which agents may answer in a room).
+
+An agent's effective config is ``agent.definition.merge``: the settings stored in its DB's
+``config`` store (``/agent new``, ``/agent set``) over config.yaml's over the defaults. An
+agent made in chat is hosted whether or not config.yaml names it.
 
 ``Peer`` takes these methods from ``HostingMixin``; the state they use (config, ledger, key,
 registry, memory engine, sharing, the replicator, ``agents``) is set up by ``Peer``.
@@ -7,12 +12,31 @@ registry, memory engine, sharing, the replicator, ``agents``) is set up by ``Pee
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from chazbot.agent.definition import (
+    MADE_BY_FIELD,
+    NAME_FIELD,
+    Definition,
+    changed_keys,
+    check_new_name,
+    merge,
+    stored_ops,
+)
+from chazbot.agent.recall import CONFIG_STORE
 from chazbot.agent.session import Session
-from chazbot.errors import ChazError, ConfigError, NotFound, PermissionDenied
+from chazbot.errors import (
+    ChazError,
+    ConfigError,
+    ConflictError,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
 from chazbot.ledger import KeyPair, Level, Permission
 from chazbot.memory.banks import CREATED_BY, Hosted, Registry, check_name, grant, read_refs, ref_op
 from chazbot.memory.rows import Hit
@@ -37,6 +61,8 @@ class Agent:
     key: KeyPair
     db: str
     memory: MemoryScope
+    definition: Definition | None = None
+    """Where each setting of ``config`` came from (config.yaml, chat, the defaults)."""
 
     @property
     def name(self) -> str:
@@ -82,10 +108,21 @@ class HostingMixin:
             raise NotFound(f"no agent named {name!r}; agents here: {known}")
         return found
 
-    async def load_agents(self) -> None:
-        """Create or open every configured agent and apply its default banks (idempotent)."""
+    async def load_agents(self) -> list[str]:
+        """Create or open every configured agent, open every agent made in chat, and apply
+        their default banks (idempotent); the default banks granted, as ``agent→bank``."""
+        agents = await self._build_agents(self.config)
+        self.agents = agents
+        granted: list[str] = []
+        for agent in agents.values():
+            granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
+        return granted
+
+    async def _build_agents(self, config: Config) -> dict[str, Agent]:
+        """The agents ``config`` and the chat-made agent DBs define (creating the DB of a
+        configured agent on first sight); ``self.agents`` is left as it is."""
         agents: dict[str, Agent] = {}
-        for cfg in self.config.agents:
+        for cfg in config.agents:
             hosted = await self.registry.get("agent", cfg.name)
             if hosted is None:
                 key = KeyPair.generate()
@@ -100,12 +137,119 @@ class HostingMixin:
                         f"agent {cfg.name}: its private key is missing from the state"
                     )
                 key, db = found, hosted.db
-            agents[cfg.name.lower()] = Agent(
-                cfg, key, db, MemoryScope(self.memory, cfg.name, key, db, self.registry)
+            agents[cfg.name.lower()] = self._agent(cfg.name, cfg, key, db, await self._fields(db))
+        for hosted in await self.registry.all("agent"):
+            if hosted.name.lower() in agents:
+                continue
+            fields = await self._fields(hosted.db)
+            if fields.get(NAME_FIELD) is None:
+                continue  # a config.yaml agent the file no longer names: not hosted
+            own = await self.registry.key(f"agent:{hosted.name.lower()}")
+            if own is None:
+                log.warning("agent %s: its private key is missing; not hosted", hosted.name)
+                continue
+            agents[hosted.name.lower()] = self._agent(hosted.name, None, own, hosted.db, fields)
+        return agents
+
+    async def _fields(self, db: str) -> dict[str, Any]:
+        return await self.ledger.fields(db, CONFIG_STORE)
+
+    def _agent(
+        self, name: str, file: AgentConfig | None, key: KeyPair, db: str, fields: dict[str, Any]
+    ) -> Agent:
+        definition = merge(name, file, fields)
+        for ignored in definition.ignored:
+            log.warning("agent %s: its stored %s does not validate; ignored", name, ignored)
+        scope = MemoryScope(self.memory, definition.config.name, key, db, self.registry)
+        return Agent(definition.config, key, db, scope, definition)
+
+    def _file_config(self, name: str) -> AgentConfig | None:
+        for cfg in self.config.agents:
+            if cfg.name.lower() == name.lower():
+                return cfg
+        return None
+
+    def _hosting_lock(self) -> asyncio.Lock:
+        """One agent change (new, set, reset, reload) at a time in this process."""
+        lock: asyncio.Lock | None = getattr(self, "_agents_lock", None)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._agents_lock = lock
+        return lock
+
+    async def new_agent(self, name: str, settings: dict[str, Any], made_by: str) -> Agent:
+        """Make an agent in chat: a key, a DB whose ``config`` store holds ``settings``
+        (checked already by ``definition.parse_value``), its default banks. Nothing is
+        written when the name is taken (by an agent, a bank, or an agent hosted before)."""
+        check_new_name(name)
+        async with self._hosting_lock():
+            if name.lower() in self.agents:
+                raise ConflictError(f"an agent named {name!r} exists already")
+            if await self.registry.get("bank", name) is not None:
+                raise ConflictError(f"{name!r} is a bank's name; pick another agent name")
+            if await self.registry.get("agent", name) is not None:
+                raise ConflictError(
+                    f"an agent named {name!r} was hosted here before (its DB is kept); "
+                    "pick another name, or put it back in config.yaml"
+                )
+            ops = [{"op": "set", "field": NAME_FIELD, "value": name}, *stored_ops(settings)]
+            ops.append({"op": "set", "field": MADE_BY_FIELD, "value": made_by[:255]})
+
+            async def make() -> str:
+                key = KeyPair.generate()
+                await self.registry.save_key(key, f"agent:{name.lower()}")
+                db = await self.ledger.create_db(key, {"kind": "agent", "name": name})
+                await self.ledger.write(db, key, {CONFIG_STORE: ops})
+                return db
+
+            db = await self.registry.create("agent", name, make)
+            key = await self.registry.key(f"agent:{name.lower()}")
+            assert key is not None
+            agent = self._agent(name, None, key, db, await self._fields(db))
+            self.agents[name.lower()] = agent
+            log.info("agent %s made in chat by %s (db %s)", name, made_by, db)
+        await self.apply_default_banks(agent)
+        return agent
+
+    async def set_agent_setting(self, name: str, key: str, value: Any) -> tuple[Agent, list[str]]:
+        """Store one setting (None: drop the DB's value, so config.yaml's or the default
+        applies) in the agent's DB and apply it now; the agent and the banks granted."""
+        agent = self.agent(name)
+        async with self._hosting_lock():
+            await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: stored_ops({key: value})})
+            fresh = self._agent(
+                agent.name,
+                self._file_config(agent.name),
+                agent.key,
+                agent.db,
+                await self._fields(agent.db),
             )
-        self.agents = agents
+            agent.config, agent.definition = fresh.config, fresh.definition
+        granted = await self.apply_default_banks(agent) if key == "default_memory_banks" else []
+        return agent, granted
+
+    config_loader: Callable[[], Config] | None = None
+    """Reads the config file again (set by ``service.Service``); None: nothing to reload."""
+
+    async def reload_config(self) -> str:
+        """Re-read the config file and apply its agents and default banks (idempotent); what
+        changed, in one paragraph. A config error (one line naming the key) changes nothing:
+        the running config and agents stay as they were. SIGHUP and ``/agent reload``."""
+        if self.config_loader is None:
+            raise Unavailable(
+                "no config file to reload here: /agent reload works in a running service "
+                "(chazbot run)"
+            )
+        fresh = self.config_loader()  # ConfigError: nothing was changed
+        fresh = fresh.model_copy(update={"state_dir": self.config.state_dir})
+        async with self._hosting_lock():
+            old_config, old_agents = self.config, self.agents
+            agents = await self._build_agents(fresh)
+            self.config, self.agents = fresh, agents
+        granted: list[str] = []
         for agent in agents.values():
-            await self.apply_default_banks(agent)
+            granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
+        return reload_summary(old_config, fresh, old_agents, agents, granted)
 
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False
@@ -129,12 +273,14 @@ class HostingMixin:
         bound_for = created_by if bounded and created_by is not None else None
         return await self.registry.create("bank", name, make, data, bound_for)
 
-    async def apply_default_banks(self, agent: Agent) -> None:
-        """Create missing default banks, grant the agent write and write its ref.
+    async def apply_default_banks(self, agent: Agent) -> list[str]:
+        """Create missing default banks, grant the agent write and write its ref; the names
+        of the banks granted now (none when all were granted before: idempotent).
 
         One that cannot be applied (a bank this peer holds only read on, say) logs one
         warning line; it never stops a start or a reload.
         """
+        granted: list[str] = []
         refs = await read_refs(self.ledger, agent.db)
         for name in agent.config.default_memory_banks:
             try:
@@ -157,10 +303,12 @@ class HostingMixin:
                     owner_ref=str(meta.get("name") or db),
                 )
                 log.info("granted %s write on default bank %s", agent.name, name)
+                granted.append(name)
             except ChazError as exc:
                 log.warning(
                     "default_memory_banks of %s: cannot apply %s: %s", agent.name, name, exc
                 )
+        return granted
 
     async def delete_bank(self, hosted: Hosted) -> None:
         """Unregister a bank; remove it from every agent's refs and every session's
@@ -203,4 +351,48 @@ class HostingMixin:
             )
 
 
-__all__ = ["Agent", "HostingMixin"]
+def reload_summary(
+    old_config: Config,
+    new_config: Config,
+    old: dict[str, Agent],
+    new: dict[str, Agent],
+    granted: list[str],
+) -> str:
+    """What a reload changed, for the admin who asked (and the log)."""
+    parts: list[str] = []
+    added = [a.name for k, a in new.items() if k not in old]
+    removed = [a.name for k, a in old.items() if k not in new]
+    updated = []
+    for k, agent in new.items():
+        if k in old:
+            keys = changed_keys(old[k].config, agent.config)
+            if keys:
+                updated.append(f"{agent.name} ({', '.join(keys)})")
+    if added:
+        parts.append("added " + ", ".join(added))
+    if updated:
+        parts.append("updated " + "; ".join(updated))
+    if removed:
+        parts.append("no longer hosted " + ", ".join(removed) + " (their DBs are kept)")
+    if granted:
+        parts.append("default banks granted " + ", ".join(granted))
+    kept = [
+        f"{a.name}.{k}"
+        for a in new.values()
+        if a.definition is not None
+        for k in a.definition.overridden
+    ]
+    if kept:
+        parts.append("chat settings still win over config.yaml for " + ", ".join(kept))
+    a, b = old_config.model_dump(), new_config.model_dump()
+    others = [k for k in b if k not in ("agents", "state_dir") and a.get(k) != b.get(k)]
+    if others:
+        parts.append(
+            "also changed " + ", ".join(others) + " (matrix.room_agents applies now; the rest "
+            "at the next start)"
+        )
+    head = f"Config reloaded: {len(new)} agent{'s' if len(new) != 1 else ''}"
+    return head + ("; " + "; ".join(parts) if parts else "; nothing changed") + "."
+
+
+__all__ = ["Agent", "HostingMixin", "reload_summary"]

@@ -4,7 +4,8 @@ Starts, in order: the peer (holding the state dir's lock, so a second ``run`` on
 refused; state, keys, agents, default banks), the control socket, the
 sync server and replicator (when ``sync_listen`` is set), the health and metrics endpoint
 (when ``http_listen`` is set), and the Matrix bot (when ``matrix`` is configured). SIGTERM
-and SIGINT stop everything cleanly; SIGHUP reloads the config's agents and default banks.
+and SIGINT stop everything cleanly; SIGHUP reloads the config's agents and default banks, as
+``/agent reload`` does.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Service:
     async def start(self) -> Peer:
         # Holds the state dir's lock from here until stop: a second ``run`` is refused.
         peer = await Peer.open(self.config, role=ROLE_SERVICE)
+        peer.config_loader = lambda: load_config(self.config_path)
         self.peer = peer
         self._stops.append(peer.close)
         control = ControlServer(peer)
@@ -85,17 +87,14 @@ class Service:
         self._stops.append(bot.stop)
 
     async def reload(self) -> None:
-        """SIGHUP: re-read the config; apply agents and default banks (idempotent)."""
+        """SIGHUP: what ``/agent reload`` does (``Peer.reload_config``: re-read the config,
+        apply agents and default banks, idempotent); a bad config changes nothing."""
         if self.peer is None:
             return
         try:
-            fresh = load_config(self.config_path)
+            log.info("%s", await self.peer.reload_config())
         except ChazError as exc:
             log.error("config reload failed, keeping the old config: %s", exc)
-            return
-        self.peer.config = fresh.model_copy(update={"state_dir": self.config.state_dir})
-        await self.peer.load_agents()
-        log.info("config reloaded: %d agents", len(self.peer.agents))
 
     async def stop(self) -> None:
         while self._stops:

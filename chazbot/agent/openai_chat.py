@@ -58,6 +58,10 @@ class OpenAIChat:
         """GET ``/models``: any answer but 401/403/5xx means the backend is there."""
         await self._http.ping("/models")
 
+    async def models(self) -> list[str] | None:
+        """The model ids ``/models`` lists, or None when the server has no list."""
+        return await self._http.model_ids("/models")
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

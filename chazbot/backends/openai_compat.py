@@ -189,6 +189,32 @@ class OpenAICompatClient:
                 failure = self.error(failure.message)
             raise failure from exc
 
+    async def model_ids(self, path: str = "/models") -> list[str] | None:
+        """GET ``path`` once: the ids it lists (``{"data": [{"id": …}]}``), or None when the
+        server has no such list (HTTP 404); any other failure is a one-line BackendError."""
+        timeout = min(self.timeout_s, PING_TIMEOUT_S)
+        try:
+            async with self._session_now().get(
+                self._base + path, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                text = await resp.text(errors="replace")
+                if resp.status == 404:
+                    return None
+                if resp.status >= 400:
+                    raise self._status_error(resp.status, text, "", resp.headers)
+        except Retryable as exc:
+            raise self.error(exc.message) from exc
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            failure = self._transport_error(exc, timeout)
+            if isinstance(failure, Retryable):
+                failure = self.error(failure.message)
+            raise failure from exc
+        try:
+            data = json.loads(text)
+            return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and "id" in m]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self.malformed(f"its {path} list is not {{data: [{{id}}]}}") from exc
+
     async def aclose(self) -> None:
         """Close the session; the client opens a new one if used again."""
         session, self._session = self._session, None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chazbot.commands import memory_cmds, peer_cmds, sharing_cmds, web_cmds
+from chazbot.commands import agent_cmds, memory_cmds, peer_cmds, sharing_cmds, web_cmds
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
@@ -11,6 +11,7 @@ TREE = CommandTree()
 memory_cmds.register(TREE)
 sharing_cmds.register(TREE)
 peer_cmds.register(TREE)
+agent_cmds.register(TREE)
 web_cmds.register(TREE)
 TREE.commands.sort(key=lambda c: c.path)
 

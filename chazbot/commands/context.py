@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chazbot.agent.host import AgentHandle, MemoryHost
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
+    from chazbot.agent.chat_model import ChatModel
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair
@@ -49,6 +50,17 @@ class CommandPeer(MemoryHost, Protocol):
     def check_agent_allowed(self, session: str, agent: AgentHandle) -> None: ...
 
     async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode: ...
+
+    @property
+    def llm(self) -> ChatModel | None: ...
+
+    async def new_agent(self, name: str, settings: dict[str, Any], made_by: str) -> AgentHandle: ...
+
+    async def set_agent_setting(
+        self, name: str, key: str, value: Any
+    ) -> tuple[AgentHandle, list[str]]: ...
+
+    async def reload_config(self) -> str: ...
 
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False

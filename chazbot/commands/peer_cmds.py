@@ -1,7 +1,9 @@
-"""Peer-level commands: help, agents, agent, pubkey, clear, and the /sharing group."""
+"""Peer-level commands: help, agents, agent, pubkey, clear, and the /sharing group (the
+admins' ``/agent new|set|reset|show|reload`` are in ``agent_cmds``)."""
 
 from __future__ import annotations
 
+from chazbot.commands.agent_cmds import model_of, origin_of
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import InputError, PermissionDenied
@@ -25,10 +27,17 @@ def register(tree: CommandTree) -> None:
             )
         return Reply(True, text)
 
-    @add("agents", (), "list the agents that may answer in this session")
+    @add(
+        "agents",
+        (),
+        "list the agents that may answer in this session: model, capture, where defined",
+    )
     async def agents(ctx: Context, a: dict[str, str]) -> Reply:
         lines = [
-            f"- {ag.name}" + (" (this session)" if ag.name == ctx.agent.name else "")
+            f"- {ag.name}"
+            + (" (this session)" if ag.name == ctx.agent.name else "")
+            + f": model {model_of(ctx, ag)}, capture {await ctx.peer.capture_mode(ag)}, "
+            f"defined in {origin_of(ag)}"
             for ag in ctx.peer.allowed_agents(ctx.session.name)
         ]
         return Reply(True, "Agents:\n" + "\n".join(lines))

@@ -34,6 +34,7 @@ class Arg:
     rest: bool = False  # takes every remaining word (joined by spaces)
     choices: tuple[str, ...] = ()
     shown: str = ""  # how the usage line names it, when not by ``name``
+    raw: bool = False  # with ``rest``: the rest of the line as typed (quotes, newlines kept)
 
     def usage(self) -> str:
         inner = "|".join(self.choices) if self.choices else (self.shown or self.name)
@@ -74,6 +75,9 @@ class CommandTree:
         body = text.strip()
         if body.startswith("/"):
             body = body[1:]
+        raw = self._raw(body, prefix)
+        if raw is not None:
+            return raw
         try:
             words = shlex.split(body)
         except ValueError as exc:
@@ -94,10 +98,38 @@ class CommandTree:
             raise UsageError(f"unknown command {words[0]!r}; try {prefix}help")
         return best, self._bind(best, words[len(best.path) :], prefix)
 
-    def _bind(self, command: Command, words: list[str], prefix: str) -> dict[str, str]:
+    def _raw(self, body: str, prefix: str) -> tuple[Command, dict[str, str]] | None:
+        """A command whose last argument is ``raw`` takes the rest of the line as typed
+        (a system prompt with an apostrophe, say); the words before it split on spaces."""
+        words = body.split()
+        lowered = [w.lower() for w in words]
+        best: Command | None = None
+        for command in self.commands:
+            n = len(command.path)
+            if tuple(lowered[:n]) == command.path and (best is None or n > len(best.path)):
+                best = command
+        if best is None or not best.args or not best.args[-1].raw:
+            return None
+        before = len(best.path) + len(best.args) - 1
+        parts = body.split(None, before)
+        rest = parts[before].strip() if len(parts) > before else ""
+        bound = self._bind(best, words[len(best.path) : before], prefix, best.args[:-1])
+        if rest:
+            bound[best.args[-1].name] = rest
+        elif not best.args[-1].optional:
+            raise UsageError(f"missing <{best.args[-1].name}>. Usage: {best.usage(prefix)}")
+        return best, bound
+
+    def _bind(
+        self,
+        command: Command,
+        words: list[str],
+        prefix: str,
+        args: tuple[Arg, ...] | None = None,
+    ) -> dict[str, str]:
         bound: dict[str, str] = {}
         rest = list(words)
-        for arg in command.args:
+        for arg in command.args if args is None else args:
             if not rest:
                 if arg.optional:
                     continue

@@ -1,0 +1,148 @@
+"""Agents from chat (admins): ``/agent new``, ``/agent set``, ``/agent reset``, ``/agent show``
+and ``/agent reload``.
+
+A definition made or changed here is stored in the agent's own DB (``agent.definition``), so
+it survives restarts and travels with the DB; where config.yaml defines the same key, the
+DB's value wins, and ``/agent show`` says which applies. Every verb checks its whole input
+before it writes anything: a bad key, value or model is one line and changes nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from chazbot.agent.definition import (
+    MAX_PROMPT_CHARS,
+    SETTINGS,
+    Definition,
+    check_key,
+    check_new_name,
+    parse_settings,
+    parse_value,
+)
+from chazbot.agent.model_check import check_model
+from chazbot.commands.context import Context
+from chazbot.commands.tree import Arg, CommandTree, Reply, UsageError
+
+if TYPE_CHECKING:
+    from chazbot.agent.host import AgentHandle
+
+
+def definition_of(agent: AgentHandle) -> Definition | None:
+    """Where the agent's settings come from (None for a handle that does not say)."""
+    found = getattr(agent, "definition", None)
+    return found if isinstance(found, Definition) else None
+
+
+def origin_of(agent: AgentHandle) -> str:
+    definition = definition_of(agent)
+    return definition.origin if definition is not None else "config.yaml"
+
+
+def model_of(ctx: Context, agent: AgentHandle) -> str:
+    """The agent's model, or the chat backend's default as such."""
+    if agent.config.model:
+        return agent.config.model
+    llm = ctx.peer.config.llm
+    return f"{llm.model} (the backend's default)" if llm is not None else "the embedded default"
+
+
+def register(tree: CommandTree) -> None:
+    add = tree.add
+    keys = "|".join(SETTINGS)
+
+    @add(
+        "agent new",
+        (Arg("name"), Arg("settings", optional=True, rest=True, raw=True, shown="key=value")),
+        f"make an agent, stored in its own DB ({keys})",
+        admin=True,
+    )
+    async def new(ctx: Context, a: dict[str, str]) -> Reply:
+        name = check_new_name(a["name"])
+        try:
+            words = shlex.split(a.get("settings", ""))
+        except ValueError as exc:
+            raise UsageError(
+                f"cannot parse the settings: {exc}; quote a value with spaces: "
+                'system_prompt="You are …"'
+            ) from None
+        settings = parse_settings(words)
+        note = ""
+        if "model" in settings:
+            note = await check_model(ctx.peer.llm, settings["model"])
+        agent = await ctx.peer.new_agent(name, settings, ctx.sender)
+        return Reply(
+            True,
+            f"Made agent {agent.name} (model {model_of(ctx, agent)}{note}); its definition is "
+            f"in its own DB. Use it here: {ctx.prefix}agent {agent.name}",
+        )
+
+    @add(
+        "agent set",
+        (Arg("agent"), Arg("key", choices=tuple(SETTINGS)), Arg("value", rest=True, raw=True)),
+        f"change one setting of an agent, stored in its DB (system_prompt ≤ "
+        f"{MAX_PROMPT_CHARS:,} characters)",
+        admin=True,
+    )
+    async def set_(ctx: Context, a: dict[str, str]) -> Reply:
+        agent = ctx.peer.agent(a["agent"])
+        key = check_key(a["key"])
+        value = parse_value(key, a["value"])
+        note = await check_model(ctx.peer.llm, value) if key == "model" else ""
+        agent, granted = await ctx.peer.set_agent_setting(agent.name, key, value)
+        banks = f"; granted write on {', '.join(granted)}" if granted else ""
+        return Reply(True, f"{agent.name}.{key} is set{note}{banks}.")
+
+    @add(
+        "agent reset",
+        (Arg("agent"), Arg("key", choices=tuple(SETTINGS))),
+        "drop a setting stored from chat: config.yaml's (or the default) applies again",
+        admin=True,
+    )
+    async def reset(ctx: Context, a: dict[str, str]) -> Reply:
+        agent = ctx.peer.agent(a["agent"])
+        key = check_key(a["key"])
+        agent, _ = await ctx.peer.set_agent_setting(agent.name, key, None)
+        definition = definition_of(agent)
+        source = definition.sources.get(key, "default") if definition is not None else "default"
+        return Reply(True, f"{agent.name}.{key} now comes from {source}.")
+
+    @add(
+        "agent show",
+        (Arg("agent", optional=True),),
+        "an agent's settings and where each comes from (chat wins over config.yaml)",
+        admin=True,
+    )
+    async def show(ctx: Context, a: dict[str, str]) -> Reply:
+        agent = ctx.peer.agent(a["agent"]) if "agent" in a else ctx.agent
+        definition = definition_of(agent)
+        cfg = agent.config
+        head = f"{agent.name}: defined in {origin_of(agent)}; DB {agent.db}"
+        lines = [head, "Where chat and config.yaml both set a key, chat wins."]
+        for key in SETTINGS:
+            value = getattr(cfg, key)
+            if key == "model":
+                text = model_of(ctx, agent)
+            elif key == "capture":
+                text = f"{value} (now: {await ctx.peer.capture_mode(agent)})"
+            elif isinstance(value, list):
+                text = ", ".join(value) or "none"
+            else:
+                text = str(value)
+            source: str = definition.sources.get(key, "default") if definition else "config.yaml"
+            if definition is not None and key in definition.overridden:
+                source += ", over config.yaml"
+            lines.append(f"- {key} [{source}]: {text}")
+        if definition is not None and definition.ignored:
+            lines.append("Stored but invalid, ignored: " + ", ".join(definition.ignored))
+        return Reply(True, "\n".join(lines))
+
+    @add(
+        "agent reload",
+        (),
+        "re-read the config file: add and update agents, apply default banks",
+        admin=True,
+    )
+    async def reload(ctx: Context, a: dict[str, str]) -> Reply:
+        return Reply(True, await ctx.peer.reload_config())

@@ -1,0 +1,263 @@
+"""Agents from chat (#27): ``/agent new|set|reset|show|reload`` and ``/agents`` through
+``peer.command``, on a real state dir and the stand-in LLM over loopback HTTP.
+
+The Matrix side (a real Synapse, a restart of ``chazbot run``) is ``test_agents_matrix.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import chazbot
+from chazbot.agent.definition import MAX_PROMPT_CHARS, NAME_FIELD, SETTINGS, merge
+from chazbot.agent.recall import CONFIG_STORE
+from chazbot.commands import TREE
+from chazbot.config import AgentConfig, Config, load_config
+from chazbot.peer import Peer
+from tests.standin_llm import StandinLLM, message_text
+
+BASE_MODEL = "base-model"  # the config's default; the stand-in lists only its model_name
+
+
+def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
+    return Config(
+        state_dir=tmp_path / "state",
+        llm=llm.config(model=BASE_MODEL),
+        embedding=None,
+        **kw,
+    )
+
+
+@pytest.fixture
+async def peer(tmp_path: Path, standin_llm: StandinLLM):  # type: ignore[no-untyped-def]
+    async with chazbot.open(tmp_path / "state", config(tmp_path, standin_llm)) as p:
+        yield p
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    return message_text(request["messages"][0])
+
+
+async def stored(peer: Peer, name: str) -> dict[str, Any]:
+    return await peer.ledger.fields(peer.agent(name).db, CONFIG_STORE)
+
+
+async def test_new_agent_is_listed_answers_with_its_prompt_and_model_and_survives_a_restart(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    cfg = config(tmp_path, standin_llm)
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        r = await peer.command(
+            '/agent new pirate system_prompt="You\'re a pirate. Say arr." '
+            "model=standin-model capture=off default_memory_banks=sea-notes"
+        )
+        assert r.ok, r.text
+        assert r.text.startswith("Made agent pirate (model standin-model)"), r.text
+        listed = (await peer.command("/agents")).text
+        assert "- pirate: model standin-model, capture off, defined in chat" in listed
+        assert f"- chaz (this session): model {BASE_MODEL} (the backend's default)" in listed
+        assert "defined in config.yaml" in listed
+        # the default bank was made and granted
+        assert "sea-notes" in (await peer.command("/memory list")).text
+
+        assert (await peer.command("/agent pirate", session="deck")).ok
+        result = await peer.chat("hello there", session="deck")
+        assert result.ok, result.text
+        asked = standin_llm.last_request
+        assert asked["model"] == "standin-model"
+        assert system_prompt(asked).startswith("You're a pirate. Say arr.")
+
+        fields = await stored(peer, "pirate")
+        assert fields[NAME_FIELD] == "pirate"
+        assert fields[SETTINGS["system_prompt"]] == "You're a pirate. Say arr."
+        # /agent set takes the rest of the line as typed: apostrophes, two lines
+        r = await peer.command("/agent set pirate system_prompt You're a parrot.\nSquawk.")
+        assert r.ok, r.text
+        assert peer.agent("pirate").config.system_prompt == "You're a parrot.\nSquawk."
+    async with chazbot.open(tmp_path / "state", cfg) as peer:  # a restart
+        agent = peer.agent("pirate")
+        assert agent.config.system_prompt == "You're a parrot.\nSquawk."
+        assert agent.config.model == "standin-model" and agent.config.capture == "off"
+        assert agent.config.default_memory_banks == ["sea-notes"]
+        result = await peer.chat("ahoy", session="deck")  # the room still has pirate
+        assert result.ok and system_prompt(standin_llm.last_request).startswith("You're a parrot")
+        shown = (await peer.command("/agent show pirate")).text
+        assert shown.startswith("pirate: defined in chat; DB sha256:"), shown
+        assert "- model [chat]: standin-model" in shown
+        assert "- memory_audience [default]: room" in shown
+
+
+async def test_bad_input_is_one_line_and_changes_nothing(
+    peer: Peer, standin_llm: StandinLLM
+) -> None:
+    assert (await peer.command("/agent new parrot system_prompt=Hi")).ok
+    before_fields = await stored(peer, "parrot")
+    before_agents = sorted(peer.agents)
+    before_hosted = [h.name for h in await peer.registry.all("agent")]
+    bad = {
+        "/agent new gull colour=grey": "unknown agent setting 'colour'",
+        "/agent new gull model=gpt-9": "the chat backend has no model 'gpt-9'; it offers: "
+        "standin-model",
+        "/agent new gull allowed_tools=remember,fly": "no tool named fly",
+        "/agent new gull capture=sometimes": "capture:",
+        "/agent new gull system_prompt": "expected key=value",
+        '/agent new gull system_prompt="unclosed': "cannot parse the settings",
+        "/agent new 'bad name'": "bad agent name",
+        "/agent new reload": "is an /agent verb",
+        "/agent new parrot": "exists already",
+        "/agent new chaz": "exists already",
+        "/agent set parrot colour grey": "key must be one of",
+        "/agent set parrot model gpt-9": "no model 'gpt-9'",
+        "/agent set parrot system_prompt " + "x" * (MAX_PROMPT_CHARS + 1): "at most 8,000",
+        "/agent set parrot memory_audience everyone": "memory_audience:",
+        "/agent set parrot default_memory_banks bad/name": "bad bank name",
+        "/agent set parrot system_prompt": "missing <value>",
+        "/agent set nobody model standin-model": "no agent named 'nobody'",
+        "/agent reset parrot colour": "key must be one of",
+        "/agent show nobody": "no agent named 'nobody'",
+    }
+    for text, why in bad.items():
+        r = await peer.command(text)
+        assert not r.ok, text
+        assert why in r.text, (text, r.text)
+        assert "\n" not in r.text, (text, r.text)
+    assert await stored(peer, "parrot") == before_fields
+    assert sorted(peer.agents) == before_agents
+    assert [h.name for h in await peer.registry.all("agent")] == before_hosted
+    assert (await peer.command("/memory new reef")).ok
+    r = await peer.command("/agent new reef")
+    assert not r.ok and "is a bank's name" in r.text
+
+
+async def test_a_model_is_checked_against_the_backends_list(
+    peer: Peer, standin_llm: StandinLLM
+) -> None:
+    asked = standin_llm.models_requests
+    r = await peer.command("/agent set chaz model standin-model")
+    assert r.ok and r.text == "chaz.model is set.", r.text
+    assert standin_llm.models_requests == asked + 1
+    await peer.chat("hi")
+    assert standin_llm.last_request["model"] == "standin-model"
+    r = await peer.command("/agent reset chaz model")
+    assert r.ok and r.text == "chaz.model now comes from default.", r.text
+    await peer.chat("hi again")
+    assert standin_llm.last_request["model"] == BASE_MODEL
+
+
+async def test_chat_settings_win_over_config_yaml_and_reset_gives_it_back(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    cfg = config(
+        tmp_path,
+        standin_llm,
+        agents=[AgentConfig(name="ava", system_prompt="You are Ava, from the file.")],
+    )
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        shown = (await peer.command("/agent show ava")).text
+        assert "- system_prompt [config.yaml]: You are Ava, from the file." in shown
+        assert (await peer.command("/agent set ava system_prompt You are Ava, from chat.")).ok
+        shown = (await peer.command("/agent show ava")).text
+        assert "- system_prompt [chat, over config.yaml]: You are Ava, from chat." in shown
+        assert "defined in config.yaml + chat (system_prompt)" in shown
+        listed = (await peer.command("/agents")).text
+        assert "defined in config.yaml + chat (system_prompt)" in listed
+        await peer.chat("hello")
+        assert system_prompt(standin_llm.last_request).startswith("You are Ava, from chat.")
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        assert peer.agent("ava").config.system_prompt == "You are Ava, from chat."
+        r = await peer.command("/agent reset ava system_prompt")
+        assert r.ok and r.text == "ava.system_prompt now comes from config.yaml.", r.text
+        assert peer.agent("ava").config.system_prompt == "You are Ava, from the file."
+
+
+async def test_a_non_admin_is_refused_every_verb(peer: Peer) -> None:
+    assert (await peer.command("/agent new parrot")).ok
+    before = await stored(peer, "parrot")
+    for text in (
+        "/agent new gull",
+        "/agent set parrot system_prompt hacked",
+        "/agent reset parrot system_prompt",
+        "/agent show parrot",
+        "/agent reload",
+    ):
+        r = await peer.command(text, is_admin=False)
+        assert not r.ok and r.text.startswith("only admins may use /agent "), (text, r.text)
+    assert await stored(peer, "parrot") == before
+    assert "gull" not in peer.agents
+    # listing stays open to everyone
+    assert "- parrot: model" in (await peer.command("/agents", is_admin=False)).text
+
+
+async def test_reload_applies_a_config_edit_and_a_bad_edit_changes_nothing(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    path = tmp_path / "config.yaml"
+    data: dict[str, Any] = {
+        "state_dir": str(tmp_path / "state"),
+        "sync_listen": "",
+        "http_listen": "",
+        "embedding": None,
+        "llm": standin_llm.client_settings(model=BASE_MODEL),
+        "agents": [{"name": "chaz"}],
+    }
+    path.write_text(yaml.safe_dump(data))
+    async with chazbot.open(tmp_path / "state", load_config(path)) as peer:
+        r = await peer.command("/agent reload")
+        assert not r.ok and "works in a running service" in r.text
+        peer.config_loader = lambda: load_config(path)
+        assert (await peer.command("/agent new parrot")).ok
+        r = await peer.command("/agent reload")
+        assert r.ok and r.text == "Config reloaded: 2 agents; nothing changed.", r.text
+
+        data["agents"] = [
+            {"name": "chaz", "default_memory_banks": ["team-notes"]},
+            {"name": "sage", "system_prompt": "You are Sage."},
+        ]
+        path.write_text(yaml.safe_dump(data))
+        r = await peer.command("/agent reload")
+        assert r.ok, r.text
+        assert "added sage" in r.text
+        assert "updated chaz (default_memory_banks)" in r.text
+        assert "default banks granted chaz→team-notes" in r.text
+        assert "team-notes (write)" in (await peer.command("/agent", agent="chaz")).text
+        assert sorted(peer.agents) == ["chaz", "parrot", "sage"]  # parrot is from chat
+        r = await peer.command("/agent reload")  # idempotent
+        assert r.text == "Config reloaded: 3 agents; nothing changed.", r.text
+
+        data["agents"][1]["capture"] = "sometimes"
+        path.write_text(yaml.safe_dump(data))
+        config_before, agents_before = peer.config, dict(peer.agents)
+        r = await peer.command("/agent reload")
+        assert not r.ok and "agents[1].capture: Input should be" in r.text, r.text
+        assert "\n" not in r.text
+        assert peer.config is config_before and peer.agents == agents_before
+
+
+def test_merge_chat_over_file_over_defaults_and_bad_stored_values_are_ignored() -> None:
+    file = AgentConfig(name="ava", system_prompt="file", capture="off")
+    fields = {
+        SETTINGS["system_prompt"]: "chat",
+        SETTINGS["memory_audience"]: "everyone",  # not valid: ignored, not fatal
+        SETTINGS["model"]: None,  # unset
+    }
+    found = merge("ava", file, fields)
+    assert found.config.system_prompt == "chat" and found.config.capture == "off"
+    assert found.config.memory_audience == "room" and found.config.model is None
+    assert found.sources["system_prompt"] == "chat" and found.sources["capture"] == "config.yaml"
+    assert found.sources["model"] == "default"
+    assert found.overridden == ("system_prompt",) and found.ignored == ("memory_audience",)
+    assert not found.in_chat and found.origin == "config.yaml + chat (system_prompt)"
+
+
+def test_agent_verbs_are_their_own_commands() -> None:
+    for verb in ("new", "set", "reset", "show", "reload"):
+        command, args = TREE.parse(f"/agent {verb}x")  # an agent's name, not a verb
+        assert command.path == ("agent",) and args == {"name": f"{verb}x"}, verb
+    command, args = TREE.parse("/agent set a system_prompt Don't  panic")
+    assert command.path == ("agent", "set") and args["value"] == "Don't  panic"
+    command, args = TREE.parse("/agent reload")
+    assert command.path == ("agent", "reload")
