@@ -410,6 +410,8 @@ class LocalRun:
             "admins": [user["user_id"]],
             "encryption": bool(e2e),
         }
+        if "web" not in self.user_data:  # the memory page, on the http listener (#19)
+            data["web"] = {"enabled": True}
         source = f" and {self.user_config}" if self.user_config else ""
         header = (
             f"# Written by deploy/local.sh on every run (from its local homeserver{source}).\n"
@@ -461,6 +463,22 @@ class LocalRun:
                 raise SetupError(f"the bot did not join {room_id} within {timeout:.0f} s")
             time.sleep(0.2)
 
+    def web_link(self) -> str | None:
+        """A one-time sign-in link to the memory page (valid 10 minutes), or None when the
+        page is off or the link cannot be had."""
+        web = self.user_data.get("web")
+        if isinstance(web, dict) and not web.get("enabled", False):
+            return None
+        command = [sys.executable, "-m", "chazbot.cli", "--config", str(self.config_path)]
+        try:
+            out = subprocess.run(
+                [*command, "web-link"], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = [w for w in out.stdout.split() if w.startswith("http") and "/ui/" in w]
+        return found[0] if found else None
+
     def banner(self, hs: Homeserver, user: dict[str, str], bot: dict[str, str]) -> str:
         cwd = Path.cwd()
         venv_bin = Path(sys.prefix) / "bin"
@@ -475,6 +493,15 @@ class LocalRun:
         chat = f"{venv_bin / 'chazbot'} --config {shlex.quote(str(config))} chat"
         room = self.accounts.get("dm_room")
         dm = f'  dm room:     {room}  (named "chazbot", already joined by both)\n' if room else ""
+        link = self.web_link()
+        page = (
+            f"  memory page: {link}\n"
+            "               (one-time sign-in, valid 10 minutes; for a new one say !chaz web\n"
+            f"               in the DM, or run {venv_bin / 'chazbot'} --config "
+            f"{shlex.quote(str(config))} web-link)\n"
+            if link
+            else ""
+        )
         return (
             "\n"
             "chazbot is running, with a local homeserver on this machine.\n"
@@ -484,6 +511,7 @@ class LocalRun:
             f"  bot:         {bot['user_id']}\n"
             f"{dm}"
             f"  terminal:    {chat}\n"
+            f"{page}"
             f"Passwords are kept in {accounts} (owner-only). Invite the bot to more rooms\n"
             "as you like; it joins when you invite it. Ctrl-C stops chazbot and the homeserver;\n"
             "run bash deploy/local.sh again to carry on with the same accounts and memory.\n"

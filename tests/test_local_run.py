@@ -50,7 +50,9 @@ from tests.synapse import (
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BANNER_FIELD = re.compile(r"^\s+(homeserver|user|password|bot|dm room|terminal):\s+(\S.*?)\s*$")
+BANNER_FIELD = re.compile(
+    r"^\s+(homeserver|user|password|bot|dm room|terminal|memory page):\s+(\S.*?)\s*$"
+)
 BANNER_END = "Passwords are kept in"
 
 
@@ -280,6 +282,11 @@ async def test_local_run_on_a_clean_clone(tmp_path: Path) -> None:
         assert fields["user"].startswith("@") and fields["bot"] == "@chazbot:localhost"
         assert fields["homeserver"].startswith("http://127.0.0.1:")
         assert "chazbot --config" in fields["terminal"] and fields["terminal"].endswith(" chat")
+        # the memory page is on and its one-time sign-in link is printed (#19)
+        link = fields["memory page"]
+        assert link.startswith("http://127.0.0.1:") and "/ui/" in link, link
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.status == 200 and b"Sign in" in page.read()
         accounts = checkout / "state/homeserver/accounts.json"
         assert accounts.stat().st_mode & 0o777 == 0o600
         assert (checkout / "state/local-config.yaml").stat().st_mode & 0o777 == 0o600
