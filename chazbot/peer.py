@@ -20,6 +20,7 @@ from chazbot.agent.capture import Mode, capture_mode
 from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
+from chazbot.agent.local_llm import LocalChat
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
@@ -77,6 +78,7 @@ class Peer(HostingMixin, SharingMixin):
         self._llm: ChatModel | None = None
         self.state_lock: StateLock | None = None  # held from open to close
         self._llm_made = False
+        self._agent_llms: dict[str, LocalChat] = {}  # an agent's own embedded model
         self.captures = CaptureTasks()
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
@@ -216,6 +218,20 @@ class Peer(HostingMixin, SharingMixin):
             self._llm_made = True
         return self._llm
 
+    def llm_for(self, agent: AgentHandle) -> ChatModel | None:
+        """The chat model that answers as ``agent``: the peer's; with the embedded backend and
+        an agent ``model`` of its own (a built-in, GGUF path or URL, ``/agent set``), a
+        LocalChat of that model (each loaded once, on first use). An OpenAI-compatible backend
+        takes the agent's model per request instead."""
+        base, model = self.llm, agent.config.model
+        if model is None or not isinstance(base, LocalChat) or model == base.cfg.model:
+            return base
+        found = self._agent_llms.get(model)
+        if found is None:
+            cfg = base.cfg.model_copy(update={"model": model, "model_sha256": None})
+            found = self._agent_llms[model] = LocalChat(cfg, self.state_dir / "models")
+        return found
+
     async def chat(
         self,
         text: str,
@@ -239,10 +255,11 @@ class Peer(HostingMixin, SharingMixin):
         who = self.agent(agent) if agent else await self.session_agent(sess)
         self.check_agent_allowed(session, who)
         memory = who.memory.within(self.hearing(who, sender, audience))
+        llm = self.llm_for(who)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            result = await run_turn(self, who, sess, text, sender, self.llm, memory, prefix)
+            result = await run_turn(self, who, sess, text, sender, llm, memory, prefix)
             keep = result.ok and not result.answered_in_words
             mode = await self.capture_mode(who, sess) if keep else "off"
         except BaseException:
@@ -252,7 +269,7 @@ class Peer(HostingMixin, SharingMixin):
             lock.release()
         else:  # the turn's last step, after the reply: it releases the session's lock
             self.captures.start(
-                lock, Said(who, sess, text, sender, result.text, sent_at), self.llm, mode, memory
+                lock, Said(who, sess, text, sender, result.text, sent_at), llm, mode, memory
             )
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",

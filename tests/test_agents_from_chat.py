@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 import chazbot
+from chazbot.agent import local_llm
 from chazbot.agent.definition import MAX_PROMPT_CHARS, NAME_FIELD, SETTINGS, merge
 from chazbot.agent.recall import CONFIG_STORE
 from chazbot.commands import TREE
-from chazbot.config import AgentConfig, Config, load_config
+from chazbot.config import AgentConfig, Config, LLMConfig, load_config
 from chazbot.peer import Peer
 from tests.standin_llm import StandinLLM, message_text
 
@@ -261,3 +262,22 @@ def test_agent_verbs_are_their_own_commands() -> None:
     assert command.path == ("agent", "set") and args["value"] == "Don't  panic"
     command, args = TREE.parse("/agent reload")
     assert command.path == ("agent", "reload")
+
+
+@pytest.mark.skipif(not local_llm.local_available(), reason="the local extra is not installed")
+async def test_with_the_embedded_backend_an_agent_gets_its_own_gguf(tmp_path: Path) -> None:
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(28))  # the header is what is checked before a load
+    cfg = Config(state_dir=tmp_path / "state", llm=LLMConfig(backend="local"), embedding=None)
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        r = await peer.command(f"/agent new gull model={tmp_path / 'missing.gguf'}")
+        assert not r.ok and "neither a built-in" in r.text and "gull" not in peer.agents
+        (tmp_path / "text.gguf").write_text("not a model")
+        r = await peer.command(f"/agent new gull model={tmp_path / 'text.gguf'}")
+        assert not r.ok and "is not a GGUF file" in r.text, r.text
+        r = await peer.command(f"/agent new tiny model={gguf}")
+        assert r.ok, r.text
+        own = peer.llm_for(peer.agent("tiny"))
+        assert isinstance(own, local_llm.LocalChat) and own.source.file == gguf
+        assert own is peer.llm_for(peer.agent("tiny"))  # made once
+        assert peer.llm_for(peer.agent("chaz")) is peer.llm
