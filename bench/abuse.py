@@ -197,7 +197,7 @@ async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
     control: list[float] = []
     fds: list[int] = []
     stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
+    while not delays or time.monotonic() < stop:  # at least one sample
         delays.append(await visible_delay(served, node, 30))
         started = time.monotonic()
         reply = await served.cmd("/memory list", 30)
