@@ -57,7 +57,7 @@ async def test_new_agent_is_listed_answers_with_its_prompt_and_model_and_survive
             "model=standin-model capture=off default_memory_banks=sea-notes"
         )
         assert r.ok, r.text
-        assert r.text.startswith("Made agent pirate (model standin-model)"), r.text
+        assert r.text.startswith("Made agent pirate, model standin-model"), r.text
         listed = (await peer.command("/agents")).text
         assert "- pirate: model standin-model, capture off, defined in chat" in listed
         assert f"- chaz (this session): model {BASE_MODEL} (the backend's default)" in listed

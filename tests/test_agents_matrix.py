@@ -41,7 +41,7 @@ async def test_an_admin_makes_tunes_and_keeps_an_agent_from_chat(
         '!chaz agent new pirate system_prompt="You\'re a pirate. Say arr." model=standin-model',
         timeout=30,
     )
-    assert made.body.startswith("Made agent pirate (model standin-model)"), made.body
+    assert made.body.startswith("Made agent pirate, model standin-model"), made.body
     assert (await admin.ask(dm, "!chaz agent pirate")).body == "pirate answers in this session now."
     answer = await admin.ask(dm, "hello there", timeout=30)
     assert answer.body == "You said: hello there", answer.body

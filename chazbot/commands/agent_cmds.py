@@ -74,7 +74,7 @@ def register(tree: CommandTree) -> None:
         agent = await ctx.peer.new_agent(name, settings, ctx.sender)
         return Reply(
             True,
-            f"Made agent {agent.name} (model {model_of(ctx, agent)}{note}); its definition is "
+            f"Made agent {agent.name}, model {model_of(ctx, agent)}{note}; its definition is "
             f"in its own DB. Use it here: {ctx.prefix}agent {agent.name}",
         )
 
