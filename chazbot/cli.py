@@ -33,10 +33,15 @@ commands:
                state dir themselves, and a `run` started meanwhile refuses to start)
   reindex      backfill vectors for the configured embedding model (with progress)
   export       write a bank's (or agent's) visible memory as JSONL
-  import-file  add memory rows from a JSONL file to a bank
+  import-file  add memory rows from a JSONL file to a bank (a bad line: nothing is written)
   verify       re-check every stored entry's id, signature and authorisation, every index
                snapshot against the digest recorded when it was written, and the compiled
                code's cache directory (owner and mode)
+               (reindex, export, import-file and verify also go through a running service;
+               Ctrl-C stops them between two steps, leaving nothing half-written)
+  backup       copy the whole state to one file while the service runs (owner-only: it
+               holds the peer's secret keys)
+  restore      put a backup in place of a stopped peer's state, after verifying it
   web-link     print a one-time sign-in link to the memory page, as the operator (admin)
   version      print the version
 """
@@ -78,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bank")
     p.add_argument("file")
     sub.add_parser("verify", help="re-check every stored entry and the index state on disk")
+    p = sub.add_parser("backup", help="copy the whole state to a file (service running or not)")
+    p.add_argument("file", help="the backup file to write (must not exist)")
+    p = sub.add_parser("restore", help="put a backup in place of a stopped peer's state")
+    p.add_argument("file", help="a file written by chazbot backup")
+    p.add_argument(
+        "--force", action="store_true", help="move a state already there aside instead of refusing"
+    )
     sub.add_parser("web-link", help="print a one-time sign-in link to the memory page")
     sub.add_parser("version", help="print the version")
     return parser
@@ -118,81 +130,60 @@ def _setup_logging(cfg: Config | None) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
+async def _opened(cfg: Config, op: str, sink: Any, job: Callable[[Any], Any]) -> int:
+    """``job(peer)`` on the state dir opened here (no service runs); Ctrl-C says what the
+    interruption left, then goes on as an interrupt."""
+    from chazbot.peer import Peer
+    from chazbot.transports import operations as ops
+
+    peer = await Peer.open(cfg, role=op)
+    try:
+        return int(await job(peer))
+    except asyncio.CancelledError:
+        ops.interrupted(op, sink)
+        raise
+    finally:
+        await peer.close()
+
+
 async def _verify(cfg: Config) -> int:
     from chazbot.ledger import Ledger
     from chazbot.ledger.statelock import StateLock
     from chazbot.peer import STATE_FILE
+    from chazbot.transports import operations as ops
+    from chazbot.transports.control_ops import operate
 
-    path = Path(cfg.state_dir) / STATE_FILE
-    if not path.exists():
-        raise InputError(f"no state file at {path}")
-    lock = StateLock.acquire(Path(cfg.state_dir), "verify")
-    try:
-        ledger = await Ledger.open(path)
+    sink = ops.TerminalSink()
+
+    async def locally() -> int:
+        state = Path(cfg.state_dir)
+        if not (state / STATE_FILE).exists():
+            raise InputError(f"no state file at {state / STATE_FILE}")
+        lock = StateLock.acquire(state, "verify")
         try:
-            total = await ledger.count_entries()
-            failures = await ledger.verify()
-            snapshots, index = await _verify_index(ledger, Path(cfg.state_dir))
+            ledger = await Ledger.open(state / STATE_FILE)
+            try:
+                return await ops.verify(ledger, state, sink)
+            finally:
+                await ledger.close()
         finally:
-            await ledger.close()
-    finally:
-        lock.release()
-    for eid, reason in [*failures, *index]:
-        print(f"FAIL {eid}: {reason}")
-    print(f"{total} entries checked, {len(failures)} failed")
-    print(f"{snapshots} index snapshots and the compiled-code cache checked, {len(index)} failed")
-    return EXIT_FAILED if failures or index else EXIT_OK
+            lock.release()
 
-
-async def _verify_index(ledger: Any, state_dir: Path) -> tuple[int, list[tuple[str, str]]]:
-    """The index state on disk that a start would refuse: snapshots whose sha256 is not the
-    one recorded when this peer wrote them, compiled code in the state dir, and a
-    compiled-code cache others could write. How many snapshots, and the failures."""
-    from chazbot.memory import bm25_kernel, snapshot
-    from chazbot.memory.engine import SNAPSHOT_DIR
-
-    failed: list[tuple[str, str]] = []
-    snapshots = sorted((state_dir / SNAPSHOT_DIR).glob("*.npz"))
-    for path in snapshots:
-        shown = f"{SNAPSHOT_DIR}/{path.name}"
-        recorded = await ledger.kv.get(snapshot.record_key(path))
-        if recorded is None:
-            failed.append((shown, "not written by this peer (no digest recorded): never loaded"))
-        elif await asyncio.to_thread(snapshot.file_sha256, path) != recorded:
-            failed.append((shown, "changed since it was written: never loaded"))
-    if (state_dir / SNAPSHOT_DIR / "compiled").exists():
-        failed.append(
-            (f"{SNAPSHOT_DIR}/compiled", "compiled code in the state dir: never loaded, remove it")
-        )
-    cache = bm25_kernel.configured_cache_dir()
-    problem = bm25_kernel.cache_dir_problem(cache) if cache.exists() else None
-    if problem is not None:
-        failed.append((f"compiled-code cache {cache}", f"{problem}: never loaded"))
-    return len(snapshots), failed
+    return await operate(cfg, {"op": "verify"}, sink, locally)
 
 
 async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int:
-    from chazbot.peer import Peer
+    from chazbot.transports import operations as ops
+    from chazbot.transports.control_ops import operate
 
-    peer = await Peer.open(cfg)
-    try:
-        agent = peer.agent(agent_name) if agent_name else next(iter(peer.agents.values()))
-        _, db = await agent.memory.resolve(bank)
-
-        def progress(p: Any) -> None:
-            width = 30
-            filled = width * p.done // max(p.total, 1)
-            sys.stderr.write(
-                f"\rreindex [{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total}"
-            )
-            sys.stderr.flush()
-
-        total = await peer.memory.reindex(db, agent.key, progress)
-        sys.stderr.write("\n")
-        print(f"reindexed {total} rows for {peer.memory.model}")
-    finally:
-        await peer.close()
-    return EXIT_OK
+    sink = ops.TerminalSink()
+    request = {"op": "reindex", "bank": bank, "agent": agent_name}
+    return await operate(
+        cfg,
+        request,
+        sink,
+        lambda: _opened(cfg, "reindex", sink, lambda p: ops.reindex(p, bank, agent_name, sink)),
+    )
 
 
 async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) -> int:
@@ -215,63 +206,93 @@ async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
     return EXIT_OK if reply["ok"] else EXIT_FAILED
 
 
-async def _resolve_db(peer: Any, ref: str) -> tuple[str, str]:
-    from chazbot.ledger.encoding import is_content_id
-
-    reg = peer.registry
-    found = await reg.by_db(ref) if is_content_id(ref) else None
-    found = found or await reg.get("bank", ref) or await reg.get("agent", ref)
-    if found is None:
-        raise InputError(f"no bank or agent {ref!r} on this peer")
-    return found.name, found.db
-
-
 async def _export(cfg: Config, ref: str, file: str | None) -> int:
-    from chazbot.memory.transfer import export_lines
-    from chazbot.peer import Peer
+    """To ``file`` (written whole or not at all) or stdout."""
+    from chazbot.transports import operations as ops
+    from chazbot.transports.control_ops import operate
 
-    peer = await Peer.open(cfg)
+    target = Path(file) if file else None
+    partial = target.with_name(f".{target.name}.partial") if target else None
+    out = partial.open("w", encoding="utf-8") if partial else None
+    sink = ops.TerminalSink(data_to=out)
+    code = ops.EXIT_FAILED
     try:
-        _, db = await _resolve_db(peer, ref)
-        lines = await export_lines(peer.memory, db)
+        code = await operate(
+            cfg,
+            {"op": "export", "bank": ref},
+            sink,
+            lambda: _opened(cfg, "export", sink, lambda p: ops.export(p, ref, sink)),
+        )
     finally:
-        await peer.close()
-    text = "".join(line + "\n" for line in lines)
-    if file:
-        Path(file).write_text(text, encoding="utf-8")
-        print(f"exported {len(lines)} rows to {file}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+        if out is not None and partial is not None and target is not None:
+            out.close()
+            if code == ops.EXIT_OK:
+                partial.replace(target)
+            else:
+                partial.unlink(missing_ok=True)
+    if target is not None and code == ops.EXIT_OK:
+        print(f"exported {sink.rows} rows to {target}", file=sys.stderr)
+    return code
+
+
+def read_jsonl(file: str) -> list[str]:
+    """The lines of a UTF-8 file, split at newlines only (so line numbers are an editor's)."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {file}: {exc}") from exc
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 async def _import_file(cfg: Config, ref: str, file: str) -> int:
-    from chazbot.memory.banks import writer_key_for
-    from chazbot.memory.transfer import import_lines
-    from chazbot.peer import Peer
+    from chazbot.transports import operations as ops
+    from chazbot.transports.control_ops import MAX_LINE, operate
 
-    try:
-        lines = Path(file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {file}: {exc}") from exc
-    peer = await Peer.open(cfg)
-    try:
-        name, db = await _resolve_db(peer, ref)
-        key = await writer_key_for(peer.ledger, peer.registry, db)
-        total = sum(1 for line in lines if line.strip())
+    lines = read_jsonl(file)
+    for number, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE // 6 and len(json.dumps(line)) > MAX_LINE:
+            raise InputError(f"line {number}: longer than 1 MiB; nothing was imported")
+    sink = ops.TerminalSink()
+    request = {"op": "import", "bank": ref, "lines": len(lines)}
+    return await operate(
+        cfg,
+        request,
+        sink,
+        lambda: _opened(cfg, "import", sink, lambda p: ops.import_rows(p, ref, lines, sink)),
+        lines,
+    )
 
-        def progress(done: int) -> None:
-            sys.stderr.write(f"\rimport {name}: {done}/{total}")
-            sys.stderr.flush()
 
-        report = await import_lines(peer.memory, db, key, lines, progress)
-    finally:
-        await peer.close()
-    sys.stderr.write("\n")
-    for error in report.errors:
-        print(error, file=sys.stderr)
-    print(f"imported {report.written} rows into {name}; {report.batches_skipped} batches skipped")
-    return EXIT_FAILED if report.errors else EXIT_OK
+async def _backup(cfg: Config, file: str) -> int:
+    from chazbot.ledger.statelock import StateLock
+    from chazbot.peer import STATE_FILE
+    from chazbot.transports import operations as ops
+    from chazbot.transports.control_ops import operate
+
+    target = Path(file).absolute()
+    sink = ops.TerminalSink()
+    state = Path(cfg.state_dir)
+
+    async def locally() -> int:
+        if not (state / STATE_FILE).exists():
+            raise InputError(f"no state file at {state / STATE_FILE}")
+        lock = StateLock.acquire(state, "backup")
+        try:
+            return await ops.backup(state, target, sink)
+        except asyncio.CancelledError:
+            ops.interrupted("backup", sink)
+            raise
+        finally:
+            lock.release()
+
+    return await operate(cfg, {"op": "backup", "file": str(target)}, sink, locally)
+
+
+async def _restore(cfg: Config, file: str, force: bool) -> int:
+    from chazbot.transports import operations as ops
+
+    return await ops.restore(Path(cfg.state_dir), Path(file), force, ops.TerminalSink())
 
 
 async def _run(cfg: Config, config_path: str | None) -> int:
@@ -318,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             "cmd": lambda: _cmd(cfg, args.text, args.agent, args.session),
             "export": lambda: _export(cfg, args.bank, args.file),
             "import-file": lambda: _import_file(cfg, args.bank, args.file),
+            "backup": lambda: _backup(cfg, args.file),
+            "restore": lambda: _restore(cfg, args.file, args.force),
             "run": lambda: _run(cfg, args.config),
             "chat": lambda: _chat(cfg, args.agent, args.session),
         }

@@ -1,9 +1,15 @@
-"""Export visible memory as JSONL, and import JSONL rows into a bank in batched commits."""
+"""Export visible memory as JSONL, and import JSONL rows into a bank in batched commits.
+
+An import is checked whole before anything is written: a file with one bad line writes
+nothing and names every bad line (the first ``MAX_ERRORS``). Parsing and formatting run on a
+worker thread, so a file of 100k rows never holds the event loop (chat keeps answering).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +18,7 @@ from chazbot.ledger import KeyPair
 from chazbot.memory.engine import MemoryEngine, embed_text
 from chazbot.memory.rows import (
     MEMORY_STORE,
+    MemoryRow,
     check_key,
     check_tags,
     check_value,
@@ -21,12 +28,19 @@ from chazbot.memory.rows import (
 )
 
 BATCH = 500
+MAX_ERRORS = 20
+"""At most this many bad lines are named; the report counts the rest."""
 
 
 async def export_lines(engine: MemoryEngine, db: str) -> list[str]:
-    """One JSON line per visible memory row, oldest first."""
+    """One JSON line per visible memory row, oldest first (formatted on a worker thread)."""
     view = await engine.view(db)
-    rows = sorted(view.visible.values(), key=lambda r: (r.ts, r.order))
+    return await asyncio.to_thread(format_rows, list(view.visible.values()))
+
+
+def format_rows(rows: list[MemoryRow]) -> list[str]:
+    """The export lines of ``rows``, oldest first."""
+    rows = sorted(rows, key=lambda r: (r.ts, r.order))
     return [
         json.dumps(
             {
@@ -55,23 +69,30 @@ def parse_line(text: str) -> tuple[str, str, list[str]]:
     return check_key(data.get("key")), check_value(data.get("value")), check_tags(data.get("tags"))
 
 
+Parsed = tuple[str, str, list[str]]
+
+
 @dataclass
 class ImportReport:
     written: int = 0
-    batches_skipped: int = 0
-    errors: list[str] = field(default_factory=list)  # "line N: why"
+    bad_lines: int = 0
+    errors: list[str] = field(default_factory=list)  # "line N: why", the first MAX_ERRORS
 
 
-def _batches(lines: Iterable[str], size: int) -> Iterator[list[tuple[int, str]]]:
-    batch: list[tuple[int, str]] = []
+def parse_all(lines: Iterable[str]) -> tuple[list[Parsed], ImportReport]:
+    """Every non-blank line parsed, or the report of the bad ones (then nothing is kept)."""
+    parsed: list[Parsed] = []
+    report = ImportReport()
     for number, line in enumerate(lines, 1):
-        if line.strip():
-            batch.append((number, line))
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+        if not line.strip():
+            continue
+        try:
+            parsed.append(parse_line(line))
+        except ChazError as exc:
+            report.bad_lines += 1
+            if len(report.errors) < MAX_ERRORS:
+                report.errors.append(f"line {number}: {exc}")
+    return ([] if report.bad_lines else parsed), report
 
 
 async def import_lines(
@@ -82,29 +103,37 @@ async def import_lines(
     progress: Callable[[int], None] | None = None,
     batch_size: int = BATCH,
 ) -> ImportReport:
-    """Add rows in batches (one entry per batch); a batch with a bad line is not written."""
-    report = ImportReport()
-    for batch in _batches(lines, batch_size):
-        parsed: list[tuple[str, str, list[str]]] = []
-        bad = False
-        for number, line in batch:
-            try:
-                parsed.append(parse_line(line))
-            except ChazError as exc:
-                report.errors.append(f"line {number}: {exc}")
-                bad = True
-        if bad:
-            report.batches_skipped += 1
-            continue
+    """Add rows in batches (one entry per batch), all lines checked first on a worker thread:
+    a bad line anywhere writes nothing (the report names it). An import cancelled midway
+    keeps the batches already committed, each whole; run again, it overwrites the same keys."""
+    parsed, report = await asyncio.to_thread(parse_all, list(lines))
+    if report.bad_lines:
+        return report
+    await write_parsed(engine, db, key, parsed, report, progress, batch_size)
+    return report
+
+
+async def write_parsed(
+    engine: MemoryEngine,
+    db: str,
+    key: KeyPair,
+    parsed: Sequence[Parsed],
+    report: ImportReport,
+    progress: Callable[[int], None] | None = None,
+    batch_size: int = BATCH,
+) -> None:
+    """Write checked rows in entries of ``batch_size``, counting them in ``report``."""
+    for start in range(0, len(parsed), batch_size):
+        batch = parsed[start : start + batch_size]
         ops: dict[str, list[Any]] = {
             MEMORY_STORE: [
-                {"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in parsed
+                {"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in batch
             ]
         }
         if engine.embedder is not None and engine.model is not None:
             try:
                 vectors = await engine.embedder.embed_documents(
-                    [embed_text(k, v) for k, v, _ in parsed]
+                    [embed_text(k, v) for k, v, _ in batch]
                 )
                 ops[embeddings_store(engine.model)] = [
                     {
@@ -116,7 +145,6 @@ async def import_lines(
             except ChazError:
                 pass  # rows are kept; /memory reindex backfills the vectors
         await engine.ledger.write(db, key, ops)
-        report.written += len(parsed)
+        report.written += len(batch)
         if progress is not None:
             progress(report.written)
-    return report
