@@ -33,6 +33,7 @@ from chazbot.errors import (
     ChazError,
     ConfigError,
     ConflictError,
+    InputError,
     NotFound,
     PermissionDenied,
     Unavailable,
@@ -182,6 +183,7 @@ class HostingMixin:
         (checked already by ``definition.parse_value``), its default banks. Nothing is
         written when the name is taken (by an agent, a bank, or an agent hosted before)."""
         check_new_name(name)
+        await self._check_default_banks(settings.get("default_memory_banks") or [])
         async with self._hosting_lock():
             if name.lower() in self.agents:
                 raise ConflictError(f"an agent named {name!r} exists already")
@@ -211,10 +213,20 @@ class HostingMixin:
         await self.apply_default_banks(agent)
         return agent
 
+    async def _check_default_banks(self, names: list[str]) -> None:
+        """A default bank must be a bank (or a name free for one), not another agent."""
+        for bank in names:
+            if await self.registry.get("bank", bank) is None and (
+                await self.registry.get("agent", bank) is not None
+            ):
+                raise InputError(f"default_memory_banks: {bank!r} is an agent's name, not a bank")
+
     async def set_agent_setting(self, name: str, key: str, value: Any) -> tuple[Agent, list[str]]:
         """Store one setting (None: drop the DB's value, so config.yaml's or the default
         applies) in the agent's DB and apply it now; the agent and the banks granted."""
         agent = self.agent(name)
+        if key == "default_memory_banks" and value:
+            await self._check_default_banks(value)
         async with self._hosting_lock():
             await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: stored_ops({key: value})})
             fresh = self._agent(

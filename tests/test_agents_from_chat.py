@@ -116,6 +116,8 @@ async def test_bad_input_is_one_line_and_changes_nothing(
         "/agent set parrot system_prompt " + "x" * (MAX_PROMPT_CHARS + 1): "at most 8,000",
         "/agent set parrot memory_audience everyone": "memory_audience:",
         "/agent set parrot default_memory_banks bad/name": "bad bank name",
+        "/agent set parrot default_memory_banks notes,chaz": "'chaz' is an agent's name",
+        "/agent new gull default_memory_banks=chaz": "'chaz' is an agent's name",
         "/agent set parrot system_prompt": "missing <value>",
         "/agent set nobody model standin-model": "no agent named 'nobody'",
         "/agent reset parrot colour": "key must be one of",
