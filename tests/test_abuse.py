@@ -63,7 +63,7 @@ async def test_oversized_slow_unsigned_and_badly_signed(tmp_path: Path) -> None:
             # 100 MiB announced, nothing sent: refused from the head alone.
             hdrs = bogus_headers(legit_key) if n % 2 else {}
             return await raw_request(
-                "127.0.0.1", served.sync_port, head(push, 100 << 20, hdrs), [], 0, "127.0.0.2"
+                "127.0.0.1", served.sync_port, head(push, 100 << 20, hdrs), [], 0, "127.0.0.6"
             )
 
         async def slow(n: int) -> bytes:
