@@ -16,6 +16,18 @@ RECALL_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
     registry=REGISTRY,
 )
+RECALL_BM25_FALLBACKS = Counter(
+    "chazbot_recall_bm25_fallbacks",
+    "Recalls that fell back to BM25 only because the query embedding failed or timed out",
+    ["reason"],
+    registry=REGISTRY,
+)
+VECTORS_LATER = Counter(
+    "chazbot_vectors_later",
+    "Vectors of captured rows written after their rows, in background batches, by outcome",
+    ["outcome"],
+    registry=REGISTRY,
+)
 AUTO_RECALL_HITS = Counter(
     "chazbot_auto_recall_hits", "Memories injected by auto-recall", registry=REGISTRY
 )

@@ -297,8 +297,11 @@ class Peer(HostingMixin, SharingMixin):
         return await capture_mode(agent, session, self.llm)
 
     async def wait_captures(self, timeout: float | None = None) -> None:
-        """Wait until every capture started so far is done (cancel what is left at timeout)."""
+        """Wait until every capture started so far is done (cancel what is left at timeout),
+        its rows' vectors written included (they follow in background batches)."""
         await self.captures.wait(timeout)
+        if not await self.memory.wait_vectors(timeout):
+            log.warning("memory: vectors of captured rows still being written; /memory reindex")
 
     async def describe(self) -> str:
         """Which chat model, embedder and capture mode are active (the start line says it)."""

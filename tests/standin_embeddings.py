@@ -10,13 +10,16 @@ Knobs, all on the fixture object: ``api_key`` (then a request without ``Bearer <
 401, and like OpenAI the reply echoes the key it was given), ``model_name`` (another model gets
 404), ``fail(n, status, retry_after, body)``, ``hang(n)`` (held until ``release()`` or
 teardown), ``malformed(n, body)`` (200 with that raw body), ``respond_with(payload)`` (200 with
-that JSON), ``stop()``. Every request body is kept in ``requests`` (headers in ``headers``), in
-arrival order, failed ones included; ``calls`` counts them, ``batch_sizes`` lists their input
-counts, and ``wait_for_requests(n)`` waits for the n-th.
+that JSON), ``hold_matching(pattern)`` (a request with an input matching the regex waits, then
+answers as usual, once ``let_go()`` is called: a slow embedder for some texts only; ``held``
+counts those waiting), ``stop()``. Every request body is kept in ``requests`` (headers in
+``headers``), in arrival order, failed ones included; ``calls`` counts them, ``batch_sizes``
+lists their input counts, and ``wait_for_requests(n)`` waits for the n-th.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -55,6 +58,22 @@ class StandinEmbeddings(StandinServer):
     dim: int = 64
     scale: float = 3.0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._hold: re.Pattern[str] | None = None
+        self._let_go = asyncio.Event()
+        self.held = 0
+
+    def hold_matching(self, pattern: str) -> None:
+        """Requests with an input matching ``pattern`` wait until ``let_go()``."""
+        self._hold = re.compile(pattern)
+        self._let_go.clear()
+
+    def let_go(self) -> None:
+        """Answer the held requests (and stop holding)."""
+        self._hold = None
+        self._let_go.set()
+
     def respond_with(self, payload: Any, count: int = 1) -> None:
         """The next ``count`` requests get 200 with ``payload`` as JSON."""
         self._raw.extend([("application/json", json.dumps(payload))] * count)
@@ -87,6 +106,10 @@ class StandinEmbeddings(StandinServer):
 
     # -- handler ----------------------------------------------------------------------------
 
+    async def stop(self) -> None:
+        self._let_go.set()  # nothing stays held at teardown
+        await super().stop()
+
     async def _embeddings(self, request: web.Request) -> web.Response:
         body, early = await self.receive(request)
         if early is not None:
@@ -99,6 +122,13 @@ class StandinEmbeddings(StandinServer):
                 {"error": {"message": "'input' must be a string or a list of strings"}},
                 status=400,
             )
+        hold = self._hold
+        if hold is not None and any(hold.search(t) for t in texts):
+            self.held += 1
+            try:
+                await self._let_go.wait()
+            finally:
+                self.held -= 1
         if body.get("model") != self.model_name:
             return web.json_response(
                 {"error": {"message": f"model {body.get('model')!r} not found"}}, status=404

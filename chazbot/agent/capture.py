@@ -170,11 +170,29 @@ class Said:
 def message_row(said: Said) -> tuple[str, str, list[str]]:
     """The ``(key, value, tags)`` of a ``messages`` capture: a row that stands alone."""
     key = f"{'_'.join(said.speaker.split())}/{said.date}/{said.source_id}"
-    value = f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
+    value = _said_line(said)
     if said.replied_to is not None:
         who, text = said.replied_to
         value += f" [replying to {who}: {_one_line(text, MAX_CONTEXT_CHARS)}]"
     return key, value, [CAPTURE_TAG]
+
+
+def _said_line(said: Said) -> str:
+    return f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
+
+
+EMBED_CONTEXT = False
+"""Whether a captured message's vector covers its ``[replying to …]`` context. It does not:
+the context stays in the row for BM25 and for the reader, and the vector is of the message
+alone, a third of the tokens (bench/locomo.py --capture --split dev measured both; see
+docs/memory.md "Capture under load")."""
+
+
+def message_vector_text(said: Said) -> str:
+    """What a ``messages`` capture's vector is of: ``key`` and the message alone (or the whole
+    value when ``EMBED_CONTEXT``)."""
+    key, value, _ = message_row(said)
+    return f"{key} {value if EMBED_CONTEXT else _said_line(said)}"
 
 
 def needs_context(text: str, replied: Message) -> bool:
@@ -335,8 +353,8 @@ async def capture_facts(
     answer = await llm.complete(messages, [FACTS_SCHEMA], model=agent.config.model)
     raw = [c.arguments for c in answer.tool_calls if c.name == FACTS_TOOL]
     facts = parse_facts(raw, said, close)
-    for key, value in facts:
-        await memory.remember(key, value, [CAPTURE_TAG])
+    for key, value in facts:  # vectors in a background batch, as for messages
+        await memory.remember(key, value, [CAPTURE_TAG], vector_later=True)
     return facts
 
 
@@ -372,7 +390,11 @@ async def capture_turn(
         if facts and llm is not None:
             return len(await capture_facts(agent, llm, said, reply, memory))
         key, value, tags = message_row(said)
-        await memory.remember(key, value, tags)
+        # The row now, for the next turn's BM25; its vector in a background batch, so
+        # capture never holds the session (nor a turn's query) behind the embedder.
+        await memory.remember(
+            key, value, tags, embed_as=message_vector_text(said), vector_later=True
+        )
         return 1
     except ChazError as exc:
         log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
@@ -391,6 +413,7 @@ __all__ = [
     "fact_key",
     "find_said",
     "message_row",
+    "message_vector_text",
     "needs_context",
     "only_questions",
     "parse_facts",

@@ -27,7 +27,7 @@ from chazbot.memory.banks import (
 )
 from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
-from chazbot.memory.engine import LoadStatus
+from chazbot.memory.engine import LoadStatus, MemoryEngine
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, MemoryRow, to_datetime
 from chazbot.memory.tools import format_hits
 
@@ -385,6 +385,7 @@ def register(tree: CommandTree) -> None:
             f"index          = {_index_line(status)}\n"
             f"search         = {bm25_kernel.describe()}\n"
             f"vectors        = {', '.join(vectors) or 'none'}\n"
+            f"recall         = {_recall_line(engine)}\n"
             f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
             f"size           = {size} bytes\n" + await _access_lines(ctx, db)
         )
@@ -494,6 +495,21 @@ def _mine_line(ctx: Context, agent: AgentHandle, row: MemoryRow) -> str:
         where = "a DM" if where != "this room" else where
     value = row.value if len(row.value) <= MINE_VALUE_CHARS else row.value[:MINE_VALUE_CHARS] + "…"
     return f"- [{row.key}] ({agent.name}, {where}, {when:%Y-%m-%d}): {value}"
+
+
+def _recall_line(engine: MemoryEngine) -> str:
+    """How recall ranks, and how often it fell back to BM25 since the start (SPEC §3:
+    never silently), with the captured rows still waiting for their vectors."""
+    if engine.model is None:
+        return "BM25 only (no embedder)"
+    falls = engine.fallbacks
+    line = f"hybrid ({engine.model}); {falls.total} fell back to BM25 since the start"
+    if falls.total:
+        line += " (" + ", ".join(f"{n} {r}" for r, n in sorted(falls.by_reason.items())) + ")"
+    waiting = engine.vectors_later.pending if engine.vectors_later is not None else 0
+    if waiting:
+        line += f"; {waiting} captured rows waiting for their vectors"
+    return line
 
 
 def _index_line(status: LoadStatus | None) -> str:

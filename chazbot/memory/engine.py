@@ -47,10 +47,12 @@ from chazbot.memory.rows import (
     remember_ops,
 )
 from chazbot.memory.snapshot import SnapshotMeta
+from chazbot.memory.vector_queue import Pending, VectorQueue
 from chazbot.memory.view import MemoryView, Ranked
 
 log = logging.getLogger(__name__)
 QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
+FALLBACK_LOG_EVERY_S = 60.0  # a BM25 fallback is logged at most this often, with the count
 LOAD_CHUNK = 20_000  # rows read per ledger call while loading a view
 FORGET_BATCH = 1_000  # tombstones per entry (an entry holds at most 4,096 operations)
 LOG_LOAD_ROWS = 20_000  # views at least this big log their loading at INFO
@@ -74,6 +76,36 @@ class LoadStatus:
     seconds: float = 0.0
     ready: bool = False
     from_snapshot: bool = False
+
+
+class Fallbacks:
+    """Recalls that fell back to BM25 because the query's vector failed (SPEC §3: never
+    silently): counted here (``/memory stats``) and in ``/metrics``, logged at most once per
+    ``FALLBACK_LOG_EVERY_S`` with how many happened since the last line."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = 0
+        self.by_reason: dict[str, int] = {}
+        self._clock = clock
+        self._logged_at: float | None = None
+        self._unlogged = 0
+
+    def add(self, reason: str, detail: str) -> None:
+        """Count one fallback (``reason``: error or timeout) and log it if a minute passed."""
+        self.total += 1
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+        self._unlogged += 1
+        metrics.RECALL_BM25_FALLBACKS.labels(reason).inc()
+        now = self._clock()
+        if self._logged_at is None or now - self._logged_at >= FALLBACK_LOG_EVERY_S:
+            log.warning(
+                "recall fell back to BM25 only %d time(s) since the last report (%d in all);"
+                " latest: %s",
+                self._unlogged,
+                self.total,
+                detail,
+            )
+            self._logged_at, self._unlogged = now, 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +141,8 @@ class MemoryEngine:
         self._restart: set[str] = set()  # loads to start over (their DB's view was reset)
         self._status: dict[str, LoadStatus] = {}
         self._kinds: dict[str, str] = {}
+        self.vectors_later = VectorQueue(ledger, embedder) if embedder is not None else None
+        self.fallbacks = Fallbacks()
         ledger.add_listener(self._on_applied)
 
     @property
@@ -329,22 +363,38 @@ class MemoryEngine:
         agent: str | None = None,
         origin: Provenance | None = None,
         scope: str = "",
+        embed_as: str | None = None,
+        vector_later: bool = False,
     ) -> str:
         """Store a memory row (and its vector when an embedder is set); return its row id.
 
         ``origin``: where it was learned (None: the operator's); ``scope``: it supersedes only
-        the row of its key in that scope (SPEC §5c)."""
+        the row of its key in that scope (SPEC §5c). ``embed_as``: the text whose vector the
+        row gets (default ``key value``). ``vector_later``: store the row now and its vector in
+        a later entry, batched with others in the background (capture, after the reply), so
+        the caller never waits for the embedder."""
         mkey, value, clean_tags = check_key(mkey), check_value(value), check_tags(tags)
+        text = embed_as if embed_as is not None else embed_text(mkey, value)
         vector = None
-        if self.embedder is not None:
+        if self.embedder is not None and not vector_later:
             try:
-                vector = (await self.embedder.embed_documents([embed_text(mkey, value)]))[0]
+                vector = (await self.embedder.embed_documents([text]))[0]
             except BackendError as exc:
                 log.warning("embedding failed, memory stored without a vector: %s", exc)
         applied = await self.ledger.write(
             db, key, remember_ops(mkey, value, clean_tags, vector, self.model, agent, origin, scope)
         )
-        return next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
+        row_id = next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
+        if vector_later and self.vectors_later is not None:
+            self.vectors_later.add(Pending(db, key, row_id, text))
+        return row_id
+
+    async def wait_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until every vector queued by ``remember(vector_later=True)`` is written (or
+        failed); False when ``timeout`` ran out first."""
+        if self.vectors_later is None:
+            return True
+        return await self.vectors_later.wait(timeout)
 
     async def forget(
         self,
@@ -415,9 +465,11 @@ class MemoryEngine:
             async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
                 return await self.embedder.embed_query(query)
         except BackendError as exc:
-            log.warning("query embedding failed, BM25 only: %s", exc)
+            self.fallbacks.add("error", str(exc))
         except TimeoutError:
-            log.warning("query embedding took over %.0f s, BM25 only", QUERY_EMBED_TIMEOUT_S)
+            self.fallbacks.add(
+                "timeout", f"query embedding took over {QUERY_EMBED_TIMEOUT_S:.0f} s"
+            )
         return None
 
     async def reindex(

@@ -165,15 +165,34 @@ class MemoryScope:
         return found
 
     async def remember(
-        self, key: str, value: str, tags: list[str] | None = None, bank: str | None = None
+        self,
+        key: str,
+        value: str,
+        tags: list[str] | None = None,
+        bank: str | None = None,
+        *,
+        embed_as: str | None = None,
+        vector_later: bool = False,
     ) -> str:
+        """Store a row; ``embed_as`` and ``vector_later`` as in ``MemoryEngine.remember``
+        (capture: the message alone, its vector in a background batch)."""
         _, db, found = await self._need(bank, Level.WRITE)
         agent = self.name if found.delegated else None
         if db != self.db:  # a bank: its grants are its audience, rows unchanged
-            return await self.engine.remember(db, found.signer, key, value, tags, agent=agent)
-        hearing = self.hearing
+            origin, scope = None, ""
+        else:
+            origin, scope = self.hearing.origin, self.hearing.scope
         return await self.engine.remember(
-            db, found.signer, key, value, tags, agent, hearing.origin, hearing.scope
+            db,
+            found.signer,
+            key,
+            value,
+            tags,
+            agent,
+            origin,
+            scope,
+            embed_as=embed_as,
+            vector_later=vector_later,
         )
 
     async def forget(self, key: str, bank: str | None = None, speaker: str | None = None) -> int:

