@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/locomo.py [--split dev|heldout|all] [--data PATH]
 [--methods bm25,dense,hybrid] [--key K] [--value V] [--context C] [--tags T]
-[--min-similarity model|none|X] [--cache DIR] [--json PATH] [--capture]``. Not a timed
+[--min-similarity model|none|X] [--cache DIR] [--json PATH] [--capture] [--cv]``. Not a timed
 test; CI does not run it. The data (CC BY-NC 4.0) stays beside the project in
 ``../shared/data/locomo10.json``; see its README there.
 
@@ -36,6 +36,11 @@ Also measured in every run: BM25 over the plain turn (key ``D1:3``, value as abo
 no tags), the row shape of the README's BM25 baseline. Prints a table beside the README's
 baselines (measured on all ten conversations) and one JSON line. ``--cache DIR`` keeps vectors
 between runs (keyed by model and exact text).
+
+``--cv`` adds the cross-validated figures of ``bench/locomo_cv.py`` (dev only, whatever
+``--split`` says): leave one dev conversation out, knobs tuned on four and scored on the
+fifth, for the capture path and the remembered rows, each beside BM25 alone and today's
+hybrid in the same run, with recall@5, recall@10 and nDCG@10 (mean ± spread over folds).
 """
 
 from __future__ import annotations
@@ -521,6 +526,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
     parser.add_argument("--json", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--capture", action="store_true", help="also the capture path (slow)")
+    parser.add_argument(
+        "--cv",
+        action="store_true",
+        help="also leave-one-conversation-out over dev, both paths (bench/locomo_cv.py)",
+    )
     args = parser.parse_args(argv)
     if unknown := set(args.methods) - set(METHODS):
         parser.error(f"unknown methods: {', '.join(sorted(unknown))}")
@@ -533,6 +543,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["capture"] = asyncio.run(run_capture(args))
         result["results"].update(result["capture"].pop("methods"))
     print_table(result)
+    if args.cv:  # bench/locomo_cv.py: tuned on four dev conversations, scored on the fifth
+        from locomo_cv import print_cv, run_cv
+
+        args.paths, args.candidates = ("rows", "capture"), ("query", "dates")
+        result["cv"] = asyncio.run(run_cv(args))
+        print()
+        print_cv(result["cv"])
     line = json.dumps(result, sort_keys=True)
     print(line)
     if args.json is not None:

@@ -96,10 +96,19 @@ async def source_ids(peer: Peer, turns: list[Turn]) -> dict[str, str]:
     }
 
 
-async def tell(conv: Conversation, state: Path, llm: StandinLLM, limit: int | None) -> int:
-    """Feed the conversation through the agent; the number of rows capture wrote."""
+async def tell(
+    conv: Conversation,
+    state: Path,
+    llm: StandinLLM,
+    limit: int | None,
+    hybrid: bool | None = None,
+) -> int:
+    """Feed the conversation through the agent; the number of rows capture wrote. ``hybrid``
+    (default: when the embedder is installed) embeds the rows as they are captured;
+    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself."""
     turns = conv.turns[:limit] if limit else conv.turns
-    async with chazbot.open(state, config(state, llm, embedder_installed())) as peer:
+    embed = embedder_installed() if hybrid is None else hybrid
+    async with chazbot.open(state, config(state, llm, embed)) as peer:
         # Auto-recall only shapes the stand-in's replies, which capture does not store.
         assert (await peer.command("/memory config set auto_recall_enabled false")).ok
         for turn in turns:
