@@ -109,7 +109,7 @@ async def _read_lines(reader: asyncio.StreamReader, count: Any) -> list[str]:
             if not isinstance(line, str):
                 raise InputError(f"line {number}: not a JSON string on the socket")
             lines.append(line)
-            if number % 2000 == 0:
+            if number % 250 == 0:
                 await asyncio.sleep(0)  # a full buffer would not yield by itself
     return lines
 

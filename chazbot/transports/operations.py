@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 EXPORT_CHUNK = 1000
 """Export lines per data message."""
+IMPORT_BATCH = 100
+"""Rows per entry of an import: each commit's rows are added to a loaded memory view in the
+event loop, so this bounds how long one commit holds it."""
 
 INTERRUPTED = {
     "import": "the batches written so far are whole; run it again to finish (the same keys "
@@ -142,7 +145,13 @@ async def import_rows(peer: Peer, ref: str, lines: list[str], sink: Sink) -> int
     sink.progress(f"import {name}", 0, total)
     log.info("import into %s: %d rows", name, total)
     await write_parsed(
-        peer.memory, db, key, parsed, report, lambda n: sink.progress(f"import {name}", n, total)
+        peer.memory,
+        db,
+        key,
+        parsed,
+        report,
+        lambda n: sink.progress(f"import {name}", n, total),
+        IMPORT_BATCH,
     )
     sink.out(f"imported {report.written} rows into {name}")
     return EXIT_OK
