@@ -16,12 +16,26 @@ has its reply, matched by ``m.in_reply_to``; ``--bursts`` per bot, median kept),
 Synapse and bot CPU seconds each burst cost. The two bots take turns sample by sample, so a
 noisy neighbour on the machine slows both alike. Prints a table and one JSON line.
 Target: chazbot <= 1.2x the bare bot.
+
+``--load`` (issue 28) measures chat turns under load instead: ``--rooms N`` DM rooms (a list,
+``1,20``), each sending ``--messages K`` chat messages, each after the previous reply, all
+rooms at once, to three bots on the one Synapse: the bare nio bot (the anchor), chazbot with
+memory off (capture off, ``embedding: null``) and chazbot with memory on (the defaults:
+capture ``messages``, the local embedder). The chat model is the stand-in
+(``tests/standin_llm.py``), answering at once. Every room first sends one warm-up message
+(the session's first turn, the embedder's load). Per bot and N: turns/s, reply latency p50
+and p95, bot and Synapse CPU ms per turn, replies lost (none within 60 s) and answered twice,
+and, for chazbot, recalls that fell back to BM25 (``/metrics``). The bots take turns, N by N,
+in a rotating order; the load average of the machine is printed beside the table.
+Targets at N = 20: memory on >= 0.6x the turns/s of memory off, p95 <= 1.5x, 0 lost, 0
+answered twice, 0 BM25 fallbacks.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -34,12 +48,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.standin_llm import StandinLLM
 from tests.synapse import (
     ChazbotProcess,
     Human,
     SynapseServer,
     User,
     bot_config,
+    free_port,
     wait_until,
 )
 
@@ -251,6 +267,251 @@ async def main(args: argparse.Namespace) -> None:
     )
 
 
+# ---- chat turns under load (--load, issue 28) ---------------------------------------------
+
+LOAD_KINDS = ("bare", "memory-off", "memory-on")
+LOST_AFTER_S = 60.0
+TOPICS = ("tulips", "the bakery", "my sister", "the train", "chess", "Lyon", "the boat", "jazz")
+
+
+def load_message(room: int, k: int) -> str:
+    """A statement capture keeps (no question, no greeting), different in every room/turn."""
+    topic = TOPICS[(room + k) % len(TOPICS)]
+    return f"On day {k + 1} in room {room + 1} I spent {3 + k} hours on {topic} with Ada"
+
+
+@dataclass
+class LoadBot:
+    """One bot under load: its process, its human and the human's rooms with it."""
+
+    kind: str
+    runner: Any
+    human: Human
+    metrics_port: int | None = None
+    rooms: list[str] = field(default_factory=list)
+    sent_at: dict[str, float] = field(default_factory=dict)
+    replied_at: dict[str, float] = field(default_factory=dict)
+    reply_count: dict[str, int] = field(default_factory=dict)
+    waiters: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    results: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    def on_reply(self, event_id: str) -> None:
+        self.reply_count[event_id] = self.reply_count.get(event_id, 0) + 1
+        self.replied_at.setdefault(event_id, time.perf_counter())
+        waiter = self.waiters.get(event_id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+async def load_bot(
+    kind: str, server: SynapseServer, workdir: Path, llm_url: str, rooms: int
+) -> LoadBot:
+    from nio import RoomMessage
+
+    stamp = f"{int(time.time())}"
+    bot = server.register(f"load-{kind}-{stamp}")
+    human = Human(server, server.register(f"loadhuman-{kind}-{stamp}"))
+    await human.start()
+    (workdir / kind).mkdir()
+    port = None
+    if kind == "bare":
+        runner: Any = EchoProcess(server, bot, workdir / kind)
+    else:
+        port = free_port()
+        config = bot_config(server, bot, workdir / kind / "state", llm_url, [human.user_id], [])
+        config["http_listen"] = f"127.0.0.1:{port}"
+        if kind == "memory-off":
+            config["embedding"] = None
+            config["agents"] = [{"name": "chaz", "capture": "off"}]
+        else:  # the defaults: the local embedder, capture messages
+            config["embedding"] = {"backend": "local"}
+            config["agents"] = [{"name": "chaz", "capture": "messages"}]
+        runner = ChazbotProcess(
+            workdir / kind, config, env={"CHAZBOT_TEST_MATRIX_PASSWORD": bot.password}
+        )
+    await runner.start()
+    entry = LoadBot(kind, runner, human, port)
+
+    async def on_message(room: Any, event: Any) -> None:
+        if event.sender != bot.user_id:
+            return
+        relates = event.source.get("content", {}).get("m.relates_to", {})
+        target = relates.get("m.in_reply_to", {}).get("event_id")
+        if isinstance(target, str):
+            entry.on_reply(target)
+
+    human.client.add_event_callback(on_message, RoomMessage)
+    for _ in range(rooms):
+        room = await human.create_room([bot.user_id], direct=True)
+        await human.wait_member(room, bot.user_id, timeout=60)
+        entry.rooms.append(room)
+    # Warm-up: every room's first turn (a session is made; the embedder loads).
+    await asyncio.gather(
+        *(one_turn(entry, room, "Ada planted tulips in Lyon") for room in entry.rooms)
+    )
+    return entry
+
+
+async def one_turn(entry: LoadBot, room: str, text: str) -> str:
+    """Send one message and wait for its first reply (or LOST_AFTER_S); its event id."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    event_id = await entry.human.send(room, text)
+    entry.sent_at[event_id] = time.perf_counter()
+    entry.waiters[event_id] = waiter
+    if event_id in entry.replied_at:  # the reply came before we listened
+        waiter.set_result(None)
+    with contextlib.suppress(TimeoutError):  # a lost reply: counted by the caller
+        await asyncio.wait_for(waiter, LOST_AFTER_S)
+    return event_id
+
+
+async def scrape_fallbacks(port: int | None) -> float:
+    """chazbot's BM25 fallbacks so far (its /metrics); 0 for the bare bot."""
+    if port is None:
+        return 0.0
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        text = await response.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("chazbot_recall_bm25_fallbacks_total")
+    )
+
+
+async def run_load(entry: LoadBot, server: SynapseServer, rooms: int, messages: int) -> None:
+    assert server.proc is not None
+    pid = int(entry.runner.proc.pid)
+    fallbacks = await scrape_fallbacks(entry.metrics_port)
+    hs_cpu, bot_cpu = cpu_seconds(server.proc.pid), cpu_seconds(pid)
+    started = time.perf_counter()
+
+    async def room_load(r: int) -> list[str]:
+        return [await one_turn(entry, entry.rooms[r], load_message(r, k)) for k in range(messages)]
+
+    sent = [e for ids in await asyncio.gather(*(room_load(r) for r in range(rooms))) for e in ids]
+    answered = [e for e in sent if e in entry.replied_at]
+    wall = max((entry.replied_at[e] for e in answered), default=time.perf_counter()) - started
+    latencies = sorted(entry.replied_at[e] - entry.sent_at[e] for e in answered)
+    turns = len(answered)
+    entry.results[rooms] = {
+        "turns": turns,
+        "turns_per_s": turns / wall if wall > 0 else 0.0,
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p95_ms": percentile(latencies, 0.95) * 1000,
+        "bot_cpu_ms_per_turn": (cpu_seconds(pid) - bot_cpu) / max(turns, 1) * 1000,
+        "synapse_cpu_ms_per_turn": (cpu_seconds(server.proc.pid) - hs_cpu) / max(turns, 1) * 1000,
+        "lost": len(sent) - len(answered),
+        "bm25_fallbacks": await scrape_fallbacks(entry.metrics_port) - fallbacks,
+        "_sent": sent,  # type: ignore[dict-item]
+    }
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def load_table(bots: list[LoadBot], sizes: list[int], load: str) -> str:
+    by = {b.kind: b for b in bots}
+    head = f"{'N rooms':>8} {'':24}{'bare nio':>12}{'memory off':>12}{'memory on':>12}"
+    lines = [head + f"{'on/off':>8}{'off/bare':>9}"]
+    rows = (
+        ("turns_per_s", "turns/s", 1),
+        ("p50_ms", "p50 ms", 0),
+        ("p95_ms", "p95 ms", 0),
+        ("bot_cpu_ms_per_turn", "bot CPU ms/turn", 1),
+        ("synapse_cpu_ms_per_turn", "Synapse CPU ms/turn", 1),
+        ("lost", "lost", 0),
+        ("twice", "answered twice", 0),
+        ("bm25_fallbacks", "BM25 fallbacks", 0),
+    )
+    for n in sizes:
+        for key, label, digits in rows:
+            vals = [by[k].results[n][key] for k in LOAD_KINDS]
+            cells = "".join(f"{v:12.{digits}f}" for v in vals)
+            on_off = vals[2] / vals[1] if vals[1] else float("nan")
+            off_bare = vals[1] / vals[0] if vals[0] else float("nan")
+            ratios = (
+                f"{on_off:8.2f}{off_bare:9.2f}"
+                if key not in ("lost", "twice", "bm25_fallbacks")
+                else ""
+            )
+            lines.append(f"{n:>8} {label:24}{cells}{ratios}")
+    lines.append(f"load average before / after: {load}")
+    return "\n".join(lines)
+
+
+async def main_load(args: argparse.Namespace) -> None:
+    sizes = sorted({int(x) for x in args.rooms.split(",")})
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="chazbot-bench-load-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "synapse").mkdir()
+        server = SynapseServer(workdir / "synapse")
+        server.start()
+        llm = StandinLLM()
+        await llm.start()
+        bots: list[LoadBot] = []
+        try:
+            for kind in LOAD_KINDS:
+                bots.append(await load_bot(kind, server, workdir, llm.url, max(sizes)))
+            for i, n in enumerate(sizes):
+                order = bots[i % 3 :] + bots[: i % 3]  # rotating, so a noisy spell hits each
+                for entry in order:
+                    await run_load(entry, server, n, args.messages)
+            # Replies that came twice: counted once every bot is done (a late duplicate of
+            # the first N's turns has had the whole run to show up).
+            for entry in bots:
+                for res in entry.results.values():
+                    sent: list[str] = res.pop("_sent")  # type: ignore[assignment]
+                    res["twice"] = sum(1 for e in sent if entry.reply_count.get(e, 0) > 1)
+        finally:
+            for entry in bots:
+                await entry.runner.stop()
+                await entry.human.close()
+            await llm.stop()
+            server.stop()
+    load = f"{load_before} / " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(load_table(bots, sizes, load))
+    by = {b.kind: b.results for b in bots}
+    checks = {}
+    if 20 in sizes:
+        on, off = by["memory-on"][20], by["memory-off"][20]
+        checks = {
+            "on_off_turns_ratio": on["turns_per_s"] / off["turns_per_s"],
+            "on_off_p95_ratio": on["p95_ms"] / off["p95_ms"],
+            "met": on["turns_per_s"] >= 0.6 * off["turns_per_s"]
+            and on["p95_ms"] <= 1.5 * off["p95_ms"]
+            and on["lost"] == 0
+            and on["twice"] == 0
+            and on["bm25_fallbacks"] == 0,
+        }
+        print(
+            f"N = 20, memory on vs off: {checks['on_off_turns_ratio']:.2f}x turns/s (target"
+            f" >= 0.6), p95 {checks['on_off_p95_ratio']:.2f}x (target <= 1.5): "
+            f"{'met' if checks['met'] else 'NOT met'}"
+        )
+    print(
+        json.dumps(
+            {
+                "bench": "matrix-load",
+                "rooms": sizes,
+                "messages": args.messages,
+                "cores": os.cpu_count(),
+                "load_average": load,
+                "results": {k: {str(n): r for n, r in v.items()} for k, v in by.items()},
+                "n20": checks,
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--echo-bot":
         asyncio.run(echo_bot(*sys.argv[2:6]))
@@ -259,4 +520,8 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--burst", type=int, default=50)
     parser.add_argument("--bursts", type=int, default=5)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--load", action="store_true", help="chat turns in N rooms at once")
+    parser.add_argument("--rooms", default="1,20", help="--load: room counts, comma-separated")
+    parser.add_argument("--messages", type=int, default=10, help="--load: messages per room")
+    parsed = parser.parse_args()
+    asyncio.run(main_load(parsed) if parsed.load else main(parsed))

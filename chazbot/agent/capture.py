@@ -181,18 +181,22 @@ def _said_line(said: Said) -> str:
     return f"{said.speaker} ({said.date}): {_one_line(said.text, MAX_MESSAGE_CHARS)}"
 
 
-EMBED_CONTEXT = False
-"""Whether a captured message's vector covers its ``[replying to …]`` context. It does not:
-the context stays in the row for BM25 and for the reader, and the vector is of the message
-alone, a third of the tokens (bench/locomo.py --capture --split dev measured both; see
+VectorShape = Literal["context", "said", "text"]
+VECTOR_SHAPE: VectorShape = "said"
+"""What a ``messages`` row's vector is of: ``context``, the whole row (``key value``, with
+its ``[replying to …]``); ``said``, the key and ``<who> (<date>): <text>``; ``text``, the
+message alone. The context stays in the row whatever the shape, for BM25 and the reader.
+Measured on LoCoMo's dev split through the product (bench/locomo_capture.py; see
 docs/memory.md "Capture under load")."""
 
 
-def message_vector_text(said: Said) -> str:
-    """What a ``messages`` capture's vector is of: ``key`` and the message alone (or the whole
-    value when ``EMBED_CONTEXT``)."""
+def message_vector_text(said: Said, shape: VectorShape | None = None) -> str:
+    """The text a ``messages`` capture's vector is of (``shape``: ``VECTOR_SHAPE``)."""
+    shape = shape or VECTOR_SHAPE
+    if shape == "text":
+        return _one_line(said.text, MAX_MESSAGE_CHARS)
     key, value, _ = message_row(said)
-    return f"{key} {value if EMBED_CONTEXT else _said_line(said)}"
+    return f"{key} {value if shape == 'context' else _said_line(said)}"
 
 
 def needs_context(text: str, replied: Message) -> bool:
