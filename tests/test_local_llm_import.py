@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-from chazbot.agent import local_llm
+from chazbot.agent import local_llm, local_models
 from chazbot.config import LLMConfig
 from chazbot.errors import BackendError
 
@@ -71,7 +71,7 @@ def test_a_builtin_joined_ahead_of_time_is_used_where_it_lies(
         (tmp_path / "site" / f"prejoinparts{i}" / "data" / "p.bin").write_bytes(chunk)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     prejoined = tmp_path / "venv" / "share" / "chazbot" / "models"
-    monkeypatch.setattr(local_llm, "PREJOINED_DIR", prejoined)
+    monkeypatch.setattr(local_models, "PREJOINED_DIR", prejoined)
     parts = tuple((f"prejoinparts{i}", "data/p.bin") for i in range(1, 4))
     digest = hashlib.sha256(b"".join(chunks)).hexdigest()
     builtin = local_llm.Builtin("pre", "Pre", parts, sha256=digest)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chazbot.agent import local_llm
+from chazbot.agent import local_llm, local_models
 from chazbot.config import LLMConfig, parse_config
 from chazbot.errors import BackendError, ConfigError
 from tests.tls import loopback_tls
@@ -268,7 +268,7 @@ async def test_a_download_not_done_by_the_deadline_is_given_up(
 _DOWNLOADER = """
 import sys
 from pathlib import Path
-from chazbot.agent import local_llm
+from chazbot.agent import local_llm, local_models
 local_llm.fetch_model(sys.argv[1], Path(sys.argv[2]), 1 << 31, sha256="0" * 64)
 """
 
@@ -352,7 +352,7 @@ def test_every_builtin_is_pinned_and_the_installed_ones_match() -> None:
     for builtin in local_llm.BUILTINS.values():
         assert builtin.sha256 is not None and len(builtin.sha256) == 64
         if builtin.installed() and len(builtin.parts) == 1:
-            directory = local_llm._package_dir(builtin.parts[0][0])
+            directory = local_models._package_dir(builtin.parts[0][0])
             assert directory is not None
             data = (directory / builtin.parts[0][1]).read_bytes()
             assert hashlib.sha256(data).hexdigest() == builtin.sha256
