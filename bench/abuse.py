@@ -191,7 +191,7 @@ def _slowloris_main(port: int, sources: list[str], seconds: float, out: Any) -> 
 
 async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
     """Write-to-visible delays and control-socket answer times for ``seconds``."""
-    from tests.test_abuse_support import fd_count, visible_delay
+    from tests.abuse_support import fd_count, visible_delay
 
     delays: list[float] = []
     control: list[float] = []
@@ -214,7 +214,7 @@ async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
 
 
 async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from tests.test_abuse_support import fd_count, legit_peer, start_served, stop_served
+    from tests.abuse_support import fd_count, legit_peer, start_served, stop_served
 
     served = await start_served(work / "slow-owner", nofile=1024)
     node = await legit_peer(served, work / "slow-peer.sqlite3")
@@ -265,7 +265,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.test_abuse_support import legit_peer, start_served, stop_served, visible_delay
+    from tests.abuse_support import legit_peer, start_served, stop_served, visible_delay
 
     work = Path(tempfile.mkdtemp(prefix="chazbot-abuse-"))
     slow = await slow_header_flood(args, work) if args.slow else None

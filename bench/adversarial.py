@@ -157,7 +157,7 @@ async def soft_fail_flood(tmp: Path, pushes: int, mb: float) -> dict[str, Any]:
     from chazbot.ledger import KeyPair, Permission
     from chazbot.sync import SyncClient
     from tests.adversarial.harness import forge, head
-    from tests.test_sync_support import Node
+    from tests.sync_support import Node
 
     write, read = Permission.parse("write", 10), Permission.parse("read")
     a = await Node.open(tmp / "owner.sqlite3")

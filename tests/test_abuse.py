@@ -20,7 +20,7 @@ from aiohttp import web
 
 from chazbot.ledger import KeyPair
 from chazbot.sync.protocol import KEY_HEADER, NONCE_HEADER, SIGNATURE_HEADER, TIME_HEADER
-from tests.test_abuse_support import (
+from tests.abuse_support import (
     attacker,
     head,
     legit_peer,
@@ -31,7 +31,7 @@ from tests.test_abuse_support import (
     stop_served,
     visible_delay,
 )
-from tests.test_sync_support import Node
+from tests.sync_support import Node
 
 pytestmark = [pytest.mark.timeout(180)]
 

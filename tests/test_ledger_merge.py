@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Permission
 from chazbot.ledger.auth import parse_auth_op
-from tests.test_sync_support import live_entries
+from tests.sync_support import live_entries
 
 ADMIN0 = Permission.parse("admin", 0)
 ADMIN1 = Permission.parse("admin", 1)

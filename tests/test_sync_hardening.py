@@ -27,8 +27,8 @@ from chazbot.sync import Replicator, Sharing, SyncClient
 from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
-from tests.test_abuse_support import attacker, head, post, raw_request, signed
-from tests.test_sync_support import Owner, raw_call
+from tests.abuse_support import attacker, head, post, raw_request, signed
+from tests.sync_support import Owner, raw_call
 
 READ = Permission.parse("read")
 

@@ -22,7 +22,7 @@ from chazbot.sync.protocol import (
     decode_entry,
     encode_entry,
 )
-from tests.test_sync_support import Owner, insert, raw_call
+from tests.sync_support import Owner, insert, raw_call
 from tests.waits import wait_until
 
 READ = Permission.parse("read")

@@ -13,7 +13,7 @@ from chazbot.errors import PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
 from chazbot.sync import HAVE_CHECK_OVER, Replicator, parse_ticket
 from chazbot.sync.protocol import encode_entry
-from tests.test_sync_support import FAST, Node, converged, insert, set_meta, snapshot, wait_until
+from tests.sync_support import FAST, Node, converged, insert, set_meta, snapshot, wait_until
 
 ADMIN = Permission.parse("admin", 1)
 WRITE = Permission.parse("write", 10)

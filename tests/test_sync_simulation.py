@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from chazbot.errors import PermissionDenied
 from chazbot.ledger import KeyPair, Ledger, Permission, content_id
 from chazbot.sync import Replicator, SyncClient, SyncServer
-from tests.test_sync_support import FAST, insert, set_meta, snapshot
+from tests.sync_support import FAST, insert, set_meta, snapshot
 
 OWNER = KeyPair.from_private_bytes(b"\x01" * 32)
 WRITERS = [KeyPair.from_private_bytes(bytes([n]) * 32) for n in (2, 3)]

@@ -23,7 +23,7 @@ from chazbot.ledger.encoding import content_id, encode_checked
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
 from chazbot.sync.client import PushResult
-from tests.test_sync_support import Node, snapshot, wait_until
+from tests.sync_support import Node, snapshot, wait_until
 
 WRITE = Permission.parse("write", 10)
 READ = Permission.parse("read")

@@ -25,7 +25,7 @@ from tests.adversarial.harness import (
     head,
     remember,
 )
-from tests.test_sync_support import wait_until
+from tests.sync_support import wait_until
 
 
 def disk(path: Path) -> int:

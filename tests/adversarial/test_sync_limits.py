@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chazbot.ledger import KeyPair, Permission
-from tests.test_sync_support import Owner, raw_call, wait_until
+from tests.sync_support import Owner, raw_call, wait_until
 
 READ = Permission.parse("read")
 

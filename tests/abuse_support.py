@@ -28,7 +28,7 @@ import aiohttp
 from chazbot.ledger import KeyPair
 from chazbot.sync.protocol import sign_request
 from tests.synapse import free_port
-from tests.test_sync_support import Node, wait_until
+from tests.sync_support import Node, wait_until
 
 
 def proc_status(pid: int) -> dict[str, int]:
