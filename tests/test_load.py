@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
 from chazbot.peer import Peer
 from tests.standin_embeddings import StandinEmbeddings
 from tests.standin_llm import StandinLLM
+from tests.synapse import ChazbotProcess, Human, User, requires_synapse
 from tests.waits import wait_until
 
 ALICE = "@alice:example.org"
@@ -188,3 +190,55 @@ async def test_local_query_does_not_queue_behind_documents() -> None:
 
     await asyncio.gather(docs(), query())
     assert done["query"] < done["documents"]
+
+
+async def test_writes_queued_together_share_one_commit(tmp_path: Path) -> None:
+    from chazbot.errors import NotFound
+    from chazbot.ledger import KeyPair, Ledger
+
+    ledger = await Ledger.open(tmp_path / "ledger.sqlite3")
+    try:
+        key = KeyPair.generate()
+        dbs = [await ledger.create_db(key, {"kind": "session"}) for _ in range(4)]
+        before = ledger._core.commits
+        writes = [
+            ledger.write(dbs[i % 4], key, {"notes": [{"op": "insert", "row": {"n": i}}]})
+            for i in range(40)
+        ]
+        # One write that fails, queued among the others: it fails alone.
+        writes.insert(20, ledger.write("sha256:" + "0" * 64, key, {"notes": []}))
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        assert isinstance(results[20], NotFound), results[20]
+        assert not any(isinstance(r, BaseException) for i, r in enumerate(results) if i != 20)
+        stored = [len(await ledger.rows(db, "notes")) for db in dbs]
+        assert stored == [10, 10, 10, 10]
+        # 40 writes queued while the first commits: far fewer commits (fsyncs) than writes.
+        assert ledger._core.commits - before < 40
+    finally:
+        await ledger.close()
+
+
+@requires_synapse
+@pytest.mark.timeout(120)
+async def test_one_typing_notice_a_turn_and_none_to_stop_it(
+    chazbot: Callable[..., Awaitable[tuple[ChazbotProcess, User]]],
+    humans: Callable[..., Awaitable[Human]],
+    standin_llm: StandinLLM,
+) -> None:
+    alice = await humans("alice")
+    _, bot = await chazbot(standin_llm.url, [alice.user_id], [])
+    room = await alice.create_room([bot.user_id], direct=True)
+    await alice.wait_member(room, bot.user_id)
+
+    def notices() -> list[list[str]]:
+        return [users for r, users in alice.typing if r == room]
+
+    standin_llm.hang(1)  # the first turn is held until the notice is seen
+    first = await alice.send(room, "My sister Ada lives in Lyon")
+    await wait_until(lambda: [bot.user_id] in notices(), what="the bot's typing notice")
+    standin_llm.release()  # the held request fails with 503; the LLM client retries once
+    await alice.wait_reply(first)
+    # A second turn in the same room: its reply comes after anything the bot sent to stop
+    # the first turn's notice (one room's turns run in order), so such a stop would show.
+    await alice.ask(room, "My brother Bob lives in Nantes")
+    assert notices() == [[bot.user_id]], notices()

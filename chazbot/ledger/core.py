@@ -143,6 +143,7 @@ class LedgerCore:
         self._head_ids: dict[tuple[str, tuple[str, ...]], int] = {}
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._undo: list[Undo] | None = None
+        self.commits = 0  # write transactions committed (a group of writes is one)
         self.limbo = Limbo(LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
         self.load_errors: list[tuple[str, str]] = []
         for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
@@ -564,27 +565,57 @@ class LedgerCore:
         """Entries of possibly several databases and keys, in order, in one transaction:
         all are stored or none (a step with no database starts one; following steps with
         ``None`` as well as the first chain onto it)."""
-        applied = Applied()
         with self._transaction():
-            batch: dict[str, _Tip] = {}
-            created: str | None = None
-            for db, key, ops in steps:
-                current_db = db if db is not None else created
-                if current_db is None:
-                    entry = Entry.create(key, None, [], 0, ops, ts)
-                    created = entry.id
-                else:
-                    if not self.tips(current_db):
-                        raise NotFound(f"no database {current_db}")
-                    parents = self._live_parents(current_db)
-                    height = max(self._height_of(p, current_db) for p in parents) + 1
-                    entry = Entry.create(key, current_db, parents, height, ops, ts)
-                auth_set = self._validate(entry, batch)
-                if self._store(entry, auth_set, applied):
-                    raise PermissionDenied(
-                        f"key {entry.author[:24]}… may not write to this database any more"
-                    )
-                batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
+            return self._write_steps(steps, ts)
+
+    def write_group(
+        self,
+        writes: list[tuple[list[tuple[str | None, KeyPair, dict[str, list[Any]]]], int | None]],
+    ) -> list[Applied | Exception]:
+        """Several ``write_each`` calls queued at once, in one transaction: one commit (one
+        fsync) for all of them. Each runs in its own savepoint, so one that fails is undone
+        alone (its rows and its in-memory effects) and the others are stored; its exception
+        takes its place in the result. A failed commit fails them all (raised)."""
+        results: list[Applied | Exception] = []
+        with self._transaction() as undo_log:
+            for steps, ts in writes:
+                self.conn.execute("SAVEPOINT one")
+                undo_mark = len(undo_log)
+                try:
+                    results.append(self._write_steps(steps, ts))
+                except Exception as exc:  # this write only; raised to its own caller
+                    self.conn.execute("ROLLBACK TO one")
+                    for undo in reversed(undo_log[undo_mark:]):
+                        undo()
+                    del undo_log[undo_mark:]
+                    self._tips.clear()  # may hold its tips; reloaded (in this transaction)
+                    results.append(exc)
+                self.conn.execute("RELEASE one")
+        return results
+
+    def _write_steps(
+        self, steps: list[tuple[str | None, KeyPair, dict[str, list[Any]]]], ts: int | None
+    ) -> Applied:
+        applied = Applied()
+        batch: dict[str, _Tip] = {}
+        created: str | None = None
+        for db, key, ops in steps:
+            current_db = db if db is not None else created
+            if current_db is None:
+                entry = Entry.create(key, None, [], 0, ops, ts)
+                created = entry.id
+            else:
+                if not self.tips(current_db):
+                    raise NotFound(f"no database {current_db}")
+                parents = self._live_parents(current_db)
+                height = max(self._height_of(p, current_db) for p in parents) + 1
+                entry = Entry.create(key, current_db, parents, height, ops, ts)
+            auth_set = self._validate(entry, batch)
+            if self._store(entry, auth_set, applied):
+                raise PermissionDenied(
+                    f"key {entry.author[:24]}… may not write to this database any more"
+                )
+            batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id)
         return applied
 
     def ingest(
@@ -747,6 +778,7 @@ class LedgerCore:
         try:
             yield undo_log
             self.conn.execute("COMMIT")
+            self.commits += 1
         except BaseException:
             self._rollback()
             raise

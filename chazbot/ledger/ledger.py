@@ -3,7 +3,9 @@
 The file is opened in WAL mode with ``synchronous=FULL`` (a commit is on disk when it
 returns) and owner-only permissions. All work on the connection runs on one worker thread of
 the ledger's own (``_Worker``: a thread and a queue), one function at a time, so each write is
-one atomic step (see ``core``).
+one atomic step (see ``core``). Writes found queued one after another (several turns writing
+at once) share one transaction and one commit, one fsync (``LedgerCore.write_group``), each in
+its own savepoint: one that fails is undone alone and raised to its own caller.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from chazbot.ledger.schema import migrate
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 Listener = Callable[[Applied], None]
+MAX_GROUP = 64
+"""Writes queued together that share one commit at most (group commit)."""
 
 
 def _open_file(path: Path) -> sqlite3.Connection:
@@ -76,27 +80,63 @@ class _Worker:
     ``stop`` lets queued work finish, then ends the thread and waits for it.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        group: tuple[Callable[..., Any], Callable[..., list[Any]]] | None = None,
+    ) -> None:
+        """``group``: ``(fn, fn_group)``: jobs of ``fn(target, *rest)`` found queued one after
+        another run as one ``fn_group(target, [rest, ...])``, which returns each one's result
+        or exception (the ledger's writes: one commit for several turns' entries)."""
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._stopped = False
+        self._group = group
         # A daemon thread: a ledger that was never closed does not keep the process alive.
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
+        held: _Job | None = None
         while True:
-            job = self._jobs.get()
+            job = held if held is not None else self._jobs.get()
+            held = None
             if job is None:
                 return
-            fn, args, loop, future, then = job
-            try:
-                outcome: tuple[bool, Any] = (True, fn(*args))
-            except BaseException as exc:  # handed to the awaiting caller, raised there
-                outcome = (False, exc)
-            # A closed loop (RuntimeError) means nobody waits for this result any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome, then)
-            del job, fn, args, future, outcome, then
+            jobs = [job]
+            if self._group is not None and job[0] is self._group[0]:
+                while len(jobs) < MAX_GROUP:  # what else is queued behind it, in order
+                    try:
+                        more = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:  # stop: after this group (nothing comes after it)
+                        self._jobs.put(None)
+                        break
+                    if more[0] is not self._group[0]:
+                        held = more  # runs next, in its turn
+                        break
+                    jobs.append(more)
+            if len(jobs) == 1:
+                fn, args, loop, future, then = job
+                try:
+                    outcome: tuple[bool, Any] = (True, fn(*args))
+                except BaseException as exc:  # handed to the awaiting caller, raised there
+                    outcome = (False, exc)
+                _hand_over(loop, future, outcome, then)
+            else:
+                self._serve_group(jobs)
+            del job, jobs
+
+    def _serve_group(self, jobs: list[_Job]) -> None:
+        assert self._group is not None
+        target = jobs[0][1][0]
+        try:
+            results = self._group[1](target, [job[1][1:] for job in jobs])
+            outcomes = [(not isinstance(r, Exception), r) for r in results]
+        except BaseException as exc:  # the commit failed: every write in it did
+            outcomes = [(False, exc)] * len(jobs)
+        for (_, _, loop, future, then), outcome in zip(jobs, outcomes, strict=True):
+            _hand_over(loop, future, outcome, then)
 
     @property
     def stopped(self) -> bool:
@@ -117,6 +157,17 @@ class _Worker:
             self._jobs.put(None)
         if self._thread.is_alive():
             await asyncio.to_thread(self._thread.join)
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    outcome: tuple[bool, Any],
+    then: _Then,
+) -> None:
+    # A closed loop (RuntimeError) means nobody waits for this result any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, future, *outcome, then)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any, then: _Then) -> None:
@@ -158,7 +209,7 @@ class Ledger:
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
         file = Path(path)
-        worker = _Worker(f"ledger {file.name}")
+        worker = _Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
         try:
             core = await worker.run(_open_core, file)
         except BaseException as exc:
@@ -221,7 +272,7 @@ class Ledger:
         ops: dict[str, list[Any]] = {AUTH_STORE: auth}
         if meta:
             ops["meta"] = [{"op": "set", "field": k, "value": v} for k, v in sorted(meta.items())]
-        applied = await self._commit(LedgerCore.write, None, key, [ops], None)
+        applied = await self._commit(LedgerCore.write_each, [(None, key, ops)], None)
         return applied.entries[0].id
 
     async def write(self, db: str, key: KeyPair, ops: dict[str, list[Any]]) -> Applied:
@@ -234,7 +285,7 @@ class Ledger:
         """Commit several entries by one key in one transaction (all or nothing)."""
         if not ops_list:
             return Applied()
-        return await self._commit(LedgerCore.write, db, key, ops_list, None)
+        return await self._commit(LedgerCore.write_each, [(db, key, ops) for ops in ops_list], None)
 
     async def write_each(self, steps: list[tuple[str, KeyPair, dict[str, list[Any]]]]) -> Applied:
         """Commit one entry per ``(db, key, ops)`` step, in order, in one transaction: all of
