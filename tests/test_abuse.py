@@ -36,6 +36,7 @@ from tests.sync_support import Node
 pytestmark = [pytest.mark.timeout(180)]
 
 DELAY_BOUND_S = 3.0  # write-to-visible for the legitimate peer while under attack
+QUIET_WINDOW_S = 0.5  # how long "nothing more happens" is watched for
 RSS_GROWTH_KB = 120 * 1024  # the unbounded server grew by 320 MB under 40 slow uploads
 
 
@@ -220,7 +221,7 @@ async def test_import_from_a_server_that_never_finishes(tmp_path: Path) -> None:
         assert not reply["ok"] and "did not finish within 3 s" in reply["text"], reply
         assert took <= 3 + 5, took
         served_before = seq
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(QUIET_WINDOW_S)  # an absence: nothing to wait on but a window
         assert seq <= served_before + 1, "the import kept pulling after it failed"
         # the room (here: the control socket and sync) is not held
         assert await visible_delay(served, node) <= DELAY_BOUND_S

@@ -29,6 +29,7 @@ from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
 from tests.abuse_support import attacker, head, post, raw_request, signed
 from tests.sync_support import Owner, raw_call
+from tests.waits import wait_until
 
 READ = Permission.parse("read")
 
@@ -83,6 +84,7 @@ async def test_headers_and_standing_are_checked_before_the_body(owner: Owner) ->
 async def test_slow_and_aborted_bodies_cost_one_line(
     owner: Owner, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="chazbot.sync")  # the abort's line is INFO
     key = KeyPair.generate()
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
     path = owner.path("entries")
@@ -96,7 +98,7 @@ async def test_slow_and_aborted_bodies_cost_one_line(
     writer.write(head(path, 500, signed(key, path, b"y" * 500)).encode() + b"y" * 10)
     await writer.drain()
     writer.close()
-    await asyncio.sleep(0.8)
+    await wait_until(lambda: " aborted: " in caplog.text, 10, "the aborted request's log line")
     status, _, _ = await raw_call(owner.server.address, path, body, key)
     assert status == 200
     assert "Traceback" not in caplog.text
@@ -123,7 +125,8 @@ async def test_reading_is_capped_per_address(owner: Owner) -> None:
         )
         for _ in range(20)
     ]
-    await asyncio.sleep(0.5)
+    reading = owner.server._reading.used
+    await wait_until(lambda: reading.get("127.0.0.2", 0) >= 16, 10, "16 slow bodies being read")
     # the 17th and later from that address are turned away; another address still gets in
     status, _, _ = await raw_call(owner.server.address, path, body, key)
     assert status == 200
@@ -383,7 +386,9 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
         )
         for n in range(3)
     ]
-    await asyncio.sleep(0.5)
+    await wait_until(
+        lambda: server._reading_bytes >= 2 << 20, 10, "the slow uploads holding the budget"
+    )
     heads = owner.path("heads")
     status, _, _ = await raw_call(server.address, heads, b"{}", key)
     assert status == 200  # a small request is read while the budget is spent
