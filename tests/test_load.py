@@ -174,8 +174,9 @@ async def test_local_query_does_not_queue_behind_documents() -> None:
     embedder = LocalEmbedder()
     await embedder.embed_query("warm up")  # the model loads once per process
     await embedder.embed_documents(["warm up"])
+    # One batch (a chunk: fewer than batch_size), ~0.5 s of one core: longer than a query.
     documents = [
-        f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * 20 for i in range(48)
+        f"passage {i}: " + "the quick brown fox jumps over the lazy dog " * 4 for i in range(8)
     ]
     done: dict[str, float] = {}
 
