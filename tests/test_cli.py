@@ -8,10 +8,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.waits import wait_until_sync
 
 COMMANDS = [
     "/memory new notes",
@@ -89,11 +90,11 @@ def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
         text=True,
     )
     sock = where / "state" / "control.sock"
-    deadline = time.monotonic() + 60
-    while not sock.exists():
+
+    def alive() -> None:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        assert time.monotonic() < deadline, "service did not start"
-        time.sleep(0.05)
+
+    wait_until_sync(sock.exists, 60, "the service's control socket", alive=alive)
     yield where, proc
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
@@ -166,10 +167,12 @@ def test_sighup_reloads_agents_and_default_banks(running_service) -> None:  # ty
         + "agents:\n  - name: chaz\n    default_memory_banks: [team-notes]\n  - name: sage\n"
     )
     proc.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 30
-    while "team-notes" not in chazbot("cmd", "/memory list", cwd=where).stdout:
-        assert time.monotonic() < deadline, "reload did not apply the default bank"
-        time.sleep(0.2)
+    wait_until_sync(
+        lambda: "team-notes" in chazbot("cmd", "/memory list", cwd=where).stdout,
+        30,
+        "the reload to apply the default bank",
+        interval=0.2,
+    )
     assert "- sage" in chazbot("cmd", "/agents", cwd=where).stdout
     assert proc.poll() is None
 

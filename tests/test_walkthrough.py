@@ -17,12 +17,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.waits import wait_until_sync
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -97,11 +98,10 @@ def start(where: Path, agents: list[str]) -> Service:
 
 
 def wait_for(check: Callable[[], bool], what: str, service: Service, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
+    def alive() -> None:
         assert service.proc.poll() is None, f"chazbot exited:\n{service.log[-3000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+
+    wait_until_sync(check, timeout, what, interval=0.2, alive=alive)
 
 
 @pytest.fixture

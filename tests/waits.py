@@ -38,6 +38,30 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+def wait_until_sync(
+    check: Callable[[], Any],
+    timeout: float = DEFAULT_TIMEOUT_S,
+    what: str = "condition",
+    interval: float = 0.05,
+    alive: Callable[[], None] | None = None,
+) -> Any:
+    """``wait_until`` for code without an event loop (a subprocess started by a test).
+
+    ``alive`` is called before each try and raises when what is awaited cannot come any more
+    (the process it waits on has exited), so a dead service fails at once with its reason.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if alive is not None:
+            alive()
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
 class FakeSleep:
     """An ``asyncio.sleep`` stand-in for retry policies: records each wait, sleeps none."""
 
@@ -49,4 +73,4 @@ class FakeSleep:
         await asyncio.sleep(0)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "FakeSleep", "wait_until"]
+__all__ = ["DEFAULT_TIMEOUT_S", "FakeSleep", "wait_until", "wait_until_sync"]
