@@ -170,17 +170,18 @@ class OpenAICompatClient:
             tries = f" (after {attempts} attempts)" if attempts > 1 else ""
             raise self.error(f"{exc.message}{tries}") from exc
 
-    async def ping(self, path: str = "/models") -> None:
-        """GET ``path`` once: any answer but 401/403/5xx means the service is there (a 404
-        too: some compatible servers have no ``/models``)."""
+    async def _get_once(self, path: str, failed: Callable[[int], bool]) -> tuple[int, str]:
+        """GET ``path`` once, not retried: (status, body text); a status ``failed`` refuses,
+        and every transport failure, is a one-line BackendError."""
         timeout = min(self.timeout_s, PING_TIMEOUT_S)
         try:
             async with self._session_now().get(
                 self._base + path, timeout=aiohttp.ClientTimeout(total=timeout)
             ) as resp:
                 text = await resp.text(errors="replace")
-                if resp.status in (401, 403) or resp.status >= 500:
+                if failed(resp.status):
                     raise self._status_error(resp.status, text, "", resp.headers)
+                return resp.status, text
         except Retryable as exc:
             raise self.error(exc.message) from exc
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -189,26 +190,17 @@ class OpenAICompatClient:
                 failure = self.error(failure.message)
             raise failure from exc
 
+    async def ping(self, path: str = "/models") -> None:
+        """GET ``path`` once: any answer but 401/403/5xx means the service is there (a 404
+        too: some compatible servers have no ``/models``)."""
+        await self._get_once(path, lambda status: status in (401, 403) or status >= 500)
+
     async def model_ids(self, path: str = "/models") -> list[str] | None:
         """GET ``path`` once: the ids it lists (``{"data": [{"id": …}]}``), or None when the
         server has no such list (HTTP 404); any other failure is a one-line BackendError."""
-        timeout = min(self.timeout_s, PING_TIMEOUT_S)
-        try:
-            async with self._session_now().get(
-                self._base + path, timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as resp:
-                text = await resp.text(errors="replace")
-                if resp.status == 404:
-                    return None
-                if resp.status >= 400:
-                    raise self._status_error(resp.status, text, "", resp.headers)
-        except Retryable as exc:
-            raise self.error(exc.message) from exc
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            failure = self._transport_error(exc, timeout)
-            if isinstance(failure, Retryable):
-                failure = self.error(failure.message)
-            raise failure from exc
+        status, text = await self._get_once(path, lambda status: status >= 400 and status != 404)
+        if status == 404:
+            return None
         try:
             data = json.loads(text)
             return [str(m["id"]) for m in data["data"] if isinstance(m, dict) and "id" in m]
