@@ -210,8 +210,14 @@ async def send_to_service(cfg: Config, request: dict[str, Any]) -> dict[str, Any
         raise BackendError(f"the running service failed to answer: {exc}") from exc
     finally:
         writer.close()
+    return decode_reply(line, "the running service stopped before answering")
+
+
+def decode_reply(line: bytes, stopped: str) -> dict[str, Any]:
+    """One reply line from the service as a JSON object; ``stopped`` when the line is empty
+    (the service closed the connection), a one-line BackendError when it is malformed."""
     if not line:
-        raise BackendError("the running service stopped before answering")
+        raise BackendError(stopped)
     try:
         reply = json.loads(line)
     except ValueError:

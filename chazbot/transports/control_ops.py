@@ -32,6 +32,7 @@ from chazbot.errors import BackendError, ChazError, InputError
 from chazbot.ledger.statelock import ROLE_SERVICE, StateLocked
 from chazbot.peer import Peer
 from chazbot.transports import operations as ops
+from chazbot.transports.control import decode_reply
 
 log = logging.getLogger(__name__)
 
@@ -211,14 +212,7 @@ async def _exchange(
 async def _messages(reader: asyncio.StreamReader, sink: ops.Sink) -> int:
     while True:
         raw = await reader.readline()
-        if not raw:
-            raise BackendError("the running service stopped before finishing")
-        try:
-            message = json.loads(raw)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
-            raise BackendError("the running service sent a malformed reply")
+        message = decode_reply(raw, "the running service stopped before finishing")
         if "progress" in message:
             what, done, total = message["progress"]
             sink.progress(str(what), int(done), int(total))
