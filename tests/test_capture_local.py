@@ -158,8 +158,8 @@ async def test_local_run_remembers_and_forgets_what_the_user_says(tmp_path: Path
         await human.ask(other, "!chaz Where does my sister Ada live?", timeout=REPLY_TIMEOUT_S)
         [block] = blocks_after(log, offset)
         assert block.startswith("## Relevant Memories"), block
-        # it says who said it and where (SPEC §5c): the DM, another room than this one
-        assert f"- [{key}] ({user.user_id}, another room, " in block and value in block, block
+        # it says who said it (the reader: "you") and where (SPEC §5c): the DM, another room
+        assert f"- [{key}] (you, another room, " in block and value in block, block
 
         # forget removes it from both.
         forgot = await human.ask(other, f"!chaz memory forget {key}", timeout=60)

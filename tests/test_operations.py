@@ -27,6 +27,7 @@ import yaml
 
 from chazbot.config import load_config
 from chazbot.transports.control import send_to_service
+from chazbot.transports.operations import IMPORT_BATCH
 from tests.standin_embeddings import StandinEmbeddings
 from tests.waits import wait_until
 
@@ -135,8 +136,9 @@ async def test_each_verb_beside_a_running_service(
     assert (await cli(where, "cmd", "/memory grant notes chaz write"))[0] == 0
     (where / "rows.jsonl").write_text("\n".join(rows(1200)) + "\n")
 
-    # import: the embedder refuses the import's three batches, so reindex has work below
-    standin_embeddings.fail(3, 400)
+    # import: the embedder refuses every batch of the import (one request per entry of
+    # IMPORT_BATCH rows), so reindex has work below
+    standin_embeddings.fail(-(-1200 // IMPORT_BATCH), 400)
     code, out, err = await cli(where, "import-file", "notes", "rows.jsonl")
     assert code == 0, err
     assert "imported 1200 rows into notes" in out
