@@ -21,10 +21,10 @@ Two paths, each one bank per conversation, every question (category 5 skipped) a
 - ``capture``: the rows the product's capture writes when the conversation is told to the
   agent through chat (``bench/locomo_capture.py``'s ``tell``, capture on, the stand-in LLM).
   Telling runs without the embedder (capture's rows do not depend on it) and its rows are
-  kept in ``--cache`` by conversation and by the hash of ``chazbot/agent/capture.py``; the
-  vectors are then embedded here, as the product's rule says (``vec=message``: the key and
-  the message alone, what capture embeds; ``vec=row``: key and the whole value, with its
-  ``[replying to …]`` context).
+  kept in ``--cache`` by conversation (with the hash of ``chazbot/agent/capture.py``, to warn
+  when it changed); the vectors are then embedded here, as the product's rule says
+  (``vec=row``: key and the whole value, with its ``[replying to …]`` context, what capture
+  embeds; ``vec=message``: the key and the message alone).
 
 Ranking is ``MemoryView.search`` itself (what ``agent.recall`` runs on one bank); the grid
 sets its module knobs (``MIN_CANDIDATES``, ``CANDIDATES_PER_RESULT``, ``DENSE_WEIGHT``) and
@@ -34,9 +34,11 @@ each is kept only where the folds choose it:
 - ``query``: ``raw`` (the question as asked), ``content`` (BM25 sees only its non-stopword
   tokens, ``chazbot.memory.tokenize.STOPWORDS``; the vector is of the question),
   ``statement`` (also the vector's query drops the leading question words, "When did Caroline
-  go …?" -> "Caroline go …").
-- ``dates``: ``off`` / ``on``: when the question names a month (and maybe a year), rows of a
-  session in that month move ahead of the others among the fused top 30 (time-aware ranking).
+  go …?" -> "Caroline go …"), ``statement-vector`` (only the vector's query is shaped; BM25
+  sees the question as SPEC §3 says).
+- ``dates`` (time-aware ranking), when the question names a month (and maybe a year): ``on``
+  moves rows of a session in that month ahead of the others among the fused top 30; ``rrf``
+  adds those rows, in fused order, as a third RRF list (k 60), a gentler push; ``off``.
 - ``vec`` (capture only): ``message`` / ``row`` as above.
 
 The auto-recall focus/conversation fusion (``chazbot/agent/recall.py``) does not apply here:
@@ -136,15 +138,27 @@ def capture_fingerprint() -> str:
 
 
 async def capture_bank(conv: Conversation, cache: Path | None) -> Bank:
-    """The rows capture writes for ``conv`` told through chat (cached by capture.py's hash)."""
-    file = cache / f"capture-conv{conv.index}-{capture_fingerprint()}.json" if cache else None
+    """The rows capture writes for ``conv`` told through chat, kept in ``cache``.
+
+    A re-tell gives every row a new short id (it hashes the fresh peer's database), so its
+    key and its vector's text change too: the told rows are kept by conversation and reused,
+    with a warning when ``chazbot/agent/capture.py`` has changed since (delete the file to
+    tell again)."""
+    file = cache / f"capture-conv{conv.index}.json" if cache else None
     if file is not None and file.exists():
-        raw = json.loads(file.read_text(encoding="utf-8"))
+        kept = json.loads(file.read_text(encoding="utf-8"))
+        raw = kept["rows"]
+        if kept["capture_py"] != capture_fingerprint():
+            print(
+                f"warning: {file} was told with another capture.py; delete it to tell again",
+                file=sys.stderr,
+            )
     else:
         raw = await tell_and_read(conv)
         if file is not None:
             file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(json.dumps(raw), encoding="utf-8")
+            kept = {"capture_py": capture_fingerprint(), "rows": raw}
+            file.write_text(json.dumps(kept), encoding="utf-8")
     days = {t.dia_id: turn_day(t.date) for t in conv.turns}
     docs = []
     for r in raw:
@@ -201,7 +215,7 @@ class Knobs:
     floor: float | None = None  # filled with the model's default
     query: str = "raw"
     dates: str = "off"
-    vec: str = "message"
+    vec: str = "row"  # capture embeds the whole row (docs/memory.md, "Capture under load")
 
     def label(self) -> str:
         floor = "none" if self.floor is None else f"{self.floor:.2f}"
@@ -218,9 +232,9 @@ KNOB_AXES: dict[str, tuple[Any, ...]] = {
     "floor": (None, 0.83),  # none, or the e5 model's default
 }
 CANDIDATE_AXES: dict[str, tuple[str, ...]] = {
-    "query": ("raw", "content", "statement"),
-    "dates": ("off", "on"),
-    "vec": ("message", "row"),
+    "query": ("raw", "content", "statement", "statement-vector"),
+    "dates": ("off", "on", "rrf"),
+    "vec": ("row", "message"),
 }
 
 
@@ -279,13 +293,13 @@ _MONTH_YEAR = re.compile(
 
 
 def bm25_query(question: str, shape: str) -> str:
-    if shape == "raw":
+    if shape in ("raw", "statement-vector"):
         return question
     return " ".join(t for t in tokenize(question) if t not in STOPWORDS) or question
 
 
 def vector_query(question: str, shape: str) -> str:
-    if shape != "statement":
+    if not shape.startswith("statement"):
         return question
     return _QUESTION_START.sub("", question).rstrip(" ?") or question
 
@@ -346,13 +360,20 @@ def rank(prep: Prepared, qi: int, knobs: Knobs | None) -> list[str]:
     if knobs is None:
         return [docs[r.row.doc].dia for r in prep.bm25_view.search(question, (), LIMIT)]
     view = prep.views[knobs.vec]
-    qvec = prep.qvecs["statement" if knobs.query == "statement" else "raw"][qi]
-    months = named_months(question) if knobs.dates == "on" else set()
+    qvec = prep.qvecs["statement" if knobs.query.startswith("statement") else "raw"][qi]
+    months = named_months(question) if knobs.dates != "off" else set()
     depth = DATE_WINDOW if months else LIMIT
     with knobs_set(knobs):
         found = view.search(bm25_query(question, knobs.query), (), depth, qvec, None, knobs.floor)
     ids = [r.row.doc for r in found]
-    if months:
+    if months and knobs.dates == "rrf":
+        # a third RRF list: the fused candidates of the named month(s), in fused order
+        fused = {r.row.doc: r.score for r in found}
+        dated = [d for d in ids if in_months(docs[d].day, months)]
+        for rank, d in enumerate(dated, 1):
+            fused[d] += 1 / (view_module.RRF_K + rank)
+        ids = sorted(ids, key=lambda d: -fused[d])  # stable: ties keep the fused order
+    elif months:
         ids = [d for d in ids if in_months(docs[d].day, months)] + [
             d for d in ids if not in_months(docs[d].day, months)
         ]
@@ -457,8 +478,8 @@ async def run_cv(args: argparse.Namespace) -> dict[str, Any]:
             banks = [rows_bank(c) for c in conversations]
         else:
             banks = [await capture_bank(c, args.cache) for c in conversations]
-        base = today if path == "capture" else replace(today, vec="row")
-        vecs = ("message", "row") if path == "capture" and "vec" in args.candidates else (base.vec,)
+        base = today
+        vecs = ("row", "message") if path == "capture" and "vec" in args.candidates else ("row",)
         preps = [await prepare(b, embedder, vecs) for b in banks]
         t1 = time.perf_counter()
         families: dict[str, Any] = {}
