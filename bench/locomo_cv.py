@@ -59,7 +59,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -330,6 +330,7 @@ class Prepared:
     views: dict[str, MemoryView]
     bm25_view: MemoryView
     qvecs: dict[str, np.ndarray]  # by query shape ("raw", "statement")
+    memo: dict[Knobs | None, Scores] = field(default_factory=dict)  # scores by setting
 
 
 async def prepare(bank: Bank, embedder: CachedEmbedder, vecs: Sequence[str]) -> Prepared:
@@ -380,15 +381,12 @@ def rank(prep: Prepared, qi: int, knobs: Knobs | None) -> list[str]:
     return [docs[d].dia for d in ids[:LIMIT]]
 
 
-_MEMO: dict[tuple[int, Knobs | None], Scores] = {}
-
-
 def score(prep: Prepared, knobs: Knobs | None) -> Scores:
     """Every question of ``prep``'s bank ranked with ``knobs`` (memoised per run)."""
-    memo = _MEMO.get((id(prep), knobs))
+    memo = prep.memo.get(knobs)
     if memo is not None:
         return memo
-    scores = _MEMO[(id(prep), knobs)] = Scores([], [], [])
+    scores = prep.memo[knobs] = Scores([], [], [])
     for qi, question in enumerate(prep.bank.conv.questions):
         scores.add(rank(prep, qi, knobs), question.relevant)
     return scores
