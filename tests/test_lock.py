@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -27,8 +26,8 @@ from chazbot.errors import ConflictError
 from chazbot.ledger.statelock import LOCK_FILE, ROLE_SERVICE, StateLocked
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
+from tests.service_support import Service, answers, chazbot_cli, start_service
 from tests.standin_llm import StandinLLM
-from tests.waits import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,66 +40,6 @@ def write_config(where: Path, llm: StandinLLM | None = None) -> Path:
     path = where / "config.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-async def chazbot_cli(where: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
-    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "chazbot.cli",
-        *args,
-        cwd=where,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def answers(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
-class Service:
-    def __init__(self, where: Path, proc: asyncio.subprocess.Process) -> None:
-        self.where, self.proc = where, proc
-        self.sock = where / "state" / "control.sock"
-
-    async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(self.proc.wait(), 60) == 0
-
-
-async def start_service(where: Path) -> Service:
-    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "chazbot.cli",
-        "run",
-        cwd=where,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    service = Service(where, proc)
-
-    def up() -> bool:
-        assert proc.returncode is None, "chazbot run exited"
-        return answers(service.sock)
-
-    await wait_until(up, 60, "the control socket of chazbot run")
-    return service
 
 
 @pytest_asyncio.fixture

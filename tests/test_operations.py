@@ -14,7 +14,6 @@ import io
 import json
 import os
 import signal
-import socket
 import sys
 import tarfile
 from collections.abc import AsyncIterator
@@ -25,9 +24,9 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from chazbot.config import load_config
-from chazbot.transports.control import send_to_service
 from chazbot.transports.operations import IMPORT_BATCH
+from tests.service_support import Service, start_service
+from tests.service_support import chazbot_cli as cli
 from tests.standin_embeddings import StandinEmbeddings
 from tests.waits import wait_until
 
@@ -43,70 +42,14 @@ def write_config(where: Path, embedding: Any = None) -> Path:
     return path
 
 
-async def cli(where: Path, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "chazbot.cli",
-        *args,
-        cwd=where,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 240)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def answers(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
-class Running:
-    def __init__(self, where: Path, proc: asyncio.subprocess.Process) -> None:
-        self.where, self.proc = where, proc
-        self.cfg = load_config(str(where / "config.yaml"))
-
-    async def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        reply = await send_to_service(self.cfg, request)
-        assert reply is not None, "the service stopped listening"
-        return reply
-
-    async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(self.proc.wait(), 60) == 0
-
-
 @pytest_asyncio.fixture
 async def start(tmp_path: Path) -> AsyncIterator[Any]:
-    started: list[Running] = []
+    started: list[Service] = []
 
-    async def run(where: Path) -> Running:
-        env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
-        proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "chazbot.cli", "run"),
-            cwd=where,
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        running = Running(where, proc)
-        started.append(running)
-
-        def up() -> bool:
-            assert proc.returncode is None, "chazbot run exited"
-            return answers(where / "state" / "control.sock")
-
-        await wait_until(up, 60, "the control socket of chazbot run")
-        return running
+    async def run(where: Path) -> Service:
+        service = await start_service(where)
+        started.append(service)
+        return service
 
     yield run
     for running in started:
