@@ -233,14 +233,31 @@ async def reach(cfg: Config, request: dict[str, Any], role: str) -> dict[str, An
 
     A service that holds the lock but does not listen yet is still starting: wait for it.
     """
+
+    async def open_here() -> Peer:
+        return await Peer.open(cfg, role=role)
+
+    return await service_or_locally(lambda: send_to_service(cfg, request), open_here)
+
+
+R = TypeVar("R")
+L = TypeVar("L")
+
+
+async def service_or_locally(
+    service: Callable[[], Awaitable[R | None]], locally: Callable[[], Awaitable[L]]
+) -> R | L:
+    """``service()`` when the running service answers (not None), else ``locally()`` (which
+    opens the state dir, taking its lock). A service that holds the lock but does not listen
+    yet is still starting: poll for its socket until ``START_WAIT_S``."""
     deadline = time.monotonic() + START_WAIT_S
     told = False
     while True:
-        reply = await send_to_service(cfg, request)
-        if reply is not None:
-            return reply
+        answered = await service()
+        if answered is not None:
+            return answered
         try:
-            return await Peer.open(cfg, role=role)
+            return await locally()
         except StateLocked as busy:
             if busy.role != ROLE_SERVICE or time.monotonic() > deadline:
                 raise

@@ -29,7 +29,6 @@ from typing import Any
 
 from chazbot.config import Config
 from chazbot.errors import BackendError, ChazError, InputError
-from chazbot.ledger.statelock import ROLE_SERVICE, StateLocked
 from chazbot.peer import Peer
 from chazbot.transports import operations as ops
 from chazbot.transports.control import decode_reply
@@ -44,7 +43,6 @@ LINES_TIMEOUT_S = 60.0
 """The import's lines must arrive within this plus a second per 10,000 lines."""
 LAST_WORD_S = 30.0
 """After Ctrl-C, how long the client waits for the service to say what was left."""
-START_WAIT_S = 60.0
 
 
 def is_streaming(request: Any) -> bool:
@@ -239,21 +237,11 @@ async def operate(
     """Run a job through the running service when one listens, else ``locally()`` (which
     opens the state dir, taking its lock). A service that holds the lock but does not
     listen yet is still starting: wait for its socket."""
-    from chazbot.transports.control import socket_path
+    from chazbot.transports.control import service_or_locally, socket_path
 
-    deadline = time.monotonic() + START_WAIT_S
-    told = False
-    while True:
-        if socket_path(cfg).exists():
-            code = await _exchange(socket_path(cfg), request, lines, sink)
-            if code is not None:
-                return code
-        try:
-            return await locally()
-        except StateLocked as busy:
-            if busy.role != ROLE_SERVICE or time.monotonic() > deadline:
-                raise
-            if not told:
-                log.info("waiting for chazbot run (pid %d) to start listening", busy.pid)
-                told = True
-            await asyncio.sleep(0.1)  # poll for its socket
+    async def through_service() -> int | None:
+        if not socket_path(cfg).exists():
+            return None
+        return await _exchange(socket_path(cfg), request, lines, sink)
+
+    return await service_or_locally(through_service, locally)
