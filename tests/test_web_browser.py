@@ -92,14 +92,27 @@ def all_css(driver: Any, selector: str) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, selector))
 
 
-def press(driver: Any, button: Any) -> None:
-    """Click a button that submits a form, and wait for the next page to load."""
-    from selenium.webdriver.support import expected_conditions
+def navigates(driver: Any, action: Callable[[], object]) -> None:
+    """Run ``action`` (a click, a script that submits a form) and wait until the next page
+    has loaded. The old page is marked with a window variable and the wait is for a page
+    without it: waiting for the old ``<html>`` element to go stale races the teardown
+    (chromedriver may answer "Node with given id does not belong to the document" while
+    the old document is half gone), so any driver error in between only means "not yet"."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = css(driver, "html")
-    button.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    driver.execute_script("window.__chazbotOldPage = true;")
+    action()
+    WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(
+            "return window.__chazbotOldPage === undefined && document.readyState === 'complete';"
+        )
+    )
+
+
+def press(driver: Any, button: Any) -> None:
+    """Click a button that submits a form, and wait for the next page to load."""
+    navigates(driver, button.click)
 
 
 def flash(driver: Any) -> str:
@@ -182,16 +195,14 @@ async def test_a_person_sees_and_forgets_what_they_said(
 
     # a forged form (no CSRF token) is refused and changes nothing
     browser.get(f"{base}/ui/me")
-    old = css(browser, "html")
-    browser.execute_script(
-        "document.querySelector('form.danger input[name=csrf]').remove();"
-        "document.querySelector('#confirm-all').checked = true;"
-        "document.querySelector('form.danger').submit();"
+    navigates(
+        browser,
+        lambda: browser.execute_script(
+            "document.querySelector('form.danger input[name=csrf]').remove();"
+            "document.querySelector('#confirm-all').checked = true;"
+            "document.querySelector('form.danger').submit();"
+        ),
     )
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(old))
     assert "This form is not from this page" in css(browser, "#message").text
     shot(browser, "forged-form-refused")
     assert "[hostile]" in (await alice.ask(dm, "!chaz memory mine")).body
