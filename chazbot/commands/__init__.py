@@ -7,13 +7,11 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
-TREE = CommandTree()
+TREE = CommandTree.of(web_cmds.COMMANDS)
 memory_cmds.register(TREE)
 sharing_cmds.register(TREE)
 peer_cmds.register(TREE)
 agent_cmds.register(TREE)
-web_cmds.register(TREE)
-TREE.commands.sort(key=lambda c: c.path)
 
 
 async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:
@@ -25,7 +23,7 @@ async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Repl
     if command.admin and not ctx.is_admin:
         return Reply(False, f"only admins may use {ctx.prefix}{' '.join(command.path)}")
     try:
-        return await command.handler(ctx, args)
+        return await command.run(ctx, args)
     except UsageError as exc:
         return Reply(False, str(exc), usage_error=True)
     except ChazError as exc:

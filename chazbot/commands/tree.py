@@ -1,16 +1,24 @@
 """The declared command tree: one declaration serves parsing, usage lines and help.
 
 Pure: parsing and help need no I/O. A command is a path of words (``memory grant``), its
-arguments, a one-line summary, whether it needs an admin, and an async handler.
+arguments, a one-line summary, whether it needs an admin, and an async handler. Handlers are
+module-level functions declared with ``CommandTree.command`` right under their usage line
+(maubot's way): the handler takes the ``Context`` and then one keyword parameter per declared
+argument, ``str`` when it is required and ``str | None = None`` (or a ``str`` default) when it
+is optional. The declaration checks that the parameters match the arguments, so a typo fails
+at import, and mypy checks each handler's body against its typed parameters.
 """
 
 from __future__ import annotations
 
+import bisect
+import inspect
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Concatenate, TypeVar
 
+from chazbot.commands.context import Context
 from chazbot.errors import InputError
 
 
@@ -42,7 +50,13 @@ class Arg:
         return f"[{inner}]" if self.optional else f"<{inner}>"
 
 
-Handler = Callable[[Any, dict[str, str]], Awaitable[Reply]]
+LegacyHandler = Callable[[Context, dict[str, str]], Awaitable[Reply]]
+Handler = Callable[Concatenate[Context, ...], Awaitable[Reply]]
+"""A command's handler: the ``Context``, then its arguments by name (checked at declaration)."""
+
+H = TypeVar("H", bound=Handler)
+
+_BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 @dataclass(frozen=True)
@@ -56,16 +70,86 @@ class Command:
     def usage(self, prefix: str = "/") -> str:
         return " ".join([prefix + " ".join(self.path), *(a.usage() for a in self.args)])
 
+    async def run(self, ctx: Context, args: Mapping[str, str]) -> Reply:
+        """Call the handler with the parsed arguments; an absent optional one keeps its
+        parameter's default."""
+        return await self.handler(ctx, **args)
+
+
+def check_handler(path: str, args: tuple[Arg, ...], handler: Handler) -> None:
+    """Raise TypeError unless ``handler`` takes the context and then exactly the declared
+    arguments by name: ``str`` for a required one, a default (``None`` with ``str | None``,
+    or a ``str``) for an optional one."""
+    where = f"{path!r} ({handler.__module__}.{handler.__qualname__})"
+    params = list(inspect.signature(handler).parameters.values())
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        raise TypeError(f"{where}: a handler takes the Context first")
+    taken = {p.name: p for p in params[1:]}
+    declared = [a.name for a in args]
+    if sorted(taken) != sorted(declared) or len(set(declared)) != len(declared):
+        raise TypeError(f"{where}: parameters {sorted(taken)} are not the arguments {declared}")
+    for arg in args:
+        param = taken[arg.name]
+        if param.kind not in _BY_NAME:
+            raise TypeError(f"{where}: {arg.name} must be a parameter that takes a keyword")
+        if (param.default is inspect.Parameter.empty) == arg.optional:
+            need = "needs a default" if arg.optional else "is required: no default"
+            raise TypeError(f"{where}: {arg.name} {need}")
+        want = "str | None" if arg.optional and param.default is None else "str"
+        if arg.optional and param.default is not None and not isinstance(param.default, str):
+            raise TypeError(f"{where}: {arg.name}'s default is None or a str")
+        shown = param.annotation
+        if not isinstance(shown, str):
+            shown = inspect.formatannotation(shown)
+        if shown != want:
+            raise TypeError(f"{where}: {arg.name} is annotated {shown!r}, not {want!r}")
+
 
 @dataclass
 class CommandTree:
+    """Commands, kept in the order of their paths (help and the docs list them so)."""
+
     commands: list[Command] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, *parts: CommandTree) -> CommandTree:
+        """One tree of the commands that ``parts`` declare (each module declares its own)."""
+        tree = cls()
+        for part in parts:
+            for command in part.commands:
+                tree.insert(command)
+        return tree
+
+    def insert(self, command: Command) -> None:
+        if any(c.path == command.path for c in self.commands):
+            raise ValueError(f"{' '.join(command.path)!r} is declared twice")
+        bisect.insort(self.commands, command, key=lambda c: c.path)
+
+    def command(
+        self, path: str, args: tuple[Arg, ...], summary: str, admin: bool = False
+    ) -> Callable[[H], H]:
+        """Declare the decorated module-level function as the handler of ``path``."""
+
+        def declare(handler: H) -> H:
+            check_handler(path, args, handler)
+            self.insert(Command(tuple(path.split()), args, summary, handler, admin))
+            return handler
+
+        return declare
 
     def add(
         self, path: str, args: tuple[Arg, ...], summary: str, admin: bool = False
-    ) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
-            self.commands.append(Command(tuple(path.split()), args, summary, handler, admin))
+    ) -> Callable[[LegacyHandler], LegacyHandler]:
+        """Transitional, for the modules not moved to ``command`` yet."""
+
+        def register(handler: LegacyHandler) -> LegacyHandler:
+            async def call(ctx: Context, **a: str) -> Reply:
+                return await handler(ctx, a)
+
+            self.insert(Command(tuple(path.split()), args, summary, call, admin))
             return handler
 
         return register

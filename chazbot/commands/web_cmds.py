@@ -28,6 +28,8 @@ LINKS_PER_WINDOW = 5
 SECRET_BYTES = 32
 LOGIN_PATH = "/ui/login"
 
+COMMANDS = CommandTree()
+
 
 def digest(secret: str) -> str:
     """How a link or session secret is stored and looked up: its sha256, hex."""
@@ -88,25 +90,24 @@ def in_dm(ctx: Context) -> bool:
     return origin is not None and origin.audience == (ctx.sender,)
 
 
-def register(tree: CommandTree) -> None:
-    @tree.add("web", (), "a one-time link to your memory page (the bot sends it in a DM)")
-    async def web(ctx: Context, a: dict[str, str]) -> Reply:
-        cfg = ctx.peer.config
-        base_url(cfg)  # off, or no address: say so before anything else
-        operator = ctx.hearing.audience is None and ctx.hearing.origin is None
-        if operator:  # the terminal, ``chazbot cmd`` and ``chazbot web-link``
-            link = await issue_link(ctx.peer.ledger, cfg, OPERATOR, True)
-            return Reply(True, f"Your sign-in link (admin; one use, 10 minutes): {link}")
-        if not in_dm(ctx):
-            raise PermissionDenied(
-                f"a sign-in link is sent only in a DM: message me {ctx.prefix}web in a direct"
-                " chat with me"
-            )
-        link = await issue_link(ctx.peer.ledger, cfg, ctx.sender, ctx.is_admin)
-        return Reply(
-            True,
-            f"Your memory page (one use, valid 10 minutes; do not share it): {link}",
+@COMMANDS.command("web", (), "a one-time link to your memory page (the bot sends it in a DM)")
+async def web(ctx: Context) -> Reply:
+    cfg = ctx.peer.config
+    base_url(cfg)  # off, or no address: say so before anything else
+    operator = ctx.hearing.audience is None and ctx.hearing.origin is None
+    if operator:  # the terminal, ``chazbot cmd`` and ``chazbot web-link``
+        link = await issue_link(ctx.peer.ledger, cfg, OPERATOR, True)
+        return Reply(True, f"Your sign-in link (admin; one use, 10 minutes): {link}")
+    if not in_dm(ctx):
+        raise PermissionDenied(
+            f"a sign-in link is sent only in a DM: message me {ctx.prefix}web in a direct"
+            " chat with me"
         )
+    link = await issue_link(ctx.peer.ledger, cfg, ctx.sender, ctx.is_admin)
+    return Reply(
+        True,
+        f"Your memory page (one use, valid 10 minutes; do not share it): {link}",
+    )
 
 
-__all__ = ["LINK_TTL_S", "base_url", "digest", "in_dm", "issue_link", "register"]
+__all__ = ["COMMANDS", "LINK_TTL_S", "base_url", "digest", "in_dm", "issue_link", "web"]
