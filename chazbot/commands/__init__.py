@@ -7,9 +7,8 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
-TREE = CommandTree.of(web_cmds.COMMANDS)
+TREE = CommandTree.of(sharing_cmds.COMMANDS, web_cmds.COMMANDS)
 memory_cmds.register(TREE)
-sharing_cmds.register(TREE)
 peer_cmds.register(TREE)
 agent_cmds.register(TREE)
 
