@@ -1,11 +1,12 @@
 """The ledger of one peer: every signed database in one SQLite file, behind an async API.
 
 The file is opened in WAL mode with ``synchronous=FULL`` (a commit is on disk when it
-returns) and owner-only permissions. All work on the connection runs on one worker thread of
-the ledger's own (``_Worker``: a thread and a queue), one function at a time, so each write is
-one atomic step (see ``core``). Writes found queued one after another (several turns writing
-at once) share one transaction and one commit, one fsync (``LedgerCore.write_group``), each in
-its own savepoint: one that fails is undone alone and raised to its own caller.
+returns) and owner-only permissions. All work on the connection runs on the ledger's own
+thread (``worker.Worker``: a thread and a queue; its docstring says why not an executor), one
+function at a time, so each write is one atomic step (see ``core``). Writes found queued one
+after another (several turns writing at once) share one transaction and one commit, one fsync
+(``LedgerCore.write_group``), each in its own savepoint: one that fails is undone alone and
+raised to its own caller.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import copy
 import json
 import logging
 import os
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,12 +37,11 @@ from chazbot.ledger.local import (
     SyncCursors,
 )
 from chazbot.ledger.schema import migrate
+from chazbot.ledger.worker import Worker
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 Listener = Callable[[Applied], None]
-MAX_GROUP = 64
-"""Writes queued together that share one commit at most (group commit)."""
 
 
 def _open_file(path: Path) -> sqlite3.Connection:
@@ -63,132 +61,10 @@ def _open_file(path: Path) -> sqlite3.Connection:
     return conn
 
 
-_Then = Callable[[Any], None] | None
-_Job = tuple[
-    Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop, "asyncio.Future[Any]", _Then
-]
-
-
-class _Worker:
-    """One thread that runs functions from a queue, one at a time, in arrival order.
-
-    ``run`` hands a function over and awaits its result in the caller's event loop. A result
-    whose loop has closed meanwhile is dropped (nobody awaits it), so the thread never touches
-    a closed loop. ``then(result)`` runs in that loop when the function succeeded, before the
-    caller resumes and whether or not the caller still waits (it may have been cancelled
-    once the step was queued): a commit's notice must not depend on who awaits it.
-    ``stop`` lets queued work finish, then ends the thread and waits for it.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        group: tuple[Callable[..., Any], Callable[..., list[Any]]] | None = None,
-    ) -> None:
-        """``group``: ``(fn, fn_group)``: jobs of ``fn(target, *rest)`` found queued one after
-        another run as one ``fn_group(target, [rest, ...])``, which returns each one's result
-        or exception (the ledger's writes: one commit for several turns' entries)."""
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._stopped = False
-        self._group = group
-        # A daemon thread: a ledger that was never closed does not keep the process alive.
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        held: _Job | None = None
-        while True:
-            job = held if held is not None else self._jobs.get()
-            held = None
-            if job is None:
-                return
-            jobs = [job]
-            if self._group is not None and job[0] is self._group[0]:
-                while len(jobs) < MAX_GROUP:  # what else is queued behind it, in order
-                    try:
-                        more = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is None:  # stop: after this group (nothing comes after it)
-                        self._jobs.put(None)
-                        break
-                    if more[0] is not self._group[0]:
-                        held = more  # runs next, in its turn
-                        break
-                    jobs.append(more)
-            if len(jobs) == 1:
-                fn, args, loop, future, then = job
-                try:
-                    outcome: tuple[bool, Any] = (True, fn(*args))
-                except BaseException as exc:  # handed to the awaiting caller, raised there
-                    outcome = (False, exc)
-                _hand_over(loop, future, outcome, then)
-            else:
-                self._serve_group(jobs)
-            del job, jobs
-
-    def _serve_group(self, jobs: list[_Job]) -> None:
-        assert self._group is not None
-        target = jobs[0][1][0]
-        try:
-            results = self._group[1](target, [job[1][1:] for job in jobs])
-            outcomes = [(not isinstance(r, Exception), r) for r in results]
-        except BaseException as exc:  # the commit failed: every write in it did
-            outcomes = [(False, exc)] * len(jobs)
-        for (_, _, loop, future, then), outcome in zip(jobs, outcomes, strict=True):
-            _hand_over(loop, future, outcome, then)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    async def run(self, fn: Callable[..., T], *args: Any, then: _Then = None) -> T:
-        if self._stopped:
-            raise BackendError("the state file is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((fn, args, loop, future, then))
-        return await future
-
-    async def stop(self) -> None:
-        """Finish the queued work, end the thread and wait for it (idempotent)."""
-        if not self._stopped:
-            self._stopped = True
-            self._jobs.put(None)
-        if self._thread.is_alive():
-            await asyncio.to_thread(self._thread.join)
-
-
-def _hand_over(
-    loop: asyncio.AbstractEventLoop,
-    future: asyncio.Future[Any],
-    outcome: tuple[bool, Any],
-    then: _Then,
-) -> None:
-    # A closed loop (RuntimeError) means nobody waits for this result any more.
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(_settle, future, *outcome, then)
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any, then: _Then) -> None:
-    if ok and then is not None:
-        try:
-            then(value)
-        except BaseException as exc:  # the step did commit; the caller hears of the failure
-            log.exception("ledger notice failed")
-            ok, value = False, exc
-    if future.done():  # the caller was cancelled; the step itself ran to its end
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
-
-
 class Ledger:
     """Signed, append-only databases in one SQLite file."""
 
-    def __init__(self, path: Path, worker: _Worker, core: LedgerCore) -> None:
+    def __init__(self, path: Path, worker: Worker, core: LedgerCore) -> None:
         self.path = path
         self._worker = worker
         self._core = core
@@ -209,7 +85,7 @@ class Ledger:
     @classmethod
     async def open(cls, path: str | Path) -> Ledger:
         file = Path(path)
-        worker = _Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
+        worker = Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
         try:
             core = await worker.run(_open_core, file)
         except BaseException as exc:
