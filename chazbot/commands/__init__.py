@@ -7,10 +7,26 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
-TREE = CommandTree.of(sharing_cmds.COMMANDS, web_cmds.COMMANDS)
+TREE = CommandTree.of(peer_cmds.COMMANDS, sharing_cmds.COMMANDS, web_cmds.COMMANDS)
 memory_cmds.register(TREE)
-peer_cmds.register(TREE)
 agent_cmds.register(TREE)
+
+
+@TREE.command(
+    "help",
+    (Arg("topic", optional=True, rest=True),),
+    "list commands, or the ones under a topic",
+)
+async def help_(ctx: Context, topic: str | None = None) -> Reply:
+    """Help lists the tree itself, so it is declared here, beside the tree."""
+    text = TREE.help(topic or "", ctx.prefix)
+    if topic is None:
+        text += (
+            f"\nIn a group room, start a message with {ctx.prefix.strip()} or mention the "
+            'bot; in a DM (a room of just you and the bot) just talk. Ask it "what can you '
+            'do?" for a short intro.'
+        )
+    return Reply(True, text)
 
 
 async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:

@@ -1,5 +1,6 @@
-"""Peer-level commands: help, agents, agent, pubkey, clear, and the /sharing group (the
-admins' ``/agent new|set|reset|show|reload`` are in ``agent_cmds``)."""
+"""Peer-level commands: agents, agent, pubkey, clear, and the /sharing group (the admins'
+``/agent new|set|reset|show|reload`` are in ``agent_cmds``; ``/help``, which lists the whole
+tree, is declared beside it in ``chazbot/commands/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -8,101 +9,91 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import InputError, PermissionDenied
 
+COMMANDS = CommandTree()
+command = COMMANDS.command
 
-def register(tree: CommandTree) -> None:
-    add = tree.add
 
-    @add(
-        "help",
-        (Arg("topic", optional=True, rest=True),),
-        "list commands, or the ones under a topic",
-    )
-    async def help_(ctx: Context, a: dict[str, str]) -> Reply:
-        text = tree.help(a.get("topic", ""), ctx.prefix)
-        if "topic" not in a:
-            text += (
-                f"\nIn a group room, start a message with {ctx.prefix.strip()} or mention the "
-                'bot; in a DM (a room of just you and the bot) just talk. Ask it "what can you '
-                'do?" for a short intro.'
-            )
-        return Reply(True, text)
+@command(
+    "agents",
+    (),
+    "list the agents that may answer in this session: model, capture, where defined",
+)
+async def agents(ctx: Context) -> Reply:
+    lines = [
+        f"- {ag.name}"
+        + (" (this session)" if ag.name == ctx.agent.name else "")
+        + f": model {model_of(ctx, ag)}, capture {await ctx.peer.capture_mode(ag)}, "
+        f"defined in {origin_of(ag)}"
+        for ag in ctx.peer.allowed_agents(ctx.session.name)
+    ]
+    return Reply(True, "Agents:\n" + "\n".join(lines))
 
-    @add(
-        "agents",
-        (),
-        "list the agents that may answer in this session: model, capture, where defined",
-    )
-    async def agents(ctx: Context, a: dict[str, str]) -> Reply:
-        lines = [
-            f"- {ag.name}"
-            + (" (this session)" if ag.name == ctx.agent.name else "")
-            + f": model {model_of(ctx, ag)}, capture {await ctx.peer.capture_mode(ag)}, "
-            f"defined in {origin_of(ag)}"
-            for ag in ctx.peer.allowed_agents(ctx.session.name)
+
+@command(
+    "agent",
+    (Arg("name", optional=True),),
+    "show this session's agent, or choose another one (admins)",
+)
+async def agent(ctx: Context, name: str | None = None) -> Reply:
+    if name is None:
+        banks = [
+            f"{b.name} ({b.permission})"
+            for b in await ctx.agent.memory.banks()
+            if b.permission != "none"
         ]
-        return Reply(True, "Agents:\n" + "\n".join(lines))
+        return Reply(
+            True,
+            f"{ctx.agent.name} answers in this session; its memory: {', '.join(banks)}.",
+        )
+    chosen = ctx.peer.agent(name)
+    ctx.peer.check_agent_allowed(ctx.session.name, chosen)
+    if chosen is not ctx.agent and not ctx.is_admin:
+        raise PermissionDenied(
+            f"only admins may choose another agent for this session ({ctx.agent.name} answers here)"
+        )
+    await ctx.session.set_agent(chosen.name)
+    return Reply(True, f"{chosen.name} answers in this session now.")
 
-    @add(
-        "agent",
-        (Arg("name", optional=True),),
-        "show this session's agent, or choose another one (admins)",
-    )
-    async def agent(ctx: Context, a: dict[str, str]) -> Reply:
-        if "name" not in a:
-            banks = [
-                f"{b.name} ({b.permission})"
-                for b in await ctx.agent.memory.banks()
-                if b.permission != "none"
-            ]
-            return Reply(
-                True,
-                f"{ctx.agent.name} answers in this session; its memory: {', '.join(banks)}.",
-            )
-        chosen = ctx.peer.agent(a["name"])
-        ctx.peer.check_agent_allowed(ctx.session.name, chosen)
-        if chosen is not ctx.agent and not ctx.is_admin:
-            raise PermissionDenied(
-                f"only admins may choose another agent for this session ({ctx.agent.name} "
-                "answers here)"
-            )
-        await ctx.session.set_agent(chosen.name)
-        return Reply(True, f"{chosen.name} answers in this session now.")
 
-    @add("pubkey", (), "show this peer's public key (and the current agent's)")
-    async def pubkey(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, f"peer: {ctx.peer.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
+@command("pubkey", (), "show this peer's public key (and the current agent's)")
+async def pubkey(ctx: Context) -> Reply:
+    return Reply(True, f"peer: {ctx.peer.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
 
-    @add("clear", (), "start a fresh context in this session (history is kept)")
-    async def clear(ctx: Context, a: dict[str, str]) -> Reply:
-        await ctx.session.clear()
-        return Reply(True, "Context cleared.")
 
-    @add("sharing requests", (), "list pending import requests from other peers", admin=True)
-    async def requests(ctx: Context, a: dict[str, str]) -> Reply:
-        pending = await ctx.peer.pending_requests()
-        if not pending.total:
-            return Reply(True, "No pending requests.")
-        per_db = ", ".join(f"{label}: {n}" for label, n in pending.per_db)
-        lines = [
-            f"- request {r.id}: {r.key[:24]}… wants {r.permission} on "
-            f"{pending.labels.get(r.db, r.db[:19])}"
-            for r in pending.newest
-        ]
-        head = f"{pending.total} pending request{'s' if pending.total != 1 else ''} ({per_db})"
-        if pending.total > len(pending.newest):
-            head += f"; the newest {len(pending.newest)}"
-        head += f" (decide with {ctx.prefix}sharing approve|reject <id>)"
-        return Reply(True, head + ":\n" + "\n".join(lines))
+@command("clear", (), "start a fresh context in this session (history is kept)")
+async def clear(ctx: Context) -> Reply:
+    await ctx.session.clear()
+    return Reply(True, "Context cleared.")
 
-    @add("sharing approve", (Arg("id"),), "approve an import request", admin=True)
-    async def approve(ctx: Context, a: dict[str, str]) -> Reply:
-        done = await ctx.peer.decide_request(_request_id(a["id"]), True)
-        return Reply(True, f"Approved request {done.id}: {done.permission} for {done.key[:24]}….")
 
-    @add("sharing reject", (Arg("id"),), "reject an import request", admin=True)
-    async def reject(ctx: Context, a: dict[str, str]) -> Reply:
-        done = await ctx.peer.decide_request(_request_id(a["id"]), False)
-        return Reply(True, f"Rejected request {done.id}.")
+@command("sharing requests", (), "list pending import requests from other peers", admin=True)
+async def requests(ctx: Context) -> Reply:
+    pending = await ctx.peer.pending_requests()
+    if not pending.total:
+        return Reply(True, "No pending requests.")
+    per_db = ", ".join(f"{label}: {n}" for label, n in pending.per_db)
+    lines = [
+        f"- request {r.id}: {r.key[:24]}… wants {r.permission} on "
+        f"{pending.labels.get(r.db, r.db[:19])}"
+        for r in pending.newest
+    ]
+    head = f"{pending.total} pending request{'s' if pending.total != 1 else ''} ({per_db})"
+    if pending.total > len(pending.newest):
+        head += f"; the newest {len(pending.newest)}"
+    head += f" (decide with {ctx.prefix}sharing approve|reject <id>)"
+    return Reply(True, head + ":\n" + "\n".join(lines))
+
+
+@command("sharing approve", (Arg("id"),), "approve an import request", admin=True)
+async def approve(ctx: Context, id: str) -> Reply:
+    done = await ctx.peer.decide_request(_request_id(id), True)
+    return Reply(True, f"Approved request {done.id}: {done.permission} for {done.key[:24]}….")
+
+
+@command("sharing reject", (Arg("id"),), "reject an import request", admin=True)
+async def reject(ctx: Context, id: str) -> Reply:
+    done = await ctx.peer.decide_request(_request_id(id), False)
+    return Reply(True, f"Rejected request {done.id}.")
 
 
 def _request_id(text: str) -> int:
