@@ -7,9 +7,10 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
-TREE = CommandTree.of(peer_cmds.COMMANDS, sharing_cmds.COMMANDS, web_cmds.COMMANDS)
+TREE = CommandTree.of(
+    agent_cmds.COMMANDS, peer_cmds.COMMANDS, sharing_cmds.COMMANDS, web_cmds.COMMANDS
+)
 memory_cmds.register(TREE)
-agent_cmds.register(TREE)
 
 
 @TREE.command(

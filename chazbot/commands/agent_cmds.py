@@ -48,101 +48,106 @@ def model_of(ctx: Context, agent: AgentHandle) -> str:
     return f"{llm.model} (the backend's default)" if llm is not None else "the embedded default"
 
 
-def register(tree: CommandTree) -> None:
-    add = tree.add
-    keys = "|".join(SETTINGS)
+COMMANDS = CommandTree()
+command = COMMANDS.command
+KEYS = "|".join(SETTINGS)
 
-    @add(
-        "agent new",
-        (Arg("name"), Arg("settings", optional=True, rest=True, raw=True, shown="key=value")),
-        f"make an agent, stored in its own DB ({keys})",
-        admin=True,
-    )
-    async def new(ctx: Context, a: dict[str, str]) -> Reply:
-        name = check_new_name(a["name"])
-        try:
-            words = shlex.split(a.get("settings", ""))
-        except ValueError as exc:
-            raise UsageError(
-                f"cannot parse the settings: {exc}; quote a value with spaces: "
-                'system_prompt="You are …"'
-            ) from None
-        settings = parse_settings(words)
-        note = ""
-        if "model" in settings:
-            note = await check_model(ctx.peer.llm, settings["model"])
-        agent = await ctx.peer.new_agent(name, settings, ctx.sender)
-        return Reply(
-            True,
-            f"Made agent {agent.name}, model {model_of(ctx, agent)}{note}; its definition is "
-            f"in its own DB. Use it here: {ctx.prefix}agent {agent.name}",
-        )
 
-    @add(
-        "agent set",
-        (Arg("agent"), Arg("key", choices=tuple(SETTINGS)), Arg("value", rest=True, raw=True)),
-        f"change one setting of an agent, stored in its DB (system_prompt ≤ "
-        f"{MAX_PROMPT_CHARS:,} characters)",
-        admin=True,
+@command(
+    "agent new",
+    (Arg("name"), Arg("settings", optional=True, rest=True, raw=True, shown="key=value")),
+    f"make an agent, stored in its own DB ({KEYS})",
+    admin=True,
+)
+async def new(ctx: Context, name: str, settings: str = "") -> Reply:
+    checked = check_new_name(name)
+    try:
+        words = shlex.split(settings)
+    except ValueError as exc:
+        raise UsageError(
+            f"cannot parse the settings: {exc}; quote a value with spaces: "
+            'system_prompt="You are …"'
+        ) from None
+    parsed = parse_settings(words)
+    note = ""
+    if "model" in parsed:
+        note = await check_model(ctx.peer.llm, parsed["model"])
+    made = await ctx.peer.new_agent(checked, parsed, ctx.sender)
+    return Reply(
+        True,
+        f"Made agent {made.name}, model {model_of(ctx, made)}{note}; its definition is "
+        f"in its own DB. Use it here: {ctx.prefix}agent {made.name}",
     )
-    async def set_(ctx: Context, a: dict[str, str]) -> Reply:
-        agent = ctx.peer.agent(a["agent"])
-        key = check_key(a["key"])
-        value = parse_value(key, a["value"])
-        note = await check_model(ctx.peer.llm, value) if key == "model" else ""
-        agent, granted = await ctx.peer.set_agent_setting(agent.name, key, value)
-        banks = f"; granted write on {', '.join(granted)}" if granted else ""
-        return Reply(True, f"{agent.name}.{key} is set{note}{banks}.")
 
-    @add(
-        "agent reset",
-        (Arg("agent"), Arg("key", choices=tuple(SETTINGS))),
-        "drop a setting stored from chat: config.yaml's (or the default) applies again",
-        admin=True,
-    )
-    async def reset(ctx: Context, a: dict[str, str]) -> Reply:
-        agent = ctx.peer.agent(a["agent"])
-        key = check_key(a["key"])
-        agent, _ = await ctx.peer.set_agent_setting(agent.name, key, None)
-        definition = definition_of(agent)
-        source = definition.sources.get(key, "default") if definition is not None else "default"
-        return Reply(True, f"{agent.name}.{key} now comes from {source}.")
 
-    @add(
-        "agent show",
-        (Arg("agent", optional=True),),
-        "an agent's settings and where each comes from (chat wins over config.yaml)",
-        admin=True,
-    )
-    async def show(ctx: Context, a: dict[str, str]) -> Reply:
-        agent = ctx.peer.agent(a["agent"]) if "agent" in a else ctx.agent
-        definition = definition_of(agent)
-        cfg = agent.config
-        head = f"{agent.name}: defined in {origin_of(agent)}; DB {agent.db}"
-        lines = [head, "Where chat and config.yaml both set a key, chat wins."]
-        for key in SETTINGS:
-            value = getattr(cfg, key)
-            if key == "model":
-                text = model_of(ctx, agent)
-            elif key == "capture":
-                text = f"{value} (now: {await ctx.peer.capture_mode(agent)})"
-            elif isinstance(value, list):
-                text = ", ".join(value) or "none"
-            else:
-                text = str(value)
-            source: str = definition.sources.get(key, "default") if definition else "config.yaml"
-            if definition is not None and key in definition.overridden:
-                source += ", over config.yaml"
-            lines.append(f"- {key} [{source}]: {text}")
-        if definition is not None and definition.ignored:
-            lines.append("Stored but invalid, ignored: " + ", ".join(definition.ignored))
-        return Reply(True, "\n".join(lines))
+@command(
+    "agent set",
+    (Arg("agent"), Arg("key", choices=tuple(SETTINGS)), Arg("value", rest=True, raw=True)),
+    f"change one setting of an agent, stored in its DB (system_prompt ≤ "
+    f"{MAX_PROMPT_CHARS:,} characters)",
+    admin=True,
+)
+async def set_(ctx: Context, agent: str, key: str, value: str) -> Reply:
+    handle = ctx.peer.agent(agent)
+    checked = check_key(key)
+    parsed = parse_value(checked, value)
+    note = await check_model(ctx.peer.llm, parsed) if checked == "model" else ""
+    handle, granted = await ctx.peer.set_agent_setting(handle.name, checked, parsed)
+    banks = f"; granted write on {', '.join(granted)}" if granted else ""
+    return Reply(True, f"{handle.name}.{checked} is set{note}{banks}.")
 
-    @add(
-        "agent reload",
-        (),
-        "re-read the config file: add and update agents, apply default banks",
-        admin=True,
-    )
-    async def reload(ctx: Context, a: dict[str, str]) -> Reply:
-        return Reply(True, await ctx.peer.reload_config())
+
+@command(
+    "agent reset",
+    (Arg("agent"), Arg("key", choices=tuple(SETTINGS))),
+    "drop a setting stored from chat: config.yaml's (or the default) applies again",
+    admin=True,
+)
+async def reset(ctx: Context, agent: str, key: str) -> Reply:
+    handle = ctx.peer.agent(agent)
+    checked = check_key(key)
+    handle, _ = await ctx.peer.set_agent_setting(handle.name, checked, None)
+    definition = definition_of(handle)
+    source = definition.sources.get(checked, "default") if definition is not None else "default"
+    return Reply(True, f"{handle.name}.{checked} now comes from {source}.")
+
+
+@command(
+    "agent show",
+    (Arg("agent", optional=True),),
+    "an agent's settings and where each comes from (chat wins over config.yaml)",
+    admin=True,
+)
+async def show(ctx: Context, agent: str | None = None) -> Reply:
+    handle = ctx.peer.agent(agent) if agent is not None else ctx.agent
+    definition = definition_of(handle)
+    cfg = handle.config
+    head = f"{handle.name}: defined in {origin_of(handle)}; DB {handle.db}"
+    lines = [head, "Where chat and config.yaml both set a key, chat wins."]
+    for key in SETTINGS:
+        value = getattr(cfg, key)
+        if key == "model":
+            text = model_of(ctx, handle)
+        elif key == "capture":
+            text = f"{value} (now: {await ctx.peer.capture_mode(handle)})"
+        elif isinstance(value, list):
+            text = ", ".join(value) or "none"
+        else:
+            text = str(value)
+        source: str = definition.sources.get(key, "default") if definition else "config.yaml"
+        if definition is not None and key in definition.overridden:
+            source += ", over config.yaml"
+        lines.append(f"- {key} [{source}]: {text}")
+    if definition is not None and definition.ignored:
+        lines.append("Stored but invalid, ignored: " + ", ".join(definition.ignored))
+    return Reply(True, "\n".join(lines))
+
+
+@command(
+    "agent reload",
+    (),
+    "re-read the config file: add and update agents, apply default banks",
+    admin=True,
+)
+async def reload(ctx: Context) -> Reply:
+    return Reply(True, await ctx.peer.reload_config())
