@@ -36,9 +36,10 @@ each is kept only where the folds choose it:
   ``statement`` (also the vector's query drops the leading question words, "When did Caroline
   go …?" -> "Caroline go …"), ``statement-vector`` (only the vector's query is shaped; BM25
   sees the question as SPEC §3 says).
-- ``dates`` (time-aware ranking), when the question names a month (and maybe a year): ``on``
-  moves rows of a session in that month ahead of the others among the fused top 30; ``rrf``
-  adds those rows, in fused order, as a third RRF list (k 60), a gentler push; ``off``.
+- ``dates``: the product's time-aware ranking (``chazbot.memory.when``; ``on``, today's) or
+  not (``off``): when the question names a month (and maybe a year), the rows about that month
+  go ahead of the others among the fused top 30. A third RRF list of those rows (``rrf``, a
+  gentler push) was measured before it was built and never chosen over ``on``.
 - ``vec`` (capture only): ``message`` / ``row`` as above.
 
 The auto-recall focus/conversation fusion (``chazbot/agent/recall.py``) does not apply here:
@@ -60,7 +61,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,6 @@ from chazbot.memory.view import MemoryView  # noqa: E402
 
 DEV = range(0, 5)  # the only conversations this bench reads: 5-9 are held out
 LIMIT = 10
-DATE_WINDOW = 30  # fused rows that time-aware ranking may reorder
 TARGETS = {"capture": 0.72, "rows": 0.66}  # issue 29: CV recall@10
 
 
@@ -101,7 +100,6 @@ class Doc:
     value: str
     tags: tuple[str, ...]
     dia: str  # the LoCoMo turn it came from
-    day: str  # its session's date, ISO (time-aware ranking reads it)
     vec_text: dict[str, str]  # what is embedded, by ``vec`` variant
 
 
@@ -109,15 +107,6 @@ class Doc:
 class Bank:
     conv: Conversation
     docs: list[Doc]
-
-
-def turn_day(text: str) -> str:
-    for fmt in ("%d %B, %Y", "%d %B %Y", "%B %d, %Y"):
-        try:
-            return time.strftime("%Y-%m-%d", time.strptime(text.strip(), fmt))
-        except ValueError:
-            continue
-    return ""
 
 
 def rows_bank(conv: Conversation) -> Bank:
@@ -128,7 +117,7 @@ def rows_bank(conv: Conversation) -> Bank:
             conv.turns, i, "speaker-date-dia", "speaker-caption", "none", "none"
         )
         text = f"{key} {value}"  # chazbot.memory.engine.embed_text
-        docs.append(Doc(key, value, tuple(tags), turn.dia_id, turn_day(turn.date), {"row": text}))
+        docs.append(Doc(key, value, tuple(tags), turn.dia_id, {"row": text}))
     return Bank(conv, docs)
 
 
@@ -159,12 +148,11 @@ async def capture_bank(conv: Conversation, cache: Path | None) -> Bank:
             file.parent.mkdir(parents=True, exist_ok=True)
             kept = {"capture_py": capture_fingerprint(), "rows": raw}
             file.write_text(json.dumps(kept), encoding="utf-8")
-    days = {t.dia_id: turn_day(t.date) for t in conv.turns}
     docs = []
     for r in raw:
         message = r["value"].split(" [replying to ", 1)[0]
         texts = {"row": f"{r['key']} {r['value']}", "message": f"{r['key']} {message}"}
-        docs.append(Doc(r["key"], r["value"], tuple(r["tags"]), r["dia"], days[r["dia"]], texts))
+        docs.append(Doc(r["key"], r["value"], tuple(r["tags"]), r["dia"], texts))
     return Bank(conv, docs)
 
 
@@ -214,7 +202,7 @@ class Knobs:
     dense_weight: float = view_module.DENSE_WEIGHT
     floor: float | None = None  # filled with the model's default
     query: str = "raw"
-    dates: str = "off"
+    dates: str = "on" if view_module.TIME_AWARE else "off"
     vec: str = "row"  # capture embeds the whole row (docs/memory.md, "Capture under load")
 
     def label(self) -> str:
@@ -233,7 +221,7 @@ KNOB_AXES: dict[str, tuple[Any, ...]] = {
 }
 CANDIDATE_AXES: dict[str, tuple[str, ...]] = {
     "query": ("raw", "content", "statement", "statement-vector"),
-    "dates": ("off", "on", "rrf"),
+    "dates": ("off", "on"),
     "vec": ("row", "message"),
 }
 
@@ -262,10 +250,12 @@ def knobs_set(knobs: Knobs) -> Iterator[None]:
         view_module.MIN_CANDIDATES,
         view_module.CANDIDATES_PER_RESULT,
         view_module.DENSE_WEIGHT,
+        view_module.TIME_AWARE,
     )
     view_module.MIN_CANDIDATES = knobs.min_candidates
     view_module.CANDIDATES_PER_RESULT = knobs.per_result
     view_module.DENSE_WEIGHT = knobs.dense_weight
+    view_module.TIME_AWARE = knobs.dates == "on"
     try:
         yield
     finally:
@@ -273,22 +263,17 @@ def knobs_set(knobs: Knobs) -> Iterator[None]:
             view_module.MIN_CANDIDATES,
             view_module.CANDIDATES_PER_RESULT,
             view_module.DENSE_WEIGHT,
+            view_module.TIME_AWARE,
         ) = saved
 
 
-# -- query shaping and time-aware ranking -----------------------------------------------------
+# -- query shaping -----------------------------------------------------------------------------
 
 _QUESTION_START = re.compile(
     r"^\s*(?:(?:what|which|who|whom|whose|when|where|why|how)"
     r"(?:\s+(?:kind|type|sort|many|much|long|often|old|of))*"
     r"(?:\s+(?:did|does|do|is|are|was|were|has|have|had|can|could|would|will|might))?\s+)",
     re.IGNORECASE,
-)
-MONTHS = tuple(
-    "january february march april may june july august september october november december".split()  # noqa: SIM905
-)
-_MONTH_YEAR = re.compile(
-    r"\b(" + "|".join(MONTHS) + r")\b(?:\s+\d{1,2})?(?:,?\s+((?:19|20)\d\d))?", re.IGNORECASE
 )
 
 
@@ -302,21 +287,6 @@ def vector_query(question: str, shape: str) -> str:
     if not shape.startswith("statement"):
         return question
     return _QUESTION_START.sub("", question).rstrip(" ?") or question
-
-
-def named_months(question: str) -> set[tuple[int, int | None]]:
-    """(month, year or None) for every month the question names."""
-    return {
-        (MONTHS.index(m.group(1).lower()) + 1, int(m.group(2)) if m.group(2) else None)
-        for m in _MONTH_YEAR.finditer(question)
-    }
-
-
-def in_months(day: str, months: set[tuple[int, int | None]]) -> bool:
-    if not day:
-        return False
-    when = date.fromisoformat(day)
-    return any(when.month == m and (y is None or when.year == y) for m, y in months)
 
 
 # -- ranking and scoring ----------------------------------------------------------------------
@@ -362,23 +332,9 @@ def rank(prep: Prepared, qi: int, knobs: Knobs | None) -> list[str]:
         return [docs[r.row.doc].dia for r in prep.bm25_view.search(question, (), LIMIT)]
     view = prep.views[knobs.vec]
     qvec = prep.qvecs["statement" if knobs.query.startswith("statement") else "raw"][qi]
-    months = named_months(question) if knobs.dates != "off" else set()
-    depth = DATE_WINDOW if months else LIMIT
     with knobs_set(knobs):
-        found = view.search(bm25_query(question, knobs.query), (), depth, qvec, None, knobs.floor)
-    ids = [r.row.doc for r in found]
-    if months and knobs.dates == "rrf":
-        # a third RRF list: the fused candidates of the named month(s), in fused order
-        fused = {r.row.doc: r.score for r in found}
-        dated = [d for d in ids if in_months(docs[d].day, months)]
-        for rank, d in enumerate(dated, 1):
-            fused[d] += 1 / (view_module.RRF_K + rank)
-        ids = sorted(ids, key=lambda d: -fused[d])  # stable: ties keep the fused order
-    elif months:
-        ids = [d for d in ids if in_months(docs[d].day, months)] + [
-            d for d in ids if not in_months(docs[d].day, months)
-        ]
-    return [docs[d].dia for d in ids[:LIMIT]]
+        found = view.search(bm25_query(question, knobs.query), (), LIMIT, qvec, None, knobs.floor)
+    return [docs[r.row.doc].dia for r in found]
 
 
 def score(prep: Prepared, knobs: Knobs | None) -> Scores:

@@ -20,6 +20,7 @@ from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
 from chazbot.memory.vectors import VectorIndex
+from chazbot.memory.when import in_months, named_months
 
 Allowed = set[int] | NDArray[np.int64] | None
 """Docs a search may return: a set, an array (the audience rule's), or None (all)."""
@@ -32,6 +33,10 @@ UNION_CACHE = 64  # audiences whose visible docs a view keeps (a busy peer has f
 CANDIDATES_PER_RESULT = 2
 # The cosine list's RRF weight (BM25's is 1). Measured at 0.7, 1.0, 1.3, 1.6: 1.0 was best.
 DENSE_WEIGHT = 1.0
+# Time-aware ranking (``chazbot.memory.when``): when the query names a month, the rows of
+# that month go first among the fused top ``DATE_WINDOW``, each part in fused order.
+TIME_AWARE = True
+DATE_WINDOW = 30
 
 
 @dataclass(frozen=True)
@@ -296,6 +301,10 @@ class MemoryView:
         that. The fusion runs over the full lists first and the rows under the floor are left
         out after it, so what passes keeps its score and its order (SPEC §3).
 
+        Time-aware: when the query names a month, the rows about that month (``when``) go
+        first among the fused top ``DATE_WINDOW``, each part keeping its fused order and
+        score; BM25 alone keeps its exact order (SPEC §3).
+
         Returns [] when the query has tokens or a vector but nothing matches.
         """
         allowed = self.allowed(tags, audience)
@@ -311,7 +320,9 @@ class MemoryView:
         if not dense:
             return self._bm25_only(tokens, limit, allowed) if tokens else []
         assert query_vector is not None and vectors is not None
-        depth = max(MIN_CANDIDATES, limit * CANDIDATES_PER_RESULT)
+        months = named_months(query) if TIME_AWARE else frozenset()
+        window = max(limit, DATE_WINDOW) if months else limit
+        depth = max(MIN_CANDIDATES, window * CANDIDATES_PER_RESULT)
         exact: dict[int, float] = {}
         lists: list[list[int]] = []
         weights: list[float] = []
@@ -330,14 +341,19 @@ class MemoryView:
             else {d for d, c in near if c < min_similarity and d not in exact}
         )
         fused = top_fused(
-            lists, limit + len(weak), tiebreak=self._tiebreak, k=RRF_K, weights=weights
+            lists, window + len(weak), tiebreak=self._tiebreak, k=RRF_K, weights=weights
         )
         visible = self.visible
-        return [
+        ranked = [
             Ranked(visible[doc], score, exact.get(doc), cosine.get(doc))
             for doc, score in fused
             if doc not in weak
-        ][:limit]
+        ][:window]
+        if months:
+            ranked = [r for r in ranked if in_months(r.row, months)] + [
+                r for r in ranked if not in_months(r.row, months)
+            ]
+        return ranked[:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""
