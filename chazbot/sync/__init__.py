@@ -1,6 +1,7 @@
 """Peer-to-peer sync of databases over HTTP, beside the ledger (which does no I/O).
 
-- ``protocol``: request signing, the replay cache, entry batches on the wire, limits.
+- ``protocol``: request signing, the replay cache, limits.
+- ``wire``: every request and answer body, declared once (pydantic models both sides use).
 - ``tickets``: ``eidetica:?db=…&pr=…`` tickets and addresses.
 - ``store``: what this peer shares, its remotes and cursors, access requests (peer-local).
 - ``server``: the aiohttp server other peers pull from and push to.

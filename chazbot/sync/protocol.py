@@ -14,7 +14,8 @@ name the server: a request captured on the wire could be replayed to another ser
 five minutes. Sync runs over plain HTTP, so entries are public to anyone on the path anyway;
 what signatures protect is who may read a database from a server and who is asking.
 
-Bodies are JSON objects; entries travel as base64 of their canonical bytes.
+Bodies are JSON objects, declared in ``chazbot.sync.wire``; entries travel as base64 of
+their canonical bytes.
 """
 
 from __future__ import annotations
@@ -266,27 +267,6 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return value
 
 
-def get_int(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = body.get(name, default)
-    if type(value) is not int or not low <= value <= high:
-        raise InputError(f"{name} must be an integer from {low} to {high}")
-    return value
-
-
-def get_seconds(body: Mapping[str, Any], name: str, default: float, high: float) -> float:
-    value = body.get(name, default)
-    if type(value) not in (int, float) or not 0 <= value <= high:
-        raise InputError(f"{name} must be a number of seconds from 0 to {high:g}")
-    return float(value)
-
-
-def get_str(body: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str:
-    value = body.get(name)
-    if value not in allowed:
-        raise InputError(f"{name} must be one of: {', '.join(allowed)}")
-    return str(value)
-
-
 def encode_entry(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -298,13 +278,6 @@ def decode_entry(text: Any) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise InputError("an entry is not valid base64") from None
-
-
-def get_entries(body: Mapping[str, Any], name: str = "entries") -> list[bytes]:
-    items = body.get(name)
-    if not isinstance(items, list) or len(items) > MAX_BATCH_ENTRIES:
-        raise InputError(f"{name} must be a list of at most {MAX_BATCH_ENTRIES} base64 entries")
-    return [decode_entry(item) for item in items]
 
 
 def entry_db(data: bytes) -> str | None:

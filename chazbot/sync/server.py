@@ -1,24 +1,26 @@
 """The sync server: serves shared databases to peers over HTTP (aiohttp).
 
 Every endpoint is ``POST /v1/dbs/{db}/<name>`` with a signed JSON body (``sync_protocol``)
-and answers JSON; an error is ``{"error": "<one line>"}`` with its status: 400 bad input,
-401 bad signature/time/nonce, 403 key not allowed, 404 not shared (or no such route),
-409 conflict, 413 body too large, 503 busy.
+and answers JSON; every body is declared once, in ``chazbot.sync.wire``, which the server
+validates requests and builds answers with. An error is ``{"error": "<one line>"}`` with
+its status: 400 bad input, 401 bad signature/time/nonce, 403 key not allowed, 404 not
+shared (or no such route), 409 conflict, 413 body too large, 503 busy.
 
-- ``heads`` (read): ``{db, tips, count, max_seq, log, permission}``.
-- ``entries`` (read), body ``{after, limit, wait}``: raw entries with ``seq > after`` in this
-  peer's seq order (topological: parents first), ``{entries: [[seq, base64]], next, more}``.
-  With ``wait`` seconds and nothing new, the answer is held until something is committed
-  to the database or the wait ends (a long poll: writes reach pulling peers at once).
-- ``have`` (read), body ``{ids}``: ``{missing}``, the ids this peer does not hold, so a
+- ``heads`` (read): ``HeadsAnswer``, the tips, count and highest seq, and the key's
+  permission.
+- ``entries`` (read), ``EntriesRequest``: raw entries with ``seq > after`` in this peer's
+  seq order (topological: parents first), ``EntriesAnswer``. With ``wait`` seconds and
+  nothing new, the answer is held until something is committed to the database or the wait
+  ends (a long poll: writes reach pulling peers at once).
+- ``have`` (read), ``HaveRequest``: ``HaveAnswer``, the ids this peer does not hold, so a
   pusher sends only those (after a restart it cannot tell what the remote already has).
-- ``push`` (read), body ``{entries: [base64]}``: each entry is validated by
-  ``Ledger.ingest`` on its own signature and its author's permission at its parents, so any
-  key that may read may relay entries (a read-only peer can carry writers' entries along);
-  what it cannot do is make an entry the ledger accepts without a writer's key. Answers
-  ``{accepted, duplicates, rejected: [{id, reason}], tips, max_seq, log}``.
-- ``access`` (shared only), body ``{permission}``: ``{status: granted|pending|rejected,
-  request}`` (see ``Sharing.request_access``).
+- ``push`` (read), ``PushRequest``: each entry is validated by ``Ledger.ingest`` on its own
+  signature and its author's permission at its parents, so any key that may read may relay
+  entries (a read-only peer can carry writers' entries along); what it cannot do is make an
+  entry the ledger accepts without a writer's key. ``PushAnswer``: counts, the first
+  refused entries with their reasons, and the heads after.
+- ``access`` (shared only), ``AccessRequest``: ``AccessAnswer``, granted, pending (with
+  the request id) or rejected (see ``Sharing.request_access``).
 
 A database is served only while it is shared here and only to keys holding read or better
 in its current AuthSettings.
@@ -49,7 +51,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -65,7 +67,6 @@ from chazbot.errors import (
 )
 from chazbot.ledger.auth import Level
 from chazbot.ledger.core import Applied
-from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
 from chazbot.sync.guard import (
@@ -79,9 +80,7 @@ from chazbot.sync.guard import (
 from chazbot.sync.protocol import (
     BODY_LIMITS,
     MAX_BATCH_BYTES,
-    MAX_BATCH_ENTRIES,
     MAX_BODY_BYTES,
-    MAX_WAIT_S,
     Busy,
     RateLimited,
     RateLimiter,
@@ -91,26 +90,31 @@ from chazbot.sync.protocol import (
     Unauthenticated,
     check_headers,
     check_signature,
-    encode_entry,
     entry_db,
-    get_entries,
-    get_int,
-    get_seconds,
-    get_str,
-    parse_body,
 )
-from chazbot.sync.store import (
-    PERMISSIONS,
-    Sharing,
-    address_group,
-    check_db_id,
-    log_id,
-)
+from chazbot.sync.store import Sharing, address_group, check_db_id, log_id
 from chazbot.sync.tickets import format_address, format_ticket
+from chazbot.sync.wire import (
+    MAX_REJECTS_SHOWN,
+    AccessAnswer,
+    AccessRequest,
+    EntriesAnswer,
+    EntriesRequest,
+    ErrorAnswer,
+    HaveAnswer,
+    HaveRequest,
+    HeadsAnswer,
+    HeadsRequest,
+    PushAnswer,
+    PushRequest,
+    WireModel,
+    parse,
+)
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Body = TypeVar("Body", bound=WireModel)
 _STATUS: list[tuple[type[Exception], int]] = [
     (Unauthenticated, 401),
     (RateLimited, 429),
@@ -122,7 +126,6 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (IntegrityError, 422),
     (BackendError, 502),
 ]
-MAX_REJECTS_SHOWN = 100
 NOTES_PER_WINDOW = 20
 SMALL_BODY = 128 * 1024
 NOTES_WINDOW_S = 60.0
@@ -188,9 +191,12 @@ class _Slots:
             self.used.pop(name, None)
 
 
+def _answer(body: WireModel, status: int = 200) -> web.Response:
+    return web.json_response(text=body.model_dump_json(), status=status)
+
+
 def _error(status: int, message: str) -> web.Response:
-    text = " ".join(message.split())[:500] or "error"
-    return web.json_response({"error": text}, status=status)
+    return _answer(ErrorAnswer(error=message), status)
 
 
 class SyncServer:
@@ -406,9 +412,10 @@ class SyncServer:
 
     @contextlib.asynccontextmanager
     async def _open(
-        self, request: web.Request, name: str, need: Level | None
-    ) -> AsyncIterator[tuple[str, str, dict[str, Any]]]:
-        """Admit ``request`` step by step (see the module doc); yield (key, db, body).
+        self, request: web.Request, name: str, model: type[Body], need: Level | None
+    ) -> AsyncIterator[tuple[str, str, Body]]:
+        """Admit ``request`` step by step (see the module doc); yield (key, db, its body
+        read into ``model``).
 
         While the caller handles it, the request holds one of its key's handling slots.
         """
@@ -437,7 +444,8 @@ class SyncServer:
             self._record_nonce(signed)
         elif self.replay.seen(key, signed.nonce, self.clock(), signed.ts_ms / 1000):
             raise Unauthenticated("request replayed (nonce already used)")
-        data = parse_body(body)
+        data = parse(model, body)
+        del body
         if not self._handling.take(key):
             raise Busy("too many requests from this key in progress; try again later")
         try:
@@ -497,25 +505,23 @@ class SyncServer:
         return heads
 
     async def _heads(self, request: web.Request) -> web.Response:
-        async with self._open(request, "heads", Level.READ) as (key, db, _):
+        async with self._open(request, "heads", HeadsRequest, Level.READ) as (key, db, _):
             heads = await self._read_heads(db)
             held = await self.ledger.permission(db, key)
-        return web.json_response(
-            {
-                "db": db,
-                "tips": heads.tips,
-                "count": heads.count,
-                "max_seq": heads.max_seq,
-                "log": self._log_id,
-                "permission": str(held),
-            }
+        return _answer(
+            HeadsAnswer(
+                db=db,
+                tips=heads.tips,
+                count=heads.count,
+                max_seq=heads.max_seq,
+                log=self._log_id,
+                permission=str(held),
+            )
         )
 
     async def _entries(self, request: web.Request) -> web.Response:
-        async with self._open(request, "entries", Level.READ) as (key, db, body):
-            after = get_int(body, "after", 0, 0, 2**62)
-            limit = get_int(body, "limit", MAX_BATCH_ENTRIES, 1, MAX_BATCH_ENTRIES)
-            wait = get_seconds(body, "wait", 0.0, MAX_WAIT_S)
+        async with self._open(request, "entries", EntriesRequest, Level.READ) as (key, db, ask):
+            after, limit, wait = ask.after, ask.limit, ask.wait
             fut: asyncio.Future[None] | None = None
             if wait > 0 and self._runner is not None and self._waiting() < self.max_waiters:
                 fut = asyncio.get_running_loop().create_future()
@@ -532,31 +538,24 @@ class SyncServer:
                 if fut is not None:
                     self._waiters.get(db, set()).discard(fut)
         self.counters.sent += len(rows)
-        return web.json_response(
-            {
-                "entries": [[seq, encode_entry(data)] for seq, _, data in rows],
-                "next": rows[-1][0] if rows else after,
-                "more": more,
-                "log": self._log_id,
-            }
+        return _answer(
+            EntriesAnswer(
+                entries=[(seq, data) for seq, _, data in rows],
+                next=rows[-1][0] if rows else after,
+                more=more,
+                log=self._log_id,
+            )
         )
 
     async def _have(self, request: web.Request) -> web.Response:
-        async with self._open(request, "have", Level.READ) as (_, db, body):
-            ids = body.get("ids")
-            if (
-                not isinstance(ids, list)
-                or len(ids) > MAX_BATCH_ENTRIES
-                or not all(is_content_id(i) for i in ids)
-            ):
-                raise InputError(f"ids must be a list of at most {MAX_BATCH_ENTRIES} entry ids")
-            known = await self.ledger.run(read_known, db, ids)
-        return web.json_response({"missing": [i for i in ids if i not in known]})
+        async with self._open(request, "have", HaveRequest, Level.READ) as (_, db, ask):
+            known = await self.ledger.run(read_known, db, ask.ids)
+        return _answer(HaveAnswer(missing=[i for i in ask.ids if i not in known]))
 
     async def _push(self, request: web.Request) -> web.Response:
-        async with self._open(request, "push", Level.READ) as (key, db, body):
-            entries = get_entries(body)
-            del body
+        async with self._open(request, "push", PushRequest, Level.READ) as (key, db, ask):
+            entries = ask.entries
+            del ask
             ours = [data for data in entries if entry_db(data) == db]
             result = await self.ledger.ingest(ours)
             heads = await self._read_heads(db)
@@ -567,21 +566,21 @@ class SyncServer:
         self.counters.refused += len(rejected)
         for eid, reason in rejected[:5]:
             log.warning("sync push from %s… refused entry %s: %s", key[:24], eid[:19], reason)
-        return web.json_response(
-            {
-                "accepted": len(result.accepted),
-                "duplicates": result.duplicates,
-                "rejected": [{"id": i, "reason": r} for i, r in rejected[:MAX_REJECTS_SHOWN]],
-                "refused": len(rejected),
-                "tips": heads.tips,
-                "max_seq": heads.max_seq,
-                "log": self._log_id,
-            }
+        return _answer(
+            PushAnswer(
+                accepted=len(result.accepted),
+                duplicates=result.duplicates,
+                rejected=rejected[:MAX_REJECTS_SHOWN],
+                refused=len(rejected),
+                tips=heads.tips,
+                max_seq=heads.max_seq,
+                log=self._log_id,
+            )
         )
 
     async def _access(self, request: web.Request) -> web.Response:
-        async with self._open(request, "access", None) as (key, db, body):
-            permission = get_str(body, "permission", PERMISSIONS)
+        async with self._open(request, "access", AccessRequest, None) as (key, db, ask):
+            permission = ask.permission
             decision = await self.sharing.request_access(db, key, permission, request.remote)
         if decision.status == "pending":
             log.info(
@@ -591,4 +590,4 @@ class SyncServer:
                 permission,
                 db,
             )
-        return web.json_response({"status": decision.status, "request": decision.request})
+        return _answer(AccessAnswer(status=decision.status, request=decision.request))
