@@ -94,6 +94,5 @@ def test_the_tree_is_in_path_order_and_every_handler_fits() -> None:
     assert paths == sorted(paths) and len(set(paths)) == len(paths)
     assert ("help",) in paths and ("memory", "search") in paths and ("web",) in paths
     for command in TREE.commands:
-        if "<locals>" in command.handler.__qualname__:
-            continue  # a module not moved to CommandTree.command yet
+        assert "<locals>" not in command.handler.__qualname__  # module-level, not closures
         check_handler(" ".join(command.path), command.args, command.handler)

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from chazbot.commands import agent_cmds, memory_cmds, peer_cmds, sharing_cmds, web_cmds
+from chazbot.commands import (
+    agent_cmds,
+    memory_browse_cmds,
+    memory_capture_cmds,
+    memory_cmds,
+    peer_cmds,
+    sharing_cmds,
+    web_cmds,
+)
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
 TREE = CommandTree.of(
-    agent_cmds.COMMANDS, peer_cmds.COMMANDS, sharing_cmds.COMMANDS, web_cmds.COMMANDS
+    memory_cmds.COMMANDS,
+    memory_browse_cmds.COMMANDS,
+    memory_capture_cmds.COMMANDS,
+    sharing_cmds.COMMANDS,
+    peer_cmds.COMMANDS,
+    agent_cmds.COMMANDS,
+    web_cmds.COMMANDS,
 )
-memory_cmds.register(TREE)
+"""Every command, in path order: each module declares its own with ``CommandTree.command``."""
 
 
 @TREE.command(

@@ -50,7 +50,6 @@ class Arg:
         return f"[{inner}]" if self.optional else f"<{inner}>"
 
 
-LegacyHandler = Callable[[Context, dict[str, str]], Awaitable[Reply]]
 Handler = Callable[Concatenate[Context, ...], Awaitable[Reply]]
 """A command's handler: the ``Context``, then its arguments by name (checked at declaration)."""
 
@@ -139,20 +138,6 @@ class CommandTree:
             return handler
 
         return declare
-
-    def add(
-        self, path: str, args: tuple[Arg, ...], summary: str, admin: bool = False
-    ) -> Callable[[LegacyHandler], LegacyHandler]:
-        """Transitional, for the modules not moved to ``command`` yet."""
-
-        def register(handler: LegacyHandler) -> LegacyHandler:
-            async def call(ctx: Context, **a: str) -> Reply:
-                return await handler(ctx, a)
-
-            self.insert(Command(tuple(path.split()), args, summary, call, admin))
-            return handler
-
-        return register
 
     def parse(self, text: str, prefix: str = "/") -> tuple[Command, dict[str, str]]:
         """Match a command line; raise UsageError with the usage line when it does not fit."""

@@ -1,0 +1,302 @@
+"""``/memory`` to look into and tune the room's agent's memory: search, stats, config (its
+auto-recall settings), reindex and forget."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from chazbot.agent.recall import CONFIG_STORE, RecallSettings, recall_settings
+from chazbot.commands.context import Context
+from chazbot.commands.memory_cmds import ok, resolve_hosted
+from chazbot.commands.tree import Arg, CommandTree, Reply
+from chazbot.errors import InputError, NotFound, PermissionDenied
+from chazbot.memory import bm25_kernel
+from chazbot.memory.banks import holder_keys, read_refs
+from chazbot.memory.banks import looks_like_db_id as is_db_id
+from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
+from chazbot.memory.engine import LoadStatus, MemoryEngine
+from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, Hit, to_datetime
+from chazbot.memory.tools import format_hits
+
+RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
+STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
+
+COMMANDS = CommandTree()
+command = COMMANDS.command
+
+
+@command(
+    "memory config",
+    (
+        Arg("action", optional=True, choices=("show", "set", "reset")),
+        Arg("key", optional=True),
+        Arg("value", optional=True, rest=True),
+    ),
+    "view the agent's auto-recall settings; set and reset (every room's) need an admin",
+)
+async def config(
+    ctx: Context, action: str = "show", key: str | None = None, value: str | None = None
+) -> Reply:
+    if action == "show":
+        if key is not None:
+            raise InputError(f"show takes no arguments. Usage: {ctx.prefix}memory config show")
+        s = await recall_settings(ctx.peer.ledger, ctx.agent.db)
+        banks = s.banks
+        shown = "(all attached)" if banks is None else (", ".join(banks) or "(none)")
+        return ok(
+            f"Auto-recall config for {ctx.agent.name}:\n"
+            f"auto_recall_enabled = {str(s.enabled).lower()}\n"
+            f"max_entries         = {s.max_entries}\n"
+            f"auto_recall_banks   = {shown}\n"
+            f"min_similarity      = {_floor_line(ctx, s.min_similarity)}"
+        )
+    if not ctx.is_admin:  # the agent's settings hold in every room it answers in
+        raise PermissionDenied(
+            f"changing {ctx.agent.name}'s config changes it in every room; only admins may "
+            f"(see it with {ctx.prefix}memory config)"
+        )
+    if action == "reset":
+        if value is not None:
+            raise InputError(f"Usage: {ctx.prefix}memory config reset [key]")
+        if key is not None and key not in RECALL_DEFAULTS:
+            raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")
+        fields = [key] if key is not None else list(RECALL_DEFAULTS)
+        ops = [{"op": "set", "field": k, "value": None} for k in fields]
+        await ctx.peer.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
+        if key is not None:
+            return ok(f"Reset {key} to its default.")
+        return ok("Auto-recall config reset to defaults.")
+    if key is None or value is None:
+        raise InputError(
+            f"Usage: {ctx.prefix}memory config set <key> <value>; "
+            f"keys: {', '.join(RECALL_DEFAULTS)}"
+        )
+    stored = await _config_value(ctx, key, value)
+    await ctx.peer.ledger.write(
+        ctx.agent.db,
+        ctx.agent.key,
+        {CONFIG_STORE: [{"op": "set", "field": key, "value": stored}]},
+    )
+    return ok(f"Set {key} = {value.strip()}.")
+
+
+@command(
+    "memory reindex",
+    (Arg("bank", optional=True),),
+    "backfill vectors for the active embedding model",
+)
+async def reindex(ctx: Context, bank: str | None = None) -> Reply:
+    name, total = await ctx.agent.memory.reindex(bank)
+    return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.peer.memory.model}.")
+
+
+@command(
+    "memory forget",
+    (Arg("key"), Arg("bank", optional=True)),
+    "hide a key from recall (history is kept)",
+)
+async def forget(ctx: Context, key: str, bank: str | None = None) -> Reply:
+    await ctx.memory.forget(key, bank)
+    return ok(f"Forgot {key!r}.")
+
+
+@command(
+    "memory search",
+    (Arg("bank", shown="bank|self"), Arg("query", rest=True, optional=True)),
+    "search the room's agent's memory (or a bank, or self) with the ranking of recall",
+)
+async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
+    if not await _names_a_database(ctx, bank):
+        # "/memory search dog": the words are the query, in the room's agent's memory
+        bank, query = "self", " ".join(filter(None, [bank, query]))
+    db, label = await _browse_target(ctx, bank)
+    heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
+    floor = await ctx.peer.memory.agent_floor(ctx.agent.db)  # only what recall would pass
+    ranked = await ctx.peer.memory.recall(db, query or "", None, 10, heard, floor)
+    if not ranked:
+        return ok(f"No memories found in {label}.")
+    hits = [Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked]
+    return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits))
+
+
+@command(
+    "memory stats",
+    (Arg("bank", optional=True),),
+    "entries, keys, vectors per model, size, and the keys holding access",
+)
+async def stats(ctx: Context, bank: str = "self") -> Reply:
+    db, label = await _browse_target(ctx, bank)
+    stores = await ctx.peer.ledger.stores(db)
+    engine = ctx.peer.memory
+    status = engine.load_status(db)
+    if status is None or not status.ready:
+        # a big bank loads off the event loop: wait a little, then report its progress
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(engine.view(db), STATS_WAIT_S)
+        status = engine.load_status(db)
+    size = await ctx.peer.ledger.db_size(db)
+    heard = await ctx.memory.filtered(db)
+    if status and status.ready:
+        allowed = (await engine.view(db)).audience_filter(heard)
+        keys = str(engine.visible_count(db) if allowed is None else len(allowed))
+        if allowed is not None:
+            keys += " (those this room may hear)"
+    else:
+        keys = "…"
+    vectors = [
+        f"{s.removeprefix(EMBEDDINGS_PREFIX)}: {n}"
+        for s, n in sorted(stores.items())
+        if s.startswith(EMBEDDINGS_PREFIX)
+    ]
+    return ok(
+        f"Stats for {label}:\n"
+        f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
+        f"visible keys   = {keys}\n"
+        f"index          = {_index_line(status)}\n"
+        f"search         = {bm25_kernel.describe()}\n"
+        f"vectors        = {', '.join(vectors) or 'none'}\n"
+        f"recall         = {_recall_line(engine)}\n"
+        f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
+        f"size           = {size} bytes\n" + await _access_lines(ctx, db)
+    )
+
+
+def _floor_line(ctx: Context, chosen: float | None) -> str:
+    """``min_similarity`` as ``show`` prints it: the value in effect and where it comes from."""
+    engine = ctx.peer.memory
+    model = engine.model
+    if model is None:
+        held = f"{chosen:g} set, " if chosen is not None else ""
+        return f"none ({held}no embedder: recall is BM25 only)"
+    floor = engine.similarity_floor(chosen)
+    if chosen is not None:
+        default = default_floor(model)
+        was = f"{default:g}" if default is not None else "none"
+        return f"{floor:g} (set for {ctx.agent.name}; {model}'s default is {was})"
+    if floor is None:
+        return f"none ({model} has no measured default: every vector match counts)"
+    return f"{floor:g} ({model}'s default)"
+
+
+def _recall_line(engine: MemoryEngine) -> str:
+    """How recall ranks, and how often it fell back to BM25 since the start (SPEC §3:
+    never silently), with the captured rows still waiting for their vectors."""
+    if engine.model is None:
+        return "BM25 only (no embedder)"
+    falls = engine.fallbacks
+    line = f"hybrid ({engine.model}); {falls.total} fell back to BM25 since the start"
+    if falls.total:
+        line += " (" + ", ".join(f"{n} {r}" for r, n in sorted(falls.by_reason.items())) + ")"
+    waiting = engine.vectors_later.pending if engine.vectors_later is not None else 0
+    if waiting:
+        line += f"; {waiting} captured rows waiting for their vectors"
+    return line
+
+
+def _index_line(status: LoadStatus | None) -> str:
+    if status is None:
+        return "not loaded"
+    if not status.ready:
+        return f"loading, {status.done}/{status.total} rows read"
+    source = "snapshot + newer rows" if status.from_snapshot else "all rows"
+    return f"loaded from {source} in {status.seconds:.2f} s"
+
+
+async def _names_a_database(ctx: Context, ref: str) -> bool:
+    """Whether ``ref`` is self, a bank the room's agent holds, or a bank or agent hosted here."""
+    try:
+        await ctx.agent.memory.resolve(ref)
+        return True
+    except NotFound:
+        pass
+    reg = ctx.peer.registry
+    if is_db_id(ref):
+        return await reg.by_db(ref) is not None
+    return await reg.get("bank", ref) is not None or await reg.get("agent", ref) is not None
+
+
+async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
+    """The database a person browses (search, stats): the session agent's own memory or a
+    bank that agent can read; anything else hosted here only for admins (SPEC §6)."""
+    scope = ctx.agent.memory
+    try:
+        name, db = await scope.resolve(ref)
+    except NotFound:
+        name, db = "", ""
+    if db == ctx.agent.db:
+        return db, f"{ctx.agent.name}'s own memory"
+    if db and await scope.can_read(db):
+        return db, name or db
+    if not ctx.is_admin:
+        readable = [b.name for b in await scope.banks() if b.permission != "none"]
+        raise PermissionDenied(
+            f"{ctx.agent.name} cannot read {ref[:80]!r}; here you may browse "
+            f"{', '.join(readable)} (other databases need an admin)"
+        )
+    hosted = await resolve_hosted(ctx, ref)
+    return hosted.db, hosted.name
+
+
+async def _access_lines(ctx: Context, db: str) -> str:
+    """Who holds access, with level and what this peer knows of each key."""
+    peer = ctx.peer
+    state = await peer.ledger.auth_state(db)
+    labels = {k.public: label for label, k in await peer.registry.labelled_keys()}
+    agents = {ag.key.public: ag.name for ag in peer.agents.values()}
+    requests = {r.key: r for r in await peer.sharing.requests(db, status=None)}
+    delegated = await peer.registry.delegations(db)
+    held_here = await holder_keys(peer.registry, state)
+    via = held_here[0][1].public if held_here else None  # the key delegated agents act with
+    lines = []
+    active = sorted(
+        ((k, g) for k, g in state.items() if g.active),
+        key=lambda item: (-item[1].perm.rank()[0], -item[1].perm.rank()[1], item[0]),
+    )
+    for key, held in active:
+        label = labels.get(key, "")
+        if key in agents:
+            who = f"agent {agents[key]}"
+        elif label == "peer":
+            who = "this peer"
+        elif label.startswith("bank:"):
+            who = "this peer (the bank's key)"
+        elif key in requests:
+            who = f"another peer (import request {requests[key].id})"
+        else:
+            who = "another peer or agent"
+        if key == via and delegated:
+            names = ", ".join(f"{d.agent} ({d.permission})" for d in delegated.values())
+            who += f"; delegated to {names}"
+        lines.append(f"- {key} {held.perm.name} — {who}")
+    revoked = sum(1 for g in state.values() if not g.active)
+    tail = f" ({revoked} revoked)" if revoked else ""
+    return f"access{tail}:\n" + ("\n".join(lines) or "- nobody")
+
+
+async def _config_value(ctx: Context, key: str, raw: str) -> Any:
+    text = raw.strip()
+    if key == "auto_recall_enabled":
+        truth = {"true": True, "on": True, "yes": True, "false": False, "off": False, "no": False}
+        if text.lower() not in truth:
+            raise InputError("auto_recall_enabled takes true or false")
+        return truth[text.lower()]
+    if key == "max_entries":
+        if not text.isdigit() or not 1 <= int(text) <= 20:
+            raise InputError("max_entries takes a whole number from 1 to 20")
+        return int(text)
+    if key == "auto_recall_banks":
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        refs = await read_refs(ctx.peer.ledger, ctx.agent.db)
+        known = {r.lower(): r for r in refs}
+        unknown = [n for n in names if n.lower() not in known]
+        if unknown:
+            have = ", ".join(sorted(refs)) or "none"
+            raise InputError(
+                f"unknown bank(s) {', '.join(unknown)}; {ctx.agent.name} holds: {have}"
+            )
+        return [known[n.lower()] for n in names]
+    if key == FLOOR_FIELD:
+        return repr(parse_floor(text))  # a decimal string: entries hold no floats
+    raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")
