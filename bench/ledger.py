@@ -13,7 +13,9 @@ Measures, each on a fresh state file in a temporary directory (medians over ``--
 
 and beside them the anchors: raw ``sqlite3`` single-row INSERT+COMMIT per second with the
 same pragmas in the same directory, raw batched INSERTs, and raw ed25519 sign / verify per
-second on a message of an entry's size. Prints a table and one JSON line.
+second on a message of an entry's size (``cryptography``, OpenSSL), with the verify the
+ledger uses (``keys.verify``: libsodium through PyNaCl, chosen for being faster). Prints a
+table and one JSON line.
 """
 
 from __future__ import annotations
@@ -133,8 +135,12 @@ def raw_sqlite(path: Path, n: int, per_commit: int, payload: bytes) -> Rate:
     return timer.rates(i)
 
 
-def ed25519_rates(n: int, message: bytes) -> tuple[Rate, Rate]:
+def ed25519_rates(n: int, message: bytes) -> tuple[Rate, Rate, Rate]:
+    """Sign and verify with OpenSSL through ``cryptography``, and verify with ``keys.verify``
+    (libsodium through PyNaCl, what the ledger uses: it decides the cost of ingesting)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from chazbot.ledger.keys import verify
 
     private = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
     public = private.public_key()
@@ -144,7 +150,9 @@ def ed25519_rates(n: int, message: bytes) -> tuple[Rate, Rate]:
     with Timer() as verifying:
         for m, sig in zip(messages, sigs, strict=True):
             public.verify(sig, m)
-    return signing.rates(n), verifying.rates(n)
+    with Timer() as nacl:
+        assert all(verify(KEY.public, sig, m) for m, sig in zip(messages, sigs, strict=True))
+    return signing.rates(n), verifying.rates(n), nacl.rates(n)
 
 
 def median_rate(rates: Iterable[Rate]) -> Rate:
@@ -192,8 +200,9 @@ def main() -> int:
             ),
         }
         crypto = [ed25519_rates(5000, sample) for _ in reps]
-        results["ed25519_sign_per_s"] = median_rate(s for s, _ in crypto)
-        results["ed25519_verify_per_s"] = median_rate(v for _, v in crypto)
+        results["ed25519_sign_per_s"] = median_rate(s for s, _, _ in crypto)
+        results["ed25519_verify_per_s"] = median_rate(v for _, v, _ in crypto)
+        results["ed25519_verify_nacl_per_s"] = median_rate(v for _, _, v in crypto)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -205,6 +214,7 @@ def main() -> int:
         ("anchor: sqlite3 batched INSERT/s", "sqlite_batched_insert_per_s", None),
         ("anchor: ed25519 sign/s", "ed25519_sign_per_s", None),
         ("anchor: ed25519 verify/s", "ed25519_verify_per_s", None),
+        ("ledger: ed25519 verify/s (keys.verify)", "ed25519_verify_nacl_per_s", None),
     ]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(

@@ -14,8 +14,8 @@ any other row. Per agent ``capture:``:
   last reply. The agent's own
   reply is kept only when it asked something or the message is a fragment (``Lyon``): its
   statements are its model's words, noise that recall brought back and a small model
-  repeated (bench/localchat.py --capture, the embedded model: 70 % right with them, 95 %
-  without).
+  repeated (bench/localchat.py --capture: fewer answers right with them kept; figures in
+  docs/measured.md, "The built-in chat models").
 - ``facts``: one more call to a tool-capable chat model turns the turn into key/value rows;
   it is shown the closest existing memories said by the same speaker (by recall, within the
   turn's audience) and told to reuse their keys, so an update replaces a row instead of
@@ -187,9 +187,9 @@ VECTOR_SHAPE: VectorShape = "context"
 its ``[replying to …]`` included); ``value``, the value without the key; ``said``, the key
 and ``<who> (<date>): <text>``; ``text``, the message alone. The row itself is the same
 whatever the shape. Measured through the product on LoCoMo's dev split
-(bench/locomo_capture.py, capture hybrid recall@10): context 0.716, said 0.700, value 0.692,
-text 0.599; every cheaper shape loses more than 0.01, so the vector stays of the whole row
-(docs/memory.md "Capture under load")."""
+(bench/locomo_capture.py, capture hybrid recall@10): every cheaper shape loses more than
+0.01, so the vector stays of the whole row (figures in docs/memory.md, "Capture under
+load")."""
 
 
 def message_vector_text(said: Said, shape: VectorShape | None = None) -> str:

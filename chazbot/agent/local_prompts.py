@@ -31,11 +31,13 @@ MEMORY_HINT = (
     "Answer in one short sentence, using the facts I told you. If they do not answer it, say "
     "you don't know."
 )
-"""Added to the system prompt when memories were found (bench/localchat.py: 60 % against 50 %
-with the hint beside the facts and 30 % with the memories in the system prompt, 10 questions)."""
+"""Added to the system prompt when memories were found: with the memories beside the question
+and this hint, the tiny model answered from them best (bench/localchat.py; figures in
+docs/measured.md, "The built-in chat models")."""
 BRIEF_HINT = "Answer in one or two short sentences."
 """Added to a built-in model's system prompt when no memories are shown: without it the
-0.5B model answered "I am allergic to peanuts." with 160 tokens of advice (7 s a turn)."""
+0.5B model answered a plain statement with a long unasked-for lecture (docs/measured.md,
+"The built-in chat models")."""
 _ROW = re.compile(r"^- \[[^\]\n]*\](?: \((?P<label>[^()\n]*)\))?: (?P<value>.*)$", re.MULTILINE)
 _SAID_HEAD = re.compile(r"^[^()\n]{1,260} \(\d{4}-\d{2}-\d{2}\): ")
 

@@ -7,9 +7,9 @@ banks the agent cannot read are skipped silently; up to ``max_entries`` results 
 
 Each store is searched twice and the two rankings fused by RRF: once with that query, once
 with the newest message's own tokens (its focus). The conversation's query alone lets the
-topic of earlier turns outrank what was just asked (measured with bench/localchat.py: 20
-questions in one room, each about a different fact, 45 % answered right with the query
-alone); the focus alone loses the context of a short follow-up ("and hers?").
+topic of earlier turns outrank what was just asked (bench/localchat.py: questions in one
+room, each about a different fact; figures in docs/memory.md, "Auto-recall"); the focus
+alone loses the context of a short follow-up ("and hers?").
 """
 
 from __future__ import annotations

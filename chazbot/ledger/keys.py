@@ -41,8 +41,9 @@ def _raw_public_key(text: str) -> bytes:
 def verify(public_key: str, signature: bytes, message: bytes) -> bool:
     """True when ``signature`` is ``public_key``'s signature of ``message``.
 
-    Verification uses libsodium (PyNaCl), about twice as fast here as OpenSSL's ed25519 in
-    ``cryptography`` (40 vs 81 µs), which is most of the cost of ingesting synced entries.
+    Verification uses libsodium (PyNaCl), faster than OpenSSL's ed25519 in ``cryptography``;
+    it is most of the cost of ingesting synced entries. ``bench/ledger.py`` times both
+    (figures in docs/measured.md, "The ledger").
     """
     try:
         raw = _raw_public_key(public_key)

@@ -28,8 +28,9 @@ caller's ``tiebreak`` first). ``bm25_kernel`` holds the same search compiled wit
 big indexes use when it is installed; both give the same results.
 
 Costs: ``add`` and ``remove`` are a few numpy operations on the document's terms (amortised;
-now and then a region moves or an array doubles). Compaction takes ~1.5 s at 1M documents,
-once per quarter of the index removed.
+now and then a region moves or an array doubles). Compaction rewrites every array, so it
+runs once per quarter of the index removed (``bench/recall.py`` times one; figure in
+docs/measured.md, "Memory indexes").
 """
 
 from __future__ import annotations

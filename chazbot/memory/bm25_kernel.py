@@ -1,12 +1,13 @@
 """The MaxScore loop of ``BM25Index.search``, compiled with numba for big indexes.
 
 The numpy loop in ``bm25._Scorer.top_k`` makes some thirty numpy calls a query, a few µs
-each: at 100k documents that is most of its ~0.2 ms. Compiled, the same loop is one call
-(``bench/recall.py`` prints both). numba is optional (the ``fast`` extra, which the install
-script and the image include): without it, with an index under ``MIN_DOCS`` documents, or
-while it compiles (a few seconds on a worker thread, once, then cached on disk), searches take
-the numpy path. Both compute each score with the same float operations in the same order, so
-both return the same documents and scores (``tests/test_bm25_kernel.py`` compares them).
+each: at 100k documents that is most of its time. Compiled, the same loop is one call
+(``bench/recall.py`` prints both; figures in docs/measured.md, "Memory indexes"). numba is
+optional (the ``fast`` extra, which the install script and the image include): without it,
+with an index under ``MIN_DOCS`` documents, or while it compiles (on a worker thread, once,
+then cached on disk), searches take the numpy path. Both compute each score with the same
+float operations in the same order, so both return the same documents and scores
+(``tests/test_bm25_kernel.py`` compares them).
 
 The compiled code's cache is code: numba loads it with pickle. So it is kept in the user's
 cache directory (``$XDG_CACHE_HOME/chazbot/compiled``, else ``~/.cache/...``; or
@@ -46,8 +47,8 @@ from numpy.typing import NDArray
 
 log = logging.getLogger(__name__)
 
-# Below this many documents the numpy loop is fast enough (~0.2 ms) that importing numba
-# (~70 MB) and compiling (seconds) does not pay.
+# Below this many documents the numpy loop is fast enough that importing numba (tens of MB)
+# and compiling (seconds) does not pay (docs/measured.md, "Memory indexes").
 MIN_DOCS = 20_000
 
 Loop = Callable[..., tuple[NDArray[np.int64], NDArray[np.float64]]]

@@ -531,8 +531,8 @@ def _gc_pause() -> None:
     """Hold off the cyclic garbage collector while a view loads.
 
     Loading allocates hundreds of thousands of objects; each full collection then walks the
-    whole heap while holding the GIL, which stalled the event loop for up to ~0.9 s in
-    measurements (and took a third of the load's CPU time). Loads nest by count.
+    whole heap while holding the GIL, which stalled the event loop for long stretches
+    (docs/measured.md, "Memory indexes"). Loads nest by count.
     """
     global _gc_pauses, _gc_was_enabled
     if _gc_pauses == 0:

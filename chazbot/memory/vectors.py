@@ -2,9 +2,10 @@
 
 Rows are stored as given (float32) beside their inverse L2 norm, so cosine similarity is one
 ``matrix @ query`` scaled per row; the top k come from ``np.argpartition``. Brute force is exact
-and, with BLAS, fast enough at the sizes a memory bank reaches (notes/retrieval-measurements.md:
-~7 ms at 100k rows of 384 floats). The matrix grows by doubling (copying it for every row would
-cost seconds at 1M); removal moves the last row into the gap, so live rows stay one dense block.
+and, with BLAS, fast enough at the sizes a memory bank reaches (``bench/recall.py`` times it;
+figures in docs/measured.md, "Memory indexes"). The matrix grows by doubling (copying it for
+every row would cost seconds at 1M); removal moves the last row into the gap, so live rows
+stay one dense block.
 
 float32 dot products are off by up to about ``dim * 2**-23``: enough to turn an orthogonal pair
 into a tiny positive score, or to order two equal rows by where they sit in the matrix. So the

@@ -25,10 +25,9 @@ FLOOR_FIELD = "min_similarity"
 """The agent's setting in its ``config`` store (a decimal string: entries hold no floats)."""
 
 DEFAULT_FLOORS: dict[str, float] = {
-    # .venv/bin/python bench/relevance_floor.py --split dev (docs/memory.md, "Relevance
-    # floor"): dev recall@10 0.662 (0.667 with no floor), auto-recall hit@3 unchanged (0.549);
-    # questions asked of another conversation's bank that get a vector-only row injected
-    # 0.56 -> 0.21; issue 21's never-told questions that inject anything 10/10 -> 1/10.
+    # .venv/bin/python bench/relevance_floor.py --split dev: the highest floor within 0.005
+    # of the unfloored recall@10; what it costs and saves is in docs/memory.md, "Relevance
+    # floor".
     "local/multilingual-e5-small-q4": 0.83,
 }
 """Default floor per ``<provider>/<model>`` (the name vectors are stored under)."""
