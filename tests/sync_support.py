@@ -1,4 +1,6 @@
-"""Helpers for the sync tests: real peers (ledger + server + replicator) on loopback.
+"""Helpers for the sync tests: real peers (ledger + server + replicator) on loopback, and
+stand-in peers that answer what a test scripts (``FakePeer``, ``EndlessPeer``), their
+bodies built from the wire's declarations (``chazbot.sync.wire``) like the real server's.
 
 ``wait_until`` is the shared one of ``tests/waits.py`` (re-exported for the sync tests).
 
@@ -14,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
-from chazbot.sync import Replicator, Sharing, SyncServer
+from chazbot.sync import Replicator, Sharing, SyncServer, wire
 from chazbot.sync.protocol import sign_request
 from tests.waits import wait_until as wait_until
 
@@ -168,3 +171,76 @@ class Owner:
         await self.server.stop()
         self.server.close()
         await self.ledger.close()
+
+
+class FakePeer:
+    """A stand-in for another peer's sync server, on loopback, answering what the test
+    scripts: each endpoint reads its request with the wire's model (so what the real client
+    sends is checked too) and answers what the method of its name returns. By default
+    ``access`` grants and every other endpoint answers 500 ``gone``; subclass to script more.
+    A hostile answer the models forbid is built with ``model_construct`` (no validation).
+    ``asked`` lists the endpoints called, in order.
+    """
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def address(self) -> str:
+        return f"http:127.0.0.1:{self.port}"
+
+    def ticket(self, db: str) -> str:
+        return f"eidetica:?db={db}&pr={self.address}"
+
+    async def __aenter__(self) -> FakePeer:
+        app = web.Application()
+        app.router.add_post("/v1/dbs/{db}/{name}", self._answer)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.asked.append(name)
+        body = await request.read()
+        answer: wire.WireModel
+        if name == "heads":
+            answer = await self.heads(wire.parse(wire.HeadsRequest, body))
+        elif name == "entries":
+            answer = await self.entries(wire.parse(wire.EntriesRequest, body))
+        elif name == "have":
+            answer = await self.have(wire.parse(wire.HaveRequest, body))
+        elif name == "push":
+            answer = await self.push(wire.parse(wire.PushRequest, body))
+        elif name == "access":
+            answer = await self.access(wire.parse(wire.AccessRequest, body))
+        else:
+            answer = wire.ErrorAnswer(error=f"no endpoint {name}")
+        status = 500 if isinstance(answer, wire.ErrorAnswer) else 200
+        return web.json_response(text=answer.model_dump_json(), status=status)
+
+    async def access(self, ask: wire.AccessRequest) -> wire.WireModel:
+        return wire.AccessAnswer(status="granted")
+
+    async def heads(self, ask: wire.HeadsRequest) -> wire.WireModel:
+        return GONE
+
+    async def entries(self, ask: wire.EntriesRequest) -> wire.WireModel:
+        return GONE
+
+    async def have(self, ask: wire.HaveRequest) -> wire.WireModel:
+        return GONE
+
+    async def push(self, ask: wire.PushRequest) -> wire.WireModel:
+        return GONE
+
+
+GONE = wire.ErrorAnswer(error="gone")

@@ -13,7 +13,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -23,12 +23,12 @@ from chazbot.config import Config
 from chazbot.errors import BackendError, ConflictError, InputError
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.peer import Peer
-from chazbot.sync import Replicator, Sharing, SyncClient
+from chazbot.sync import Replicator, Sharing, SyncClient, wire
 from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
 from tests.abuse_support import attacker, head, post, raw_request, signed
-from tests.sync_support import Owner, raw_call
+from tests.sync_support import FakePeer, Owner, raw_call
 from tests.waits import wait_until
 
 READ = Permission.parse("read")
@@ -270,23 +270,21 @@ async def test_import_deadline_and_cleanup(tmp_path: Path) -> None:
         await replicator.close()
         assert len(ledger._listeners) == listeners
         # "more" with nothing in it is a bad answer, not a loop
-        client = SyncClient(KeyPair.generate())
-        try:
-            with pytest.raises(BackendError, match="none sent"):
-                await _check_batch(client, {"entries": [], "next": 0, "more": True, "log": "x"})
-        finally:
-            await client.close()
+        async with _MoreOfNothing() as fake:
+            client = SyncClient(KeyPair.generate())
+            try:
+                with pytest.raises(BackendError, match=r"answered badly: .*none sent"):
+                    await client.entries(fake.address, db, 0)
+            finally:
+                await client.close()
     finally:
         await ledger.close()
         await runner.cleanup()
 
 
-async def _check_batch(client: SyncClient, answer: dict[str, object]) -> None:
-    async def fake_call(*_: object, **__: object) -> dict[str, object]:
-        return answer
-
-    client.call = fake_call  # type: ignore[method-assign]
-    await client.entries("http:127.0.0.1:1", "sha256:" + "0" * 64, 0)
+class _MoreOfNothing(FakePeer):
+    async def entries(self, ask: wire.EntriesRequest) -> wire.WireModel:
+        return wire.EntriesAnswer.model_construct(entries=[], next=ask.after, more=True, log="x")
 
 
 async def test_tickets_advertise_the_public_url(tmp_path: Path) -> None:
@@ -399,3 +397,50 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
     assert sum(b" 503 " in f for f in firsts) == 1 and sum(b" 408 " in f for f in firsts) == 2
     status, _, _ = await raw_call(server.address, path, big, key)
     assert status == 200  # the budget is free again
+
+
+OTHER = "sha256:" + "ef" * 32
+
+
+class _Garbled(FakePeer):
+    """Answers each endpoint with a body that does not fit its model (built unchecked)."""
+
+    async def heads(self, ask: wire.HeadsRequest) -> wire.WireModel:
+        return wire.HeadsAnswer(db=OTHER, tips=[], count=0, max_seq=0, log="x", permission="r")
+
+    async def entries(self, ask: wire.EntriesRequest) -> wire.WireModel:
+        return wire.EntriesAnswer.model_construct(
+            entries=[(ask.after, b"x")], next=0, more=False, log="x"
+        )
+
+    async def have(self, ask: wire.HaveRequest) -> wire.WireModel:
+        return wire.HaveAnswer.model_construct(missing=["sha256:nope"])
+
+    async def push(self, ask: wire.PushRequest) -> wire.WireModel:
+        return wire.PushAnswer.model_construct(accepted=-1)
+
+    async def access(self, ask: wire.AccessRequest) -> wire.WireModel:
+        return wire.AccessAnswer.model_construct(status="maybe")
+
+
+async def test_a_peer_answering_badly_gets_one_line() -> None:
+    db = "sha256:" + secrets.token_hex(32)
+    async with _Garbled() as fake:
+        client = SyncClient(KeyPair.generate())
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "heads are of another database": lambda: client.heads(fake.address, db),
+            "not increasing past the cursor": lambda: client.entries(fake.address, db, 5),
+            "an entry id is not sha256": lambda: client.missing(fake.address, db, [OTHER]),
+            "accepted must be a count": lambda: client.push(fake.address, db, [b"{}"]),
+            "status must be granted, pending": lambda: client.access(fake.address, db, "read"),
+        }
+        try:
+            for says, call in calls.items():
+                with pytest.raises(BackendError) as caught:
+                    await call()
+                message = str(caught.value)
+                assert message.startswith(f"peer {fake.address} answered badly: "), message
+                assert says in message and "\n" not in message, message
+        finally:
+            await client.close()
+    assert fake.asked == ["heads", "entries", "have", "push", "access"]

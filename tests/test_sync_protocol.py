@@ -19,9 +19,8 @@ from chazbot.sync.protocol import (
     SIGNATURE_HEADER,
     ReplayCache,
     Unauthenticated,
-    decode_entry,
-    encode_entry,
 )
+from chazbot.sync.wire import decode_entry, encode_entry
 from tests.sync_support import Owner, insert, raw_call
 from tests.waits import wait_until
 

@@ -7,13 +7,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from chazbot.errors import PermissionDenied
 from chazbot.ledger import Entry, KeyPair, Ledger, Permission
-from chazbot.sync import HAVE_CHECK_OVER, Replicator, parse_ticket
-from chazbot.sync.protocol import encode_entry
-from tests.sync_support import FAST, Node, converged, insert, set_meta, snapshot, wait_until
+from chazbot.sync import HAVE_CHECK_OVER, Replicator, parse_ticket, wire
+from tests.sync_support import (
+    FAST,
+    FakePeer,
+    Node,
+    converged,
+    insert,
+    set_meta,
+    snapshot,
+    wait_until,
+)
 
 ADMIN = Permission.parse("admin", 1)
 WRITE = Permission.parse("write", 10)
@@ -254,31 +261,22 @@ async def test_entries_from_a_hostile_peer_are_refused_and_counted(tmp_path: Pat
     served = [*good, unauthorised, tampered, foreign]
     await source.close()
 
-    async def heads(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"tips": tips, "count": 9, "max_seq": 9, "log": "x", "permission": "write"}
-        )
+    class Hostile(FakePeer):
+        async def heads(self, ask: wire.HeadsRequest) -> wire.WireModel:
+            return wire.HeadsAnswer(
+                db=db, tips=tips, count=9, max_seq=9, log="x", permission="write"
+            )
 
-    async def entries(request: web.Request) -> web.Response:
-        body = await request.json()
-        rows = [[i + 1, encode_entry(d)] for i, d in enumerate(served) if i + 1 > body["after"]]
-        nxt = rows[-1][0] if rows else body["after"]
-        return web.json_response({"entries": rows, "next": nxt, "more": False, "log": "x"})
-
-    app = web.Application()
-    app.router.add_post("/v1/dbs/{db}/heads", heads)
-    app.router.add_post("/v1/dbs/{db}/entries", entries)
-    app.router.add_post("/v1/dbs/{db}/access", granted)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+        async def entries(self, ask: wire.EntriesRequest) -> wire.WireModel:
+            rows = [(i + 1, d) for i, d in enumerate(served) if i + 1 > ask.after]
+            nxt = rows[-1][0] if rows else ask.after
+            return wire.EntriesAnswer(entries=rows, next=nxt, more=False, log="x")
 
     ledger = await Ledger.open(tmp_path / "victim.sqlite3")
     replicator = Replicator(ledger, KeyPair.generate(), **FAST)
     try:
-        result = await replicator.import_db(f"eidetica:?db={db}&pr=http:127.0.0.1:{port}")
+        async with Hostile() as fake:
+            result = await replicator.import_db(fake.ticket(db))
         assert result.status == "done"
         assert replicator.counters.received == 2
         assert replicator.counters.refused == 3
@@ -287,8 +285,3 @@ async def test_entries_from_a_hostile_peer_are_refused_and_counted(tmp_path: Pat
     finally:
         await replicator.close()
         await ledger.close()
-        await runner.cleanup()
-
-
-async def granted(_: web.Request) -> web.Response:
-    return web.json_response({"status": "granted", "request": None})

@@ -1,17 +1,20 @@
 """The sync client: signed requests to another peer's ``SyncServer``, answers checked.
 
+Requests are built and answers read with the wire's declarations (``chazbot.sync.wire``),
+the same the server uses; an answer that does not fit its model, or not the request it
+answers (an entries batch past the cursor, heads of the database asked for), is a
+BackendError "peer … answered badly: <what>", one line.
+
 Errors are translated here, once: an unreachable peer, a timeout, a 429 or a 5xx answer is a
 BackendError; 401/403 a PermissionDenied, 404 a NotFound, 409 a ConflictError, other 4xx an
-InputError; an answer that does not have the expected shape is a BackendError.
+InputError.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import yarl
@@ -24,72 +27,34 @@ from chazbot.errors import (
     NotFound,
     PermissionDenied,
 )
-from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.keys import KeyPair
-from chazbot.sync.protocol import (
-    MAX_BATCH_ENTRIES,
-    decode_entry,
-    encode_entry,
-    parse_body,
-    sign_request,
-)
+from chazbot.sync.protocol import MAX_BATCH_ENTRIES, sign_request
 from chazbot.sync.store import AccessDecision, check_db_id
 from chazbot.sync.tickets import base_url
+from chazbot.sync.wire import (
+    AccessAnswer,
+    AccessRequest,
+    EntriesAnswer,
+    EntriesRequest,
+    ErrorAnswer,
+    HaveAnswer,
+    HaveRequest,
+    HeadsAnswer,
+    HeadsRequest,
+    PushAnswer,
+    PushRequest,
+    WireModel,
+    parse,
+)
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_ERROR_SHOWN = 300  # characters of a peer's error message repeated in ours
 
-
-@dataclass(frozen=True)
-class RemoteHeads:
-    db: str
-    tips: list[str]
-    count: int
-    max_seq: int
-    log: str
-    permission: str
-
-
-@dataclass(frozen=True)
-class EntryBatch:
-    """Entries (remote seq, raw bytes) after a cursor; ``next`` is the cursor after them."""
-
-    entries: list[tuple[int, bytes]]
-    next: int
-    more: bool
-    log: str
-
-
-@dataclass(frozen=True)
-class PushResult:
-    accepted: int
-    duplicates: int
-    refused: int
-    rejected: list[tuple[str, str]]
-    tips: list[str]
-    max_seq: int
-    log: str
+Answer = TypeVar("Answer", bound=WireModel)
 
 
 def _bad(address: str, what: str) -> BackendError:
     return BackendError(f"peer {address} answered badly: {what}")
-
-
-def _int(value: Any, address: str, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise _bad(address, f"{what} is not a count")
-    return value
-
-
-def _str(value: Any, address: str, what: str) -> str:
-    if not isinstance(value, str) or len(value) > 200:
-        raise _bad(address, f"{what} is not a short string")
-    return value
-
-
-def _ids(value: Any, address: str, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(is_content_id(v) for v in value):
-        raise _bad(address, f"{what} is not a list of ids")
-    return [str(v) for v in value]
 
 
 class SyncClient:
@@ -120,12 +85,20 @@ class SyncClient:
         return self._session
 
     async def call(
-        self, address: str, db: str, name: str, body: dict[str, Any], wait: float = 0.0
-    ) -> dict[str, Any]:
-        """POST a signed JSON ``body`` to ``/v1/dbs/{db}/{name}`` at ``address``."""
+        self,
+        address: str,
+        db: str,
+        name: str,
+        request: WireModel,
+        answer: type[Answer],
+        wait: float = 0.0,
+        context: dict[str, Any] | None = None,
+    ) -> Answer:
+        """POST the signed ``request`` to ``/v1/dbs/{db}/{name}`` at ``address``; its
+        answer read into ``answer`` (``context``: what the answer is checked against)."""
         check_db_id(db)
         url = yarl.URL(base_url(address) + f"/v1/dbs/{db}/{name}", encoded=True)
-        data = json.dumps(body, separators=(",", ":")).encode()
+        data = request.model_dump_json().encode()
         headers = sign_request(self.key, "POST", url.raw_path_qs, data, self.clock())
         headers["Content-Type"] = "application/json"
         timeout = aiohttp.ClientTimeout(total=self.timeout + wait, connect=self.timeout)
@@ -145,90 +118,45 @@ class SyncClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             reason = str(exc) or type(exc).__name__
             raise BackendError(f"peer {address} is unreachable: {reason}") from exc
-        try:
-            answer = parse_body(raw)
-        except InputError as exc:
-            raise _bad(address, f"HTTP {status}, not a JSON object") from exc
         if status != 200:
-            message = str(answer.get("error", ""))[:300] or f"HTTP {status}"
-            raise _translate(status, f"peer {address}: {message}")
-        return answer
+            try:
+                error = parse(ErrorAnswer, raw).error[:MAX_ERROR_SHOWN] or f"HTTP {status}"
+            except InputError as exc:
+                raise _bad(address, f"HTTP {status}, {exc}") from None
+            raise _translate(status, f"peer {address}: {error}")
+        try:
+            return parse(answer, raw, context)
+        except InputError as exc:
+            raise _bad(address, str(exc)) from None
 
-    async def heads(self, address: str, db: str) -> RemoteHeads:
-        a = await self.call(address, db, "heads", {})
-        return RemoteHeads(
-            db,
-            _ids(a.get("tips"), address, "tips"),
-            _int(a.get("count"), address, "count"),
-            _int(a.get("max_seq"), address, "max_seq"),
-            _str(a.get("log"), address, "log"),
-            _str(a.get("permission"), address, "permission"),
+    async def heads(self, address: str, db: str) -> HeadsAnswer:
+        """The remote's tips, count and highest seq of ``db``, and our key's permission."""
+        return await self.call(
+            address, db, "heads", HeadsRequest(), HeadsAnswer, context={"db": db}
         )
 
     async def entries(
         self, address: str, db: str, after: int, limit: int = MAX_BATCH_ENTRIES, wait: float = 0.0
-    ) -> EntryBatch:
-        body: dict[str, Any] = {"after": after, "limit": limit}
-        if wait > 0:
-            body["wait"] = wait
-        a = await self.call(address, db, "entries", body, wait)
-        items = a.get("entries")
-        if not isinstance(items, list) or len(items) > limit:
-            raise _bad(address, "entries is not a list of at most the limit")
-        out: list[tuple[int, bytes]] = []
-        last = after
-        for item in items:
-            if not isinstance(item, list) or len(item) != 2:
-                raise _bad(address, "an entry is not [seq, base64]")
-            seq = _int(item[0], address, "seq")
-            if seq <= last:
-                raise _bad(address, "entry seqs are not increasing past the cursor")
-            try:
-                out.append((seq, decode_entry(item[1])))
-            except InputError as exc:
-                raise _bad(address, str(exc)) from exc
-            last = seq
-        nxt = _int(a.get("next"), address, "next")
-        more = a.get("more")
-        if nxt != last or not isinstance(more, bool):
-            raise _bad(address, "next/more do not match the entries")
-        if more and not out:
-            raise _bad(address, "more entries announced but none sent")
-        return EntryBatch(out, nxt, more, _str(a.get("log"), address, "log"))
+    ) -> EntriesAnswer:
+        """The remote's entries after its seq ``after`` (at most ``limit``; ``wait`` > 0
+        waits that long for one when there is none yet)."""
+        ask = EntriesRequest(after=after, limit=limit, wait=wait)
+        context = {"after": after, "limit": limit}
+        return await self.call(address, db, "entries", ask, EntriesAnswer, wait, context)
 
     async def missing(self, address: str, db: str, ids: list[str]) -> set[str]:
         """Which of ``ids`` the remote does not hold."""
-        a = await self.call(address, db, "have", {"ids": ids})
-        return set(_ids(a.get("missing"), address, "missing")) & set(ids)
+        a = await self.call(address, db, "have", HaveRequest(ids=ids), HaveAnswer)
+        return set(a.missing) & set(ids)
 
-    async def push(self, address: str, db: str, entries: list[bytes]) -> PushResult:
-        a = await self.call(address, db, "push", {"entries": [encode_entry(e) for e in entries]})
-        rejected_raw = a.get("rejected")
-        if not isinstance(rejected_raw, list):
-            raise _bad(address, "rejected is not a list")
-        rejected = [
-            (str(r.get("id", "?"))[:80], str(r.get("reason", ""))[:300])
-            for r in rejected_raw
-            if isinstance(r, dict)
-        ]
-        return PushResult(
-            _int(a.get("accepted"), address, "accepted"),
-            _int(a.get("duplicates"), address, "duplicates"),
-            _int(a.get("refused"), address, "refused"),
-            rejected,
-            _ids(a.get("tips"), address, "tips"),
-            _int(a.get("max_seq"), address, "max_seq"),
-            _str(a.get("log"), address, "log"),
-        )
+    async def push(self, address: str, db: str, entries: list[bytes]) -> PushAnswer:
+        """Send ``entries``; what the remote accepted, refused and holds now."""
+        return await self.call(address, db, "push", PushRequest(entries=entries), PushAnswer)
 
     async def access(self, address: str, db: str, permission: str) -> AccessDecision:
-        a = await self.call(address, db, "access", {"permission": permission})
-        status, request = a.get("status"), a.get("request")
-        if status not in ("granted", "pending", "rejected"):
-            raise _bad(address, "access status is not granted, pending or rejected")
-        if request is not None:
-            request = _int(request, address, "request")
-        return AccessDecision(str(status), request)
+        ask = AccessRequest(permission=permission)
+        a = await self.call(address, db, "access", ask, AccessAnswer)
+        return AccessDecision(a.status, a.request)
 
 
 def _translate(status: int, message: str) -> ChazError:

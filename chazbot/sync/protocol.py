@@ -20,8 +20,6 @@ their canonical bytes.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import heapq
 import json
@@ -29,7 +27,6 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from chazbot.errors import InputError, PermissionDenied, Unavailable
 from chazbot.ledger.encoding import content_id
@@ -252,32 +249,6 @@ class RateLimiter:
 
 
 # ---- bodies ----------------------------------------------------------------------------
-
-
-def parse_body(body: bytes) -> dict[str, Any]:
-    """A request or response body: one JSON object (empty body = ``{}``)."""
-    if not body:
-        return {}
-    try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise InputError("body is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise InputError("body must be a JSON object")
-    return value
-
-
-def encode_entry(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def decode_entry(text: Any) -> bytes:
-    if not isinstance(text, str):
-        raise InputError("an entry must be a base64 string")
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise InputError("an entry is not valid base64") from None
 
 
 def entry_db(data: bytes) -> str | None:

@@ -51,7 +51,7 @@ from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.replication import read_after, read_ids_after, read_known
-from chazbot.sync.client import EntryBatch, PushResult, RemoteHeads, SyncClient
+from chazbot.sync.client import SyncClient
 from chazbot.sync.protocol import (
     MAX_BATCH_BYTES,
     MAX_BATCH_ENTRIES,
@@ -66,6 +66,7 @@ from chazbot.sync.store import (
     parse_permission,
 )
 from chazbot.sync.tickets import Ticket, check_address, parse_ticket
+from chazbot.sync.wire import EntriesAnswer, HeadsAnswer, PushAnswer
 
 log = logging.getLogger(__name__)
 
@@ -396,7 +397,7 @@ class Replicator:
         # so the cursor passes a batch only once it and all before it are committed.
         total = 0
         while True:
-            nxt: asyncio.Task[EntryBatch] | None = None
+            nxt: asyncio.Task[EntriesAnswer] | None = None
             if batch.more and (deadline is None or time.monotonic() < deadline):
                 nxt = asyncio.create_task(
                     self.client.entries(pair.address, pair.db, batch.next, self.batch)
@@ -413,7 +414,7 @@ class Replicator:
                 return total
             batch = await nxt
 
-    async def _check_log(self, pair: _Pair, heads: RemoteHeads) -> None:
+    async def _check_log(self, pair: _Pair, heads: HeadsAnswer) -> None:
         """Cursors belong to one remote log; a rebuilt remote is read (and fed) afresh."""
         row = pair.row
         if not row.log:
@@ -429,7 +430,7 @@ class Replicator:
             pair.remote_has.clear()
             await self.remotes.save(row)
 
-    async def _apply(self, pair: _Pair, batch: EntryBatch) -> int:
+    async def _apply(self, pair: _Pair, batch: EntriesAnswer) -> int:
         """Ingest one batch, then move the cursors; return how many entries came."""
         if not batch.entries:
             return 0
@@ -499,7 +500,7 @@ class Replicator:
                 if not more:
                     return sent
 
-    async def _note_push(self, pair: _Pair, result: PushResult) -> None:
+    async def _note_push(self, pair: _Pair, result: PushAnswer) -> None:
         self.counters.sent += result.accepted
         self.counters.duplicates += result.duplicates
         self.counters.refused += result.refused

@@ -202,7 +202,8 @@ class AccessRequest(WireModel):
 
 
 class HeadsAnswer(WireModel):
-    """A database's tips and counts as one server holds them, and the asker's permission."""
+    """A database's tips and counts as one server holds them, and the asker's permission
+    (validated with ``{"db": …}`` as context, the database asked for)."""
 
     db: EntryId = Field(description="a database id")
     tips: list[EntryId] = Field(description="a list of entry ids")
@@ -210,6 +211,13 @@ class HeadsAnswer(WireModel):
     max_seq: Seq = Field(description=f"a seq from 0 to {MAX_SEQ}")
     log: ShortText = Field(description=f"a string of at most {SHORT_TEXT} characters")
     permission: ShortText = Field(description=f"a string of at most {SHORT_TEXT} characters")
+
+    @model_validator(mode="after")
+    def _asked(self, info: ValidationInfo) -> HeadsAnswer:
+        asked = info.context if isinstance(info.context, dict) else {}
+        if asked.get("db") not in (None, self.db):
+            raise ValueError("heads are of another database than asked")
+        return self
 
 
 class EntriesAnswer(WireModel):
@@ -286,7 +294,7 @@ class AccessAnswer(WireModel):
 class ErrorAnswer(WireModel):
     """Any refusal: one line, with the HTTP status saying which kind."""
 
-    error: Annotated[str, AfterValidator(lambda text: " ".join(text.split())[:500] or "error")]
+    error: Annotated[str, AfterValidator(lambda text: " ".join(text.split())[:500])] = ""
 
 
 # ---- reading a body ---------------------------------------------------------------------

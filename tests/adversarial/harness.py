@@ -22,7 +22,7 @@ from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.ledger.encoding import content_id, encode_checked
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
-from chazbot.sync.client import PushResult
+from chazbot.sync.wire import PushAnswer as PushResult
 from tests.sync_support import Node, snapshot, wait_until
 
 WRITE = Permission.parse("write", 10)
