@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ import chazbot
 from chazbot import metrics
 from chazbot.agent.capture import CAPTURE_TAG
 from chazbot.config import AgentConfig, Config, local_embedder_installed
+from chazbot.memory import vector_queue
 from chazbot.memory.embedders.local import thread_sizes
 from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, Fallbacks
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
@@ -104,25 +107,78 @@ async def test_captured_rows_are_embedded_in_batches(
         facts = [f"My friend number {i} keeps {i + 2} goats in Brittany" for i in range(6)]
         for i, fact in enumerate(facts):  # six rooms, one message each
             assert (await peer.chat(fact, session=f"room{i}", sender=ALICE)).ok
-        await wait_until(lambda: standin_embeddings.held == 1, what="the first vector request")
-        # Rows stored while the embedder works wait for the next batch, one call for all.
-        await wait_until(
-            lambda: (
-                peer.memory.vectors_later is not None and peer.memory.vectors_later.pending == 6
-            ),
-            what="five rows queued behind the first",
-        )
-        before = len(standin_embeddings.requests)
+        # Rows captured close together wait for a quiet moment, then go in one call.
+        await wait_until(lambda: standin_embeddings.held == 1, what="the vector request")
+        assert peer.memory.vectors_later is not None and peer.memory.vectors_later.pending == 6
         standin_embeddings.let_go()
         await peer.wait_captures()
         documents = [
             len(body["input"])
-            for body in standin_embeddings.requests[before - 1 :]
-            if any("goats" in t for t in body["input"])
+            for body in standin_embeddings.requests
+            if any("goats" in t for t in body["input"]) and documents_of(body)
         ]
-        assert documents == [1, 5], documents
+        assert documents == [6], documents
         view = await peer.memory.view(peer.agent("chaz").db)
         assert all(view.has_vector(r) for r, _ in await captured_rows(peer))
+
+
+def documents_of(body: dict[str, Any]) -> list[str]:
+    """The captured rows' texts an embedding request carried (not a turn's query)."""
+    return [t for t in body["input"] if re.search(CAPTURED_TEXT, t)]
+
+
+async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
+    tmp_path: Path,
+    standin_llm: StandinLLM,
+    standin_embeddings: StandinEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(vector_queue, "QUIET_S", 3600.0)  # never quiet in this test
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+        queue = peer.memory.vectors_later
+        assert queue is not None
+        for i in range(3):  # turns keep coming: the rows wait, the turns' queries do not
+            said = f"My cousin number {i} grows {i + 3} olive trees in Crete"
+            assert (await peer.chat(said, session="dm", sender=ALICE)).ok
+        await wait_until(lambda: queue.pending == 3, what="three captured rows waiting")
+        assert not any(documents_of(b) for b in standin_embeddings.requests)
+        assert any("olive" in t for b in standin_embeddings.requests for t in b["input"])
+
+        assert await peer.memory.wait_vectors(10)  # shutdown's wait: embedded at once, together
+        batches = [len(documents_of(b)) for b in standin_embeddings.requests if documents_of(b)]
+        assert batches == [3], batches
+
+        # under load that never pauses, a row waits at most MAX_WAIT_S
+        monkeypatch.setattr(vector_queue, "MAX_WAIT_S", 0.2)
+        assert (
+            await peer.chat("My cousin Zoe keeps bees near Chania", session="dm", sender=ALICE)
+        ).ok
+        await wait_until(
+            lambda: any("bees" in t for b in standin_embeddings.requests for t in documents_of(b)),
+            what="the overdue row's vector",
+        )
+
+        # at most MAX_PENDING wait; one more is stored without a vector, counted and logged
+        monkeypatch.setattr(vector_queue, "MAX_WAIT_S", 3600.0)
+        monkeypatch.setattr(vector_queue, "MAX_PENDING", 1)
+        skipped = metrics.VECTORS_LATER.labels("skipped")
+        before = skipped._value.get()
+        with caplog.at_level(logging.WARNING, logger="chazbot.memory.vector_queue"):
+            await wait_until(lambda: queue.pending == 0, what="the overdue row written")
+            said = "My aunt Ines paints lighthouses"
+            assert (await peer.chat(said, session="dm", sender=ALICE)).ok
+            await wait_until(lambda: queue.pending == 1, what="one row waiting")
+            said = "My uncle Rui restores boats"
+            assert (await peer.chat(said, session="dm", sender=ALICE)).ok
+            await wait_until(lambda: queue.skipped == 1, what="the row over the bound")
+        assert skipped._value.get() - before == 1
+        assert any("stored without a vector" in r.getMessage() for r in caplog.records)
+        assert await peer.memory.wait_vectors(10)
+        view = await peer.memory.view(peer.agent("chaz").db)
+        vectors = {v for r, v in await captured_rows(peer) if view.has_vector(r)}
+        assert any("lighthouses" in v for v in vectors)
+        assert not any("boats" in v for v in vectors)  # BM25 finds it; reindex adds it
 
 
 async def test_a_fallback_to_bm25_is_counted_logged_and_shown(

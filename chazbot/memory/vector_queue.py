@@ -1,10 +1,19 @@
-"""Vectors written after their rows: captured rows are embedded in batches, off the turn's path.
+"""Vectors written after their rows: captured rows are embedded in batches, off the turn's path
+and out of busy moments.
 
 A captured row is stored at once (BM25 finds it in the next turn) and handed here; one
-background task embeds what has gathered, in one call of at most ``BATCH`` texts (rows that
-arrive while a batch runs wait for the next one, so under load the batches grow by themselves
-and an idle bot embeds a row as soon as it comes), and writes each database's vectors as one
-entry in ``embeddings:<model>``, the shape ``MemoryEngine.reindex`` writes for existing rows.
+background task embeds what has gathered, in calls of at most ``BATCH`` texts, and writes each
+database's vectors as one entry in ``embeddings:<model>``, the shape ``MemoryEngine.reindex``
+writes for existing rows.
+
+It waits for a quiet moment first: a captured row comes with every chat turn, so while rows
+keep arriving (one in the last ``QUIET_S``) the bot is busy answering and the embedder would
+take the CPU its turns need (a captured row's vector costs about three times a turn's query
+on a small CPU). Rows wait at most ``MAX_WAIT_S``: under load that never pauses, the oldest
+are embedded anyway, so the vectors lag by at most that much and the work is the same as
+without the wait. At most ``MAX_PENDING`` rows wait; a row beyond it is stored without a
+vector (counted, BM25 finds it, ``/memory reindex`` adds it). ``wait`` (shutdown, tests)
+embeds what waits at once.
 
 Nothing here is on a turn's path: the embedder runs documents on their own worker (the local
 one) so a turn's query embedding never waits behind this (SPEC §3). A failed batch loses no
@@ -16,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from chazbot import metrics
 from chazbot.errors import ChazError
@@ -27,7 +37,13 @@ from chazbot.memory.rows import embeddings_store, encode_vector
 log = logging.getLogger(__name__)
 
 BATCH = 32
-"""Texts per embedding call (a captured row is ~60 tokens: ~0.1 s each on one core)."""
+"""Texts per embedding call."""
+QUIET_S = 2.0
+"""No row captured for this long: the bot is quiet, embed what waits."""
+MAX_WAIT_S = 60.0
+"""The longest a row waits for a quiet moment before it is embedded anyway."""
+MAX_PENDING = 4096
+"""Rows that may wait at once; one more is stored without a vector (``skipped``)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,7 @@ class Pending:
     key: KeyPair
     row_id: str
     text: str
+    since: float = field(default_factory=time.monotonic)
 
 
 class VectorQueue:
@@ -58,8 +75,12 @@ class VectorQueue:
         self._idle = asyncio.Event()
         self._idle.set()
         self._running = 0
+        self._last_add = 0.0
+        self._now = False  # ``wait`` was called: no waiting for a quiet moment
+        self._wake = asyncio.Event()
         self.written = 0
         self.failed = 0
+        self.skipped = 0
 
     @property
     def pending(self) -> int:
@@ -68,6 +89,18 @@ class VectorQueue:
 
     def add(self, item: Pending) -> None:
         """Queue a stored row for its vector; returns at once."""
+        self._last_add = time.monotonic()
+        if len(self._items) >= MAX_PENDING:
+            self.skipped += 1
+            metrics.VECTORS_LATER.labels("skipped").inc()
+            if self.skipped == 1 or self.skipped % 1000 == 0:
+                log.warning(
+                    "%d captured memories stored without a vector: over %d waited for one"
+                    " (BM25 still finds them; /memory reindex adds them)",
+                    self.skipped,
+                    MAX_PENDING,
+                )
+            return
         self._items.append(item)
         self._idle.clear()
         if self._task is None or self._task.done():
@@ -75,17 +108,38 @@ class VectorQueue:
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until every row queued so far has its vector written (or failed); False when
-        ``timeout`` ran out first."""
+        ``timeout`` ran out first. What waits for a quiet moment is embedded at once."""
+        self._now = True
+        self._wake.set()
         try:
             async with asyncio.timeout(timeout):
                 await self._idle.wait()
         except TimeoutError:
             return False
+        finally:
+            self._now = False
         return True
+
+    async def _quiet_moment(self) -> None:
+        """Return when no row came for ``QUIET_S``, the oldest waited ``MAX_WAIT_S``, or
+        ``wait`` was called."""
+        while not self._now and self._items:
+            now = time.monotonic()
+            quiet_in = self._last_add + QUIET_S - now
+            overdue_in = self._items[0].since + MAX_WAIT_S - now
+            if quiet_in <= 0 or overdue_in <= 0:
+                return
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(min(quiet_in, overdue_in)):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
 
     async def _drain(self) -> None:
         try:
             while self._items:
+                await self._quiet_moment()
                 chunk, self._items = self._items[: self.batch], self._items[self.batch :]
                 self._running = len(chunk)
                 try:
