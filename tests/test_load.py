@@ -22,6 +22,7 @@ import pytest
 import chazbot
 from chazbot import metrics
 from chazbot.agent.capture import CAPTURE_TAG
+from chazbot.agent.recall import focus_query
 from chazbot.config import AgentConfig, Config, local_embedder_installed
 from chazbot.memory import vector_queue
 from chazbot.memory.embedders.local import thread_sizes
@@ -179,6 +180,27 @@ async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
         vectors = {v for r, v in await captured_rows(peer) if view.has_vector(r)}
         assert any("lighthouses" in v for v in vectors)
         assert not any("boats" in v for v in vectors)  # BM25 finds it; reindex adds it
+
+
+async def test_a_turn_embeds_one_query(
+    tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
+) -> None:
+    """The newest message's words are embedded once and serve both of auto-recall's
+    searches; the conversation's words reach BM25 only (bench/recall_context.py: the same
+    facts found, one embedding a turn instead of two)."""
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+        assert (await peer.chat("My sister Ada lives in Lyon", session="dm", sender=ALICE)).ok
+        before = len(standin_embeddings.requests)
+        asked = "Where does my brother Tom work these days?"
+        turn = await peer.chat(asked, session="dm", sender=ALICE)
+        assert turn.ok and "Lyon" in turn.text  # the conversation's words still find Ada's row
+        queries = [
+            t
+            for body in standin_embeddings.requests[before:]
+            for t in body["input"]
+            if not re.search(CAPTURED_TEXT, t)
+        ]
+        assert queries == [focus_query([asked])], queries
 
 
 async def test_a_fallback_to_bm25_is_counted_logged_and_shown(

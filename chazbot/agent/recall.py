@@ -44,6 +44,9 @@ MEMORY_RULE = (
 RECENT_MESSAGES = 5
 QUERY_TOKENS = 10
 FOCUS_DEPTH = 10
+ONE_QUERY_VECTOR = True
+"""Embed only the newest message's words and use that vector for both searches (the
+conversation's words still go to BM25), or embed both (False)."""
 """How deep each of the two rankings is read before they are fused."""
 CONFIG_STORE = AGENT_CONFIG_STORE
 """The agent DB's store of its settings (``/memory config``)."""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import chazbot.agent.recall as recall_module
 from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
@@ -79,7 +80,12 @@ async def auto_recall(
     engine = peer.memory
     limit, floor = settings.max_entries, engine.similarity_floor(settings.min_similarity)
     focus = focus_query(messages)
-    queries = [(q, await engine.query_vector(q)) for q in dict.fromkeys([focus, query]) if q]
+    texts = [q for q in dict.fromkeys([focus, query]) if q]
+    if recall_module.ONE_QUERY_VECTOR and focus:
+        vector = await engine.query_vector(focus)
+        queries = [(q, vector) for q in texts]
+    else:
+        queries = [(q, await engine.query_vector(q)) for q in texts]
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)

