@@ -70,13 +70,24 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 
 def shot(driver: Any, name: str) -> None:
-    """The whole page (up to 4,000 px high) as ``tests/screenshots/<name>.png``."""
+    """The whole page (up to 4,000 px high) as ``tests/screenshots/<name>.png``. Under load a
+    page just loaded may not be laid out yet ("Cannot take screenshot with 0 width"): the
+    shot is retried, driver errors meaning "not yet", for up to 30 s."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def taken(d: Any) -> str | bool:
+        size = d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        if size["width"] <= 0 or size["height"] <= 0:
+            return False
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 4000)}
+        shot = d.execute_cdp_cmd(
+            "Page.captureScreenshot", {"captureBeyondViewport": True, "clip": {**clip, "scale": 1}}
+        )
+        return str(shot["data"])
+
     SHOTS.mkdir(exist_ok=True)
-    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 4000)}
-    data = driver.execute_cdp_cmd(
-        "Page.captureScreenshot", {"captureBeyondViewport": True, "clip": {**clip, "scale": 1}}
-    )["data"]
+    data = str(WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(taken))
     (SHOTS / f"{name}.png").write_bytes(base64.b64decode(data))
 
 
