@@ -49,6 +49,10 @@ from typing import Any
 
 import aiosqlite
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ledger import row_ops
+
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.ledger.core import LedgerCore
 
@@ -60,17 +64,6 @@ PRAGMAS = (  # as ``ledger._open_file`` opens the state file
     "PRAGMA busy_timeout=10000",
 )
 Trace = list[tuple[str, tuple[Any, ...]]]
-
-
-def row_ops(i: int) -> dict[str, list[Any]]:
-    """A memory-row-sized insert (about 200 bytes of payload), as in ``bench/ledger.py``."""
-    row = {
-        "key": f"fact-{i}",
-        "value": f"the user said that their favourite colour is number {i} of the palette",
-        "tags": ["preference", "colour"],
-        "source": "!room:example.org",
-    }
-    return {"memory": [{"op": "insert", "row": row}]}
 
 
 class Recorder:
