@@ -430,7 +430,9 @@ async def test_a_peer_answering_badly_gets_one_line() -> None:
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "heads are of another database": lambda: client.heads(fake.address, db),
             "not increasing past the cursor": lambda: client.entries(fake.address, db, 5),
-            "an entry id is not sha256": lambda: client.missing(fake.address, db, [OTHER]),
+            "missing must be a list of at most 1000": lambda: client.missing(
+                fake.address, db, [OTHER]
+            ),
             "accepted must be a count": lambda: client.push(fake.address, db, [b"{}"]),
             "status must be granted, pending": lambda: client.access(fake.address, db, "read"),
         }

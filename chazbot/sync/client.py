@@ -1,9 +1,10 @@
 """The sync client: signed requests to another peer's ``SyncServer``, answers checked.
 
 Requests are built and answers read with the wire's declarations (``chazbot.sync.wire``),
-the same the server uses; an answer that does not fit its model, or not the request it
-answers (an entries batch past the cursor, heads of the database asked for), is a
-BackendError "peer … answered badly: <what>", one line.
+the same the server uses. A request out of their bounds is an InputError before anything
+is sent; an answer that does not fit its model, or not the request it answers (an entries
+batch past the cursor, heads of another database), is a BackendError "peer … answered
+badly: <what>", one line.
 
 Errors are translated here, once: an unreachable peer, a timeout, a 429 or a 5xx answer is a
 BackendError; 401/403 a PermissionDenied, 404 a NotFound, 409 a ConflictError, other 4xx an
@@ -28,29 +29,15 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger.keys import KeyPair
+from chazbot.sync import wire
 from chazbot.sync.protocol import MAX_BATCH_ENTRIES, sign_request
 from chazbot.sync.store import AccessDecision, check_db_id
 from chazbot.sync.tickets import base_url
-from chazbot.sync.wire import (
-    AccessAnswer,
-    AccessRequest,
-    EntriesAnswer,
-    EntriesRequest,
-    ErrorAnswer,
-    HaveAnswer,
-    HaveRequest,
-    HeadsAnswer,
-    HeadsRequest,
-    PushAnswer,
-    PushRequest,
-    WireModel,
-    parse,
-)
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 MAX_ERROR_SHOWN = 300  # characters of a peer's error message repeated in ours
 
-Answer = TypeVar("Answer", bound=WireModel)
+Answer = TypeVar("Answer", bound=wire.WireModel)
 
 
 def _bad(address: str, what: str) -> BackendError:
@@ -89,7 +76,7 @@ class SyncClient:
         address: str,
         db: str,
         name: str,
-        request: WireModel,
+        request: wire.WireModel,
         answer: type[Answer],
         wait: float = 0.0,
         context: dict[str, Any] | None = None,
@@ -120,42 +107,45 @@ class SyncClient:
             raise BackendError(f"peer {address} is unreachable: {reason}") from exc
         if status != 200:
             try:
-                error = parse(ErrorAnswer, raw).error[:MAX_ERROR_SHOWN] or f"HTTP {status}"
+                error = wire.parse(wire.ErrorAnswer, raw).error[:MAX_ERROR_SHOWN]
             except InputError as exc:
                 raise _bad(address, f"HTTP {status}, {exc}") from None
-            raise _translate(status, f"peer {address}: {error}")
+            raise _translate(status, f"peer {address}: {error or f'HTTP {status}'}")
         try:
-            return parse(answer, raw, context)
+            return wire.parse(answer, raw, context)
         except InputError as exc:
             raise _bad(address, str(exc)) from None
 
-    async def heads(self, address: str, db: str) -> HeadsAnswer:
+    async def heads(self, address: str, db: str) -> wire.HeadsAnswer:
         """The remote's tips, count and highest seq of ``db``, and our key's permission."""
         return await self.call(
-            address, db, "heads", HeadsRequest(), HeadsAnswer, context={"db": db}
+            address, db, "heads", wire.HeadsRequest(), wire.HeadsAnswer, context={"db": db}
         )
 
     async def entries(
         self, address: str, db: str, after: int, limit: int = MAX_BATCH_ENTRIES, wait: float = 0.0
-    ) -> EntriesAnswer:
+    ) -> wire.EntriesAnswer:
         """The remote's entries after its seq ``after`` (at most ``limit``; ``wait`` > 0
         waits that long for one when there is none yet)."""
-        ask = EntriesRequest(after=after, limit=limit, wait=wait)
+        ask = wire.build(wire.EntriesRequest, after=after, limit=limit, wait=wait)
         context = {"after": after, "limit": limit}
-        return await self.call(address, db, "entries", ask, EntriesAnswer, wait, context)
+        return await self.call(address, db, "entries", ask, wire.EntriesAnswer, wait, context)
 
     async def missing(self, address: str, db: str, ids: list[str]) -> set[str]:
         """Which of ``ids`` the remote does not hold."""
-        a = await self.call(address, db, "have", HaveRequest(ids=ids), HaveAnswer)
+        a = await self.call(
+            address, db, "have", wire.build(wire.HaveRequest, ids=ids), wire.HaveAnswer
+        )
         return set(a.missing) & set(ids)
 
-    async def push(self, address: str, db: str, entries: list[bytes]) -> PushAnswer:
+    async def push(self, address: str, db: str, entries: list[bytes]) -> wire.PushAnswer:
         """Send ``entries``; what the remote accepted, refused and holds now."""
-        return await self.call(address, db, "push", PushRequest(entries=entries), PushAnswer)
+        ask = wire.build(wire.PushRequest, entries=entries)
+        return await self.call(address, db, "push", ask, wire.PushAnswer)
 
     async def access(self, address: str, db: str, permission: str) -> AccessDecision:
-        ask = AccessRequest(permission=permission)
-        a = await self.call(address, db, "access", ask, AccessAnswer)
+        ask = wire.build(wire.AccessRequest, permission=permission)
+        a = await self.call(address, db, "access", ask, wire.AccessAnswer)
         return AccessDecision(a.status, a.request)
 
 

@@ -69,6 +69,7 @@ from chazbot.ledger.auth import Level
 from chazbot.ledger.core import Applied
 from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
+from chazbot.sync import wire
 from chazbot.sync.guard import (
     HEADER_TIMEOUT_S,
     KEEPALIVE_TIMEOUT_S,
@@ -94,27 +95,11 @@ from chazbot.sync.protocol import (
 )
 from chazbot.sync.store import Sharing, address_group, check_db_id, log_id
 from chazbot.sync.tickets import format_address, format_ticket
-from chazbot.sync.wire import (
-    MAX_REJECTS_SHOWN,
-    AccessAnswer,
-    AccessRequest,
-    EntriesAnswer,
-    EntriesRequest,
-    ErrorAnswer,
-    HaveAnswer,
-    HaveRequest,
-    HeadsAnswer,
-    HeadsRequest,
-    PushAnswer,
-    PushRequest,
-    WireModel,
-    parse,
-)
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Body = TypeVar("Body", bound=WireModel)
+Body = TypeVar("Body", bound=wire.WireModel)
 _STATUS: list[tuple[type[Exception], int]] = [
     (Unauthenticated, 401),
     (RateLimited, 429),
@@ -191,12 +176,12 @@ class _Slots:
             self.used.pop(name, None)
 
 
-def _answer(body: WireModel, status: int = 200) -> web.Response:
+def _answer(body: wire.WireModel, status: int = 200) -> web.Response:
     return web.json_response(text=body.model_dump_json(), status=status)
 
 
 def _error(status: int, message: str) -> web.Response:
-    return _answer(ErrorAnswer(error=message), status)
+    return _answer(wire.ErrorAnswer(error=message), status)
 
 
 class SyncServer:
@@ -444,7 +429,7 @@ class SyncServer:
             self._record_nonce(signed)
         elif self.replay.seen(key, signed.nonce, self.clock(), signed.ts_ms / 1000):
             raise Unauthenticated("request replayed (nonce already used)")
-        data = parse(model, body)
+        data = wire.parse(model, body)
         del body
         if not self._handling.take(key):
             raise Busy("too many requests from this key in progress; try again later")
@@ -505,11 +490,11 @@ class SyncServer:
         return heads
 
     async def _heads(self, request: web.Request) -> web.Response:
-        async with self._open(request, "heads", HeadsRequest, Level.READ) as (key, db, _):
+        async with self._open(request, "heads", wire.HeadsRequest, Level.READ) as (key, db, _):
             heads = await self._read_heads(db)
             held = await self.ledger.permission(db, key)
         return _answer(
-            HeadsAnswer(
+            wire.HeadsAnswer(
                 db=db,
                 tips=heads.tips,
                 count=heads.count,
@@ -520,7 +505,8 @@ class SyncServer:
         )
 
     async def _entries(self, request: web.Request) -> web.Response:
-        async with self._open(request, "entries", EntriesRequest, Level.READ) as (key, db, ask):
+        admitted = self._open(request, "entries", wire.EntriesRequest, Level.READ)
+        async with admitted as (key, db, ask):
             after, limit, wait = ask.after, ask.limit, ask.wait
             fut: asyncio.Future[None] | None = None
             if wait > 0 and self._runner is not None and self._waiting() < self.max_waiters:
@@ -539,7 +525,7 @@ class SyncServer:
                     self._waiters.get(db, set()).discard(fut)
         self.counters.sent += len(rows)
         return _answer(
-            EntriesAnswer(
+            wire.EntriesAnswer(
                 entries=[(seq, data) for seq, _, data in rows],
                 next=rows[-1][0] if rows else after,
                 more=more,
@@ -548,12 +534,12 @@ class SyncServer:
         )
 
     async def _have(self, request: web.Request) -> web.Response:
-        async with self._open(request, "have", HaveRequest, Level.READ) as (_, db, ask):
+        async with self._open(request, "have", wire.HaveRequest, Level.READ) as (_, db, ask):
             known = await self.ledger.run(read_known, db, ask.ids)
-        return _answer(HaveAnswer(missing=[i for i in ask.ids if i not in known]))
+        return _answer(wire.HaveAnswer(missing=[i for i in ask.ids if i not in known]))
 
     async def _push(self, request: web.Request) -> web.Response:
-        async with self._open(request, "push", PushRequest, Level.READ) as (key, db, ask):
+        async with self._open(request, "push", wire.PushRequest, Level.READ) as (key, db, ask):
             entries = ask.entries
             del ask
             ours = [data for data in entries if entry_db(data) == db]
@@ -567,10 +553,10 @@ class SyncServer:
         for eid, reason in rejected[:5]:
             log.warning("sync push from %s… refused entry %s: %s", key[:24], eid[:19], reason)
         return _answer(
-            PushAnswer(
+            wire.PushAnswer(
                 accepted=len(result.accepted),
                 duplicates=result.duplicates,
-                rejected=rejected[:MAX_REJECTS_SHOWN],
+                rejected=rejected[: wire.MAX_REJECTS_SHOWN],
                 refused=len(rejected),
                 tips=heads.tips,
                 max_seq=heads.max_seq,
@@ -579,7 +565,7 @@ class SyncServer:
         )
 
     async def _access(self, request: web.Request) -> web.Response:
-        async with self._open(request, "access", AccessRequest, None) as (key, db, ask):
+        async with self._open(request, "access", wire.AccessRequest, None) as (key, db, ask):
             permission = ask.permission
             decision = await self.sharing.request_access(db, key, permission, request.remote)
         if decision.status == "pending":
@@ -590,4 +576,4 @@ class SyncServer:
                 permission,
                 db,
             )
-        return _answer(AccessAnswer(status=decision.status, request=decision.request))
+        return _answer(wire.AccessAnswer(status=decision.status, request=decision.request))
