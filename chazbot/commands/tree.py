@@ -154,11 +154,7 @@ class CommandTree:
         if not words:
             raise UsageError(f"no command given; try {prefix}help")
         lowered = [w.lower() for w in words]
-        best: Command | None = None
-        for command in self.commands:
-            n = len(command.path)
-            if tuple(lowered[:n]) == command.path and (best is None or n > len(best.path)):
-                best = command
+        best = self._longest_match(lowered)
         if best is None:
             group = [c for c in self.commands if c.path[0] == lowered[0]]
             if group:
@@ -167,16 +163,20 @@ class CommandTree:
             raise UsageError(f"unknown command {words[0]!r}; try {prefix}help")
         return best, self._bind(best, words[len(best.path) :], prefix)
 
-    def _raw(self, body: str, prefix: str) -> tuple[Command, dict[str, str]] | None:
-        """A command whose last argument is ``raw`` takes the rest of the line as typed
-        (a system prompt with an apostrophe, say); the words before it split on spaces."""
-        words = body.split()
-        lowered = [w.lower() for w in words]
+    def _longest_match(self, lowered: list[str]) -> Command | None:
+        """The command whose path is the longest prefix of ``lowered`` (lowercased words)."""
         best: Command | None = None
         for command in self.commands:
             n = len(command.path)
             if tuple(lowered[:n]) == command.path and (best is None or n > len(best.path)):
                 best = command
+        return best
+
+    def _raw(self, body: str, prefix: str) -> tuple[Command, dict[str, str]] | None:
+        """A command whose last argument is ``raw`` takes the rest of the line as typed
+        (a system prompt with an apostrophe, say); the words before it split on spaces."""
+        words = body.split()
+        best = self._longest_match([w.lower() for w in words])
         if best is None or not best.args or not best.args[-1].raw:
             return None
         before = len(best.path) + len(best.args) - 1
