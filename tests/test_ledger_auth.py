@@ -13,16 +13,7 @@ from hypothesis import strategies as st
 from chazbot.errors import InputError, NotFound, PermissionDenied
 from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Level, Permission
 from chazbot.ledger.auth import auth_op, check_auth_change, parse_auth_op
-
-ADMIN0 = Permission.parse("admin", 0)
-ADMIN1 = Permission.parse("admin", 1)
-WRITE0 = Permission.parse("write", 0)
-READ = Permission.parse("read")
-
-
-def key(n: int) -> KeyPair:
-    return KeyPair.from_private_bytes(bytes([n]) * 32)
-
+from tests.ledger_support import ADMIN0, ADMIN1, READ, WRITE0, key
 
 OWNER, ADMIN, WRITER, READER, STRANGER = key(1), key(2), key(3), key(4), key(5)
 

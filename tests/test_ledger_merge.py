@@ -12,19 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Permission
+from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, Ledger
 from chazbot.ledger.auth import parse_auth_op
+from tests.ledger_support import ADMIN1, READ, WRITE0, key
 from tests.sync_support import live_entries
-
-ADMIN0 = Permission.parse("admin", 0)
-ADMIN1 = Permission.parse("admin", 1)
-WRITE0 = Permission.parse("write", 0)
-READ = Permission.parse("read")
-
-
-def key(n: int) -> KeyPair:
-    return KeyPair.from_private_bytes(bytes([n]) * 32)
-
 
 OWNER, ADMIN, WRITER, STRANGER = key(1), key(2), key(3), key(5)
 
