@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
@@ -194,7 +194,7 @@ class FakePeer:
     def ticket(self, db: str) -> str:
         return f"eidetica:?db={db}&pr={self.address}"
 
-    async def __aenter__(self) -> FakePeer:
+    async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/v1/dbs/{db}/{name}", self._answer)
         self._runner = web.AppRunner(app, access_log=None)
@@ -244,3 +244,26 @@ class FakePeer:
 
 
 GONE = wire.ErrorAnswer(error="gone")
+
+
+class EndlessPeer(FakePeer):
+    """Grants access, names a tip nobody holds, and answers every entries request with one
+    more junk entry and "more": an import from it never ends by itself (its deadline must
+    end it). ``served`` counts the entries answers given."""
+
+    def __init__(self, db: str) -> None:
+        super().__init__()
+        self.db = db
+        self.served = 0
+
+    async def heads(self, ask: wire.HeadsRequest) -> wire.WireModel:
+        tip = "sha256:" + "ab" * 32
+        return wire.HeadsAnswer(
+            db=self.db, tips=[tip], count=1, max_seq=2**40, log="x", permission="read"
+        )
+
+    async def entries(self, ask: wire.EntriesRequest) -> wire.WireModel:
+        self.served += 1
+        seq = ask.after + 1
+        junk = json.dumps({"junk": self.served}).encode()
+        return wire.EntriesAnswer(entries=[(seq, junk)], next=seq, more=True, log="x")

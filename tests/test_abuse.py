@@ -9,14 +9,11 @@ should, the process's memory (VmHWM from /proc) stays bounded and its log has no
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import secrets
 import time
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from chazbot.ledger import KeyPair
 from chazbot.sync.protocol import KEY_HEADER, NONCE_HEADER, SIGNATURE_HEADER, TIME_HEADER
@@ -31,7 +28,7 @@ from tests.abuse_support import (
     stop_served,
     visible_delay,
 )
-from tests.sync_support import Node
+from tests.sync_support import EndlessPeer, Node
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -184,51 +181,21 @@ async def test_import_from_a_server_that_never_finishes(tmp_path: Path) -> None:
     served = await start_served(tmp_path / "owner", sync_import_timeout_s=3)
     node = await legit_peer(served, tmp_path / "peer.sqlite3")
     db = "sha256:" + secrets.token_hex(32)
-    seq = 0
-
-    async def endless(request: web.Request) -> web.Response:
-        nonlocal seq
-        name = request.match_info["name"]
-        if name == "access":
-            return web.json_response({"status": "granted", "request": None})
-        if name == "heads":
-            tip = "sha256:" + "ab" * 32
-            return web.json_response(
-                {
-                    "db": db,
-                    "tips": [tip],
-                    "count": 1,
-                    "max_seq": 2**40,
-                    "log": "x",
-                    "permission": "read",
-                }
-            )
-        seq += 1
-        junk = base64.b64encode(json.dumps({"junk": seq}).encode()).decode()
-        return web.json_response({"entries": [[seq, junk]], "next": seq, "more": True, "log": "x"})
-
-    app = web.Application()
-    app.router.add_post("/v1/dbs/{db}/{name}", endless)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
     try:
-        started = time.monotonic()
-        reply = await served.cmd(f"/memory import eidetica:?db={db}&pr=http:127.0.0.1:{port}")
-        took = time.monotonic() - started
-        assert not reply["ok"] and "did not finish within 3 s" in reply["text"], reply
-        assert took <= 3 + 5, took
-        served_before = seq
-        await asyncio.sleep(QUIET_WINDOW_S)  # an absence: nothing to wait on but a window
-        assert seq <= served_before + 1, "the import kept pulling after it failed"
-        # the room (here: the control socket and sync) is not held
-        assert await visible_delay(served, node) <= DELAY_BOUND_S
-        listed = await served.cmd("/memory list")
-        assert listed["ok"] and db[:19] not in listed["text"]
+        async with EndlessPeer(db) as fake:
+            started = time.monotonic()
+            reply = await served.cmd(f"/memory import {fake.ticket(db)}")
+            took = time.monotonic() - started
+            assert not reply["ok"] and "did not finish within 3 s" in reply["text"], reply
+            assert took <= 3 + 5, took
+            served_before = fake.served
+            await asyncio.sleep(QUIET_WINDOW_S)  # an absence: nothing to wait on but a window
+            assert fake.served <= served_before + 1, "the import kept pulling after it failed"
+            # the room (here: the control socket and sync) is not held
+            assert await visible_delay(served, node) <= DELAY_BOUND_S
+            listed = await served.cmd("/memory list")
+            assert listed["ok"] and db[:19] not in listed["text"]
     finally:
-        await runner.cleanup()
         await node.close()
         log = await stop_served(served)
     assert "Traceback" not in log, log[-3000:]

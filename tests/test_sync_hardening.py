@@ -8,8 +8,6 @@ import that never ended, listeners left behind) and asserts the bound that repla
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
 import secrets
 import time
@@ -17,7 +15,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from chazbot.config import Config
 from chazbot.errors import BackendError, ConflictError, InputError
@@ -28,7 +25,7 @@ from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
 from tests.abuse_support import attacker, head, post, raw_request, signed
-from tests.sync_support import FakePeer, Owner, raw_call
+from tests.sync_support import EndlessPeer, FakePeer, Owner, raw_call
 from tests.waits import wait_until
 
 READ = Permission.parse("read")
@@ -230,56 +227,28 @@ def test_rate_limiter_and_address_groups() -> None:
 
 async def test_import_deadline_and_cleanup(tmp_path: Path) -> None:
     db = "sha256:" + secrets.token_hex(32)
-    seq = 0
-
-    async def endless(request: web.Request) -> web.Response:
-        nonlocal seq
-        name = request.match_info["name"]
-        if name == "access":
-            return web.json_response({"status": "granted", "request": None})
-        if name == "heads":
-            return web.json_response(
-                {
-                    "db": db,
-                    "tips": ["sha256:" + "cd" * 32],
-                    "count": 1,
-                    "max_seq": 9,
-                    "log": "x",
-                    "permission": "read",
-                }
-            )
-        seq += 1
-        junk = base64.b64encode(json.dumps({"n": seq}).encode()).decode()
-        return web.json_response({"entries": [[seq, junk]], "next": seq, "more": True, "log": "x"})
-
-    app = web.Application()
-    app.router.add_post("/v1/dbs/{db}/{name}", endless)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
     ledger = await Ledger.open(tmp_path / "importer.sqlite3")
     listeners = len(ledger._listeners)
     try:
-        replicator = Replicator(ledger, KeyPair.generate(), import_timeout=1.0, timeout=5.0)
-        started = time.monotonic()
-        with pytest.raises(BackendError, match="did not finish within 1 s"):
-            await replicator.import_db(f"eidetica:?db={db}&pr=http:127.0.0.1:{port}")
-        assert time.monotonic() - started < 3.0
-        assert await replicator.tracked(db) == [] and replicator.status() == []
-        await replicator.close()
-        assert len(ledger._listeners) == listeners
+        async with EndlessPeer(db) as fake:
+            replicator = Replicator(ledger, KeyPair.generate(), import_timeout=1.0, timeout=5.0)
+            started = time.monotonic()
+            with pytest.raises(BackendError, match="did not finish within 1 s"):
+                await replicator.import_db(fake.ticket(db))
+            assert time.monotonic() - started < 3.0 and fake.served >= 1
+            assert await replicator.tracked(db) == [] and replicator.status() == []
+            await replicator.close()
+            assert len(ledger._listeners) == listeners
         # "more" with nothing in it is a bad answer, not a loop
-        async with _MoreOfNothing() as fake:
+        async with _MoreOfNothing() as nothing:
             client = SyncClient(KeyPair.generate())
             try:
                 with pytest.raises(BackendError, match=r"answered badly: .*none sent"):
-                    await client.entries(fake.address, db, 0)
+                    await client.entries(nothing.address, db, 0)
             finally:
                 await client.close()
     finally:
         await ledger.close()
-        await runner.cleanup()
 
 
 class _MoreOfNothing(FakePeer):
@@ -346,29 +315,18 @@ async def test_a_flood_of_refusals_logs_a_bounded_number_of_lines(
 
 async def test_import_with_sync_off_leaves_no_listener(tmp_path: Path) -> None:
     db = "sha256:" + secrets.token_hex(32)
-
-    async def endless(request: web.Request) -> web.Response:
-        if request.match_info["name"] == "access":
-            return web.json_response({"status": "granted", "request": None})
-        return web.json_response({"error": "gone"}, status=500)
-
-    app = web.Application()
-    app.router.add_post("/v1/dbs/{db}/{name}", endless)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
     peer = await Peer.open(Config(state_dir=tmp_path / "p", sync_listen="", http_listen=""))
     try:
         listeners = len(peer.ledger._listeners)
-        for _ in range(3):
-            reply = await peer.command(f"/memory import eidetica:?db={db}&pr=http:127.0.0.1:{port}")
-            assert not reply.ok and "\n" not in reply.text.strip()
+        async with FakePeer() as fake:  # grants access, then answers 500 to everything
+            for _ in range(3):
+                reply = await peer.command(f"/memory import {fake.ticket(db)}")
+                assert not reply.ok and "\n" not in reply.text.strip()
+        assert fake.asked[:2] == ["access", "heads"], fake.asked
         assert len(peer.ledger._listeners) == listeners
         assert await peer.ledger.local("SELECT * FROM sync_remotes") == []
     finally:
         await peer.close()
-        await runner.cleanup()
 
 
 async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Owner) -> None:
