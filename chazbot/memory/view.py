@@ -25,13 +25,13 @@ from chazbot.memory.when import in_months, named_months
 Allowed = set[int] | NDArray[np.int64] | None
 """Docs a search may return: a set, an array (the audience rule's), or None (all)."""
 RRF_K = 60  # SPEC §3
-# Candidates per ranker before fusion: max(20, 2 x limit). Chosen on LoCoMo's dev split
-# (bench/locomo.py): with 50 per ranker, rows that both rankers place low outranked rows one
-# ranker places first; 20 lifted hybrid recall@10 from 0.634 to 0.666 (speaker/date keys).
+# Candidates per ranker before fusion: max(20, 2 x limit). With many per ranker, rows that
+# both rankers place low outrank rows one ranker places first (bench/locomo.py; the figures
+# and the cosine weight's: docs/measured.md, "Memory indexes").
 MIN_CANDIDATES = 20
 UNION_CACHE = 64  # audiences whose visible docs a view keeps (a busy peer has few rooms)
 CANDIDATES_PER_RESULT = 2
-# The cosine list's RRF weight (BM25's is 1). Measured at 0.7, 1.0, 1.3, 1.6: 1.0 was best.
+# The cosine list's RRF weight (BM25's is 1): equal weights were best on LoCoMo dev.
 DENSE_WEIGHT = 1.0
 # Time-aware ranking (``chazbot.memory.when``): when the query names a month, the rows of
 # that month go first among the fused top ``DATE_WINDOW``, each part in fused order.

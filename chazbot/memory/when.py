@@ -2,9 +2,9 @@
 
 A query that names a month ("What did Caroline paint in May 2023?") asks about what was said
 then; recall moves the rows of that month ahead of the others among its fused candidates
-(``MemoryView.search``). Cross-validated on LoCoMo's dev conversations
-(``bench/locomo_cv.py``, docs/memory.md "Recall quality, cross-validated"), it was chosen in
-every fold on both paths: capture recall@10 0.718 → 0.729, remembered rows 0.668 → 0.678.
+(``MemoryView.search``). It is kept because it generalises: cross-validated on LoCoMo's dev
+conversations (``bench/locomo_cv.py``) it was chosen in every fold on both paths (the
+figures: docs/memory.md, "Recall quality, cross-validated").
 
 A row's day is the first date its key names (capture's keys are ``speaker/2023-05-08/id``;
 a remembered row may be keyed ``Caroline 8 May, 2023 D1:3``), else the day it was written.

@@ -4,7 +4,7 @@ downloaded at run time. One model per process, loaded lazily, run on worker thre
 event loop never blocks.
 
 Two workers, so that a turn's query never waits behind background work (SPEC §3): queries run on
-their own thread with every core (one short text: ~30 ms on two cores), documents (captured
+their own thread with every core (a turn waits for them), documents (captured
 rows, reindex batches) on another with all cores but one (at least one), niced, so on a 2-core
 machine a batch of rows takes one core at a lower priority while a query, the event loop and
 the homeserver keep the other. The C engine's buffers are per call and its weights read-only,
