@@ -182,6 +182,31 @@ async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
         assert not any("boats" in v for v in vectors)  # BM25 finds it; reindex adds it
 
 
+async def test_a_short_wait_does_not_end_a_longer_ones_hurry(
+    tmp_path: Path,
+    standin_llm: StandinLLM,
+    standin_embeddings: StandinEmbeddings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two callers wait at once (shutdown and a caller with a short timeout): the one that
+    gives up first must not send the rest back to waiting for a quiet moment."""
+    monkeypatch.setattr(vector_queue, "QUIET_S", 3600.0)
+    standin_embeddings.hold_matching("goats")
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+        agent = peer.agent("chaz")
+        for i in range(vector_queue.BATCH + 8):  # two batches
+            await peer.memory.remember(
+                agent.db, agent.key, f"k{i}", f"{i} goats", vector_later=True
+            )
+        long = asyncio.create_task(peer.memory.wait_vectors(30))
+        await wait_until(lambda: standin_embeddings.held == 1, what="the first batch")
+        assert await peer.memory.wait_vectors(0.01) is False  # gives up at once
+        standin_embeddings.let_go()
+        assert await long, "the second batch waited for a quiet moment"
+        view = await peer.memory.view(agent.db)
+        assert not view.missing_vectors()
+
+
 async def test_a_turn_embeds_one_query(
     tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
 ) -> None:

@@ -76,7 +76,7 @@ class VectorQueue:
         self._idle.set()
         self._running = 0
         self._last_add = 0.0
-        self._now = False  # ``wait`` was called: no waiting for a quiet moment
+        self._waiters = 0  # callers of ``wait`` under way: no waiting for a quiet moment
         self._wake = asyncio.Event()
         self.written = 0
         self.failed = 0
@@ -109,7 +109,7 @@ class VectorQueue:
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until every row queued so far has its vector written (or failed); False when
         ``timeout`` ran out first. What waits for a quiet moment is embedded at once."""
-        self._now = True
+        self._waiters += 1
         self._wake.set()
         try:
             async with asyncio.timeout(timeout):
@@ -117,13 +117,13 @@ class VectorQueue:
         except TimeoutError:
             return False
         finally:
-            self._now = False
+            self._waiters -= 1
         return True
 
     async def _quiet_moment(self) -> None:
         """Return when no row came for ``QUIET_S``, the oldest waited ``MAX_WAIT_S``, or
         ``wait`` was called."""
-        while not self._now and self._items:
+        while not self._waiters and self._items:
             now = time.monotonic()
             quiet_in = self._last_add + QUIET_S - now
             overdue_in = self._items[0].since + MAX_WAIT_S - now
