@@ -245,18 +245,13 @@ class Config(_Model):
             raise ValueError(f"agent names must be unique, repeated: {', '.join(dupes)}")
         return value
 
-    @model_validator(mode="after")
-    def _room_agents_exist(self) -> Config:
-        if self.matrix is not None:
-            known = {a.name.lower() for a in self.agents}
-            for glob, names in self.matrix.room_agents.items():
-                unknown = [n for n in names if n.lower() not in known]
-                if unknown:
-                    raise ValueError(
-                        f"matrix.room_agents[{glob!r}] names no configured agent: "
-                        + ", ".join(unknown)
-                    )
-        return self
+    def room_agent_names(self) -> list[tuple[str, str]]:
+        """Every (room glob, agent name) ``matrix.room_agents`` names. Whether each agent
+        exists is checked where agents are known: config.yaml's and those made in chat
+        (``HostingMixin``), at start and at each reload."""
+        if self.matrix is None:
+            return []
+        return [(glob, n) for glob, names in self.matrix.room_agents.items() for n in names]
 
     def agents_for_session(self, session: str) -> list[str] | None:
         """The agents a session may use (a Matrix room restricted by ``room_agents``), or

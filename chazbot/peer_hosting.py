@@ -113,6 +113,7 @@ class HostingMixin:
         """Create or open every configured agent, open every agent made in chat, and apply
         their default banks (idempotent); the default banks granted, as ``agent→bank``."""
         agents = await self._build_agents(self.config)
+        check_room_agents(self.config, agents)
         self.agents = agents
         granted: list[str] = []
         for agent in agents.values():
@@ -213,6 +214,34 @@ class HostingMixin:
         await self.apply_default_banks(agent)
         return agent
 
+    async def delete_agent(self, name: str, by: str) -> tuple[Agent, Agent]:
+        """Stop hosting an agent made in chat; (it, the agent a room now gets by default:
+        config.yaml names one at least).
+
+        Its DB says so (its name field unset, signed like any change), so it stays retired
+        across restarts; its DB, key and memory are kept and its name stays taken, so naming
+        it in config.yaml brings it back with everything it knew. An agent config.yaml
+        defines or one ``matrix.room_agents`` names is refused, and nothing is written."""
+        agent = self.agent(name)
+        definition = agent.definition
+        if definition is None or not definition.in_chat or definition.in_file:
+            raise InputError(
+                f"{agent.name} is defined in config.yaml: remove it there, then reload the "
+                "config (/agent reload)"
+            )
+        rooms = [glob for glob, n in self.config.room_agent_names() if n.lower() == name.lower()]
+        if rooms:
+            raise InputError(
+                f"matrix.room_agents names {agent.name} (for {', '.join(rooms)}): take it out "
+                "there first"
+            )
+        async with self._hosting_lock():
+            unset = {"op": "set", "field": NAME_FIELD, "value": None}
+            await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: [unset]})
+            del self.agents[agent.name.lower()]
+            log.info("agent %s deleted in chat by %s (db %s kept)", agent.name, by, agent.db)
+        return agent, next(iter(self.agents.values()))
+
     async def _check_default_banks(self, names: list[str]) -> None:
         """A default bank must be a bank (or a name free for one), not another agent."""
         for bank in names:
@@ -257,6 +286,7 @@ class HostingMixin:
         async with self._hosting_lock():
             old_config, old_agents = self.config, self.agents
             agents = await self._build_agents(fresh)
+            check_room_agents(fresh, agents)  # ConfigError: nothing was changed
             self.config, self.agents = fresh, agents
         granted: list[str] = []
         for agent in agents.values():
@@ -360,6 +390,17 @@ class HostingMixin:
             names = ", ".join(a.name for a in allowed) or "none"
             raise PermissionDenied(
                 f"{agent.name} may not answer in this room; the agents it may use: {names}"
+            )
+
+
+def check_room_agents(config: Config, agents: dict[str, Agent]) -> None:
+    """Every agent ``matrix.room_agents`` names must be hosted (in config.yaml or made in
+    chat); one line naming the first that is not."""
+    for glob, name in config.room_agent_names():
+        if name.lower() not in agents:
+            raise ConfigError(
+                f"matrix.room_agents[{glob!r}] names no agent of config.yaml or made in chat: "
+                f"{name}"
             )
 
 

@@ -1,4 +1,4 @@
-"""Agents from chat (#27): ``/agent new|set|reset|show|reload`` and ``/agents`` through
+"""Agents from chat (#27): ``/agent new|set|reset|show|delete|reload`` and ``/agents`` through
 ``peer.command``, on a real state dir and the stand-in LLM over loopback HTTP.
 
 The Matrix side (a real Synapse, a restart of ``chazbot run``) is ``test_agents_matrix.py``.
@@ -31,6 +31,18 @@ def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
         embedding=None,
         **kw,
     )
+
+
+def config_file(tmp_path: Path, llm: StandinLLM) -> dict[str, Any]:
+    """A config.yaml's data for a peer whose config ``/agent reload`` re-reads."""
+    return {
+        "state_dir": str(tmp_path / "state"),
+        "sync_listen": "",
+        "http_listen": "",
+        "embedding": None,
+        "llm": llm.client_settings(model=BASE_MODEL),
+        "agents": [{"name": "chaz"}],
+    }
 
 
 @pytest.fixture
@@ -185,12 +197,13 @@ async def test_a_non_admin_is_refused_every_verb(peer: Peer) -> None:
         "/agent set parrot system_prompt hacked",
         "/agent reset parrot system_prompt",
         "/agent show parrot",
+        "/agent delete parrot",
         "/agent reload",
     ):
         r = await peer.command(text, is_admin=False)
         assert not r.ok and r.text.startswith("only admins may use /agent "), (text, r.text)
     assert await stored(peer, "parrot") == before
-    assert "gull" not in peer.agents
+    assert "gull" not in peer.agents and "parrot" in peer.agents
     # listing stays open to everyone
     assert "- parrot: model" in (await peer.command("/agents", is_admin=False)).text
 
@@ -198,15 +211,8 @@ async def test_a_non_admin_is_refused_every_verb(peer: Peer) -> None:
 async def test_reload_applies_a_config_edit_and_a_bad_edit_changes_nothing(
     tmp_path: Path, standin_llm: StandinLLM
 ) -> None:
+    data = config_file(tmp_path, standin_llm)
     path = tmp_path / "config.yaml"
-    data: dict[str, Any] = {
-        "state_dir": str(tmp_path / "state"),
-        "sync_listen": "",
-        "http_listen": "",
-        "embedding": None,
-        "llm": standin_llm.client_settings(model=BASE_MODEL),
-        "agents": [{"name": "chaz"}],
-    }
     path.write_text(yaml.safe_dump(data))
     async with chazbot.open(tmp_path / "state", load_config(path)) as peer:
         r = await peer.command("/agent reload")
@@ -240,6 +246,88 @@ async def test_reload_applies_a_config_edit_and_a_bad_edit_changes_nothing(
         assert peer.config is config_before and peer.agents == agents_before
 
 
+async def test_delete_keeps_what_the_agent_knew_and_config_yaml_brings_it_back(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    cfg = config(tmp_path, standin_llm)
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        assert (await peer.command('/agent new parrot system_prompt="You are Polly."')).ok
+        parrot = peer.agent("parrot")
+        await parrot.remember("cracker", "Polly likes crackers")
+        assert (await peer.command("/agent parrot", session="deck")).ok
+        r = await peer.command("/agent delete PARROT")
+        assert r.ok, r.text
+        assert r.text.startswith(
+            "Deleted agent parrot: it no longer answers, and rooms that used it now get chaz. "
+            f"Its DB {parrot.db[:19]}…"
+        ), r.text
+        assert "name it in config.yaml's agents and /agent reload" in r.text
+        assert "parrot" not in peer.agents
+        assert "parrot" not in (await peer.command("/agents")).text
+        # the room that had chosen it is answered by the first agent, with its own prompt
+        result = await peer.chat("hello", session="deck")
+        assert result.ok and not system_prompt(standin_llm.last_request).startswith("You are P")
+        r = await peer.command("/agent parrot", session="deck")
+        assert not r.ok and "no agent named 'parrot'" in r.text, r.text
+        # its name stays taken: a new agent would not get its DB or key
+        r = await peer.command("/agent new parrot")
+        assert not r.ok and "was hosted here before (its DB is kept)" in r.text, r.text
+    async with chazbot.open(tmp_path / "state", cfg) as peer:  # a restart: still retired
+        assert "parrot" not in peer.agents
+    back = cfg.model_copy(update={"agents": [*cfg.agents, AgentConfig(name="parrot")]})
+    async with chazbot.open(tmp_path / "state", back) as peer:
+        again = peer.agent("parrot")
+        assert again.db == parrot.db
+        assert again.config.system_prompt == "You are Polly."  # its stored settings too
+        assert [h.value for h in await again.recall("cracker")] == ["Polly likes crackers"]
+
+
+async def test_delete_refuses_config_agents_room_agents_and_strangers_and_writes_nothing(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    data = config_file(tmp_path, standin_llm)
+    data["matrix"] = {"homeserver_url": "http://127.0.0.1:1", "user_id": "@bot:example.org"}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    async with chazbot.open(tmp_path / "state", load_config(path)) as peer:
+        peer.config_loader = lambda: load_config(path)
+        r = await peer.command("/agent delete chaz")
+        assert not r.ok and r.text == (
+            "chaz is defined in config.yaml: remove it there, then reload the config "
+            "(/agent reload)"
+        ), r.text
+        r = await peer.command("/agent delete nobody")
+        assert not r.ok and "no agent named 'nobody'; agents here: chaz" in r.text, r.text
+        # matrix.room_agents may name an agent made in chat, and then it cannot go
+        assert (await peer.command("/agent new parrot")).ok
+        data["matrix"]["room_agents"] = {"!deck-*:example.org": ["parrot"]}
+        path.write_text(yaml.safe_dump(data))
+        r = await peer.command("/agent reload")
+        assert r.ok, r.text
+        assert [a.name for a in peer.allowed_agents("matrix:!deck-1:example.org")] == ["parrot"]
+        before = await stored(peer, "parrot")
+        r = await peer.command("/agent delete parrot")
+        assert not r.ok and r.text == (
+            "matrix.room_agents names parrot (for !deck-*:example.org): take it out there first"
+        ), r.text
+        assert await stored(peer, "parrot") == before and "parrot" in peer.agents
+        # a name that is no agent at all is the config's error, and the reload changes nothing
+        data["matrix"]["room_agents"] = {"*": ["nobody"]}
+        path.write_text(yaml.safe_dump(data))
+        config_before = peer.config
+        r = await peer.command("/agent reload")
+        assert not r.ok and r.text == (
+            "matrix.room_agents['*'] names no agent of config.yaml or made in chat: nobody"
+        ), r.text
+        assert peer.config is config_before
+    # and at start
+    from chazbot.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"room_agents\['\*'\] names no agent .*: nobody"):
+        async with chazbot.open(tmp_path / "state", load_config(path)):
+            pass
+
+
 def test_merge_chat_over_file_over_defaults_and_bad_stored_values_are_ignored() -> None:
     file = AgentConfig(name="ava", system_prompt="file", capture="off")
     fields = {
@@ -257,7 +345,7 @@ def test_merge_chat_over_file_over_defaults_and_bad_stored_values_are_ignored() 
 
 
 def test_agent_verbs_are_their_own_commands() -> None:
-    for verb in ("new", "set", "reset", "show", "reload"):
+    for verb in ("new", "set", "reset", "show", "delete", "reload"):
         command, args = TREE.parse(f"/agent {verb}x")  # an agent's name, not a verb
         assert command.path == ("agent",) and args == {"name": f"{verb}x"}, verb
     command, args = TREE.parse("/agent set a system_prompt Don't  panic")

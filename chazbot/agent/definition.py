@@ -45,7 +45,7 @@ MAX_PROMPT_CHARS = 8000
 """A system prompt's bound: about 2,000 tokens, which leaves a 4k-context model room to talk."""
 MAX_MODEL_CHARS = 2048
 MAX_LIST_ITEMS = 32
-RESERVED_NAMES = frozenset({"new", "set", "reset", "show", "reload"})
+RESERVED_NAMES = frozenset({"new", "set", "reset", "show", "delete", "reload"})
 """``/agent <verb>`` words: an agent by one of these names could not be chosen by ``/agent``."""
 
 Source = Literal["config.yaml", "chat", "default"]

@@ -1,5 +1,5 @@
-"""Agents from chat (admins): ``/agent new``, ``/agent set``, ``/agent reset``, ``/agent show``
-and ``/agent reload``.
+"""Agents from chat (admins): ``/agent new``, ``/agent set``, ``/agent reset``, ``/agent show``,
+``/agent delete`` and ``/agent reload``.
 
 A definition made or changed here is stored in the agent's own DB (``agent.definition``), so
 it survives restarts and travels with the DB; where config.yaml defines the same key, the
@@ -141,6 +141,24 @@ async def show(ctx: Context, agent: str | None = None) -> Reply:
     if definition is not None and definition.ignored:
         lines.append("Stored but invalid, ignored: " + ", ".join(definition.ignored))
     return Reply(True, "\n".join(lines))
+
+
+@command(
+    "agent delete",
+    (Arg("agent"),),
+    "stop hosting an agent made in chat; its DB and memory are kept, and naming it in "
+    "config.yaml brings it back",
+    admin=True,
+)
+async def delete(ctx: Context, agent: str) -> Reply:
+    gone, now = await ctx.peer.delete_agent(agent, ctx.sender)
+    return Reply(
+        True,
+        f"Deleted agent {gone.name}: it no longer answers, and rooms that used it now get "
+        f"{now.name}. Its DB {gone.db[:19]}… and "
+        f"what it remembers are kept; to bring it back, name it in config.yaml's agents and "
+        f"{ctx.prefix}agent reload.",
+    )
 
 
 @command(

@@ -87,7 +87,8 @@ async def delete(ctx: Context, ref: str) -> Reply:
     hosted = await resolve_hosted(ctx, ref)
     if hosted.kind != "bank":
         raise InputError(
-            f"{hosted.name!r} is an agent, not a bank; agents are removed in the config"
+            f"{hosted.name!r} is an agent, not a bank; delete an agent with "
+            f"{ctx.prefix}agent delete {hosted.name}"
         )
     await ctx.peer.delete_bank(hosted)
     return ok(
