@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from chazbot.errors import BackendError, ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.memory.banks import admin_key_for, check_name
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
-from chazbot.sync.outcomes import Imported, PendingRequests
+from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 
 if TYPE_CHECKING:
@@ -148,13 +148,36 @@ class SharingMixin:
     async def pending_requests(self, shown: int = 10) -> PendingRequests:
         """Pending requests: how many per database, and the newest ``shown`` of them."""
         counts = await self.sharing.pending_counts()
-        labels: dict[str, str] = {}
-        for db in counts:
-            hosted = await self.registry.by_db(db)
-            labels[db] = hosted.name if hosted else db[:19] + "…"
+        labels = {db: await self._label(db) for db in counts}
         per_db = [(labels[db], n) for db, n in sorted(counts.items(), key=lambda kv: -kv[1])]
         newest = list(reversed(await self.sharing.requests(newest=shown))) if counts else []
         return PendingRequests(sum(counts.values()), per_db, newest, labels)
+
+    async def sync_pairs(self) -> list[SyncPair]:
+        """Every (database, remote) pair this peer syncs: its cursors, how it is doing and
+        when it last pulled and pushed; with sync off, the pairs that wait for it."""
+        if self.replicator is not None:
+            return [
+                SyncPair(
+                    await self._label(p.db),
+                    p.address,
+                    p.pulled,
+                    p.pushed,
+                    "failing" if p.failing else "ok",
+                    p.last_error or "",
+                    p.last_pull,
+                    p.last_push,
+                )
+                for p in self.replicator.status()
+            ]
+        return [
+            SyncPair(await self._label(c.db), c.address, c.pulled, c.pushed, "off")
+            for c in await self.ledger.cursors.list()
+        ]
+
+    async def _label(self, db: str) -> str:
+        hosted = await self.registry.by_db(db)
+        return hosted.name if hosted else db[:19] + "…"
 
     async def decide_request(self, number: int, approve: bool) -> AccessRequest:
         """Approve (with an admin key this peer holds on the database) or reject a request."""

@@ -57,3 +57,21 @@ def test_every_long_module_says_why_in_the_architecture_page() -> None:
     assert long, "no long module: the check would hold nothing"
     missing = [p for p in long if f"`{p}`" not in section]
     assert not missing, f"over {LONG_MODULE_LINES} lines, no reason in architecture.md: {missing}"
+
+
+def test_every_metric_is_in_the_operations_guide() -> None:
+    """docs/operations.md's table names every family /metrics serves, and no other."""
+    import re
+    from types import SimpleNamespace
+    from typing import Any
+
+    from chazbot.metrics import REGISTRY
+    from chazbot.transports.http import SyncCollector
+
+    served = {family.name for family in REGISTRY.collect()}
+    no_sync: Any = SimpleNamespace(sync_counters=lambda: {"sent": 0}, replicator=None)
+    served |= {family.name for family in SyncCollector(no_sync).collect()}
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(chazbot_\w+)`", table, re.MULTILINE))
+    assert documented == served

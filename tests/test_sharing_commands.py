@@ -252,3 +252,86 @@ async def test_bad_tickets_and_unshare(tmp_path: Path) -> None:
         await a.start_sync()
         assert (await a.command("/memory share notes")).ok
         assert (await a.command("/memory unshare notes")).ok
+
+
+async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failures(
+    tmp_path: Path,
+) -> None:
+    """An operator's view of sync from chat (``/sharing status``): each synced bank with its
+    peer, cursors and when it last pulled and pushed; a peer that went away shows as failing
+    with why; with sync off, what waits for it."""
+    async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
+        r = await b.command("/sharing status")
+        assert r.ok and r.text.startswith("No bank here is synced with another peer"), r.text
+    a_cm = chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha"))
+    a = await a_cm.__aenter__()
+    try:
+        async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
+            await a.start_sync()
+            await b.start_sync()
+            assert (await a.command("/memory new notes")).ok
+            await share_and_import(a, b, "notes")
+            assert (await b.command("/memory grant notes gamma write")).ok
+            await b.agent("gamma").remember("k", "v", bank="notes")
+
+            async def heard() -> bool:
+                return all(
+                    p.last_pull is not None and p.last_push is not None and p.pushed > 0
+                    for p in await b.sync_pairs()
+                )
+
+            await wait_until(heard)
+            r = await b.command("/sharing status")
+            assert r.ok, r.text
+            head, line = r.text.split("\n")
+            assert head == "Synced with other peers: 1, all ok:", r.text
+            assert re.fullmatch(
+                r"- notes with http:127\.0\.0\.1:\d+: pulled to \d+, pushed to [1-9]\d*; "
+                r"last pull \d+ s ago, last push \d+ s ago",
+                line,
+            ), line
+            assert not (await b.command("/sharing status", is_admin=False)).ok
+            assert pair_states(b) == {"ok": 1, "failing": 0}
+
+            await a_cm.__aexit__(None, None, None)  # A goes away
+            a_cm = None
+            await b.agent("gamma").remember("k2", "v2", bank="notes")
+
+            async def failing() -> bool:
+                return [p.state for p in await b.sync_pairs()] == ["failing"]
+
+            await wait_until(failing)
+            r = await b.command("/sharing status")
+            assert r.text.startswith("Synced with other peers: 1, 1 failing:"), r.text
+            assert "; failing: " in r.text and "\n" in r.text
+            assert pair_states(b) == {"ok": 0, "failing": 1}
+        async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
+            r = await b.command("/sharing status")  # sync not started: what waits for it
+            assert r.text.startswith("Sync is off on this peer (sync_listen); 1 to sync"), r.text
+            assert "last pull" not in r.text
+    finally:
+        if a_cm is not None:
+            await a_cm.__aexit__(None, None, None)
+
+
+def pair_states(peer: Peer) -> dict[str, float]:
+    """``chazbot_sync_pairs`` as ``/metrics`` shows it, by state."""
+    from chazbot.transports.http import SyncCollector
+
+    (family,) = [f for f in SyncCollector(peer).collect() if f.name == "chazbot_sync_pairs"]
+    return {s.labels["state"]: s.value for s in family.samples}
+
+
+def test_ago_reads_like_a_person_would_say_it() -> None:
+    from chazbot.sync.outcomes import ago
+
+    now = 1_000_000.0
+    assert [ago(now - s, now) for s in (0, 59, 60, 3_599, 7_200, 200_000)] == [
+        "0 s ago",
+        "59 s ago",
+        "1 min ago",
+        "59 min ago",
+        "2 h ago",
+        "2 d ago",
+    ]
+    assert ago(None, now) == "never" and ago(now + 5, now) == "0 s ago"

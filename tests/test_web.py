@@ -206,6 +206,24 @@ async def test_admin_pages_are_for_admins_only(tmp_path: Path) -> None:
                     assert page.status == 200, path
 
 
+async def test_the_peers_page_shows_each_synced_pair(tmp_path: Path) -> None:
+    from chazbot.sync.store import Remotes
+
+    async with serving(tmp_path) as (peer, base):
+        team = await peer.create_bank("team")
+        await Remotes(peer.ledger).add(team, "http:127.0.0.1:9")  # sync is not running here
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/peers") as page:
+                html = await page.text()
+        assert "<th>Last pull</th><th>Last push</th>" in html
+        row = (
+            "<tr><td>team</td><td>http:127.0.0.1:9</td><td>0</td><td>0</td><td>never</td>"
+            "<td>never</td><td>sync off</td><td></td></tr>"
+        )
+        assert row in html, html
+
+
 async def test_admin_actions_run_as_commands(tmp_path: Path) -> None:
     async with serving(tmp_path) as (peer, base):
         await peer.command("/memory new team")

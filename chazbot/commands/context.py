@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from chazbot.ledger.local import AccessRequest
     from chazbot.memory.banks import Hosted, Registry
     from chazbot.sync import Sharing
-    from chazbot.sync.outcomes import Imported, PendingRequests
+    from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
 
 
 class CommandPeer(MemoryHost, Protocol):
@@ -79,6 +79,8 @@ class CommandPeer(MemoryHost, Protocol):
     async def pending_requests(self, shown: int = 10) -> PendingRequests: ...
 
     async def decide_request(self, number: int, approve: bool) -> AccessRequest: ...
+
+    async def sync_pairs(self) -> list[SyncPair]: ...
 
 
 @dataclass

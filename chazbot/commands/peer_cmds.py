@@ -1,13 +1,16 @@
 """Peer-level commands: agents, agent, pubkey, clear, and the /sharing group (the admins'
-``/agent new|set|reset|show|reload`` are in ``agent_cmds``; ``/help``, which lists the whole
+``/agent new|set|reset|show|delete|reload`` are in ``agent_cmds``; ``/help``, which lists the whole
 tree, is declared beside it in ``chazbot/commands/__init__.py``)."""
 
 from __future__ import annotations
+
+import time
 
 from chazbot.commands.agent_cmds import model_of, origin_of
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import InputError, PermissionDenied
+from chazbot.sync.outcomes import ago
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -82,6 +85,39 @@ async def requests(ctx: Context) -> Reply:
         head += f"; the newest {len(pending.newest)}"
     head += f" (decide with {ctx.prefix}sharing approve|reject <id>)"
     return Reply(True, head + ":\n" + "\n".join(lines))
+
+
+@command(
+    "sharing status",
+    (),
+    "the banks synced with other peers: cursors, last pull and push, errors",
+    admin=True,
+)
+async def status(ctx: Context) -> Reply:
+    pairs = await ctx.peer.sync_pairs()
+    if not pairs:
+        return Reply(
+            True,
+            "No bank here is synced with another peer (import one with "
+            f"{ctx.prefix}memory import <ticket>).",
+        )
+    now = time.time()
+    if pairs[0].state == "off":
+        head = f"Sync is off on this peer (sync_listen); {len(pairs)} to sync when it is on:"
+    else:
+        failing = sum(p.state == "failing" for p in pairs)
+        head = f"Synced with other peers: {len(pairs)}" + (
+            f", {failing} failing:" if failing else ", all ok:"
+        )
+    lines = [head]
+    for p in pairs:
+        line = f"- {p.bank} with {p.address}: pulled to {p.pulled}, pushed to {p.pushed}"
+        if p.state != "off":
+            line += f"; last pull {ago(p.last_pull, now)}, last push {ago(p.last_push, now)}"
+        if p.state == "failing":
+            line += f"; failing: {p.error}"
+        lines.append(line)
+    return Reply(True, "\n".join(lines))
 
 
 @command("sharing approve", (Arg("id"),), "approve an import request", admin=True)

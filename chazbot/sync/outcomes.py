@@ -33,4 +33,32 @@ class PendingRequests:
     labels: dict[str, str]
 
 
-__all__ = ["Imported", "PendingRequests"]
+@dataclass(frozen=True)
+class SyncPair:
+    """One (database, remote) pair this peer syncs, labelled by the database's name here.
+    ``state``: ``ok``, ``failing`` (``error`` says why) or ``off`` (sync is not running on
+    this peer); the times are Unix times of the last pull and push that succeeded (None:
+    none since the start)."""
+
+    bank: str
+    address: str
+    pulled: int
+    pushed: int
+    state: Literal["ok", "failing", "off"]
+    error: str = ""
+    last_pull: float | None = None
+    last_push: float | None = None
+
+
+def ago(when: float | None, now: float) -> str:
+    """``when`` (a Unix time) as a person reads it beside ``now``: "12 s ago", "never"."""
+    if when is None:
+        return "never"
+    seconds = max(0, round(now - when))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+__all__ = ["Imported", "PendingRequests", "SyncPair", "ago"]

@@ -96,6 +96,10 @@ class PairStatus:
     pushed: int
     failing: bool
     last_error: str | None
+    last_pull: float | None = None
+    """When the remote last answered a pull (Unix time; None: not since the start)."""
+    last_push: float | None = None
+    """When a push last succeeded (the same)."""
 
 
 @dataclass
@@ -110,6 +114,7 @@ class _Pair:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     failing: bool = False
     last_error: str | None = None
+    done_at: dict[str, float] = field(default_factory=dict)  # "pull"/"push": last success
     denied: bool = False  # the remote's last answer refused our key (403): access withdrawn
 
     @property
@@ -154,6 +159,7 @@ class Replicator:
         self.batch = max(1, min(batch, MAX_BATCH_ENTRIES))
         self.retry_initial = retry_initial
         self.retry_max = retry_max
+        self.clock = clock
         self.client = SyncClient(key, timeout=timeout, clock=clock)
         self.remotes = Remotes(ledger)
         self.counters = SyncCounters()
@@ -197,7 +203,16 @@ class Replicator:
     def status(self) -> list[PairStatus]:
         """Every pair this replicator syncs, with its cursors and its last failure."""
         return [
-            PairStatus(p.db, p.address, p.row.pulled, p.row.pushed, p.failing, p.last_error)
+            PairStatus(
+                p.db,
+                p.address,
+                p.row.pulled,
+                p.row.pushed,
+                p.failing,
+                p.last_error,
+                p.done_at.get("pull"),
+                p.done_at.get("push"),
+            )
             for p in self._pairs.values()
         ]
 
@@ -367,6 +382,7 @@ class Replicator:
         async for attempt in retrying:
             with attempt:
                 result = await step()
+        pair.done_at[what] = self.clock()
         if pair.failing:
             pair.failing = pair.denied = False
             log.info("sync %s of %s with %s works again", what, pair.db[:19], pair.address)
@@ -384,6 +400,7 @@ class Replicator:
         if deadline is not None and deadline < 0:
             deadline = time.monotonic() + self.pull_pass_s
         heads = await self.client.heads(pair.address, pair.db)
+        pair.done_at["pull"] = self.clock()  # it answers: a long wait for entries may follow
         await self._check_log(pair, heads)
         known = await self.ledger.run(read_known, pair.db, heads.tips)
         if len(known) == len(set(heads.tips)):

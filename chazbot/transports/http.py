@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from chazbot import metrics
@@ -47,7 +47,8 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 class SyncCollector(Collector):
-    """Sync entries sent, received and refused, read from the peer at scrape time."""
+    """Sync entries sent, received and refused, and the synced pairs by state, read from the
+    peer at scrape time."""
 
     def __init__(self, peer: Peer) -> None:
         self.peer = peer
@@ -59,6 +60,14 @@ class SyncCollector(Collector):
         for direction, value in self.peer.sync_counters().items():
             family.add_metric([direction], value)
         yield family
+        pairs = GaugeMetricFamily(
+            "chazbot_sync_pairs", "Synced (bank, peer) pairs by state", labels=["state"]
+        )
+        status = self.peer.replicator.status() if self.peer.replicator is not None else []
+        failing = sum(p.failing for p in status)
+        pairs.add_metric(["ok"], len(status) - failing)
+        pairs.add_metric(["failing"], failing)
+        yield pairs
 
 
 class HttpServer:

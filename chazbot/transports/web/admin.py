@@ -7,6 +7,8 @@ admin with the operator's full view, as ``chazbot cmd`` runs it.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from chazbot.agent.recall import recall_settings
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MAX_LIMIT, MemoryRow, to_datetime
 from chazbot.memory.transfer import export_lines
+from chazbot.sync.outcomes import ago
 from chazbot.transports.web import charts
 from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query
 
@@ -227,34 +230,16 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
         )
 
     async def peers(request: web.Request, who: Who) -> web.StreamResponse:
-        replicator = peer.replicator
-        pairs: list[dict[str, Any]] = []
-        if replicator is not None:
-            for p in replicator.status():
-                hosted = await peer.registry.by_db(p.db)
-                pairs.append(
-                    {
-                        "bank": hosted.name if hosted else p.db[:19] + "…",
-                        "address": p.address,
-                        "pulled": p.pulled,
-                        "pushed": p.pushed,
-                        "state": "failing" if p.failing else "ok",
-                        "error": p.last_error or "",
-                    }
-                )
-        else:
-            for c in await peer.ledger.cursors.list():
-                hosted = await peer.registry.by_db(c.db)
-                pairs.append(
-                    {
-                        "bank": hosted.name if hosted else c.db[:19] + "…",
-                        "address": c.address,
-                        "pulled": c.pulled,
-                        "pushed": c.pushed,
-                        "state": "sync off",
-                        "error": "",
-                    }
-                )
+        now = time.time()
+        pairs = [
+            {
+                **dataclasses.asdict(p),
+                "state": "sync off" if p.state == "off" else p.state,
+                "last_pull": ago(p.last_pull, now),
+                "last_push": ago(p.last_push, now),
+            }
+            for p in await peer.sync_pairs()
+        ]
         shared = []
         for db in await peer.ledger.shared.all():
             hosted = await peer.registry.by_db(db)
