@@ -83,6 +83,8 @@ class Peer(HostingMixin, SharingMixin):
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
+        self.redefining: set[asyncio.Task[None]] = set()
+        ledger.add_listener(self.on_agent_fields)
         registry.withdrawn = self._withdrawn
 
     def _withdrawn(self, db: str) -> str | None:
@@ -125,6 +127,7 @@ class Peer(HostingMixin, SharingMixin):
     async def close(self) -> None:
         await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
         await self.stop_sync()
+        await asyncio.gather(*self.redefining, return_exceptions=True)
         if self._llm is not None:
             await self._llm.aclose()
         if self.embedder is not None:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
     from chazbot.config import AgentConfig, Config
     from chazbot.ledger import Ledger
+    from chazbot.ledger.core import Applied
     from chazbot.memory.engine import MemoryEngine
     from chazbot.sync import Replicator, Sharing
 
@@ -101,6 +102,7 @@ class HostingMixin:
     sharing: Sharing
     replicator: Replicator | None
     agents: dict[str, Agent]
+    redefining: set[asyncio.Task[None]]
 
     def agent(self, name: str) -> Agent:
         found = self.agents.get(name.lower())
@@ -258,19 +260,44 @@ class HostingMixin:
             await self._check_default_banks(value)
         async with self._hosting_lock():
             await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: stored_ops({key: value})})
-            fresh = self._agent(
-                agent.name,
-                self._file_config(agent.name),
-                agent.key,
-                agent.db,
-                await self._fields(agent.db),
-            )
-            agent.config, agent.definition = fresh.config, fresh.definition
+            await self._redefine(agent)
         granted = await self.apply_default_banks(agent) if key == "default_memory_banks" else []
         return agent, granted
 
     config_loader: Callable[[], Config] | None = None
     """Reads the config file again (set by ``service.Service``); None: nothing to reload."""
+
+    async def _redefine(self, agent: Agent) -> None:
+        """Merge the agent's definition again from its DB and config.yaml (under the
+        hosting lock)."""
+        fresh = self._agent(
+            agent.name,
+            self._file_config(agent.name),
+            agent.key,
+            agent.db,
+            await self._fields(agent.db),
+        )
+        agent.config, agent.definition = fresh.config, fresh.definition
+
+    def on_agent_fields(self, applied: Applied) -> None:
+        """A ledger listener: a hosted agent whose DB's ``config`` store changed by any way
+        (a setting that came by sync from another peer, a direct write) takes its new
+        definition now, not at the next reload. ``/agent set`` redefines it itself; doing
+        it again here is harmless."""
+        changed = {db for db, store, _ in applied.fields if store == CONFIG_STORE}
+        for agent in list(self.agents.values()) if changed else ():
+            if agent.db in changed:
+                task = asyncio.create_task(self._redefine_hosted(agent))
+                self.redefining.add(task)
+                task.add_done_callback(self.redefining.discard)
+
+    async def _redefine_hosted(self, agent: Agent) -> None:
+        try:
+            async with self._hosting_lock():
+                if self.agents.get(agent.name.lower()) is agent:  # not deleted or reloaded
+                    await self._redefine(agent)
+        except ChazError as exc:  # the ledger closing under it, say
+            log.warning("agent %s: could not apply its changed settings: %s", agent.name, exc)
 
     async def reload_config(self) -> str:
         """Re-read the config file and apply its agents and default banks (idempotent); what

@@ -14,12 +14,13 @@ import yaml
 
 import chazbot
 from chazbot.agent import local_llm
-from chazbot.agent.definition import MAX_PROMPT_CHARS, NAME_FIELD, SETTINGS, merge
+from chazbot.agent.definition import MAX_PROMPT_CHARS, NAME_FIELD, SETTINGS, merge, stored_ops
 from chazbot.agent.recall import CONFIG_STORE
 from chazbot.commands import TREE
 from chazbot.config import AgentConfig, Config, LLMConfig, load_config
 from chazbot.peer import Peer
 from tests.standin_llm import StandinLLM, message_text
+from tests.waits import wait_until
 
 BASE_MODEL = "base-model"  # the config's default; the stand-in lists only its model_name
 
@@ -326,6 +327,27 @@ async def test_delete_refuses_config_agents_room_agents_and_strangers_and_writes
     with pytest.raises(ConfigError, match=r"room_agents\['\*'\] names no agent .*: nobody"):
         async with chazbot.open(tmp_path / "state", load_config(path)):
             pass
+
+
+async def test_a_setting_written_to_the_agents_db_any_way_applies_at_once(
+    peer: Peer, standin_llm: StandinLLM
+) -> None:
+    """Not only ``/agent set``: a change that reaches the agent's DB otherwise (by sync from
+    another peer holding its key, or a direct write) is its definition from then on."""
+    assert (await peer.command("/agent new parrot")).ok
+    parrot = peer.agent("parrot")
+    ops = stored_ops({"system_prompt": "You are Polly, synced."})
+    await peer.ledger.write(parrot.db, parrot.key, {CONFIG_STORE: ops})
+
+    async def redefined() -> bool:
+        return parrot.config.system_prompt == "You are Polly, synced."
+
+    await wait_until(redefined)
+    assert (await peer.command("/agent parrot", session="deck")).ok
+    assert (await peer.chat("hello", session="deck")).ok
+    assert system_prompt(standin_llm.last_request).startswith("You are Polly, synced.")
+    shown = (await peer.command("/agent show parrot")).text
+    assert "- system_prompt [chat]: You are Polly, synced." in shown, shown
 
 
 def test_merge_chat_over_file_over_defaults_and_bad_stored_values_are_ignored() -> None:
