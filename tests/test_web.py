@@ -367,3 +367,109 @@ async def test_sessions_expire_and_a_link_is_taken_once_even_at_once(tmp_path: P
         secret = (await link(peer, BOB)).split("t=", 1)[1]
         taken = await asyncio.gather(*(store.take_link(digest(secret), now) for _ in range(8)))
         assert [t.person for t in taken if t is not None] == [BOB]
+
+
+async def test_a_jsonl_file_imports_into_a_bank_once_every_line_is_checked(
+    tmp_path: Path,
+) -> None:
+    import aiohttp
+
+    from chazbot.transports.web.uploads import UPLOAD_MAX_BYTES
+    from tests.waits import wait_until
+
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        url = f"{base}/ui/admin/banks/team/import"
+
+        async def exported(client: aiohttp.ClientSession) -> list[dict[str, object]]:
+            async with client.get(f"{base}/ui/admin/banks/team/export.jsonl") as answer:
+                return [json.loads(line) for line in (await answer.text()).splitlines()]
+
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/banks/team") as page:
+                html = await page.text()
+            assert 'enctype="multipart/form-data"' in html and 'id="import"' in html
+            csrf = csrf_of(html)
+
+            def form(data: bytes, token: str = csrf) -> aiohttp.FormData:
+                posted = aiohttp.FormData()
+                posted.add_field("csrf", token)
+                posted.add_field("file", data, filename="rows.jsonl")
+                return posted
+
+            async def post(data: bytes, token: str = csrf) -> str:
+                posted = form(data, token)
+                async with client.post(url, data=posted, allow_redirects=False) as answer:
+                    assert answer.status == 303, await answer.text()
+                async with client.get(f"{base}/ui/admin/banks/team") as page:
+                    return await page.text()
+
+            # a bad line anywhere writes nothing, and the page names it
+            bad = b'{"key": "a", "value": "one"}\n{"key": "b"\n{"value": "no key"}\n'
+            html = await post(bad)
+            assert "Nothing imported: 2 bad lines (line 2: not JSON" in html, html
+            assert "line 3: " in html
+            assert await exported(client) == []
+            html = await post(b'{"key": "a", "value": "caf\xe9"}\n')
+            assert "The file is not UTF-8 text (byte 26)." in html, html
+            assert "The file has no rows." in await post(b"\n\n")
+            # a good file: checked, then written in the background
+            good = "\n".join(
+                json.dumps({"key": f"k{i}", "value": f"row {i} <b>x</b>", "tags": ["web"]})
+                for i in range(250)
+            ).encode()
+            html = await post(good)
+            assert "Checked 250 rows; importing into team now." in html, html
+
+            async def written() -> bool:
+                return len(await exported(client)) == 250
+
+            await wait_until(written)
+            assert {"key": "k7", "value": "row 7 <b>x</b>"}.items() <= (
+                next(r for r in await exported(client) if r["key"] == "k7").items()
+            )
+            # one import a bank at a time; the page shows how far the running one got
+            many = "\n".join(
+                json.dumps({"key": f"m{i}", "value": f"many {i}"}) for i in range(30_000)
+            ).encode()
+            async with browser_session() as other:  # a second admin at the same moment
+                await sign_in(other, await link(peer, ADMIN, admin=True))
+                async with other.get(f"{base}/ui/admin/banks/team") as page:
+                    other_csrf = csrf_of(await page.text())
+                answers = await asyncio.gather(
+                    client.post(url, data=form(many), allow_redirects=False),
+                    other.post(url, data=form(many, other_csrf), allow_redirects=False),
+                )
+                for answer in answers:
+                    answer.release()
+                pages = []
+                for session in (client, other):
+                    async with session.get(f"{base}/ui/admin/banks/team") as page:
+                        pages.append(await page.text())
+            said = [
+                ("Checked 30,000 rows; importing into team now." in html)
+                + 2 * ("An import into team is running; wait until it is done." in html)
+                for html in pages
+            ]
+            assert sorted(said) == [1, 2], said  # one started it, the other was told to wait
+            assert re.search(r"Importing: [\d,]+ of 30,000 rows written \(started by ", pages[1])
+
+            async def all_written() -> bool:
+                return len(await exported(client)) == 250 + 30_000
+
+            await wait_until(all_written, timeout=60)
+            # no CSRF token: refused before anything is read into the bank
+            async with client.post(url, data=form(good, "forged")) as answer:
+                assert answer.status == 403
+            # over the bound: refused whole
+            big = b'{"key": "k", "value": "v"}\n' * (UPLOAD_MAX_BYTES // 27 + 2)
+            async with client.post(url, data=form(big)) as answer:
+                assert answer.status == 413
+            assert len(await exported(client)) == 250 + 30_000
+        async with browser_session() as client:  # a person who is not an admin
+            await sign_in(client, await link(peer, ALICE))
+            async with client.get(f"{base}/ui/me") as page:
+                token = csrf_of(await page.text())
+            async with client.post(url, data=form(good, token)) as answer:
+                assert answer.status == 403

@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,18 @@ async def test_an_admin_runs_banks_grants_and_sharing(
     ranked = [r.text.split() for r in all_css(browser, "#rows tbody tr")]
     assert [r[1] for r in ranked] == ["launch", "venue"], ranked
     assert float(ranked[0][-2]) > float(ranked[1][-2]) > 0  # recall's BM25 scores, shown
+
+    # a JSONL file, imported from the page once its lines are checked
+    upload = tmp_path / "catering.jsonl"
+    upload.write_text('{"key": "catering", "value": "sandwiches for forty", "tags": ["food"]}\n')
+    browser.get(f"{base}/ui/admin/banks/team")
+    css(browser, "#import-file").send_keys(str(upload))
+    press(browser, css(browser, "#import"))
+    assert flash(browser) == "Checked 1 row; importing into team now.", flash(browser)
+    deadline = time.monotonic() + 30
+    while "catering" not in css(browser, "#rows").text:  # written in the background
+        assert time.monotonic() < deadline, "the imported row never showed"
+        browser.get(f"{base}/ui/admin/banks/team")
 
     # share: the ticket is shown; another peer asks to import it
     press(browser, css(browser, "#share"))

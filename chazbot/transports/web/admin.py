@@ -1,5 +1,6 @@
 """Admin pages: agents, banks (rows ranked as recall ranks them, keys holding access, grants,
-revokes, sharing, import, export), sharing requests, peers, and charts.
+revokes, sharing, import, export), sharing requests, peers, and charts. A JSONL file's import
+is ``uploads.py``.
 
 Pages read; every change is one command line of the tree (``ACTIONS``), run as the signed-in
 admin with the operator's full view, as ``chazbot cmd`` runs it.
@@ -201,6 +202,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             shared=hosted.db in await peer.ledger.shared.all(),
             chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
             ranked=bool(text.strip()),
+            importing=ui.imports.of(hosted.name),
         )
 
     async def export(request: web.Request, who: Who) -> web.StreamResponse:

@@ -59,6 +59,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 _FORM: web.RequestKey[dict[str, str]] = web.RequestKey("chazbot.form", dict)
+_FILES: web.RequestKey[dict[str, bytes]] = web.RequestKey("chazbot.files", dict)
 _LOCAL_PATH = re.compile(r"/ui/[A-Za-z0-9/._~%+=&?-]*")
 
 Handler = Callable[[web.Request, "Who"], Awaitable[web.StreamResponse]]
@@ -94,6 +95,9 @@ class WebUI:
         self._css = (
             resources.files("chazbot.transports.web").joinpath("static/style.css").read_bytes()
         )
+        from chazbot.transports.web.uploads import Imports
+
+        self.imports = Imports(self)
 
     @property
     def cfg(self) -> Config:
@@ -105,7 +109,7 @@ class WebUI:
         parent.add_subapp(PREFIX, self.app())
 
     def app(self) -> web.Application:
-        from chazbot.transports.web import admin, person
+        from chazbot.transports.web import admin, person, uploads
 
         app = web.Application(middlewares=[self._headers])
         r = app.router
@@ -116,6 +120,8 @@ class WebUI:
         r.add_post("/logout", self.signed_in(self._logout))
         person.routes(self, r)
         admin.routes(self, r)
+        uploads.routes(self, self.imports, r)
+        app.on_shutdown.append(self.imports.stop)
         return app
 
     @web.middleware
@@ -188,9 +194,12 @@ class WebUI:
             return None
         return Who(grant.person, self.is_admin(grant.person), grant.csrf, session)
 
-    def signed_in(self, handler: Handler, admin: bool = False) -> Any:
+    def signed_in(
+        self, handler: Handler, admin: bool = False, max_bytes: int = FORM_MAX_BYTES
+    ) -> Any:
         """A route that needs a session (and an admin, with ``admin``); a POST also needs the
-        session's CSRF token in its form, checked before anything else is read."""
+        session's CSRF token in its form (of at most ``max_bytes``), checked before the
+        handler runs. Nobody is read more than a small form before they are known."""
 
         async def route(request: web.Request) -> web.StreamResponse:
             who = await self.who(request)
@@ -205,7 +214,7 @@ class WebUI:
             if admin and not who.admin:
                 return self.message(who, 403, "Admins only", "This page is for admins.")
             if request.method == "POST":
-                form = await self.form(request)
+                form = await self.form(request, max_bytes)
                 if not hmac.compare_digest(form.get("csrf", ""), who.csrf):
                     log.warning("web: %s: a form without its CSRF token refused", who.person)
                     return self.message(
@@ -215,26 +224,36 @@ class WebUI:
 
         return route
 
-    async def form(self, request: web.Request) -> dict[str, str]:
-        """The posted form, bounded (``FORM_MAX_BYTES``, ``FIELD_MAX_CHARS`` a field)."""
+    async def form(self, request: web.Request, max_bytes: int = FORM_MAX_BYTES) -> dict[str, str]:
+        """The posted form, bounded (``max_bytes`` in all, ``FIELD_MAX_CHARS`` a text field);
+        its files are kept for ``uploaded``."""
         cached = request.get(_FORM)
         if cached is not None:
             return dict(cached)
-        bigger = request.clone(client_max_size=FORM_MAX_BYTES)
+        bigger = request.clone(client_max_size=max_bytes)
         try:
             posted: MultiDictProxy[Any] = await bigger.post()
         except web.HTTPRequestEntityTooLarge:
             raise web.HTTPRequestEntityTooLarge(
-                max_size=FORM_MAX_BYTES, actual_size=request.content_length or 0
+                max_size=max_bytes, actual_size=request.content_length or 0
             ) from None
         form: dict[str, str] = {}
+        files: dict[str, bytes] = {}
         for name, value in posted.items():
             if isinstance(value, str) and name not in form:
                 if len(value) > FIELD_MAX_CHARS:
                     raise web.HTTPBadRequest(reason=f"the field {name[:40]} is too long")
                 form[name] = value
+            elif isinstance(value, web.FileField) and name not in files:
+                files[name] = value.file.read()
         request[_FORM] = form
+        request[_FILES] = files
         return dict(form)
+
+    def uploaded(self, request: web.Request, name: str) -> bytes | None:
+        """A file the form posted (read by ``form``, within its bound), or None."""
+        files: dict[str, bytes] = request.get(_FILES, {})
+        return files.get(name)
 
     # ---- sign-in and out ----------------------------------------------------------------
 

@@ -1,0 +1,164 @@
+"""Importing a JSONL file into a bank from its admin page.
+
+Every line is checked before the first is written, as ``chazbot import-file`` does (the same
+checks, ``memory.transfer.parse_all``): a bad line anywhere writes nothing and the page names
+it. Rows are then written in the background (with the local embedder a row's vector takes tens of
+milliseconds, so a big file outlasts a request): the bank's page shows how far it got, one
+import runs per bank at a time, and stopping the service keeps the batches already written,
+each whole (run it again: the same keys are overwritten, not doubled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from chazbot.errors import ChazError, NotFound
+from chazbot.memory.banks import writer_key_for
+from chazbot.memory.transfer import ImportReport, Parsed, parse_all, write_parsed
+from chazbot.transports.operations import IMPORT_BATCH
+from chazbot.transports.web.app import PREFIX, WebUI, Who
+
+if TYPE_CHECKING:
+    from aiohttp.web_urldispatcher import UrlDispatcher
+
+    from chazbot.ledger import KeyPair
+
+log = logging.getLogger(__name__)
+
+UPLOAD_MAX_BYTES = 16 * 1024 * 1024
+"""The largest file the page takes (``chazbot import-file`` has no bound)."""
+ERRORS_SHOWN = 5
+
+
+@dataclass
+class Progress:
+    """One import running in the background: who started it, rows written of the total."""
+
+    person: str
+    total: int
+    done: int = 0
+
+
+class Imports:
+    """The imports running on this page, by bank name (lower case)."""
+
+    def __init__(self, ui: WebUI) -> None:
+        self.ui = ui
+        self.running: dict[str, Progress] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def of(self, bank: str) -> Progress | None:
+        return self.running.get(bank.lower())
+
+    async def start(self, who: Who, bank: str, data: bytes) -> tuple[bool, str]:
+        """Check every line, then write them in the background; (ok, what to tell)."""
+        if bank.lower() in self.running:
+            return False, f"An import into {bank} is running; wait until it is done."
+        progress = Progress(who.person, 0)
+        self.running[bank.lower()] = progress  # held from here: a second upload waits
+        started = False
+        try:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return False, f"The file is not UTF-8 text (byte {exc.start})."
+            parsed, report = await asyncio.to_thread(parse_all, text.split("\n"))
+            if report.bad_lines:
+                shown = "; ".join(report.errors[:ERRORS_SHOWN])
+                more = report.bad_lines - min(report.bad_lines, ERRORS_SHOWN)
+                extra = f"; and {more} more" if more else ""
+                return False, (
+                    f"Nothing imported: {report.bad_lines} bad line"
+                    f"{'s' if report.bad_lines != 1 else ''} ({shown}{extra})."
+                )
+            if not parsed:
+                return False, "The file has no rows."
+            db, key = await self._target(bank)  # ChazError: this peer cannot write it
+            progress.total = len(parsed)
+            task = asyncio.create_task(self._write(who, bank, db, key, parsed, progress))
+            started = True
+        finally:
+            if not started:
+                self.running.pop(bank.lower(), None)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        rows = f"{len(parsed):,} row{'s' if len(parsed) != 1 else ''}"
+        return True, f"Checked {rows}; importing into {bank} now."
+
+    async def _target(self, bank: str) -> tuple[str, KeyPair]:
+        """The bank's DB and the key this peer writes it with."""
+        hosted = await self.ui.peer.registry.get("bank", bank)
+        if hosted is None:
+            raise NotFound(f"no bank {bank!r} here")
+        peer = self.ui.peer
+        return hosted.db, await writer_key_for(peer.ledger, peer.registry, hosted.db)
+
+    async def _write(
+        self,
+        who: Who,
+        bank: str,
+        db: str,
+        key: KeyPair,
+        parsed: list[Parsed],
+        progress: Progress,
+    ) -> None:
+        report = ImportReport()
+
+        def advance(done: int) -> None:
+            progress.done = done
+
+        try:
+            await write_parsed(self.ui.peer.memory, db, key, parsed, report, advance, IMPORT_BATCH)
+            log.info("web: %s imported %d rows into %s", who.person, report.written, bank)
+        except asyncio.CancelledError:
+            log.info(
+                "web: import into %s stopped at %d of %d rows", bank, report.written, progress.total
+            )
+            raise
+        except Exception as exc:  # a ledger error, say: the batches before it are kept
+            log.warning(
+                "web: import into %s by %s failed after %d rows: %s",
+                bank,
+                who.person,
+                report.written,
+                exc,
+            )
+        finally:
+            self.running.pop(bank.lower(), None)
+
+    async def stop(self, _app: web.Application | None = None) -> None:
+        """Stop what runs (each batch already written stays, whole)."""
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def routes(ui: WebUI, imports: Imports, r: UrlDispatcher) -> None:
+    peer = ui.peer
+
+    async def upload(request: web.Request, who: Who) -> web.StreamResponse:
+        name = request.match_info["name"]
+        hosted = await peer.registry.get("bank", name)
+        if hosted is None:
+            return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
+        back = f"{PREFIX}/admin/banks/{hosted.name}"
+        data = ui.uploaded(request, "file")
+        if not data:
+            ui.flash(who, False, "Choose a JSONL file to import.")
+            return await ui.act_done(back)
+        try:
+            ok, text = await imports.start(who, hosted.name, data)
+        except ChazError as exc:  # no key here writes the bank, say
+            ok, text = False, str(exc)
+        ui.flash(who, ok, text)
+        return await ui.act_done(back)
+
+    r.add_post(
+        "/admin/banks/{name}/import",
+        ui.signed_in(upload, admin=True, max_bytes=UPLOAD_MAX_BYTES),
+    )
