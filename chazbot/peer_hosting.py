@@ -228,8 +228,7 @@ class HostingMixin:
         definition = agent.definition
         if definition is None or not definition.in_chat or definition.in_file:
             raise InputError(
-                f"{agent.name} is defined in config.yaml: remove it there, then reload the "
-                "config (/agent reload)"
+                f"{agent.name} is defined in config.yaml: remove it there, then reload the config"
             )
         rooms = [glob for glob, n in self.config.room_agent_names() if n.lower() == name.lower()]
         if rooms:

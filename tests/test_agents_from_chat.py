@@ -294,8 +294,7 @@ async def test_delete_refuses_config_agents_room_agents_and_strangers_and_writes
         peer.config_loader = lambda: load_config(path)
         r = await peer.command("/agent delete chaz")
         assert not r.ok and r.text == (
-            "chaz is defined in config.yaml: remove it there, then reload the config "
-            "(/agent reload)"
+            "chaz is defined in config.yaml: remove it there, then reload the config"
         ), r.text
         r = await peer.command("/agent delete nobody")
         assert not r.ok and "no agent named 'nobody'; agents here: chaz" in r.text, r.text

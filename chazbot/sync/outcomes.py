@@ -37,8 +37,8 @@ class PendingRequests:
 class SyncPair:
     """One (database, remote) pair this peer syncs, labelled by the database's name here.
     ``state``: ``ok``, ``failing`` (``error`` says why) or ``off`` (sync is not running on
-    this peer); the times are Unix times of the last pull and push that succeeded (None:
-    none since the start)."""
+    this peer); the times are Unix times of when the remote last answered a pull and when a
+    push last went through (None: not since the start)."""
 
     bank: str
     address: str
