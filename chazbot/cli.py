@@ -236,13 +236,14 @@ async def _export(cfg: Config, ref: str, file: str | None) -> int:
 
 
 def read_jsonl(file: str) -> list[str]:
-    """The lines of a UTF-8 file, split at newlines only (so line numbers are an editor's)."""
+    """The lines of a UTF-8 file (``transfer.jsonl_lines``)."""
+    from chazbot.memory.transfer import jsonl_lines
+
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {file}: {exc}") from exc
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    return jsonl_lines(text)
 
 
 async def _import_file(cfg: Config, ref: str, file: str) -> int:

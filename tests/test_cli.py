@@ -145,7 +145,8 @@ def test_export_and_import_file(tmp_path: Path) -> None:
     write_config(tmp_path)
     assert chazbot("cmd", "/memory new notes", cwd=tmp_path).returncode == 0
     good = [json.dumps({"key": f"k{i}", "value": f"value {i}", "tags": ["t"]}) for i in range(5)]
-    (tmp_path / "rows.jsonl").write_text("\n".join(good) + "\n")
+    # as a Windows editor saves it: a byte order mark, CRLF line ends
+    (tmp_path / "rows.jsonl").write_text("\ufeff" + "\r\n".join(good) + "\r\n")
     r = chazbot("import-file", "notes", str(tmp_path / "rows.jsonl"), cwd=tmp_path)
     assert r.returncode == 0 and "imported 5 rows" in r.stdout
     bad = [*good[:2], '{"key": "", "value": "x"}', "not json"]

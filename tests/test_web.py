@@ -415,10 +415,11 @@ async def test_a_jsonl_file_imports_into_a_bank_once_every_line_is_checked(
             assert "The file is not UTF-8 text (byte 26)." in html, html
             assert "The file has no rows." in await post(b"\n\n")
             # a good file: checked, then written in the background
-            good = "\n".join(
+            windows = "\ufeff" + "\r\n".join(  # as a Windows editor saves it: a BOM, CRLF
                 json.dumps({"key": f"k{i}", "value": f"row {i} <b>x</b>", "tags": ["web"]})
                 for i in range(250)
-            ).encode()
+            )
+            good = windows.encode()
             html = await post(good)
             assert "Checked 250 rows; importing into team now." in html, html
 

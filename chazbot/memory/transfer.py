@@ -56,6 +56,13 @@ def format_rows(rows: list[MemoryRow]) -> list[str]:
     ]
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at newlines only (so line numbers are an editor's),
+    a Windows line end's ``\r`` and a UTF-8 byte order mark at the start dropped."""
+    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def parse_line(text: str) -> tuple[str, str, list[str]]:
     try:
         data = json.loads(text)

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from chazbot.errors import ChazError, NotFound
 from chazbot.memory.banks import writer_key_for
-from chazbot.memory.transfer import ImportReport, Parsed, parse_all, write_parsed
+from chazbot.memory.transfer import ImportReport, Parsed, jsonl_lines, parse_all, write_parsed
 from chazbot.transports.operations import IMPORT_BATCH
 from chazbot.transports.web.app import PREFIX, WebUI, Who
 
@@ -67,7 +67,7 @@ class Imports:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 return False, f"The file is not UTF-8 text (byte {exc.start})."
-            parsed, report = await asyncio.to_thread(parse_all, text.split("\n"))
+            parsed, report = await asyncio.to_thread(parse_all, jsonl_lines(text))
             if report.bad_lines:
                 shown = "; ".join(report.errors[:ERRORS_SHOWN])
                 more = report.bad_lines - min(report.bad_lines, ERRORS_SHOWN)
