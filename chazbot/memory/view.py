@@ -349,10 +349,8 @@ class MemoryView:
             for doc, score in fused
             if doc not in weak
         ][:window]
-        if months:
-            ranked = [r for r in ranked if in_months(r.row, months)] + [
-                r for r in ranked if not in_months(r.row, months)
-            ]
+        if months:  # rows of a named month first, each part in fused order (a stable sort)
+            ranked.sort(key=lambda r: not in_months(r.row, months))
         return ranked[:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:

@@ -18,11 +18,11 @@ from aiohttp import web
 from chazbot import metrics
 from chazbot.agent.recall import recall_settings
 from chazbot.memory.banks import read_refs
-from chazbot.memory.rows import MAX_LIMIT, MemoryRow, to_datetime
+from chazbot.memory.rows import MAX_LIMIT, MemoryRow
 from chazbot.memory.transfer import export_lines
 from chazbot.sync.outcomes import ago
 from chazbot.transports.web import charts
-from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query
+from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query, shown_when
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
@@ -65,7 +65,7 @@ class Shown:
 
     @property
     def when(self) -> str:
-        return f"{to_datetime(self.row.ts):%Y-%m-%d %H:%M}"
+        return shown_when(self.row)
 
     @property
     def origin(self) -> str:

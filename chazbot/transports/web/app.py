@@ -32,6 +32,7 @@ from chazbot.commands import Reply
 from chazbot.commands.web_cmds import digest
 from chazbot.ledger.local import WebGrant, WebSignIns
 from chazbot.memory.audience import OPERATOR, Audience, room_audience
+from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.transports.matrix_rules import matches_any
 
 if TYPE_CHECKING:
@@ -360,6 +361,11 @@ class WebUI:
 def see_other(path: str) -> web.Response:
     """A 303 to one of our pages (what a form's POST answers: the next GET shows the result)."""
     return web.Response(status=303, headers={"Location": path})
+
+
+def shown_when(row: MemoryRow) -> str:
+    """When a row was written, as the pages show it (UTC, to the minute)."""
+    return f"{to_datetime(row.ts):%Y-%m-%d %H:%M}"
 
 
 def local_path(path: str, fallback: str = f"{PREFIX}/me") -> str:

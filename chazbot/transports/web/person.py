@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from chazbot.memory.rows import MemoryRow, to_datetime
-from chazbot.transports.web.app import PREFIX, WEB_SESSION, WebUI, Who, page_number, query
+from chazbot.transports.web.app import (
+    PREFIX,
+    WEB_SESSION,
+    WebUI,
+    Who,
+    page_number,
+    query,
+    shown_when,
+)
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
@@ -33,7 +41,7 @@ class Said:
 
     @property
     def when(self) -> str:
-        return f"{to_datetime(self.row.ts):%Y-%m-%d %H:%M}"
+        return shown_when(self.row)
 
     @property
     def room(self) -> str:
