@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from chazbot.errors import ChazError, NotFound
+from chazbot.errors import ChazError
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.transfer import ImportReport, Parsed, jsonl_lines, parse_all, write_parsed
 from chazbot.transports.operations import IMPORT_BATCH
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
 
     from chazbot.ledger import KeyPair
+    from chazbot.memory.banks import Hosted
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,9 @@ class Imports:
     def of(self, bank: str) -> Progress | None:
         return self.running.get(bank.lower())
 
-    async def start(self, who: Who, bank: str, data: bytes) -> tuple[bool, str]:
+    async def start(self, who: Who, hosted: Hosted, data: bytes) -> tuple[bool, str]:
         """Check every line, then write them in the background; (ok, what to tell)."""
+        bank = hosted.name
         if bank.lower() in self.running:
             return False, f"An import into {bank} is running; wait until it is done."
         progress = Progress(who.person, 0)
@@ -78,7 +80,8 @@ class Imports:
                 )
             if not parsed:
                 return False, "The file has no rows."
-            db, key = await self._target(bank)  # ChazError: this peer cannot write it
+            peer = self.ui.peer  # ChazError: no key here writes the bank
+            db, key = hosted.db, await writer_key_for(peer.ledger, peer.registry, hosted.db)
             progress.total = len(parsed)
             task = asyncio.create_task(self._write(who, bank, db, key, parsed, progress))
             started = True
@@ -89,14 +92,6 @@ class Imports:
         task.add_done_callback(self.tasks.discard)
         rows = f"{len(parsed):,} row{'s' if len(parsed) != 1 else ''}"
         return True, f"Checked {rows}; importing into {bank} now."
-
-    async def _target(self, bank: str) -> tuple[str, KeyPair]:
-        """The bank's DB and the key this peer writes it with."""
-        hosted = await self.ui.peer.registry.get("bank", bank)
-        if hosted is None:
-            raise NotFound(f"no bank {bank!r} here")
-        peer = self.ui.peer
-        return hosted.db, await writer_key_for(peer.ledger, peer.registry, hosted.db)
 
     async def _write(
         self,
@@ -152,7 +147,7 @@ def routes(ui: WebUI, imports: Imports, r: UrlDispatcher) -> None:
             ui.flash(who, False, "Choose a JSONL file to import.")
             return await ui.act_done(back)
         try:
-            ok, text = await imports.start(who, hosted.name, data)
+            ok, text = await imports.start(who, hosted, data)
         except ChazError as exc:  # no key here writes the bank, say
             ok, text = False, str(exc)
         ui.flash(who, ok, text)
