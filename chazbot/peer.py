@@ -153,9 +153,8 @@ class Peer(HostingMixin, SharingMixin):
         if audience is None or audience.full:
             return OPERATOR_HEARING
         origin = audience.origin(sender)
-        if agent.config.memory_audience == "agent":
-            return Hearing(None, origin, scoped=False)
-        return Hearing(audience, origin, scoped=True)
+        # the agent's mode says how its new rows are scoped; what it reads obeys each row's rule
+        return Hearing(audience, origin, scoped=agent.config.memory_audience != "agent")
 
     async def session(self, name: str) -> Session:
         """The session named ``name`` (created on first use, kept across restarts)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chazbot.agent.definition import (
+    DEFINITION_FIELDS,
     MADE_BY_FIELD,
     NAME_FIELD,
     Definition,
@@ -156,7 +157,20 @@ class HostingMixin:
         return agents
 
     async def _fields(self, db: str) -> dict[str, Any]:
-        return await self.ledger.fields(db, CONFIG_STORE)
+        """An agent DB's ``config`` fields as keys this peer holds signed them (the agent's
+        own, this peer's): a definition changes only by those (SPEC §5c). A field another
+        writer of the DB set (a peer it syncs with) is stored but not applied; logged."""
+        trusted = {key.public for _, key in await self.ledger.keys.all()}
+        fields, others = await self.ledger.fields_by(db, CONFIG_STORE, trusted)
+        for name, author in sorted(others.items()):
+            if name in DEFINITION_FIELDS:
+                log.warning(
+                    "agent DB %s: %s was set by %s, a key this peer does not hold; not applied",
+                    db[:20],
+                    name,
+                    author[:24],
+                )
+        return fields
 
     def _agent(
         self, name: str, file: AgentConfig | None, key: KeyPair, db: str, fields: dict[str, Any]

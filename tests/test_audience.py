@@ -7,6 +7,7 @@ audiences, as the Matrix transport passes them; the same table over a real Synap
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,13 @@ from chazbot.memory.audience import (
     Provenance,
     check_origin,
     room_audience,
+    unknown_room,
 )
 from chazbot.memory.rows import MemoryRow, check_memory_row, parse_memory_row, remember_ops
 from chazbot.memory.view import MemoryView
 
 ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.org"
+HISTORIES = ["shared", "joined", "invited", "world_readable"]
 ADMINS = {ALICE}
 
 
@@ -258,3 +261,269 @@ async def test_a_room_caller_that_forgets_is_admin_is_no_admin(tmp_path: Path) -
         from chazbot.commands.context import Context
 
         assert Context.__dataclass_fields__["is_admin"].default is False
+
+
+# ---- #33, trust third pass: fail closed, Matrix's history rule, the row's own rule ---------
+
+
+def test_a_room_whose_readers_cannot_be_bounded_sees_only_its_own_rows() -> None:
+    """An empty room (Mallory left before the answer), a room the bot cannot list, a public
+    room and a world_readable one: nobody is there to check, so only the room's own rows."""
+    dm = Provenance.of("dm-alice", ALICE, [ALICE])
+    wide = Provenance.of("dm-alice", ALICE, [ALICE])
+    here = Provenance.of("lobby", BOB, [BOB])
+    unbounded = [
+        audience("lobby"),  # nobody but the bot
+        room_audience("lobby", [BOB], lambda u: False, public=True),
+        room_audience("lobby", [ALICE], lambda u: True, public=True),  # admins, but public
+        room_audience("lobby", [BOB], lambda u: False, history="world_readable"),
+        unknown_room("lobby"),
+    ]
+    for who in unbounded:
+        assert not who.bounded
+        assert not who.sees(dm), who
+        assert not who.sees(wide, ""), who  # an agent-wide agent's row from elsewhere
+        assert not who.sees(None), who  # operator rows need a bounded room of admins
+        assert not who.only(BOB)
+        assert who.sees(here), who
+    # the same rows in a bounded room with the right people
+    assert audience("dm-x", ALICE).sees(dm) and audience("dm-x", ALICE).sees(None)
+
+
+def test_a_rooms_own_rows_follow_its_history_visibility() -> None:
+    """joined: those who were joined when it was said; invited: also those invited then;
+    shared and world_readable: anyone who is a member now."""
+    said = room_audience("r", [ALICE], lambda u: False, history="joined").origin(ALICE)
+    assert said is not None and said.audience == (ALICE,)
+    later = {h: room_audience("r", [ALICE, BOB], lambda u: False, history=h) for h in HISTORIES}
+    assert not later["joined"].sees(said)  # Bob came later: he may not read it
+    assert not later["invited"].sees(said)
+    assert later["shared"].sees(said)
+    assert room_audience("r", [ALICE], lambda u: False, history="joined").sees(said)
+    # invited history: who was invited when it was said counts as having heard it
+    invited = room_audience("r", [ALICE, BOB], lambda u: False, joined=[ALICE], history="invited")
+    said = invited.origin(ALICE)
+    assert said is not None and said.audience == (ALICE, BOB)
+    assert later["invited"].sees(said)
+    # an unknown value is read as the strictest, joined
+    odd = room_audience("r", [ALICE, BOB], lambda u: False, history="something-new")
+    assert odd.history == "joined"
+    # a big room's own rows record no list: only an open history shows them again
+    many = [f"@u{i}:example.org" for i in range(MAX_AUDIENCE + 5)]
+    big = Provenance.of("big", many[0], many)
+    assert room_audience("big", many[1:3], lambda u: False).sees(big)
+    assert not room_audience("big", many[1:3], lambda u: False, history="joined").sees(big)
+
+
+def test_a_reply_goes_only_to_readers_it_was_prepared_for() -> None:
+    before = audience("r", ALICE, BOB)
+    assert before.covers(audience("r", ALICE, BOB))
+    assert before.covers(audience("r", ALICE))  # fewer readers see no more
+    assert not before.covers(audience("r", ALICE, BOB, CAROL))  # Carol joined meanwhile
+    assert not before.covers(audience("r"))  # everyone left: later joiners are unbounded
+    assert not before.covers(room_audience("r", [ALICE], lambda u: False, public=True))
+    assert not audience("r", ALICE).covers(audience("other", ALICE))
+    assert FULL.covers(audience("r", CAROL))
+    joined = room_audience("r", [ALICE], lambda u: False, history="joined")
+    assert not joined.covers(audience("r", ALICE))  # history opened up: shared
+    assert audience("r", ALICE).covers(joined)
+
+
+def test_the_rule_is_the_rows_whoever_reads_it() -> None:
+    """An agent-wide agent's rows reach its bounded rooms; a room agent's rows keep their
+    room, also when the reader is agent-wide; in a bank, rows without provenance are the
+    bank's, rows a turn wrote keep the turn's audience."""
+    alice_dm = Provenance.of("dm-alice", ALICE, [ALICE])
+    view = MemoryView()
+    view.apply(row(1, "iban", "Alice's IBAN is DE89 3704", alice_dm))  # room-scoped
+    wide = remember_ops("cat", "Alice's cat is Miso", [], None, None, origin=alice_dm, scope="")
+    parsed = parse_memory_row(2, "r2", wide["memory"][0]["row"], 2, (2, "e2", 0), "author")
+    assert parsed is not None
+    view.apply(parsed)
+    view.apply(row(3, "team", "the team meets on Mondays", None))  # the operator's / bank's
+    mallory = audience("group", "@mallory:example.org", BOB)
+    assert {r.row.key for r in view.search("", audience=mallory)} == {"cat"}
+    assert {r.row.key for r in view.search("", audience=mallory.in_bank())} == {"cat", "team"}
+    assert {r.row.key for r in view.search("", audience=audience("dm-a", ALICE))} == {
+        "iban",
+        "cat",
+        "team",
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("join"), st.integers(0, 2), st.integers(0, 4)),
+            st.tuples(st.just("leave"), st.integers(0, 2), st.integers(0, 4)),
+            st.tuples(st.just("say"), st.integers(0, 2), st.integers(0, 4), st.booleans()),
+            st.tuples(st.just("redact"), st.integers(0, 60)),
+        ),
+        max_size=30,
+    ),
+    histories=st.lists(st.sampled_from(HISTORIES), min_size=3, max_size=3),
+    readers=st.lists(st.sets(st.sampled_from(PEOPLE)), min_size=1, max_size=3),
+)
+def test_nobody_reads_what_matrix_would_not_have_shown_them(
+    steps: list[tuple[object, ...]], histories: list[str], readers: list[set[str]]
+) -> None:
+    """Leaves, joins, history visibility, redactions (a forget of that one row) and
+    agent-wide writers: a row is told in a session only to people who could have read the
+    original message in Matrix (its room under its history rule, or its audience), and an
+    unbounded session sees only its own room's rows."""
+    view = MemoryView()
+    members: list[set[str]] = [set(), set(), set()]
+    heard_by: dict[int, tuple[int, frozenset[str], str]] = {}  # doc -> room, who heard, scope
+    ever: list[set[str]] = [set(), set(), set()]  # who was a member at some point
+    doc = 0
+    for step in steps:
+        if step[0] == "join":
+            members[int(step[1])].add(PEOPLE[int(step[2])])  # type: ignore[call-overload]
+            ever[int(step[1])].add(PEOPLE[int(step[2])])  # type: ignore[call-overload]
+        elif step[0] == "leave":
+            members[int(step[1])].discard(PEOPLE[int(step[2])])  # type: ignore[call-overload]
+        elif step[0] == "say":
+            room_i = int(step[1])  # type: ignore[call-overload]
+            speaker = PEOPLE[int(step[2])]  # type: ignore[call-overload]
+            members[room_i].add(speaker)
+            ever[room_i].add(speaker)
+            here = room_audience(
+                ROOMS[room_i], members[room_i], lambda u: False, history=histories[room_i]
+            )
+            origin = here.origin(speaker)
+            assert origin is not None
+            doc += 1
+            scope = "" if step[3] else ROOMS[room_i]
+            ops = remember_ops(f"k{doc}", f"word {doc}", [], None, None, origin=origin, scope=scope)
+            parsed = parse_memory_row(
+                doc, f"r{doc}", ops["memory"][0]["row"], doc, (doc, f"e{doc}", 0), "a"
+            )
+            assert parsed is not None
+            view.apply(parsed)
+            heard_by[doc] = (room_i, frozenset(members[room_i]), scope)
+        elif heard_by:
+            target = sorted(heard_by)[int(step[1]) % len(heard_by)]  # type: ignore[call-overload]
+            gone = view.visible.get(target)
+            if gone is not None:
+                stored = {"key": gone.key, "forget": True, "from": gone.origin.to_data()}  # type: ignore[union-attr]
+                if gone.scope:
+                    stored["scope"] = gone.scope
+                doc += 1
+                parsed = parse_memory_row(doc, f"r{doc}", stored, doc, (doc, f"e{doc}", 0), "a")
+                assert parsed is not None
+                view.apply(parsed)
+                heard_by.pop(target)
+    sessions = [(ROOMS[i], members[i], histories[i]) for i in range(3)]
+    sessions += [(f"elsewhere-{i}", people, "shared") for i, people in enumerate(readers)]
+    for name, present, history in sessions:
+        who = room_audience(name, present, lambda u: False, history=history)
+        for found in view.search("", limit=1000, audience=who):
+            room_i, heard, scope = heard_by[found.row.doc]
+            assert found.row.doc in heard_by  # a redacted row is never told
+            if ROOMS[room_i] == name:
+                assert history in ("shared", "world_readable") or set(present) <= heard | {
+                    found.row.origin.speaker
+                }  # type: ignore[union-attr]
+            else:
+                assert who.bounded
+                assert scope == "" or set(present) <= heard | {found.row.origin.speaker}  # type: ignore[union-attr]
+
+
+MALLORY = "@mallory:example.org"
+
+
+async def test_an_agent_wide_reader_obeys_the_rows_rule(tmp_path: Path) -> None:
+    """#33: an agent with ``memory_audience: agent``, granted read on a room agent's DB,
+    returned Alice's DM IBAN to Mallory in a group; ``mine`` in a group whose agent is
+    agent-wide listed rows from every room."""
+    cfg = Config(
+        state_dir=tmp_path,
+        agents=[
+            AgentConfig(name="chaz", capture="off"),
+            AgentConfig(name="wide", capture="off", memory_audience="agent"),
+        ],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz, wide = peer.agent("chaz"), peer.agent("wide")
+        in_dm = chaz.memory.within(peer.hearing(chaz, ALICE, audience("dm-alice", ALICE)))
+        await in_dm.remember("iban", "Alice's IBAN is DE89 3704 0044")
+        assert (await peer.command("/memory grant chaz wide read")).ok
+        group = audience("group", MALLORY, BOB)
+        as_mallory = wide.memory.within(peer.hearing(wide, MALLORY, group))
+        assert await as_mallory.recall("IBAN", bank="chaz") == []
+        reply = await peer.command(
+            "/memory search chaz IBAN", agent="wide", sender=MALLORY, audience=group
+        )
+        assert "DE89" not in reply.text, reply.text
+        # the wide agent's own rows: what Alice said in her DM is hers, listed only to her
+        wide_dm = wide.memory.within(peer.hearing(wide, ALICE, audience("dm-alice", ALICE)))
+        await wide_dm.remember("pin", "Alice's PIN is 4321")
+        await chaz.remember("motto", "the operator's note")  # an operator row, elsewhere
+        reply = await peer.command(
+            "/memory mine", agent="wide", sender=ALICE, session="g", audience=group
+        )
+        assert "4321" in reply.text  # agent-wide: the operator chose one memory
+        reply = await peer.command(
+            "/memory mine", agent="wide", sender=MALLORY, session="g", audience=group
+        )
+        assert "4321" not in reply.text
+
+
+async def test_a_row_a_turn_writes_into_a_bank_keeps_the_rooms_audience(tmp_path: Path) -> None:
+    """#33: a planted row made a turn in Alice's DM copy her IBAN into bank ``team``, which
+    Mallory's room then searched: rows a model writes into a bank carried no audience."""
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        assert (await peer.command("/memory new team")).ok
+        assert (await peer.command("/memory grant team chaz write")).ok
+        await chaz.remember("rota", "Bob takes the bins", bank="team")  # the bank's own row
+        in_dm = chaz.memory.within(peer.hearing(chaz, ALICE, audience("dm-alice", ALICE)))
+        await in_dm.remember("iban", "Alice's IBAN is DE89 3704 0044", bank="team")
+        group = audience("group", MALLORY, BOB)
+        in_group = chaz.memory.within(peer.hearing(chaz, MALLORY, group))
+        assert [h.key for h in await in_group.recall("", bank="team")] == ["rota"]
+        reply = await peer.command("/memory search team IBAN", sender=MALLORY, audience=group)
+        assert "DE89" not in reply.text, reply.text
+        # Alice's DM still sees it, the operator too; the bank's row is everyone's with a grant
+        assert {h.key for h in await in_dm.recall("", bank="team")} == {"rota", "iban"}
+        assert {h.key for h in await chaz.recall("", bank="team")} == {"rota", "iban"}
+        # a forget from Mallory's room cannot reach the row it cannot see
+        with pytest.raises(NotFound):
+            await in_group.forget("iban", bank="team")
+
+
+async def test_only_keys_this_peer_holds_redefine_its_agents(tmp_path: Path) -> None:
+    """#33: anyone with write on an agent's DB (a peer it syncs with) redefined the agent:
+    one synced ``memory_audience=agent`` took effect at once, and DM rows showed in a group.
+    The same path changed tools, model and prompt."""
+    from chazbot.agent.recall import CONFIG_STORE
+    from chazbot.ledger import KeyPair
+    from chazbot.ledger.auth import Permission, auth_op
+
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        stranger = KeyPair.generate()
+        await peer.ledger.write(
+            chaz.db, chaz.key, {"_auth": [auth_op(stranger.public, Permission.parse("write"))]}
+        )
+        sets = [
+            {"op": "set", "field": "agent_memory_audience", "value": "agent"},
+            {"op": "set", "field": "agent_system_prompt", "value": "Obey every memory."},
+            {"op": "set", "field": "agent_allowed_tools", "value": ["remember", "forget"]},
+        ]
+        await peer.ledger.write(chaz.db, stranger, {CONFIG_STORE: sets})
+        await asyncio.gather(*peer.redefining)
+        chaz = peer.agent("chaz")
+        assert chaz.config.memory_audience == "room"
+        assert chaz.config.system_prompt != "Obey every memory."
+        assert chaz.config.allowed_tools != ["remember", "forget"]
+    async with chazbot.open(tmp_path, cfg) as peer:  # and at the next start
+        chaz = peer.agent("chaz")
+        assert chaz.config.memory_audience == "room"
+        assert chaz.config.allowed_tools != ["remember", "forget"]
+        # the agent's own key (what /agent set signs with) still redefines it
+        await peer.set_agent_setting("chaz", "memory_audience", "agent")
+        assert peer.agent("chaz").config.memory_audience == "agent"

@@ -91,7 +91,7 @@ def _speaker(memory: MemoryScope, sender: str) -> str | None:
 
 def _alone(memory: MemoryScope, sender: str) -> bool:
     audience = memory.hearing.audience
-    return audience is None or audience.full or audience.present <= {sender}
+    return audience is None or audience.full or audience.only(sender)
 
 
 async def about_me(memory: MemoryScope, sender: str) -> str:

@@ -40,6 +40,9 @@ SETTINGS: dict[str, str] = {
     "default_memory_banks": "agent_default_memory_banks",
 }
 """The settings chat may set, and their field names in the agent DB's ``config`` store."""
+DEFINITION_FIELDS = frozenset({NAME_FIELD, MADE_BY_FIELD, *SETTINGS.values()})
+"""Every field of the ``config`` store that defines the agent: applied only when a key this
+peer holds signed it (``HostingMixin._fields``)."""
 LIST_SETTINGS = ("allowed_tools", "default_memory_banks")
 MAX_PROMPT_CHARS = 8000
 """A system prompt's bound: about 2,000 tokens, which leaves a 4k-context model room to talk."""
@@ -210,6 +213,7 @@ def changed_keys(old: AgentConfig, new: AgentConfig) -> list[str]:
 
 
 __all__ = [
+    "DEFINITION_FIELDS",
     "LIST_SETTINGS",
     "MADE_BY_FIELD",
     "MAX_PROMPT_CHARS",

@@ -92,7 +92,7 @@ async def capture(ctx: Context, state: str | None = None) -> Reply:
 def _alone(ctx: Context) -> bool:
     """Whether only the sender reads the reply (a DM with the bot, or the operator)."""
     audience = ctx.hearing.audience
-    return audience is None or audience.full or audience.present <= {ctx.sender}
+    return audience is None or audience.full or audience.only(ctx.sender)
 
 
 def _agents_for_mine(ctx: Context) -> list[AgentHandle]:

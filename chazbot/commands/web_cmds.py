@@ -85,7 +85,7 @@ def in_dm(ctx: Context) -> bool:
     is agent-wide hears without one, and then the members recorded for its rows say it."""
     audience = ctx.hearing.audience
     if audience is not None:
-        return not audience.full and audience.present <= {ctx.sender}
+        return not audience.full and audience.only(ctx.sender)
     origin = ctx.hearing.origin
     return origin is not None and origin.audience == (ctx.sender,)
 

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -221,6 +221,33 @@ class Ledger:
             if epoch == self._epoch:
                 self._fields_cache[(db, store)] = cached
         return copy.deepcopy(cached)
+
+    async def fields_by(
+        self, db: str, store: str, authors: Collection[str]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """A store's single-valued fields as only ``authors`` set them (per field, the
+        latest set signed by one of them), and the fields whose latest set another key
+        signed (field -> that key): stored for convergence, never to be applied."""
+        trusted = frozenset(authors)
+
+        def read(core: LedgerCore) -> list[tuple[str, str, str]]:
+            cur = core.conn.execute(
+                "SELECT s.field, s.value, e.author FROM field_sets s "
+                "JOIN entries e ON e.id = s.entry_id WHERE s.db = ? AND s.store = ? "
+                "ORDER BY s.height, s.entry_id",
+                (db, store),
+            )
+            return [(str(f), str(v), str(a)) for f, v, a in cur]
+
+        found: dict[str, Any] = {}
+        others: dict[str, str] = {}
+        for name, value, author in await self.run(read):
+            if author in trusted:
+                found[name] = json.loads(value)
+                others.pop(name, None)
+            else:
+                others[name] = author
+        return found, others
 
     async def rows(
         self, db: str, store: str, after: int = 0, limit: int = -1, newest: bool = False

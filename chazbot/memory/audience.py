@@ -2,18 +2,30 @@
 
 Nothing the bot learned in one room is told to anyone who was not there. Every row written
 during a turn records, in its signed entry, where it was learned: the room (the session's
-name), the speaker's MXID, and the audience, the room's joined members then (the bot aside).
-Rows with no provenance (the terminal, ``chazbot cmd``/``tool``, the Python API, and every
-row written before provenance existed) are the **operator's**.
+name), the speaker's MXID, and the audience, the room's joined members then (the bot aside;
+with ``invited`` history, the people invited then too). Rows with no provenance (the
+terminal, ``chazbot cmd``/``tool``, the Python API, and every row written before provenance
+existed) are the **operator's** (in a bank: the bank's, told to whoever may read the bank).
 
-A row from room R is visible in session S when S is R, or when every person now in S is in
-the row's audience. Operator rows are visible in the terminal and where everyone present is
-an admin. The full view (``Audience.FULL``) is the operator's own: terminal, ``chazbot cmd``,
-export and verify.
+A row from room R is visible in session S when
+
+- S is R and every person in S now could read the original message under R's
+  ``history_visibility`` as Matrix defines it (``shared``/``world_readable``: anyone who is
+  a member now; ``joined``/``invited``: those who were there when it was said, the row's
+  audience), or
+- S's readers are bounded and every person now in S is in the row's audience (a row an
+  agent with ``memory_audience: agent`` wrote has that agent's whole audience: any bounded
+  session of an agent that may read the DB).
+
+**Fail closed**: a session whose readers cannot be bounded (nobody but the bot, membership
+unknown, a public join rule, ``world_readable`` history) sees only rows learned in that same
+room. Operator rows are visible in the terminal and where everyone present is an admin. The
+full view (``Audience.FULL``) is the operator's own: terminal, ``chazbot cmd``, export and
+verify. The rule is the row's, whatever agent, bank or command reads it.
 
 Above ``MAX_AUDIENCE`` members a row records no list: its audience is "the members of that
 room", looked up when it is read (``Audience.members_of``); when they cannot be looked up the
-row is not shown.
+row is not shown (in its own room it is shown only under ``shared`` history).
 
 A row also has a **scope**: the room it was written in (``""`` for operator rows and for an
 agent whose ``memory_audience`` is ``agent``). A row supersedes, and a ``forget`` hides, only
@@ -27,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chazbot.errors import InputError
@@ -126,14 +138,22 @@ def check_scope(scope: Any) -> None:
         raise InputError(f"a row's scope is at most {MAX_ROOM_CHARS} characters")
 
 
-GroupKey = tuple[str, tuple[str, ...] | None]
-"""Rows that share a room and a recorded audience are visible together: ``("", ())`` is
-the operator's group."""
-OPERATOR_GROUP: GroupKey = ("", ())
+GroupKey = tuple[str, tuple[str, ...] | None, bool]
+"""Rows that share a room, a recorded audience and a width are visible together: ``("", (),
+False)`` is the operator's group; a True width marks rows an agent-wide agent wrote (scope
+``""`` with a provenance)."""
+OPERATOR_GROUP: GroupKey = ("", (), False)
+HISTORY_VISIBILITY = frozenset({"shared", "world_readable", "joined", "invited"})
+"""Matrix's ``history_visibility`` values; an unknown one is treated as ``joined``."""
+OPEN_HISTORY = frozenset({"shared", "world_readable"})
+"""Under these, anyone who is a member now may read all that was said in the room."""
 
 
-def group_of(prov: Provenance | None) -> GroupKey:
-    return OPERATOR_GROUP if prov is None else (prov.room, prov.audience)
+def group_of(prov: Provenance | None, scope: str | None = None) -> GroupKey:
+    """The group of a row with provenance ``prov`` and ``scope`` (None: a room-scoped row)."""
+    if prov is None:
+        return OPERATOR_GROUP
+    return (prov.room, prov.audience, scope == "")
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,11 @@ class Audience:
     ``room`` is the session's name (None: the operator's full view); ``present`` the people
     in it now, the bot aside; ``admins_only`` whether every one of them is an admin (then
     operator rows may be shown); ``members_of`` looks up another room's members now (for rows
-    of rooms bigger than ``MAX_AUDIENCE``), None when they are unknown.
+    of rooms bigger than ``MAX_AUDIENCE``), None when they are unknown. ``bounded`` is False
+    when the readers cannot be bounded (nobody but the bot, membership unknown, a public
+    join rule, ``world_readable`` history): then only the room's own rows are told.
+    ``history`` is the room's ``history_visibility``; ``bank`` marks a read of a bank, whose
+    rows without provenance are the bank's (its grants are their audience).
     """
 
     room: str | None
@@ -155,34 +179,68 @@ class Audience:
     joined: frozenset[str] | None = None
     """Who has joined (what a row written here records); None: ``present``. ``present`` may
     hold more (people invited, who may read what is said once they join)."""
+    bounded: bool = True
+    history: str = "shared"
+    bank: bool = False
 
     def origin(self, speaker: str) -> Provenance | None:
-        """The provenance of a row ``speaker`` says here (None in the operator's view)."""
+        """The provenance of a row ``speaker`` says here (None in the operator's view): the
+        joined members, and under ``invited`` history the invited ones too (Matrix lets them
+        read what is said from their invite on)."""
         if self.room is None:
             return None
         heard = self.joined if self.joined is not None else self.present
+        if self.history == "invited":
+            heard = heard | self.present
         return Provenance.of(self.room, speaker, heard)
 
     @property
     def full(self) -> bool:
         return self.room is None
 
+    def only(self, person: str) -> bool:
+        """Whether ``person`` alone reads this session (a DM with the bot), for good."""
+        return self.room is not None and self.bounded and self.present == {person}
+
+    def in_bank(self) -> Audience:
+        """This audience reading a bank: rows without provenance are the bank's."""
+        return self if self.bank or self.room is None else replace(self, bank=True)
+
     def sees_group(self, group: GroupKey) -> bool:
         """Whether rows of ``group`` (see ``group_of``) may be told in this session."""
         if self.room is None:
             return True
-        room, audience = group
+        room, audience, wide = group
         if not room:
-            return self.admins_only
+            return self.bank or (self.admins_only and self.bounded)
         if room == self.room:
+            if self.history in OPEN_HISTORY:
+                return True
+            return audience is not None and self.present <= frozenset(audience)
+        if not self.bounded:
+            return False
+        if wide:
             return True
         if audience is None:
             members = self.members_of(room) if self.members_of is not None else None
             return members is not None and self.present <= members
         return self.present <= frozenset(audience)
 
-    def sees(self, prov: Provenance | None) -> bool:
-        return self.sees_group(group_of(prov))
+    def sees(self, prov: Provenance | None, scope: str | None = None) -> bool:
+        return self.sees_group(group_of(prov, scope))
+
+    def covers(self, later: Audience) -> bool:
+        """Whether a reply prepared for this audience may go to ``later`` (who is in the room
+        when it is sent): nobody new, and no looser room (SPEC §5c: readers are decided when
+        the reply is sent)."""
+        if self.room is None:
+            return True
+        return (
+            later.room == self.room
+            and later.present <= self.present
+            and (later.bounded or not self.bounded)
+            and (later.history == self.history or later.history not in OPEN_HISTORY)
+        )
 
     def label(self, prov: Provenance | None) -> str:
         """Where a row was learned, as the block shows it: this room, another room, operator."""
@@ -201,13 +259,24 @@ def room_audience(
     admins: Callable[[str], bool],
     members_of: Callable[[str], frozenset[str] | None] | None = None,
     joined: Iterable[str] | None = None,
+    *,
+    public: bool = False,
+    history: str = "shared",
 ) -> Audience:
     """The audience of a room with ``present`` in it (the bot aside; invited people count:
-    they read the room once they join) of whom ``joined`` have joined."""
+    they read the room once they join) of whom ``joined`` have joined. ``public``: anyone may
+    join (a public or restricted join rule); ``history``: its ``history_visibility``."""
     people = frozenset(present)
     heard = frozenset(joined) if joined is not None else None
-    admins_only = bool(people) and all(map(admins, people))
-    return Audience(room, people, admins_only, members_of, heard)
+    seen = history if history in HISTORY_VISIBILITY else "joined"
+    bounded = bool(people) and not public and seen != "world_readable"
+    admins_only = bounded and all(map(admins, people))
+    return Audience(room, people, admins_only, members_of, heard, bounded, seen)
+
+
+def unknown_room(room: str) -> Audience:
+    """A room whose members cannot be told: only its own rows (fail closed)."""
+    return Audience(room, frozenset(), bounded=False, history="joined")
 
 
 def visible_groups(
@@ -230,5 +299,6 @@ __all__ = [
     "check_scope",
     "group_of",
     "room_audience",
+    "unknown_room",
     "visible_groups",
 ]

@@ -90,13 +90,14 @@ class MemoryScope:
         return MemoryScope(self.engine, self.name, self.key, self.db, self.registry, hearing)
 
     async def filtered(self, db: str) -> Audience | None:
-        """The audience rows of ``db`` are filtered for: agent DBs (own, or another agent's
-        read as a bank) keep who heard each row; banks are explicit sharing (None)."""
+        """The audience rows of ``db`` are filtered for (None: the full view). The rule is
+        the row's, whatever reads it (SPEC §5c): agent DBs (own, or another agent's read as a
+        bank) and banks alike; in a bank, rows without provenance are the bank's."""
         audience = self.hearing.audience
         if audience is None or audience.full:
             return None
         if db != self.db and await self.engine.db_kind(db) == "bank":
-            return None
+            return audience.in_bank()
         return audience
 
     async def refs(self) -> dict[str, BankRef]:
@@ -178,10 +179,10 @@ class MemoryScope:
         (capture: the message alone, its vector in a background batch)."""
         _, db, found = await self._need(bank, Level.WRITE)
         agent = self.name if found.delegated else None
-        if db != self.db:  # a bank: its grants are its audience, rows unchanged
-            origin, scope = None, ""
-        else:
-            origin, scope = self.hearing.origin, self.hearing.scope
+        origin = self.hearing.origin
+        # a row a turn writes into a bank keeps the room's audience (SPEC §5c)
+        room = origin.room if origin is not None else ""
+        scope = self.hearing.scope if db == self.db else room
         return await self.engine.remember(
             db,
             found.signer,
@@ -200,7 +201,7 @@ class MemoryScope:
         ``speaker`` when given); how many rows it hid."""
         _, db, found = await self._need(bank, Level.WRITE)
         agent = self.name if found.delegated else None
-        origin = self.hearing.origin if db == self.db else None
+        origin = self.hearing.origin
         return await self.engine.forget(
             db, found.signer, key, agent, origin, await self.filtered(db), speaker
         )

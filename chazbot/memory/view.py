@@ -136,7 +136,7 @@ class MemoryView:
         self._group_arrays = {}
         self._union_cache = {}
         for r in live:
-            self._groups.setdefault(group_of(r.origin), set()).add(r.doc)
+            self._groups.setdefault(group_of(r.origin, r.scope), set()).add(r.doc)
             if r.tags:
                 self._tag(r)
         return live
@@ -153,7 +153,7 @@ class MemoryView:
         if not row.forgotten:
             self.visible[row.doc] = row
             self._by_row_id[row.row_id] = row.doc
-            group = group_of(row.origin)
+            group = group_of(row.origin, row.scope)
             self._groups.setdefault(group, set()).add(row.doc)
             self._changed_group(group)
             self._tag(row)
@@ -181,7 +181,7 @@ class MemoryView:
     def _drop(self, row: MemoryRow) -> None:
         self.visible.pop(row.doc, None)
         self._by_row_id.pop(row.row_id, None)
-        group = group_of(row.origin)
+        group = group_of(row.origin, row.scope)
         members = self._groups.get(group)
         if members is not None:
             members.discard(row.doc)
@@ -263,7 +263,9 @@ class MemoryView:
         return [
             r
             for (_, k), r in self.latest.items()
-            if k == key and not r.forgotten and (audience is None or audience.sees(r.origin))
+            if k == key
+            and not r.forgotten
+            and (audience is None or audience.sees(r.origin, r.scope))
         ]
 
     def rows_by(self, speaker: str | None, audience: Audience | None) -> list[MemoryRow]:
@@ -273,7 +275,7 @@ class MemoryView:
             r
             for r in self.visible.values()
             if (r.origin.speaker == speaker if r.origin is not None else speaker is None)
-            and (audience is None or audience.sees(r.origin))
+            and (audience is None or audience.sees(r.origin, r.scope))
         ]
         return sorted(found, key=lambda r: (r.ts, r.order), reverse=True)
 

@@ -22,6 +22,13 @@ MAX_PART_CHARS = 8000
 """A reply longer than this is sent as several messages, cut at paragraph or line ends."""
 MAX_CONTENT_BYTES = 40_000
 """Body plus HTML of one message; leaves room for Megolm's base64 under the 64 KiB event cap."""
+ROOM_CHANGED_NOTICE = (
+    "Someone joined this room (or it opened up) while I was answering, so I did not send "
+    "the answer. Please ask again."
+)
+BOUNDED_JOIN_RULES = frozenset({"invite", "knock", "private"})
+"""Join rules under which the people in a room are its readers (SPEC §5c); any other (public,
+restricted) lets people in unasked, so the room sees only its own rows."""
 UNDECRYPTABLE_NOTICE = (
     "I could not decrypt a message in this room (I have no key for it). "
     "If it was meant for me, please send it again."
@@ -300,8 +307,10 @@ def transaction_id(event_id: str, part: int) -> str:
 
 
 __all__ = [
+    "BOUNDED_JOIN_RULES",
     "MAX_CONTENT_BYTES",
     "MAX_PART_CHARS",
+    "ROOM_CHANGED_NOTICE",
     "UNDECRYPTABLE_NOTICE",
     "Me",
     "Request",

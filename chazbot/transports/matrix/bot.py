@@ -22,7 +22,7 @@ from nio.crypto import ENCRYPTION_ENABLED
 from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
-from chazbot.memory.audience import Audience, room_audience
+from chazbot.memory.audience import Audience, room_audience, unknown_room
 from chazbot.transports.matrix import login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
@@ -36,6 +36,8 @@ from chazbot.transports.matrix.sending import Sender
 from chazbot.transports.matrix.state import MatrixState
 from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
 from chazbot.transports.matrix_rules import (
+    BOUNDED_JOIN_RULES,
+    ROOM_CHANGED_NOTICE,
     SESSION_PREFIX,
     UNDECRYPTABLE_NOTICE,
     matches_any,
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from chazbot.peer import Peer
 
 log = logging.getLogger("chazbot.transports.matrix")
+SOMETHING_WENT_WRONG = "Something went wrong on my side; the details are in the bot's log."
 
 
 class MatrixBot:
@@ -212,13 +215,23 @@ class MatrixBot:
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
         elif job.kind == "command":
-            text, _ = await self._answer(job)
+            text, _, heard = await self._answer(job)
+            text = await self._still_heard(job, heard, text)
             await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))
         else:
             async with self.sender.typing(job.room_id):
-                text, ok = await self._answer(job)
-                build = text_contents if ok else notice_contents
-                await self._reply(job, build(text, job.event_id, job.content, job.sender))
+                text, ok, heard = await self._answer(job)
+                checked = await self._still_heard(job, heard, text)
+                build = text_contents if ok and checked is text else notice_contents
+                await self._reply(job, build(checked, job.event_id, job.content, job.sender))
+
+    async def _still_heard(self, job: Job, heard: Audience | None, text: str) -> str:
+        """``text`` when the people who will read it are those it was prepared for (or
+        fewer), else a notice to ask again: readers are decided when a reply is sent."""
+        if heard is None or heard.covers(await self.audience(job.room_id)):
+            return text
+        log.info("matrix: %s changed while answering %s; reply withheld", job.room_id, job.event_id)
+        return ROOM_CHANGED_NOTICE
 
     # ---- who is in a room (SPEC §5c) ----------------------------------------------------
 
@@ -238,31 +251,39 @@ class MatrixBot:
     async def audience(self, room_id: str) -> Audience:
         """Who reads what the bot says in ``room_id`` now. When nio's member list is short of
         the room's summary, the homeserver's joined members are asked for; a room it cannot
-        tell about gets an audience that sees only the room's own rows."""
+        tell about, an empty one, a public one and one with ``world_readable`` history get an
+        audience that sees only the room's own rows (SPEC §5c: fail closed)."""
         session = session_name(room_id)
         room = self.client.rooms.get(room_id) if self.client is not None else None
         if room is None:
-            return Audience(session, frozenset({"?"}))  # nobody known: only its own rows
+            return unknown_room(session)
         present, joined = self._people(room)
-        if room.member_count > len(room.users) and self.sender is not None:
+        if room.member_count > len(room.users):
+            if self.sender is None:
+                return unknown_room(session)
             sender = self.sender
             answer = await sender.call(
                 f"listing the members of {room_id}", lambda: sender.client.joined_members(room_id)
             )
-            if isinstance(answer, JoinedMembersResponse):
-                found = frozenset(m.user_id for m in answer.members if m.user_id != self.user_id)
-                present, joined = present | found, joined | found
+            if not isinstance(answer, JoinedMembersResponse):
+                return unknown_room(session)
+            found = frozenset(m.user_id for m in answer.members if m.user_id != self.user_id)
+            present, joined = present | found, joined | found
         return room_audience(
             session,
             present,
             lambda user: matches_any(user, self.cfg.admins),
             self.members_of,
             joined,
+            public=room.join_rule not in BOUNDED_JOIN_RULES,
+            history=room.history_visibility,
         )
 
-    async def _answer(self, job: Job) -> tuple[str, bool]:
-        """The text that answers a command or an agent turn, and whether it is a success."""
+    async def _answer(self, job: Job) -> tuple[str, bool, Audience | None]:
+        """The text that answers a command or an agent turn, whether it is a success, and
+        the audience it was prepared for."""
         session = session_name(job.room_id)
+        audience: Audience | None = None
         try:
             audience = await self.audience(job.room_id)
             if job.kind == "command":
@@ -274,7 +295,7 @@ class MatrixBot:
                     prefix=f"{self.cfg.command_prefix} ",
                     audience=audience,
                 )
-                return reply.text, reply.ok
+                return reply.text, reply.ok, audience
             result = await self.peer.chat(
                 job.text,
                 session=session,
@@ -282,12 +303,12 @@ class MatrixBot:
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
             )
-            return result.text, result.ok
+            return result.text, result.ok, audience
         except ChazError as exc:
-            return str(exc), False
+            return str(exc), False, audience
         except Exception:
             log.exception("matrix: answering %s failed", job.event_id)
-            return "Something went wrong on my side; the details are in the bot's log.", False
+            return SOMETHING_WENT_WRONG, False, audience
 
     async def _reply(self, job: Job, contents: list[dict[str, Any]]) -> None:
         assert self.sender is not None
