@@ -19,11 +19,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from chazbot.agent.capture import Said, message_row, speaker_name
-from chazbot.agent.words import Intent
+from chazbot.agent.lexicon import reply
+from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
+from chazbot.agent.words import Intent, as_said_to_them
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query, tokenize
 
 if TYPE_CHECKING:
+    from chazbot.agent.session import Session
     from chazbot.memory.scope import MemoryScope
 
 FORGET_RATIO = 0.8
@@ -115,8 +118,11 @@ def _plain(row: MemoryRow) -> str:
     return value
 
 
-async def forget_words(memory: MemoryScope, sender: str, what: str) -> str:
-    """Hide the person's own rows that best match ``what`` ("" for all of them)."""
+async def forget_words(
+    memory: MemoryScope, sender: str, what: str, undo: UndoSlots | None = None, lang: str = "en"
+) -> str:
+    """Hide the person's own rows that best match ``what`` ("" for all of them); what was
+    hidden goes to ``undo`` for a while (``agent.undo``)."""
     speaker = _speaker(memory, sender)
     everywhere = _alone(memory, sender)
     view = await memory.engine.view(memory.db)
@@ -136,25 +142,54 @@ async def forget_words(memory: MemoryScope, sender: str, what: str) -> str:
         best = max((r.score for r in mine), default=0.0)
         rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]
     if not rows:
-        return (
-            f"I don't keep anything you told me about {what}."
-            if what
-            else ("I don't keep anything you told me.")
-        )
+        return reply(lang, "none", what=what) if what else reply(lang, "none_at_all")
     await memory.engine.forget_rows(memory.db, memory.key, rows, memory.hearing.origin)
+    if undo is not None:
+        undo.put(sender, memory.db, rows)
+    return reply(lang, "forgotten", what=_listed(rows), minutes=UNDO_MINUTES)
+
+
+def _listed(rows: list[MemoryRow] | tuple[MemoryRow, ...]) -> str:
     shown = "; ".join(f'"{_plain(r)}"' for r in rows[:3])
-    more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
-    return f"Forgotten: {shown}{more}."
+    return shown + (f" (+{len(rows) - 3})" if len(rows) > 3 else "")
 
 
-async def remember_words(memory: MemoryScope, sender: str, what: str, session_db: str) -> str:
+async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: str = "en") -> str:
+    """Bring back what ``sender`` forgot last in this room, if the window is still open."""
+    found = undo.take(sender)
+    if found is None or found.db != memory.db:
+        return reply(lang, "nothing_to_undo")
+    await restore_rows(memory, found.rows)
+    return reply(lang, "undone", what=_listed(found.rows))
+
+
+async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None:
+    """Write ``rows`` again as they were (key, value, tags, provenance, scope); their
+    vectors come later, in the background, as captured rows' do."""
+    for row in rows:
+        await memory.engine.remember(
+            memory.db,
+            memory.key,
+            row.key,
+            row.value,
+            list(row.tags),
+            None,
+            row.origin,
+            row.scope,
+            vector_later=True,
+        )
+
+
+async def remember_words(
+    memory: MemoryScope, sender: str, what: str, session_db: str, lang: str = "en"
+) -> str:
     """Keep ``what`` as a row the person said (as message capture shapes one)."""
     when = datetime.now(UTC)
     source = hashlib.sha256(f"{session_db}:{when.timestamp()}:{what}".encode()).hexdigest()[:8]
     said = Said(speaker_name(sender), when, what, None, source)
     key, value, tags = message_row(said)
     await memory.remember(key, value, tags)
-    return f"I'll remember that {what.rstrip('.!')}."
+    return reply(lang, "remembered", what=as_said_to_them(what.rstrip(".!")))
 
 
 async def answer(
@@ -164,18 +199,20 @@ async def answer(
     sender: str,
     prefix: str,
     tools: bool,
-    session_db: str,
+    session: Session,
 ) -> str | None:
     """The reply to ``found`` without the model, or None when the model should answer."""
     if found.kind == "intro":
         return intro(agent, prefix)
     if found.kind == "about_me":
         return await about_me(memory, sender)
+    if found.kind == "undo":
+        return await undo_forget(memory, sender, session.undo, found.lang)
     if tools:
         return None  # a model with tools forgets and remembers by calling them
     if found.kind == "forget":
-        return await forget_words(memory, sender, found.what)
-    return await remember_words(memory, sender, found.what, session_db)
+        return await forget_words(memory, sender, found.what, session.undo, found.lang)
+    return await remember_words(memory, sender, found.what, session.db, found.lang)
 
 
 __all__ = [
@@ -186,4 +223,6 @@ __all__ = [
     "forget_words",
     "intro",
     "remember_words",
+    "restore_rows",
+    "undo_forget",
 ]

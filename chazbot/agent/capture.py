@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.session import Message
-from chazbot.agent.words import worth_keeping
+from chazbot.agent.words import keep_out, worth_keeping
 from chazbot.errors import ChazError
 from chazbot.memory.rows import MAX_KEY_CHARS, Hit
 from chazbot.memory.tokenize import tokenize
@@ -387,6 +387,8 @@ async def capture_turn(
     memory = memory if memory is not None else agent.memory
     if mode == "off" or not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
         return 0  # nothing in it, or greetings, thanks and requests to the bot (#17)
+    if keep_out(text):
+        return 0  # "don't keep this: …", "off the record" (#36)
     facts = mode == "facts" and llm is not None
     if not facts and only_questions(text):
         return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from chazbot.agent.undo import UndoSlots
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.memory.banks import Registry
 
@@ -40,6 +41,7 @@ class Session:
         self.key = key
         self.name = name
         self.db = db
+        self.undo = UndoSlots()  # what people forgot here lately (``agent.undo``)
 
     @classmethod
     async def open(cls, ledger: Ledger, registry: Registry, key: KeyPair, name: str) -> Session:

@@ -157,7 +157,7 @@ async def run_turn(
     tools_ok = bool(getattr(llm, "supports_tools", False))
     found = intent(text)
     if found is not None:
-        words = await asked.answer(found, memory, agent.name, sender, prefix, tools_ok, session.db)
+        words = await asked.answer(found, memory, agent.name, sender, prefix, tools_ok, session)
         if words is not None:
             await session.add_message("assistant", words, agent.name)
             return TurnResult(words, answered_in_words=True)

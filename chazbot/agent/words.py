@@ -18,46 +18,188 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from chazbot.agent.lexicon import LANGUAGES, Language
 from chazbot.memory.tokenize import tokenize
 
-IntentKind = Literal["intro", "about_me", "forget", "remember"]
+IntentKind = Literal["intro", "about_me", "forget", "remember", "undo"]
 
 
 @dataclass(frozen=True)
 class Intent:
     kind: IntentKind
     what: str = ""  # forget: the words naming what ("" for everything); remember: the fact
+    lang: str = "en"  # the language the request was made in (``lexicon``), for the reply
 
 
-_FILLER = (
-    r"(?:(?:hey|hi|ok|okay|so|and|now)[,!]?\s+)?(?:please\s+)?"
-    r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?"
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_WORD = re.compile(r"[\w'-]+|[^\w\s]", re.UNICODE)
+_CLAUSE_END = frozenset(",;:.!?¿¡")
+_SENTENCE_END = frozenset(".!?")
+
+
+def _words(text: str) -> list[str]:
+    """Lowercase words and punctuation marks of ``text`` (apostrophes normalised)."""
+    return _WORD.findall(text.translate(_APOSTROPHES).lower())
+
+
+def _phrase(words: list[str], at: int, phrases: tuple[str, ...]) -> int:
+    """The length in words of the longest of ``phrases`` at ``words[at:]`` (0: none)."""
+    best = 0
+    for phrase in phrases:
+        parts = phrase.split()
+        if len(parts) > best and words[at : at + len(parts)] == parts:
+            best = len(parts)
+    return best
+
+
+def _skip(words: list[str], at: int, phrases: tuple[str, ...]) -> int:
+    """``at`` moved past any run of ``phrases`` and the commas between them."""
+    while at < len(words):
+        n = _phrase(words, at, phrases)
+        if n:
+            at += n
+        elif words[at] == "," and at > 0:
+            at += 1
+        else:
+            break
+    return at
+
+
+def _clause_starts(words: list[str]) -> list[int]:
+    return [0] + [i + 1 for i, w in enumerate(words) if w in _CLAUSE_END and i + 1 < len(words)]
+
+
+def _rest(text: str, words: list[str], at: int) -> str:
+    """The original text from word ``at`` on (best effort: by matching the words again)."""
+    lowered = text.translate(_APOSTROPHES).lower()
+    pos = 0
+    for word in words[:at]:
+        found = lowered.find(word, pos)
+        if found < 0:
+            break
+        pos = found + len(word)
+    return text[pos:].strip(" \t\n,;:-–—").rstrip(" .!?")
+
+
+def _mentions(words: list[str], phrases: tuple[str, ...]) -> bool:
+    return any(_phrase(words, i, phrases) for i in range(len(words)))
+
+
+def _asking(words: list[str], lang: Language) -> bool:
+    """A question: a question mark, or an opening that asks ("remember when…")."""
+    if "?" in words or "¿" in words:
+        return True
+    return any(_phrase(words, i, lang.asking) for i in _clause_starts(words))
+
+
+def _whole(words: list[str], phrases: tuple[str, ...], filler: tuple[str, ...]) -> bool:
+    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside)."""
+    at = _skip(words, 0, filler)
+    n = _phrase(words, at, phrases)
+    if not n:
+        return False
+    rest = [w for w in words[at + n :] if w not in _CLAUSE_END]
+    return not rest or _skip(rest, 0, filler) == len(rest)
+
+
+def keep_out(text: str) -> bool:
+    """Whether the person asks the bot not to keep this message ("don't keep this: …",
+    "merk dir das nicht", "off the record"), in any of the languages of ``lexicon``."""
+    words = _words(text)
+    return any(
+        _phrase(words, _skip(words, i, lang.filler), lang.dont_keep)
+        for lang in LANGUAGES
+        for i in _clause_starts(words)
+    )
+
+
+def intent(text: str) -> Intent | None:
+    """The intent of ``text``, or None for an ordinary message (also for a request about
+    the world that uses a memory verb: "remove the onions from the recipe")."""
+    flat = " ".join(text.split())
+    words = _words(flat)
+    if not words:
+        return None
+    for lang in LANGUAGES:
+        if _whole(words, lang.undo, lang.filler):
+            return Intent("undo", lang=lang.code)
+        if _whole(words, lang.intro, lang.filler):
+            return Intent("intro", lang=lang.code)
+        if _mentions(words, lang.about_me):
+            return Intent("about_me", lang=lang.code)
+    if keep_out(flat):
+        return None
+    for lang in LANGUAGES:
+        found = _memory_request(flat, words, lang)
+        if found is not None:
+            return found
+    return None
+
+
+def _memory_request(text: str, words: list[str], lang: Language) -> Intent | None:
+    asking = _asking(words, lang)
+    for start in _clause_starts(words):
+        at = _skip(words, start, lang.filler)
+        n = _phrase(words, at, lang.remember)
+        if n:
+            if asking:
+                return None  # "Remember when we went to Paris?": never stored as a fact
+            at = _skip(words, at + n, (",", ":"))
+            at += _phrase(words, at, lang.lead)
+            what = _rest(text, words, at)
+            return Intent("remember", what, lang.code) if what else None
+        n, strong = _phrase(words, at, lang.forget), True
+        if not n:
+            n, strong = _phrase(words, at, lang.delete), False
+        if not n:
+            continue
+        if not strong and not _mentions(words, lang.memory):
+            return None  # "delete the meeting from my calendar": about the world
+        if asking and start == 0 and at == 0:
+            return None  # "How do I delete…?" starts elsewhere; "Forget X?" is unclear
+        at = _skip(words, at + n, (",", ":"))
+        object_words = []
+        for w in words[at:]:
+            if w in _CLAUSE_END:
+                break
+            object_words.append(w)
+        if not object_words or _phrase(object_words, 0, lang.dismiss) == len(object_words):
+            return None  # "forget it", "vergiss es", "laisse tomber"
+        what = _object(text, words, at, lang)
+        return Intent("forget", what, lang.code)
+    return None
+
+
+_ALL = frozenset({"everything", "all", "alles", "tout", "todo", "alle", "allemaal"})
+_ABOUT_ME = frozenset(
+    {"about", "me", "of", "from", "you", "über", "mich", "von", "mir", "sur", "moi", "de"}
+    | {"mí", "sobre", "over", "mij", "van", "it", "that", "i", "said", "told", "know"}
 )
-_FORGET = re.compile(
-    rf"^\s*{_FILLER}(?:forget|erase|delete|remove|drop)\s+(?:about\s+|that\s+)?(?P<what>.*?)"
-    r"(?:\s+please)?\s*[.!?]*\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_EVERYTHING = re.compile(
-    r"^(?:everything|all|it all|all of it|all (?:that|you know)"
-    r"|everything (?:you know|i (?:said|told you)))(?:\s+about\s+me)?$",
-    re.IGNORECASE,
-)
-_REMEMBER = re.compile(
-    rf"^\s*{_FILLER}(?:remember|note|keep in mind)\s+(?:that\s+)?(?P<what>.+?)\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_ABOUT_ME = re.compile(
-    r"\b(?:what\s+(?:do|did)\s+you\s+(?:know|remember|keep|have)\s+(?:about|on|of)\s+me"
-    r"|what\s+have\s+i\s+told\s+you|what\s+did\s+i\s+tell\s+you)\b",
-    re.IGNORECASE,
-)
-_INTRO = re.compile(
-    r"^\s*(?:(?:hi|hello|hey)[,!]?\s+)?(?:help|what\s+can\s+you\s+do|what\s+do\s+you\s+do"
-    r"|who\s+are\s+you|what\s+are\s+you|how\s+do\s+you\s+work|how\s+does\s+this\s+work"
-    r"|what\s+are\s+you\s+for)\s*[?!.]*\s*$",
-    re.IGNORECASE,
-)
+
+
+def _object(text: str, words: list[str], at: int, lang: Language) -> str:
+    """What a forget request names, as typed, without the words that name memory ("from
+    your memory", "what I told you about"); "" for everything."""
+    rest = _rest(text, words, at)
+    tail = _words(rest)
+    kept: list[str] = []
+    i = 0
+    while i < len(tail):
+        n = _phrase(tail, i, lang.memory)
+        if n:
+            i += n
+            continue
+        if tail[i] not in _CLAUSE_END:
+            kept.append(tail[i])
+        i += 1
+    if not kept or (kept[0] in _ALL and set(kept[1:]) <= _ABOUT_ME):
+        return ""
+    for phrase in sorted(lang.memory, key=len, reverse=True):
+        pattern = r"(?<!\w)" + r"\s+".join(map(re.escape, phrase.split())) + r"(?!\w)"
+        rest = re.sub(pattern, " ", rest.translate(_APOSTROPHES), flags=re.IGNORECASE)
+    return " ".join(rest.split()).strip(" ,;:-")
+
+
 _ASKING = re.compile(
     r"^\W*(what|who|whom|whose|where|when|why|how|which|do|does|did|is|are|was|were|can|"
     r"could|will|would|should|shall|may|might|tell|remind|list|show|give|name|recall|find)\b",
@@ -69,23 +211,6 @@ cheers ok okay bye goodbye see later great cool nice awesome perfect sure yes no
 haha welcome there all everyone folks please sorry again much so very alright right fine
 """
 SMALL_TALK = frozenset(_SMALL_TALK_WORDS.split())
-
-
-def intent(text: str) -> Intent | None:
-    """The intent of ``text``, or None for an ordinary message."""
-    flat = " ".join(text.split())
-    if _INTRO.match(flat):
-        return Intent("intro")
-    if _ABOUT_ME.search(flat):
-        return Intent("about_me")
-    if m := _FORGET.match(flat):
-        what = m.group("what").strip()
-        if not what:
-            return None
-        return Intent("forget", "" if _EVERYTHING.match(what) else what)
-    if m := _REMEMBER.match(flat):
-        return Intent("remember", m.group("what").strip())
-    return None
 
 
 def asks(text: str) -> bool:
@@ -158,6 +283,7 @@ __all__ = [
     "as_said_to_them",
     "asks",
     "intent",
+    "keep_out",
     "personal",
     "small_talk",
     "worth_keeping",

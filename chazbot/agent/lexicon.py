@@ -1,0 +1,360 @@
+"""The words that ask something of the bot's memory, in English, German, French, Spanish and
+Dutch (#36): data for ``words``, one table per language.
+
+Requests about memory and requests about the world use the same verbs ("remove the onions
+from the recipe", "remove my number from your memory"), so the verbs come in two kinds:
+
+- ``forget``: verbs that are about memory by themselves ("forget", "vergiss", "oublie"…);
+  their object may still dismiss ("forget it", "vergiss es", "laisse tomber");
+- ``delete``: verbs about anything ("delete", "lösche", "supprime"…), about memory only when
+  the sentence names memory (``memory``: "from your memory", "what I told you"…).
+
+Phrases are matched on whole words at the start of a clause, after ``filler`` ("please",
+"can you"…); a sentence that asks (``asking``, or a question mark) is never a request to
+remember. Lowercase; apostrophes as typed on phones are normalised by ``words``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language's words (each a tuple of phrases, lowercase, whole words)."""
+
+    code: str
+    filler: tuple[str, ...]
+    forget: tuple[str, ...]
+    delete: tuple[str, ...]
+    remember: tuple[str, ...]
+    dont_keep: tuple[str, ...]
+    undo: tuple[str, ...]
+    dismiss: tuple[str, ...]
+    """Objects that dismiss rather than name something ("it", "about it", "that")."""
+    memory: tuple[str, ...]
+    """Words that make a ``delete`` verb about memory."""
+    everything: tuple[str, ...]
+    asking: tuple[str, ...]
+    """Openings of a question about memory ("remember when", "weißt du noch")."""
+    about_me: tuple[str, ...]
+    intro: tuple[str, ...]
+    lead: tuple[str, ...]
+    """Words that may sit between a verb and its object ("that", "about", "dass")."""
+
+
+EN = Language(
+    "en",
+    filler=(
+        "hey",
+        "hi",
+        "ok",
+        "okay",
+        "so",
+        "and",
+        "now",
+        "please",
+        "can you",
+        "could you",
+        "would you",
+        "will you",
+        "can you please",
+        "could you please",
+        "would you please",
+        "i want you to",
+        "i'd like you to",
+    ),
+    forget=("forget",),
+    delete=("delete", "remove", "erase", "drop", "wipe", "clear", "scrap"),
+    remember=(
+        "remember",
+        "note",
+        "keep in mind",
+        "make a note",
+        "don't forget",
+        "do not forget",
+        "never forget",
+        "write down",
+    ),
+    dont_keep=(
+        "don't keep this",
+        "do not keep this",
+        "don't remember this",
+        "do not remember this",
+        "please don't remember this",
+        "don't store this",
+        "do not store this",
+        "don't save this",
+        "don't write this down",
+        "off the record",
+        "between us",
+        "just between us",
+    ),
+    undo=("undo", "undo that", "undo it", "bring it back", "bring that back", "restore it"),
+    dismiss=("it", "about it", "that", "this", "about that", "all about it"),
+    memory=(
+        "memory",
+        "memories",
+        "from your memory",
+        "from your memories",
+        "the memory about",
+        "the memory of",
+        "the memories about",
+        "what i told you",
+        "what i said",
+        "what i've told you",
+        "everything i told you",
+        "you know about me",
+        "you remember",
+        "you stored",
+        "you saved",
+        "you keep",
+        "your notes",
+    ),
+    everything=("everything", "all", "it all", "all of it", "all that", "everything about me"),
+    asking=("remember when", "remember the time", "remember what", "remember how"),
+    about_me=(
+        "what do you know about me",
+        "what did you know about me",
+        "what do you remember about me",
+        "what have i told you",
+        "what did i tell you",
+        "what do you keep about me",
+        "what do you have on me",
+    ),
+    intro=(
+        "help",
+        "what can you do",
+        "what do you do",
+        "who are you",
+        "what are you",
+        "how do you work",
+        "how does this work",
+        "what are you for",
+    ),
+    lead=("that", "about", "what", "the fact that"),
+)
+
+DE = Language(
+    "de",
+    filler=("hey", "hallo", "ok", "also", "und", "jetzt", "bitte", "kannst du", "könntest du"),
+    forget=("vergiss", "vergessen", "vergesse"),
+    delete=("lösche", "lösch", "löschen", "entferne", "entfern", "entfernen", "streiche"),
+    remember=(
+        "merk dir",
+        "merke dir",
+        "vergiss nicht",
+        "denk daran",
+        "denke daran",
+        "notiere",
+        "notier",
+        "behalte",
+    ),
+    dont_keep=(
+        "merk dir das nicht",
+        "merke dir das nicht",
+        "nicht speichern",
+        "bitte nicht speichern",
+        "speicher das nicht",
+        "speichere das nicht",
+        "unter uns",
+        "behalte das nicht",
+    ),
+    undo=("rückgängig", "mach das rückgängig", "rückgängig machen", "mach es rückgängig"),
+    dismiss=("es", "das", "es einfach", "das einfach", "es doch"),
+    memory=(
+        "aus deinem gedächtnis",
+        "aus deiner erinnerung",
+        "aus deinen erinnerungen",
+        "gedächtnis",
+        "erinnerung",
+        "erinnerungen",
+        "gespeichert",
+        "gemerkt",
+        "was ich dir",
+        "was du über mich weißt",
+        "was du von mir weißt",
+    ),
+    everything=("alles", "alles über mich"),
+    asking=("weißt du noch", "erinnerst du dich"),
+    about_me=("was weißt du über mich", "was weißt du von mir", "was habe ich dir erzählt"),
+    intro=("hilfe", "was kannst du", "wer bist du", "was bist du", "wie funktionierst du"),
+    lead=("dass", "über", "was"),
+)
+
+FR = Language(
+    "fr",
+    filler=(
+        "hé",
+        "ok",
+        "alors",
+        "et",
+        "maintenant",
+        "s'il te plaît",
+        "s'il vous plaît",
+        "stp",
+        "svp",
+        "peux-tu",
+        "pourrais-tu",
+        "pouvez-vous",
+        "tu peux",
+    ),
+    forget=("oublie", "oubliez", "oublier"),
+    delete=("efface", "effacez", "supprime", "supprimez", "enlève", "enlevez", "retire"),
+    remember=(
+        "souviens-toi",
+        "rappelle-toi",
+        "retiens",
+        "retenez",
+        "note",
+        "notez",
+        "n'oublie pas",
+        "n'oubliez pas",
+    ),
+    dont_keep=(
+        "ne retiens pas ça",
+        "ne retiens pas",
+        "ne garde pas ça",
+        "ne garde pas ça en mémoire",
+        "ne l'enregistre pas",
+        "n'enregistre pas ça",
+        "entre nous",
+    ),
+    undo=("annule", "annule ça", "annuler", "annulez"),
+    dismiss=("ça", "cela", "le", "tout ça"),
+    memory=(
+        "de ta mémoire",
+        "de votre mémoire",
+        "mémoire",
+        "souvenir",
+        "souvenirs",
+        "ce que je t'ai dit",
+        "ce que je vous ai dit",
+        "ce que tu sais",
+        "enregistré",
+    ),
+    everything=("tout", "tout ce que tu sais sur moi", "tout sur moi"),
+    asking=(
+        "tu te souviens",
+        "te souviens-tu",
+        "tu te rappelles",
+        "te rappelles-tu",
+        "vous souvenez-vous",
+    ),
+    about_me=("que sais-tu de moi", "que sais-tu sur moi", "qu'est-ce que tu sais sur moi"),
+    intro=("aide", "que peux-tu faire", "qui es-tu", "comment ça marche"),
+    lead=("que", "de", "ce que"),
+)
+
+ES = Language(
+    "es",
+    filler=("oye", "hola", "vale", "y", "ahora", "por favor", "puedes", "podrías"),
+    forget=("olvida", "olvídate de", "olvídate", "olvidar"),
+    delete=("borra", "elimina", "quita", "suprime", "borrar", "eliminar"),
+    remember=(
+        "recuerda",
+        "acuérdate de",
+        "acuérdate",
+        "apunta",
+        "anota",
+        "no olvides",
+        "no te olvides de",
+    ),
+    dont_keep=(
+        "no guardes esto",
+        "no recuerdes esto",
+        "no lo guardes",
+        "no lo recuerdes",
+        "entre nosotros",
+    ),
+    undo=("deshacer", "deshaz", "deshazlo", "deshacer eso", "deshaz eso"),
+    dismiss=("lo", "eso", "esto"),
+    memory=("de tu memoria", "memoria", "recuerdos", "lo que te dije", "lo que sabes", "guardado"),
+    everything=("todo", "todo lo que sabes de mí", "todo sobre mí"),
+    asking=("recuerdas", "te acuerdas"),
+    about_me=("qué sabes de mí", "que sabes de mi", "qué sabes sobre mí"),
+    intro=("ayuda", "qué puedes hacer", "quién eres"),
+    lead=("que", "de", "de que", "lo que"),
+)
+
+NL = Language(
+    "nl",
+    filler=("hé", "hoi", "ok", "oké", "dus", "en", "nu", "alsjeblieft", "kun je", "wil je"),
+    forget=("vergeet",),
+    delete=("verwijder", "wis", "haal"),
+    remember=("onthoud", "vergeet niet", "denk eraan", "noteer", "schrijf op"),
+    dont_keep=("onthoud dit niet", "onthoud dat niet", "niet opslaan", "sla dit niet op"),
+    undo=("ongedaan maken", "maak dat ongedaan", "maak het ongedaan", "herstel"),
+    dismiss=("het", "het maar", "dat", "dat maar", "maar"),
+    memory=(
+        "uit je geheugen",
+        "uit jouw geheugen",
+        "geheugen",
+        "herinnering",
+        "wat ik je",
+        "wat je over mij weet",
+        "opgeslagen",
+    ),
+    everything=("alles", "alles over mij", "alles wat je over mij weet"),
+    asking=("weet je nog", "herinner je je", "herinner jij je"),
+    about_me=("wat weet je over mij", "wat weet je van mij"),
+    intro=("help", "wat kun je", "wie ben je", "hoe werk je"),
+    lead=("dat", "over", "wat"),
+)
+
+LANGUAGES: tuple[Language, ...] = (EN, DE, FR, ES, NL)
+
+REPLIES: dict[str, dict[str, str]] = {
+    "en": {
+        "forgotten": "Forgotten: {what}. Say “undo” within {minutes} minutes to bring it back.",
+        "none": "I don't keep anything you told me about {what}.",
+        "none_at_all": "I don't keep anything you told me.",
+        "remembered": "Noted: {what}.",
+        "undone": "Brought back: {what}.",
+        "nothing_to_undo": "There is nothing of yours to bring back here.",
+    },
+    "de": {
+        "forgotten": "Vergessen: {what}. Sag „rückgängig“ in den nächsten {minutes} Minuten, "
+        "um es zurückzuholen.",
+        "none": "Ich habe nichts gespeichert, was du mir über {what} gesagt hast.",
+        "none_at_all": "Ich habe nichts gespeichert, was du mir gesagt hast.",
+        "remembered": "Notiert: {what}.",
+        "undone": "Zurückgeholt: {what}.",
+        "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
+    },
+    "fr": {
+        "forgotten": "Oublié : {what}. Dis « annule » dans les {minutes} minutes pour le "
+        "retrouver.",
+        "none": "Je ne garde rien de ce que tu m'as dit sur {what}.",
+        "none_at_all": "Je ne garde rien de ce que tu m'as dit.",
+        "remembered": "C'est noté : {what}.",
+        "undone": "Retrouvé : {what}.",
+        "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
+    },
+    "es": {
+        "forgotten": "Olvidado: {what}. Di «deshacer» en los próximos {minutes} minutos para "
+        "recuperarlo.",
+        "none": "No guardo nada de lo que me dijiste sobre {what}.",
+        "none_at_all": "No guardo nada de lo que me dijiste.",
+        "remembered": "Anotado: {what}.",
+        "undone": "Recuperado: {what}.",
+        "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
+    },
+    "nl": {
+        "forgotten": "Vergeten: {what}. Zeg „ongedaan maken” binnen {minutes} minuten om het "
+        "terug te halen.",
+        "none": "Ik bewaar niets van wat je me over {what} hebt verteld.",
+        "none_at_all": "Ik bewaar niets van wat je me hebt verteld.",
+        "remembered": "Genoteerd: {what}.",
+        "undone": "Teruggehaald: {what}.",
+        "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
+    },
+}
+"""Replies to requests in words, in the language the request was made in."""
+
+
+def reply(lang: str, name: str, **values: object) -> str:
+    return REPLIES.get(lang, REPLIES["en"])[name].format(**values)
+
+
+__all__ = ["LANGUAGES", "REPLIES", "Language", "reply"]
