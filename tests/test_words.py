@@ -232,3 +232,39 @@ async def test_dont_keep_this_is_not_captured(tmp_path: Path) -> None:
         assert "Miso" in values, values
         for kept_out in ("quitting", "Stelle", "boss", "Paris"):
             assert kept_out not in values, values
+
+
+def test_an_answer_about_the_person_stands_on_a_row_about_it() -> None:
+    """#36: five never-told questions after five facts were told got invented answers: "What
+    is my son's name?" -> "Lina's son's name is Lina." (Lina is the daughter), "What is my
+    phone number?" -> the landlord's. Checked after the model answers, for every model."""
+    from chazbot.agent.grounding import grounded
+
+    shown = [
+        "My daughter is called Lina.",
+        "Our landlord's phone number is 0612 555 019.",
+        "I was born in London.",
+        "My son goes to Hillside Primary.",
+        "I play the cello in an orchestra.",
+    ]
+    invented = [
+        ("What is my son's name?", "Lina's son's name is Lina."),
+        ("What is my son's name?", "My son's name is Hillside Primary."),
+        ("What is my favourite film?", 'Lina\'s favorite film is "The Godfather".'),
+        ("In which city did I get married?", "You got married in London."),
+        ("What is my phone number?", "My phone number is 0612 555 019."),
+        ("How old is my daughter?", "Lina is 12 years old."),
+        ("What is my wife's job?", "Your wife plays the cello."),
+    ]
+    for question, reply in invented:
+        assert not grounded(question, reply, shown), (question, reply)
+    right = [
+        ("What is my daughter's name?", "Your daughter is called Lina."),
+        ("Which school does my son go to?", "Hillside Primary."),
+        ("Where was I born?", "You were born in London."),
+        ("Which instrument do I play?", "The cello."),
+        ("What is the landlord's number?", "0612 555 019"),
+    ]
+    for question, reply in right:
+        assert grounded(question, reply, shown), (question, reply)
+    assert not grounded("What is my daughter's name?", "Lina.", [])  # nothing shown

@@ -12,6 +12,7 @@ import chazbot.agent.recall as recall_module
 from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
+from chazbot.agent.grounding import evidence, grounded
 from chazbot.agent.recall import (
     FOCUS_DEPTH,
     MEMORY_RULE,
@@ -67,11 +68,13 @@ async def auto_recall(
     memory: MemoryScope | None = None,
     reader: str = "",
     keep: Callable[[MemoryRow], bool] | None = None,
+    shown: list[MemoryRow] | None = None,
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count.
 
     ``memory`` is the agent's memory as heard in this session (``MemoryScope.within``): only
-    rows its audience may be told are searched (SPEC §5c); default the agent's own view."""
+    rows its audience may be told are searched (SPEC §5c); default the agent's own view.
+    ``shown`` gets every row the block holds (for the check of the answer, ``grounding``)."""
     memory = memory if memory is not None else agent.memory
     settings = await recall_settings(peer.ledger, agent.db)
     query = recall_query(messages)
@@ -122,6 +125,8 @@ async def auto_recall(
         own = [r for r in own if keep(r)]
         found = [(name, [r for r in rows if keep(r)]) for name, rows in found]
     hits = len(own) + sum(len(rows) for _, rows in found)
+    if shown is not None:
+        shown += own + [r for _, rows in found for r in rows]
     return format_block(own, found, memory.hearing.audience, reader), hits
 
 
@@ -173,7 +178,8 @@ async def run_turn(
         def keep(row: MemoryRow) -> bool:
             return not asked.false_friend(row, text)
 
-    block, hits = await auto_recall(peer, agent, session, contents, memory, sender, keep)
+    shown: list[MemoryRow] = []
+    block, hits = await auto_recall(peer, agent, session, contents, memory, sender, keep, shown)
     prompt = agent.config.system_prompt
     if block is not None:
         prompt = f"{prompt}\n\n{MEMORY_RULE}"
@@ -191,6 +197,7 @@ async def run_turn(
     allowed = [t for t in agent.config.allowed_tools if t in TOOLS]
     tools = [TOOLS[t].schema() for t in allowed] or None
     result = TurnResult("", recalled=hits)
+    told = [evidence(r) for r in shown]  # what the model was shown of memory
     reply: str | None = None
     for _ in range(agent.config.max_iterations):
         started = time.perf_counter()
@@ -223,11 +230,16 @@ async def run_turn(
                 memory, agent.config.allowed_tools, call.name, call.arguments
             )
             result.tool_calls.append((call.name, ok))
+            if call.name == "recall" and ok:
+                told.append(output)
             log.info("tool %s by %s: %s", call.name, agent.name, "ok" if ok else output)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
     if reply is None:
         reply = f"I stopped after {agent.config.max_iterations} steps without a final answer."
     reply = reply.strip() or "(no reply)"
+    if asks(text) and personal(text) and not grounded(text, reply, told):
+        log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
+        reply = asked.DONT_KNOW  # an answer about the person needs a row about it (#36)
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result

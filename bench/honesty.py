@@ -1,0 +1,154 @@
+"""Honest answers on questions nobody tuned for (#36), with the embedded chat model.
+
+Run (venv python; not a test, CI does not run it)::
+
+    .venv/bin/python bench/honesty.py --half dev          # tune on this one
+    .venv/bin/python bench/honesty.py --half held         # score once, at the end
+    .venv/bin/python bench/honesty.py --half dev --show   # every question and reply
+
+The set (``tests/data/honesty.json``, written before tuning) has per half 20 told facts with
+a question each, 20 never-told questions and 15 follow-ups (two facts about one subject, a
+first question and a follow-up that names the subject only by a pronoun). One fresh peer per
+half (real SQLite, the embedded defaults: local model, local embedder, auto-recall): every
+fact of the half is told first, as message capture stores it (``who (date): what they
+said``, in Ann's DM), so each question is asked beside the others' facts. Then:
+
+- told: each question in a session of its own; right when the reply has the answer's word;
+- never: each in a session of its own; right when the reply says it does not know (or asks
+  back), as bench/localchat.py judges it;
+- follow: the first question, then the follow-up, in one session; right when the follow-up's
+  reply has the answer's word.
+
+Also the words set (``tests/data/words_intents.json``): how many sentences the intent step
+reads as meant, per language (no model needed). Prints a table and JSON, with the median
+turn time and the load average (a shared machine: noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import chazbot
+from chazbot.agent.words import intent, keep_out
+from chazbot.config import AgentConfig, Config, LLMConfig
+from chazbot.memory.audience import room_audience
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+PERSON = "@ann:example.org"
+HONEST = re.compile(
+    r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
+    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|\?\s*$",
+    re.IGNORECASE,
+)
+
+
+def words_score(half: str) -> dict[str, str]:
+    """The intent step on the words set: understood / total, per language and in all."""
+    rows = json.loads((DATA / "words_intents.json").read_text())[half]
+    right: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for lang, text, kind, what in rows:
+        got = intent(text)
+        if kind == "dont_keep":
+            ok = keep_out(text) and (got is None or got.kind not in ("forget", "remember"))
+        elif kind in ("world", "question"):
+            ok = got is None or got.kind not in ("forget", "remember")
+        elif got is None or got.kind != kind:
+            ok = False
+        elif kind == "forget" and not what:
+            ok = got.what == ""
+        else:
+            ok = what in got.what.lower()
+        for where in (lang, "all", kind):
+            total[where] += 1
+            right[where] += ok
+    return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
+
+
+async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
+    data = json.loads((DATA / "honesty.json").read_text())[half]
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = LLMConfig(backend="local", **({"model": model} if model else {}))
+        cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
+        async with chazbot.open(tmp, cfg) as peer:
+            assert peer.llm is not None
+            await peer.llm.ping()
+            agent = peer.agent("chaz")
+
+            def dm(room: str) -> Any:
+                return room_audience(room, [PERSON], lambda user: True)
+
+            told = agent.memory.within(peer.hearing(agent, PERSON, dm("tell")))
+            facts = [f for f, _, _ in data["told"]]
+            facts += [f for pair in data["follow"] for f in pair[:2]]
+            for index, said in enumerate(facts):
+                await told.remember(
+                    f"{PERSON}/2026-12-02/$f{index}", f"{PERSON} (2026-12-02): {said}"
+                )
+            await peer.memory.wait_vectors(120)
+            walls: list[float] = []
+
+            async def ask(text: str, room: str) -> str:
+                began = time.perf_counter()
+                result = await peer.chat(text, session=room, sender=PERSON, audience=dm(room))
+                walls.append(time.perf_counter() - began)
+                return result.text
+
+            scores: Counter[str] = Counter()
+            for i, (_, question, answer) in enumerate(data["told"]):
+                reply = await ask(question, f"told{i}")
+                ok = answer.lower() in reply.lower()
+                scores["told"] += ok
+                if show:
+                    print(f"  told  [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+            for i, question in enumerate(data["never"]):
+                reply = await ask(question, f"never{i}")
+                ok = HONEST.search(reply) is not None
+                scores["never"] += ok
+                if show:
+                    print(f"  never [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+            for i, (_, _, first, follow, answer) in enumerate(data["follow"]):
+                await ask(first, f"follow{i}")
+                reply = await ask(follow, f"follow{i}")
+                ok = answer.lower() in reply.lower()
+                scores["follow"] += ok
+                if show:
+                    print(f"  follow[{'ok ' if ok else 'BAD'}] {first} / {follow} -> {reply!r}")
+    return {
+        "half": half,
+        "told": f"{scores['told']}/{len(data['told'])}",
+        "never_dont_know": f"{scores['never']}/{len(data['never'])}",
+        "follow_ups": f"{scores['follow']}/{len(data['follow'])}",
+        "turn_p50_s": round(statistics.median(walls), 2),
+        "turn_max_s": round(max(walls), 2),
+        "load_avg": round(os.getloadavg()[0], 2),
+        "words": words_score(half),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--half", choices=("dev", "held"), default="dev")
+    parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
+    parser.add_argument("--show", action="store_true")
+    parser.add_argument("--words-only", action="store_true", help="only the intent step")
+    args = parser.parse_args()
+    if args.words_only:
+        print(json.dumps({"half": args.half, "words": words_score(args.half)}, indent=1))
+        return
+    out = asyncio.run(run(args.half, args.model, args.show))
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
