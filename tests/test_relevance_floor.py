@@ -232,3 +232,23 @@ async def test_config_shows_the_model_default_and_no_embedder(
     async with chazbot.open(tmp_path / "b", config(tmp_path / "b", standin_llm, None)) as peer:
         shown = (await peer.command("/memory config")).text
         assert "min_similarity      = none (no embedder: recall is BM25 only)" in shown, shown
+
+
+async def test_a_greeting_finds_nothing_by_meaning(
+    tmp_path: Path, standin_llm: StandinLLM, e5: EmbeddingConfig
+) -> None:
+    """#36: `!chaz memory search self hello` answered with "My daughter is called Lina" (a
+    vector-only hit above the floor): a query of greetings, thanks and stopwords asks for
+    nothing, so no row comes back by meaning (a row that has the word still does)."""
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, e5)) as peer:
+        await remember_facts(peer)
+        await peer.agent("chaz").remember("family.daughter", "My daughter is called Lina.")
+        # the floor alone is not enough: let every vector match through
+        assert (await peer.command("/memory config set min_similarity -1")).ok
+        for query in ("hi", "thanks!", "ok", "good morning", "merci", "hey there"):
+            r = await peer.command(f"/memory search self {query}")
+            assert r.ok and r.text.startswith("No memories found"), (query, r.text)
+        r = await peer.command("/memory search self hello")  # the row "Hello!" has the word
+        assert "[greeting]" in r.text and "Lina" not in r.text, r.text
+        assert (await peer.chat("Thanks a lot!", session="s")).ok
+        assert block_of(standin_llm.requests[-1]) is None

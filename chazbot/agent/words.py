@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from chazbot.agent.lexicon import LANGUAGES, Language
-from chazbot.memory.tokenize import tokenize
+from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
 IntentKind = Literal["intro", "about_me", "forget", "remember", "undo"]
 
@@ -205,12 +205,6 @@ _ASKING = re.compile(
     r"could|will|would|should|shall|may|might|tell|remind|list|show|give|name|recall|find)\b",
     re.IGNORECASE,
 )
-_SMALL_TALK_WORDS = """
-hi hello hey hiya howdy yo morning good evening afternoon night day thanks thank you thx ty
-cheers ok okay bye goodbye see later great cool nice awesome perfect sure yes no yep nope lol
-haha welcome there all everyone folks please sorry again much so very alright right fine
-"""
-SMALL_TALK = frozenset(_SMALL_TALK_WORDS.split())
 
 
 def asks(text: str) -> bool:

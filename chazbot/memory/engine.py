@@ -47,6 +47,7 @@ from chazbot.memory.rows import (
     remember_ops,
 )
 from chazbot.memory.snapshot import SnapshotMeta
+from chazbot.memory.tokenize import only_small_talk
 from chazbot.memory.vector_queue import Pending, VectorQueue
 from chazbot.memory.view import MemoryView, Ranked
 
@@ -458,8 +459,9 @@ class MemoryEngine:
         return found
 
     async def query_vector(self, query: str) -> NDArray[np.float32] | None:
-        """The query's vector, or None (no embedder, empty query, or the embedder failed)."""
-        if self.embedder is None or not query.strip():
+        """The query's vector, or None (no embedder, empty query, a query of only greetings
+        and stopwords, whose nearest rows are never relevant, or the embedder failed)."""
+        if self.embedder is None or not query.strip() or only_small_talk(query):
             return None
         try:
             async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):

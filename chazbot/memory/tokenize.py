@@ -26,6 +26,20 @@ _STOPWORD_TEXT = """
     which while who whom why will with won wont would wouldn you your yours yourself yourselves
 """
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+_SMALL_TALK_TEXT = """
+    hi hello hey hiya howdy yo morning good evening afternoon night day thanks thank you thx ty
+    cheers ok okay bye goodbye see later great cool nice awesome perfect sure yes no yep nope lol
+    haha welcome there all everyone folks please sorry again much so very alright right fine lot
+    hallo danke bitte tschüss bonjour salut merci hola gracias adiós hoi dank doei
+"""
+SMALL_TALK: frozenset[str] = frozenset(_SMALL_TALK_TEXT.split())
+"""Greetings, thanks and fillers: a query of only these (and stopwords) asks for nothing, so
+its nearest vectors are not relevant whatever their cosine (#36: "search self hello")."""
+
+
+def only_small_talk(text: str) -> bool:
+    """Whether ``text`` has no token but stopwords and small talk."""
+    return all(t in STOPWORDS or t in SMALL_TALK for t in tokenize(text))
 
 
 def tokenize(text: str) -> list[str]:
@@ -55,4 +69,11 @@ def auto_recall_query(messages: Sequence[str], max_tokens: int = 10) -> list[str
     return list(seen)
 
 
-__all__ = ["STOPWORDS", "auto_recall_query", "document_text", "tokenize"]
+__all__ = [
+    "SMALL_TALK",
+    "STOPWORDS",
+    "auto_recall_query",
+    "document_text",
+    "only_small_talk",
+    "tokenize",
+]
