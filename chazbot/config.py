@@ -214,6 +214,21 @@ class Config(_Model):
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        """The zone reminders are read in for people who set none (``tz``): an IANA name."""
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value[:60]!r}: use an IANA name such as Europe/Berlin"
+            ) from None
+        return value
 
     @field_validator("sync_listen", "http_listen")
     @classmethod

@@ -46,3 +46,6 @@ MATRIX_EVENTS = Counter(
 # chazbot_sync_entries{direction=sent|received|refused} is collected from the peer at scrape
 # time (transports/http.py), because the sync layer keeps its own counters.
 COMMANDS = Counter("chazbot_commands", "Commands run by outcome", ["outcome"], registry=REGISTRY)
+REMINDERS = Counter(
+    "chazbot_reminders", "Reminders due, delivered on time and late", ["state"], registry=REGISTRY
+)

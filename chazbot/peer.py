@@ -261,7 +261,9 @@ class Peer(HostingMixin, SharingMixin):
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            result = await run_turn(self, who, sess, text, sender, llm, memory, prefix)
+            result = await run_turn(
+                self, who, sess, text, sender, llm, memory, prefix, self.config.timezone
+            )
             keep = result.ok and not result.answered_in_words
             mode = await self.capture_mode(who, sess) if keep else "off"
         except BaseException:

@@ -36,6 +36,7 @@ RANKS = {
     "ledger": 0,
     "sync": 1,
     "memory": 2,
+    "reminders": 2,  # when, store and delivery of reminders (#37): ledger below, agent above
     "agent": 3,
     "commands": 4,
     "peer": 5,

@@ -24,10 +24,13 @@ from chazbot.agent.recall import (
     recall_settings,
 )
 from chazbot.agent.words import asks, intent, personal
-from chazbot.errors import BackendError, NotFound
+from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
+from chazbot.reminders.setting import set_reminder
+from chazbot.reminders.store import Reminders
+from chazbot.reminders.when import asks_for_reminder
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
@@ -150,8 +153,12 @@ async def run_turn(
     llm: ChatModel | None,
     memory: MemoryScope | None = None,
     prefix: str = "/",
+    timezone: str = "UTC",
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
+
+    "remind me …" (in the languages of ``reminders.when``) sets a reminder in this room for
+    every model, read in the sender's zone (``timezone`` when they set none).
 
     ``memory``: the agent's memory as heard in this session (``MemoryScope.within``); recall
     and every tool the model calls act within its audience. The recalled block goes after
@@ -160,6 +167,16 @@ async def run_turn(
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
+    if asks_for_reminder(text) is not None:
+        store = Reminders(peer.ledger, agent.db, agent.key)
+        said: str | None
+        try:
+            said = await set_reminder(store, text, session.name, sender, timezone, False)
+        except InputError as exc:
+            said = None if asks(text) else f"{exc} (nothing was set)"
+        if said is not None:
+            await session.add_message("assistant", said, agent.name)
+            return TurnResult(said, answered_in_words=True)
     found = intent(text)
     if found is not None:
         words = await asked.answer(found, memory, agent.name, sender, prefix, tools_ok, session)

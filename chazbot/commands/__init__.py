@@ -8,6 +8,7 @@ from chazbot.commands import (
     memory_capture_cmds,
     memory_cmds,
     peer_cmds,
+    remind_cmds,
     sharing_cmds,
     web_cmds,
 )
@@ -23,6 +24,7 @@ TREE = CommandTree.of(
     peer_cmds.COMMANDS,
     agent_cmds.COMMANDS,
     web_cmds.COMMANDS,
+    remind_cmds.COMMANDS,
 )
 """Every command, in path order: each module declares its own with ``CommandTree.command``."""
 

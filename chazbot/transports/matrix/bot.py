@@ -23,6 +23,8 @@ from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
+from chazbot.reminders.runner import ReminderRunner
+from chazbot.reminders.store import Reminders
 from chazbot.transports.matrix import login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
@@ -78,6 +80,7 @@ class MatrixBot:
         self.sync: SyncLoop | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._supervisor: asyncio.Task[None] | None = None
+        self.reminders = ReminderRunner(self._reminder_stores, self._deliver_reminder)
 
     # ---- public state ------------------------------------------------------------------
 
@@ -156,8 +159,10 @@ class MatrixBot:
             await client.close()
             raise
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
+        self.reminders.start()
 
     async def stop(self) -> None:
+        await self.reminders.stop()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -170,6 +175,24 @@ class MatrixBot:
         if self.client is not None:
             await self.client.close()
         log.info("matrix: stopped")
+
+    # ---- reminders (#37) ----------------------------------------------------------------
+
+    def _reminder_stores(self) -> list[Reminders]:
+        return [Reminders(self.peer.ledger, a.db, a.key) for a in self.peer.agents.values()]
+
+    async def _deliver_reminder(self, session: str, text: str, txn: str) -> bool:
+        """Send a due reminder into the room it was set in, only there (False: not a
+        Matrix room of this bot now, or not synced yet; it stays due)."""
+        if self.sender is None or self.sync is None or not self.sync.first_sync_done.is_set():
+            return False
+        if not session.startswith(SESSION_PREFIX):
+            return False
+        room_id = session.removeprefix(SESSION_PREFIX)
+        if self.client is None or room_id not in self.client.rooms:
+            return False
+        await self.sender.send(room_id, {"msgtype": "m.text", "body": text}, txn)
+        return True
 
     # ---- invites -----------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Reminders (#37): when, what, schedules and their delivery."""

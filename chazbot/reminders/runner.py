@@ -1,0 +1,125 @@
+"""Delivering reminders when they are due (#37): once each, late rather than never.
+
+The peer that hosts the agent delivers (its reminders are in the agent's own DB). Every tick
+(and at once after a start) the runner looks at each hosted agent's reminders; for each one
+due at ``now`` it sends one message, only in the room it was set in, through ``deliver``
+(the transport's: Matrix sends it with a transaction id made from the reminder and the
+occurrence, so a send repeated after a crash at the moment of delivery is the same event),
+and then records the occurrence as sent. Occurrences missed while the bot was down are one
+late delivery that says so. The clock is passed in: tests move it, nobody sleeps until 9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime, timedelta
+
+from chazbot import metrics
+from chazbot.errors import ChazError
+from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.when import zone
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[str, str, str], Awaitable[bool]]
+"""``deliver(room, text, transaction_id)``: True once the message is sent."""
+LATE_AFTER = timedelta(minutes=2)
+TICK_S = 5.0
+"""How often due reminders are looked for (reading a few fields per agent)."""
+
+LATE = {
+    "en": "(late: this was due {when})",
+    "de": "(verspätet: das war fällig am {when})",
+    "fr": "(en retard : c'était prévu le {when})",
+    "es": "(tarde: era para el {when})",
+    "nl": "(te laat: dit was voor {when})",
+}
+HEAD = {
+    "en": "⏰ Reminder",
+    "de": "⏰ Erinnerung",
+    "fr": "⏰ Rappel",
+    "es": "⏰ Recordatorio",
+    "nl": "⏰ Herinnering",
+}
+
+
+def message(reminder: Reminder, due: datetime, now: datetime) -> str:
+    """The delivered text: what, who set it, and whether it is late."""
+    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {reminder.what}"
+    if now - due > LATE_AFTER:
+        when = due.astimezone(zone(reminder.tz)).strftime("%a %d %b %H:%M")
+        text += " " + LATE.get(reminder.lang, LATE["en"]).format(when=when)
+    return text
+
+
+def transaction_id(reminder: Reminder, due: datetime) -> str:
+    digest = hashlib.sha256(f"{reminder.id}|{due.isoformat()}".encode()).hexdigest()
+    return f"chazbot-reminder-{digest[:32]}"
+
+
+class ReminderRunner:
+    """Delivers the due reminders of every hosted agent (``stores``) through ``deliver``."""
+
+    def __init__(
+        self,
+        stores: Callable[[], Iterable[Reminders]],
+        deliver: Deliver,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.stores = stores
+        self.deliver = deliver
+        self.clock = clock
+        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self, now: datetime | None = None) -> int:
+        """Deliver what is due at ``now`` (default: the clock); how many were delivered."""
+        now = now or self.clock()
+        sent = 0
+        for store in list(self.stores()):
+            try:
+                reminders = await store.all()
+            except ChazError as exc:
+                log.warning("reminders: could not read %s: %s", store.db[:20], exc)
+                continue
+            for reminder in reminders:
+                due = reminder.latest_due(now)
+                if due is None:
+                    continue
+                metrics.REMINDERS.labels("due").inc()
+                late = now - due > LATE_AFTER
+                text = message(reminder, due, now)
+                try:
+                    ok = await self.deliver(reminder.room, text, transaction_id(reminder, due))
+                except Exception as exc:  # the transport's failure: retried at the next tick
+                    log.warning("reminders: delivering %s failed: %s", reminder.id, exc)
+                    continue
+                if not ok:
+                    continue
+                await store.mark_sent(reminder, due)
+                metrics.REMINDERS.labels("late" if late else "delivered").inc()
+                sent += 1
+        return sent
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("reminders: a tick failed")
+            await asyncio.sleep(TICK_S)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+__all__ = ["LATE_AFTER", "Deliver", "ReminderRunner", "message", "transaction_id"]

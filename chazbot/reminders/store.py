@@ -1,0 +1,215 @@
+"""Reminders kept as signed entries in the agent's own DB (#37), so they survive restarts and
+backups and travel with the agent.
+
+- ``reminders``: a field per reminder (``r<hex>``) holding what was understood: the room it
+  was set in (its session), who set it, what to say, the zone, the first time (ISO with its
+  offset), the recurrence (an RRULE or null), the language; cancelling sets ``cancelled``.
+- ``reminders_sent``: per reminder, the last occurrence delivered (ISO): what ``runner``
+  advances after each delivery, so a restart never delivers an occurrence twice.
+- ``people_tz``: per person (MXID), the zone they chose with ``tz``.
+
+A field read back that does not parse is skipped (a peer with newer code may write more).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from chazbot.errors import InputError, NotFound
+from chazbot.ledger import KeyPair, Ledger
+from chazbot.reminders.when import MAX_TEXT, Understood, occurrences_after, zone
+
+REMINDERS_STORE = "reminders"
+SENT_STORE = "reminders_sent"
+ZONES_STORE = "people_tz"
+MAX_ACTIVE_PER_PERSON = 20
+"""Active reminders a person who is not an admin may hold in one agent."""
+CATCH_UP_STEPS = 10_000
+"""Occurrences a recurrence is stepped through to find the latest one missed."""
+
+
+@dataclass(frozen=True)
+class Reminder:
+    id: str
+    room: str
+    by: str
+    what: str
+    tz: str
+    first: datetime
+    rule: str | None
+    lang: str
+    cancelled: bool = False
+    sent: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return not self.cancelled and self.next_due() is not None
+
+    def next_due(self) -> datetime | None:
+        """The next occurrence not delivered yet (None: nothing more to deliver)."""
+        if self.cancelled:
+            return None
+        if self.sent is None:
+            return self.first
+        if self.rule is None:
+            return None
+        try:
+            return occurrences_after(self.rule, self.first, self.sent, zone(self.tz))
+        except InputError:
+            return None
+
+    def latest_due(self, now: datetime) -> datetime | None:
+        """The latest occurrence at or before ``now`` not delivered yet (missed ones before
+        it are passed over: one late delivery, not a burst)."""
+        due = self.next_due()
+        if due is None or due > now:
+            return None
+        if self.rule is None:
+            return due
+        tz = zone(self.tz)
+        for _ in range(CATCH_UP_STEPS):
+            try:
+                after = occurrences_after(self.rule, self.first, due, tz)
+            except InputError:
+                break
+            if after > now:
+                break
+            due = after
+        return due
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "room": self.room,
+            "by": self.by,
+            "what": self.what,
+            "tz": self.tz,
+            "first": self.first.isoformat(),
+            "rule": self.rule,
+            "lang": self.lang,
+            "cancelled": self.cancelled,
+        }
+
+    @classmethod
+    def from_data(cls, rid: str, data: Any, sent: Any) -> Reminder | None:
+        if not isinstance(data, dict):
+            return None
+        try:
+            room, by, what, tz = data["room"], data["by"], data["what"], data["tz"]
+            if not all(isinstance(v, str) for v in (room, by, what, tz)) or len(what) > MAX_TEXT:
+                return None
+            first = datetime.fromisoformat(str(data["first"]))
+            rule = data.get("rule")
+            if first.tzinfo is None or (rule is not None and not isinstance(rule, str)):
+                return None
+            zone(tz)
+            done = datetime.fromisoformat(sent) if isinstance(sent, str) else None
+        except (KeyError, ValueError, InputError):
+            return None
+        return cls(
+            rid,
+            room,
+            by,
+            what,
+            tz,
+            first,
+            rule,
+            str(data.get("lang") or "en"),
+            data.get("cancelled") is True,
+            done,
+        )
+
+
+class Reminders:
+    """The reminders of one agent DB, written with the agent's key."""
+
+    def __init__(self, ledger: Ledger, db: str, key: KeyPair) -> None:
+        self.ledger = ledger
+        self.db = db
+        self.key = key
+
+    async def all(self) -> list[Reminder]:
+        """Every reminder, oldest first by first time."""
+        fields = await self.ledger.fields(self.db, REMINDERS_STORE)
+        sent = await self.ledger.fields(self.db, SENT_STORE)
+        found = [Reminder.from_data(rid, data, sent.get(rid)) for rid, data in fields.items()]
+        return sorted((r for r in found if r is not None), key=lambda r: (r.first, r.id))
+
+    async def in_room(self, room: str) -> list[Reminder]:
+        """The active reminders set in ``room``, soonest first (what ``reminders`` numbers)."""
+        active = [r for r in await self.all() if r.room == room and r.active]
+        return sorted(active, key=lambda r: (r.next_due() or r.first, r.id))
+
+    async def add(self, understood: Understood, room: str, by: str, limit: int | None) -> Reminder:
+        """Store a new reminder; InputError past ``limit`` active ones of ``by``."""
+        if limit is not None:
+            mine = [r for r in await self.all() if r.by == by and r.active]
+            if len(mine) >= limit:
+                raise InputError(
+                    f"you have {len(mine)} active reminders here, the most a person may; "
+                    "cancel one first"
+                )
+        key = understood.first.tzinfo
+        tz = getattr(key, "key", None) or "UTC"
+        made = Reminder(
+            "r" + secrets.token_hex(4),
+            room,
+            by,
+            understood.what,
+            tz,
+            understood.first,
+            understood.rule,
+            understood.lang,
+        )
+        await self.ledger.write(
+            self.db,
+            self.key,
+            {REMINDERS_STORE: [{"op": "set", "field": made.id, "value": made.to_data()}]},
+        )
+        return made
+
+    async def cancel(self, reminder: Reminder) -> None:
+        data = {**reminder.to_data(), "cancelled": True}
+        await self.ledger.write(
+            self.db,
+            self.key,
+            {REMINDERS_STORE: [{"op": "set", "field": reminder.id, "value": data}]},
+        )
+
+    async def mark_sent(self, reminder: Reminder, occurrence: datetime) -> None:
+        await self.ledger.write(
+            self.db,
+            self.key,
+            {SENT_STORE: [{"op": "set", "field": reminder.id, "value": occurrence.isoformat()}]},
+        )
+
+    async def zone_of(self, person: str, default: str) -> str:
+        found = (await self.ledger.fields(self.db, ZONES_STORE)).get(person)
+        return found if isinstance(found, str) else default
+
+    async def set_zone(self, person: str, name: str) -> None:
+        zone(name)
+        await self.ledger.write(
+            self.db, self.key, {ZONES_STORE: [{"op": "set", "field": person, "value": name}]}
+        )
+
+    async def by_number(self, room: str, number: str) -> Reminder:
+        """The ``number``-th of ``in_room`` (as ``reminders`` lists them)."""
+        listed = await self.in_room(room)
+        if not number.isdigit() or not 1 <= int(number) <= len(listed):
+            raise NotFound(
+                f"no reminder {number[:12]!r} here; the list has {len(listed)} (see reminders)"
+            )
+        return listed[int(number) - 1]
+
+
+__all__ = [
+    "MAX_ACTIVE_PER_PERSON",
+    "REMINDERS_STORE",
+    "SENT_STORE",
+    "ZONES_STORE",
+    "Reminder",
+    "Reminders",
+]

@@ -1,0 +1,52 @@
+"""#37 over a real Synapse: a reminder set in words arrives in the room it was set in, and
+only there; the confirmation says the time understood."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from tests.standin_llm import StandinLLM
+from tests.synapse import ChazbotProcess, Human, User, requires_synapse
+from tests.waits import wait_until
+
+pytestmark = [requires_synapse, pytest.mark.timeout(300)]
+
+Humans = Callable[..., Awaitable[Human]]
+Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
+
+
+async def test_a_reminder_set_in_words_arrives_in_its_room_only(
+    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+) -> None:
+    alice = await humans("alice")
+    _, bot = await chazbot(
+        standin_llm.url,
+        [alice.user_id],
+        [],
+        top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
+    )
+    dm = await alice.create_room([bot.user_id], direct=True)
+    await alice.wait_member(dm, bot.user_id)
+    group = await alice.create_room([bot.user_id], name="elsewhere")
+    await alice.wait_member(group, bot.user_id)
+    asked = len(standin_llm.requests)
+    said = await alice.ask(dm, "remind me in 3 seconds to water the plants", timeout=30)
+    assert said.body.startswith("OK, I'll remind you here on"), said.body
+    assert "(Europe/Berlin)" in said.body and "water the plants" in said.body
+    assert len(standin_llm.requests) == asked  # answered without the model
+
+    def delivered() -> list[str]:
+        return [
+            s.body
+            for s in alice.messages(dm, sender=bot.user_id)
+            if s.body.startswith("⏰ Reminder")
+        ]
+
+    found = await wait_until(delivered, 40, "the reminder in the DM")
+    assert found == [f"⏰ Reminder ({alice.user_id}): water the plants"], found
+    listed = await alice.ask(dm, "!chaz reminders")
+    assert "No reminders here" in listed.body, listed.body
+    # never in another room
+    assert not [s for s in alice.messages(group, sender=bot.user_id) if "⏰" in s.body]
