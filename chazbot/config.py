@@ -29,6 +29,8 @@ from chazbot.errors import ConfigError
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""An agent's name, for pydantic's ``pattern`` (Rust's regex: ``$`` is the very end) and
+``re.fullmatch`` (never ``re.match``: Python's ``$`` also matches before a trailing newline)."""
 MATRIX_SESSION_PREFIX = "matrix:"  # a Matrix room's session is named "matrix:<room id>"
 LOCAL_DEFAULT_MODEL = "embedded"
 
