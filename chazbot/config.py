@@ -207,6 +207,17 @@ class Config(_Model):
     sync_listen: str = "127.0.0.1:8765"
     sync_public_url: str = ""
     sync_import_timeout_s: float = Field(default=300.0, ge=1, le=86_400)
+    sync_tls_cert: Path | None = None
+    """A certificate chain (PEM) the sync listener serves https with, beside ``sync_tls_key``
+    (its private key); tickets then say ``https:``. Not needed behind a reverse proxy that ends
+    TLS (``sync_public_url: https://…``)."""
+    sync_tls_key: Path | None = None
+    sync_ca_file: Path | None = None
+    """An extra CA certificate file (PEM) the sync client trusts besides the system's: a
+    self-signed peer's certificate, or a private CA."""
+    sync_allow_plain_http: bool = False
+    """Sync with ``http:`` peers on other machines too (plain: anyone on the way reads every
+    synced row). Off: plain http only to this machine (``localhost``, ``127.0.0.1``, ``::1``)."""
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None
@@ -227,16 +238,24 @@ class Config(_Model):
     @field_validator("sync_public_url")
     @classmethod
     def _public_url(cls, value: str) -> str:
-        """``http://host:port`` other peers reach this one at (what tickets advertise)."""
+        """``https://host[:port]`` other peers reach this one at (what tickets advertise)."""
         if not value:
             return value
         host = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-        if not re.fullmatch(rf"http://{host}(?::\d{{1,5}})?/?", value):
-            raise ValueError(f"expected http://host:port (the address peers reach), got {value!r}")
+        if not re.fullmatch(rf"https?://{host}(?::\d{{1,5}})?/?", value):
+            raise ValueError(
+                f"expected https://host[:port] (the address peers reach), got {value!r}"
+            )
         port = value.rstrip("/").rpartition("]")[2].rpartition(":")[2]
         if port.isdigit() and value.rstrip("/").count(":") > 1 and not 0 < int(port) < 65536:
             raise ValueError(f"port must be 1-65535 in {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Config:
+        if (self.sync_tls_cert is None) != (self.sync_tls_key is None):
+            raise ValueError("sync_tls_cert and sync_tls_key go together: set both or neither")
+        return self
 
     @field_validator("agents")
     @classmethod

@@ -217,7 +217,7 @@ class GuardedSite(web.TCPSite):
 
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            factory, self._host, self._port, backlog=self._backlog
+            factory, self._host, self._port, backlog=self._backlog, ssl=self._ssl_context
         )
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
