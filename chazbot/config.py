@@ -61,6 +61,11 @@ class LLMConfig(_Model):
     model_sha256: str | None = None
     """The sha256 (64 hex digits) a ``model`` URL or GGUF path must have: checked when it is
     fetched and at every load; needed for a plain ``http://`` URL."""
+    chat_models: dict[str, str] = Field(default_factory=dict)
+    """With ``backend: local``, the models chat admins may give an agent (``/agent set … model
+    NAME``): a name and where its GGUF comes from (a built-in, a file path, an https URL). Chat
+    may also name an installed built-in, or a ``.gguf`` file in ``state_dir/models`` by its
+    file name; never a URL or another path (only config.yaml names those)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -69,6 +74,21 @@ class LLMConfig(_Model):
         if isinstance(data, dict) and data.get("backend") == "local" and not data.get("model"):
             return {**data, "model": LOCAL_DEFAULT_MODEL}
         return data
+
+    @field_validator("chat_models")
+    @classmethod
+    def _chat_models(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, source in value.items():
+            if not re.fullmatch(NAME_PATTERN, name) or name.lower().endswith(".gguf"):
+                raise ValueError(
+                    f"chat_models: bad name {name[:64]!r}: 1-64 letters, digits, '_', '.', '-' "
+                    "(not ending in .gguf: those are the models directory's files)"
+                )
+            if not source.strip():
+                raise ValueError(f"chat_models: {name} needs a built-in, a path or an https URL")
+            if source.lower().startswith("http://"):
+                raise ValueError(f"chat_models: {name} is plain http; use an https URL")
+        return value
 
     @field_validator("model_sha256")
     @classmethod
