@@ -191,3 +191,32 @@ async def test_tls_settings_are_checked(tmp_path: Path) -> None:
     async with chazbot.open(tmp_path / "b", bad_ca) as b:
         with pytest.raises(ConfigError, match="sync_ca_file"):
             await b.start_sync()
+
+
+async def test_a_stalled_tls_handshake_is_closed_within_the_header_deadline(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import time
+
+    from chazbot.ledger import Ledger
+    from chazbot.sync import SyncServer
+
+    tls = loopback_tls(tmp_path / "tls")
+    ledger = await Ledger.open(tmp_path / "state.sqlite3")
+    server = SyncServer(
+        ledger, host="127.0.0.1", port=0, header_timeout=0.5, ssl_context=tls.server
+    )
+    await server.start()
+    try:
+        assert server.address.startswith("https:127.0.0.1:")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        started = time.monotonic()
+        writer.write(b"\x16\x03\x01")  # the start of a ClientHello, and then nothing
+        async with asyncio.timeout(10):
+            assert await reader.read() == b""  # closed by the server
+        assert time.monotonic() - started < 5
+        writer.close()
+    finally:
+        await server.stop()
+        await ledger.close()
