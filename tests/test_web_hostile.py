@@ -149,6 +149,16 @@ async def test_every_form_takes_hostile_values_without_a_500(
                             continue  # posted last: it ends the session
                         seen.setdefault((form.action, tuple(sorted(form.fields))), form)
                 csrf = csrf_of(html)
+                for path in (*(PAGES if admin else PAGES[:1]), "/ui/admin/banks/team/export.jsonl"):
+                    for value in HOSTILE_VALUES:  # and every page's query with hostile values
+                        # (a URL over aiohttp's 8 KiB line is a 400 the http listener logs with
+                        # a traceback: bounded logging there is another part of issue 34)
+                        params = {"q": value[:1000], "page": value[:1000]}
+                        async with client.get(base + path, params=params) as page:
+                            await page.read()
+                            statuses.append((path, "?q", page.status))
+                    async with client.get(f"{base}{path}/%00%ff%0a..") as page:
+                        statuses.append((path, "/odd", page.status))
                 for form in list(seen.values()):
                     url = base + form.action
                     names = [*form.fields]
