@@ -57,7 +57,7 @@ HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # our own POSTs carry our Origin (no-referrer: "null")
     "Cache-Control": "no-store",
 }
 _FORM: web.RequestKey[dict[str, str]] = web.RequestKey("chazbot.form", dict)
