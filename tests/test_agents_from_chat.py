@@ -468,3 +468,20 @@ async def test_a_url_stored_from_chat_before_is_not_fetched(tmp_path: Path) -> N
 
         await wait_until(redefined)
         assert peer.llm_for(peer.agent("chaz")) is peer.llm
+
+
+def test_chat_models_in_the_config_are_checked(tmp_path: Path) -> None:
+    from chazbot.config import parse_config
+    from chazbot.errors import ConfigError
+
+    base = {"state_dir": str(tmp_path), "llm": {"backend": "local"}}
+    ok = parse_config({**base, "llm": {"backend": "local", "chat_models": {"m": "x.gguf"}}})
+    assert ok.llm is not None and ok.llm.chat_models == {"m": "x.gguf"}
+    for models, said_ in (
+        ({"bad\n": "x.gguf"}, "bad name"),
+        ({"x.gguf": "y.gguf"}, "bad name"),
+        ({"m": " "}, "needs a built-in"),
+        ({"m": "http://example.org/m.gguf"}, "plain http"),
+    ):
+        with pytest.raises(ConfigError, match=said_):
+            parse_config({**base, "llm": {"backend": "local", "chat_models": models}})
