@@ -264,7 +264,7 @@ class WebUI:
         except (ValueError, LookupError, AssertionError) as exc:
             # not UTF-8, a charset nobody knows, a multipart body without its boundary...
             # (UnicodeDecodeError is a ValueError; aiohttp asserts on some broken multiparts)
-            log.info("web: a form that could not be read refused: %s", type(exc).__name__)
+            log.debug("web: a form that could not be read refused: %s", type(exc).__name__)
             raise web.HTTPBadRequest(reason="This form could not be read.") from None
         form: dict[str, str] = {}
         files: dict[str, bytes] = {}
@@ -308,7 +308,7 @@ class WebUI:
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         if not self.same_origin(request):
-            log.info("web: a sign-in posted from another site refused")
+            log.debug("web: a sign-in posted from another site refused")
             return self.message(None, 403, "Refused", CROSS_SITE)
         form = await self.form(request)
         token = form.get("t", "")
