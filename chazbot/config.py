@@ -29,6 +29,8 @@ from chazbot.errors import ConfigError
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""An agent's name, for pydantic's ``pattern`` (Rust's regex: ``$`` is the very end) and
+``re.fullmatch`` (never ``re.match``: Python's ``$`` also matches before a trailing newline)."""
 MATRIX_SESSION_PREFIX = "matrix:"  # a Matrix room's session is named "matrix:<room id>"
 LOCAL_DEFAULT_MODEL = "embedded"
 
@@ -59,6 +61,11 @@ class LLMConfig(_Model):
     model_sha256: str | None = None
     """The sha256 (64 hex digits) a ``model`` URL or GGUF path must have: checked when it is
     fetched and at every load; needed for a plain ``http://`` URL."""
+    chat_models: dict[str, str] = Field(default_factory=dict)
+    """With ``backend: local``, the models chat admins may give an agent (``/agent set … model
+    NAME``): a name and where its GGUF comes from (a built-in, a file path, an https URL). Chat
+    may also name an installed built-in, or a ``.gguf`` file in ``state_dir/models`` by its
+    file name; never a URL or another path (only config.yaml names those)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -67,6 +74,21 @@ class LLMConfig(_Model):
         if isinstance(data, dict) and data.get("backend") == "local" and not data.get("model"):
             return {**data, "model": LOCAL_DEFAULT_MODEL}
         return data
+
+    @field_validator("chat_models")
+    @classmethod
+    def _chat_models(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, source in value.items():
+            if not re.fullmatch(NAME_PATTERN, name) or name.lower().endswith(".gguf"):
+                raise ValueError(
+                    f"chat_models: bad name {name[:64]!r}: 1-64 letters, digits, '_', '.', '-' "
+                    "(not ending in .gguf: those are the models directory's files)"
+                )
+            if not source.strip():
+                raise ValueError(f"chat_models: {name} needs a built-in, a path or an https URL")
+            if source.lower().startswith("http://"):
+                raise ValueError(f"chat_models: {name} is plain http; use an https URL")
+        return value
 
     @field_validator("model_sha256")
     @classmethod
@@ -205,6 +227,17 @@ class Config(_Model):
     sync_listen: str = "127.0.0.1:8765"
     sync_public_url: str = ""
     sync_import_timeout_s: float = Field(default=300.0, ge=1, le=86_400)
+    sync_tls_cert: Path | None = None
+    """A certificate chain (PEM) the sync listener serves https with, beside ``sync_tls_key``
+    (its private key); tickets then say ``https:``. Not needed behind a reverse proxy that ends
+    TLS (``sync_public_url: https://…``)."""
+    sync_tls_key: Path | None = None
+    sync_ca_file: Path | None = None
+    """An extra CA certificate file (PEM) the sync client trusts besides the system's: a
+    self-signed peer's certificate, or a private CA."""
+    sync_allow_plain_http: bool = False
+    """Sync with ``http:`` peers on other machines too (plain: anyone on the way reads every
+    synced row). Off: plain http only to this machine (``localhost``, ``127.0.0.1``, ``::1``)."""
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None
@@ -240,16 +273,24 @@ class Config(_Model):
     @field_validator("sync_public_url")
     @classmethod
     def _public_url(cls, value: str) -> str:
-        """``http://host:port`` other peers reach this one at (what tickets advertise)."""
+        """``https://host[:port]`` other peers reach this one at (what tickets advertise)."""
         if not value:
             return value
         host = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-        if not re.fullmatch(rf"http://{host}(?::\d{{1,5}})?/?", value):
-            raise ValueError(f"expected http://host:port (the address peers reach), got {value!r}")
+        if not re.fullmatch(rf"https?://{host}(?::\d{{1,5}})?/?", value):
+            raise ValueError(
+                f"expected https://host[:port] (the address peers reach), got {value!r}"
+            )
         port = value.rstrip("/").rpartition("]")[2].rpartition(":")[2]
         if port.isdigit() and value.rstrip("/").count(":") > 1 and not 0 < int(port) < 65536:
             raise ValueError(f"port must be 1-65535 in {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Config:
+        if (self.sync_tls_cert is None) != (self.sync_tls_key is None):
+            raise ValueError("sync_tls_cert and sync_tls_key go together: set both or neither")
+        return self
 
     @field_validator("agents")
     @classmethod

@@ -21,6 +21,7 @@ from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
 from chazbot.agent.local_llm import LocalChat
+from chazbot.agent.model_check import chat_model_spec
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
@@ -78,7 +79,8 @@ class Peer(HostingMixin, SharingMixin):
         self._llm: ChatModel | None = None
         self.state_lock: StateLock | None = None  # held from open to close
         self._llm_made = False
-        self._agent_llms: dict[str, LocalChat] = {}  # an agent's own embedded model
+        self._agent_llms: dict[tuple[str, str], LocalChat] = {}  # an agent's own local model
+        self._refused_models: set[tuple[str, str]] = set()
         self.captures = CaptureTasks()
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
@@ -228,10 +230,25 @@ class Peer(HostingMixin, SharingMixin):
         base, model = self.llm, agent.config.model
         if model is None or not isinstance(base, LocalChat) or model == base.cfg.model:
             return base
-        found = self._agent_llms.get(model)
+        definition = getattr(agent, "definition", None)
+        from_chat = definition is not None and definition.sources.get("model") == "chat"
+        key = ("chat" if from_chat else "config", model)
+        found = self._agent_llms.get(key)
         if found is None:
-            cfg = base.cfg.model_copy(update={"model": model, "model_sha256": None})
-            found = self._agent_llms[model] = LocalChat(cfg, self.state_dir / "models")
+            # a model set from chat loads only what the operator offers (model_check.py)
+            spec = chat_model_spec(base.cfg, base.models_dir, model) if from_chat else model
+            if spec is None:  # stored from chat before models were offered: never fetched
+                if key not in self._refused_models:
+                    self._refused_models.add(key)
+                    log.warning(
+                        "agent %s: model %.80r is not offered to chat (llm.chat_models); "
+                        "the peer's model answers",
+                        agent.name,
+                        model,
+                    )
+                return base
+            cfg = base.cfg.model_copy(update={"model": spec, "model_sha256": None})
+            found = self._agent_llms[key] = LocalChat(cfg, self.state_dir / "models")
         return found
 
     async def chat(

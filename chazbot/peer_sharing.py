@@ -16,6 +16,7 @@ from chazbot.memory.banks import admin_key_for, check_name
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
+from chazbot.sync.tls import client_context, server_context
 
 if TYPE_CHECKING:
     from chazbot.config import Config
@@ -49,8 +50,12 @@ class SharingMixin:
         listen = self._listen()
         if listen is None:
             return
+        cfg = self.config
+        tls = None
+        if cfg.sync_tls_cert is not None and cfg.sync_tls_key is not None:
+            tls = server_context(cfg.sync_tls_cert, cfg.sync_tls_key)  # ConfigError: say so
         self.sync_server = SyncServer(
-            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing
+            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing, ssl_context=tls
         )
         try:
             await self.sync_server.start()
@@ -83,7 +88,14 @@ class SharingMixin:
         return totals
 
     def _replicator(self) -> Replicator:
-        return Replicator(self.ledger, self.key, import_timeout=self.config.sync_import_timeout_s)
+        cfg = self.config
+        return Replicator(
+            self.ledger,
+            self.key,
+            import_timeout=cfg.sync_import_timeout_s,
+            ssl_context=client_context(cfg.sync_ca_file),
+            allow_plain_http=cfg.sync_allow_plain_http,
+        )
 
     def public_address(self) -> str:
         """The peer address tickets advertise: ``sync_public_url``, else ``sync_listen``
@@ -100,10 +112,11 @@ class SharingMixin:
             raise InputError(
                 f"sync_listen {self.config.sync_listen} binds every interface, which is no "
                 "address other peers can reach: set sync_public_url in the config (or "
-                "CHAZBOT_SYNC_PUBLIC_URL in Docker) to http://<host other peers reach>:"
+                "CHAZBOT_SYNC_PUBLIC_URL in Docker) to https://<host other peers reach>:"
                 f"{port}, then share again"
             )
-        return format_address(host, port)
+        tls = self.config.sync_tls_cert is not None
+        return format_address(host, port, "https" if tls else "http")
 
     async def share(self, db: str) -> str:
         """Serve ``db`` to peers holding a key on it; return its ticket."""

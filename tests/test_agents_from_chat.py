@@ -377,18 +377,111 @@ def test_agent_verbs_are_their_own_commands() -> None:
 
 @pytest.mark.skipif(not local_llm.local_available(), reason="the local extra is not installed")
 async def test_with_the_embedded_backend_an_agent_gets_its_own_gguf(tmp_path: Path) -> None:
-    gguf = tmp_path / "tiny.gguf"
+    models = tmp_path / "state" / "models"
+    models.mkdir(parents=True)
+    gguf = models / "tiny.gguf"
     gguf.write_bytes(b"GGUF" + bytes(28))  # the header is what is checked before a load
     cfg = Config(state_dir=tmp_path / "state", llm=LLMConfig(backend="local"), embedding=None)
     async with chazbot.open(tmp_path / "state", cfg) as peer:
-        r = await peer.command(f"/agent new gull model={tmp_path / 'missing.gguf'}")
-        assert not r.ok and "neither a built-in" in r.text and "gull" not in peer.agents
-        (tmp_path / "text.gguf").write_text("not a model")
-        r = await peer.command(f"/agent new gull model={tmp_path / 'text.gguf'}")
+        r = await peer.command("/agent new gull model=missing.gguf")
+        assert not r.ok and "not one this peer offers" in r.text and "gull" not in peer.agents
+        (models / "text.gguf").write_text("not a model")
+        r = await peer.command("/agent new gull model=text.gguf")
         assert not r.ok and "is not a GGUF file" in r.text, r.text
-        r = await peer.command(f"/agent new tiny model={gguf}")
+        r = await peer.command("/agent new tiny model=tiny.gguf")
         assert r.ok, r.text
         own = peer.llm_for(peer.agent("tiny"))
         assert isinstance(own, local_llm.LocalChat) and own.source.file == gguf
         assert own is peer.llm_for(peer.agent("tiny"))  # made once
         assert peer.llm_for(peer.agent("chaz")) is peer.llm
+
+
+@pytest.mark.skipif(not local_llm.local_available(), reason="the local extra is not installed")
+async def test_chat_admins_pick_only_models_the_operator_allowed(tmp_path: Path) -> None:
+    """No URL from chat (the host would fetch it), no path outside the models directory (a
+    probe of what exists): one error, the same whether the path exists or not."""
+    from aiohttp import web
+
+    hits: list[str] = []
+
+    async def gguf(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.Response(body=b"GGUF" + bytes(28))
+
+    app = web.Application()
+    app.router.add_get("/{name}", gguf)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+    outside = tmp_path / "outside.gguf"
+    outside.write_bytes(b"GGUF" + bytes(28))
+    allowed = tmp_path / "allowed.gguf"
+    allowed.write_bytes(b"GGUF" + bytes(28))
+    llm = LLMConfig(backend="local", chat_models={"small": str(allowed)})
+    cfg = Config(state_dir=tmp_path / "state", llm=llm, embedding=None)
+    try:
+        async with chazbot.open(tmp_path / "state", cfg) as peer:
+            answers = {}
+            for model in (
+                f"http://127.0.0.1:{port}/a.gguf",
+                f"https://127.0.0.1:{port}/b.gguf",
+                str(outside),
+                str(tmp_path / "missing.gguf"),
+                "/etc/passwd",
+                "../../outside.gguf",
+                "models/../../outside.gguf",
+                "~/x.gguf",
+            ):
+                r = await peer.command(f"/agent set chaz model {model}")
+                assert not r.ok, (model, r.text)
+                answers[model] = r.text.replace(model[:80], "<model>")
+                assert "\n" not in r.text.strip() and "small" in r.text, r.text
+            assert len(set(answers.values())) == 1, answers  # nothing says what exists
+            assert peer.agent("chaz").config.model is None
+            peer.llm_for(peer.agent("chaz"))
+            assert hits == []  # nothing was fetched
+            r = await peer.command("/agent set chaz model small")
+            assert r.ok, r.text
+            own = peer.llm_for(peer.agent("chaz"))
+            assert isinstance(own, local_llm.LocalChat) and own.source.file == allowed
+            r = await peer.command("/agent new gull model=qwen2.5-coder-0.5b")
+            assert r.ok, r.text
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.skipif(not local_llm.local_available(), reason="the local extra is not installed")
+async def test_a_url_stored_from_chat_before_is_not_fetched(tmp_path: Path) -> None:
+    """A definition stored by an older version (``/agent set … model https://…``) is not
+    loaded: the peer's own model answers instead."""
+    cfg = Config(state_dir=tmp_path / "state", llm=LLMConfig(backend="local"), embedding=None)
+    async with chazbot.open(tmp_path / "state", cfg) as peer:
+        url = "https://127.0.0.1:9/evil.gguf"
+        ops = stored_ops({"model": url})
+        chaz = peer.agent("chaz")
+        await peer.ledger.write(chaz.db, chaz.key, {CONFIG_STORE: ops})
+
+        async def redefined() -> bool:
+            return peer.agent("chaz").config.model == url
+
+        await wait_until(redefined)
+        assert peer.llm_for(peer.agent("chaz")) is peer.llm
+
+
+def test_chat_models_in_the_config_are_checked(tmp_path: Path) -> None:
+    from chazbot.config import parse_config
+    from chazbot.errors import ConfigError
+
+    base = {"state_dir": str(tmp_path), "llm": {"backend": "local"}}
+    ok = parse_config({**base, "llm": {"backend": "local", "chat_models": {"m": "x.gguf"}}})
+    assert ok.llm is not None and ok.llm.chat_models == {"m": "x.gguf"}
+    for models, said_ in (
+        ({"bad\n": "x.gguf"}, "bad name"),
+        ({"x.gguf": "y.gguf"}, "bad name"),
+        ({"m": " "}, "needs a built-in"),
+        ({"m": "http://example.org/m.gguf"}, "plain http"),
+    ):
+        with pytest.raises(ConfigError, match=said_):
+            parse_config({**base, "llm": {"backend": "local", "chat_models": models}})

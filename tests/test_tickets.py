@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chazbot.errors import InputError
-from chazbot.sync.tickets import Ticket, base_url, format_ticket, parse_address, parse_ticket
+from chazbot.sync.tickets import (
+    Ticket,
+    address_from_url,
+    base_url,
+    format_ticket,
+    parse_address,
+    parse_ticket,
+    plain_off_host,
+)
 
 DB = "sha256:" + "ab" * 32
 
@@ -95,3 +103,26 @@ def test_garbage_is_an_input_error_or_a_ticket(text: str) -> None:
         assert "\n" not in str(exc)
     else:
         assert parse_ticket(format_ticket(t.db, t.addresses)) == t
+
+
+def test_https_addresses_and_public_urls() -> None:
+    t = parse_ticket(f"eidetica:?db={DB}&pr=https:sync.example.org:443&pr=http:127.0.0.1:8765")
+    assert t.addresses == ["https:sync.example.org:443", "http:127.0.0.1:8765"]
+    assert base_url(t.addresses[0]) == "https://sync.example.org:443"
+    assert parse_ticket(str(Ticket(DB, ["https:[::1]:9"]))).addresses == ["https:[::1]:9"]
+    assert address_from_url("https://sync.example.org/") == "https:sync.example.org:443"
+    assert address_from_url("https://[2001:db8::1]:8443") == "https:[2001:db8::1]:8443"
+    assert address_from_url("http://sync.example.org") == "http:sync.example.org:80"
+    for bad in ("ftp://x:1", "https//x", "https://0.0.0.0:1", "https:x:1"):
+        with pytest.raises(InputError):
+            address_from_url(bad)
+    with pytest.raises(InputError):
+        parse_address("httpss:a:1")
+
+
+def test_plain_http_is_for_this_machine_only() -> None:
+    for here in ("http:127.0.0.1:1", "http:[::1]:1", "http:localhost:1", "http:127.8.0.1:1"):
+        assert not plain_off_host(here), here
+    for there in ("http:10.0.0.2:1", "http:peer.example.org:1", "http:localhost.evil.org:1"):
+        assert plain_off_host(there), there
+    assert not plain_off_host("https:peer.example.org:1")

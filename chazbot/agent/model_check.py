@@ -9,10 +9,55 @@ downloading anything.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from chazbot.agent import local_llm
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.openai_chat import OpenAIChat
+from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError, InputError
+
+MODEL_FILES_LISTED = 200
+"""Files of the models directory offered at most (the first by name)."""
+OFFERED_SHOWN = 12
+
+
+def offered_models(cfg: LLMConfig, models_dir: Path) -> dict[str, str]:
+    """What chat admins may give an agent with the local backend: name → the ``model`` it
+    loads (a built-in's name, a path, an https URL from config.yaml)."""
+    offered: dict[str, str] = {}
+    if local_llm.default_builtin() is not None:
+        offered[LOCAL_DEFAULT_MODEL] = LOCAL_DEFAULT_MODEL
+    for name, builtin in local_llm.BUILTINS.items():
+        if builtin.installed():
+            offered[name] = name
+    offered.update(cfg.chat_models)
+    try:
+        files = sorted(
+            p
+            for p in models_dir.iterdir()
+            if p.name.lower().endswith(".gguf") and not p.name.startswith(".") and p.is_file()
+        )
+    except OSError:
+        files = []
+    for path in files[:MODEL_FILES_LISTED]:
+        offered.setdefault(path.name, str(path))
+    return offered
+
+
+def chat_model_spec(cfg: LLMConfig, models_dir: Path, name: str) -> str | None:
+    """The ``model`` an agent's chat-chosen ``name`` loads, or None when it is not offered."""
+    return offered_models(cfg, models_dir).get(name.strip())
+
+
+def _not_offered(model: str, offered: dict[str, str]) -> InputError:
+    names = sorted(offered)
+    shown = ", ".join(names[:OFFERED_SHOWN]) + (" …" if len(names) > OFFERED_SHOWN else "")
+    return InputError(
+        f"model {model[:80]!r} is not one this peer offers to chat (offered: {shown or 'none'});"
+        " the operator adds models in config.yaml (llm.chat_models) or as .gguf files in the "
+        "models directory"
+    )
 
 
 async def check_model(llm: ChatModel | None, model: str) -> str:
@@ -31,11 +76,17 @@ async def check_model(llm: ChatModel | None, model: str) -> str:
             shown = ", ".join(sorted(offered)[:10]) + (" …" if len(offered) > 10 else "")
             raise InputError(f"the chat backend has no model {model!r}; it offers: {shown}")
         return ""
+    if not isinstance(llm, local_llm.LocalChat):
+        raise InputError("this chat backend takes no model from chat")
+    local = offered_models(llm.cfg, llm.models_dir)
+    spec = local.get(model.strip())
+    if spec is None:
+        raise _not_offered(model, local)
     try:
-        local_llm.model_source(model)
+        local_llm.model_source(spec)
     except BackendError as exc:
-        raise InputError(f"model {model!r}: {exc}") from exc
+        raise InputError(f"model {model[:80]!r}: {exc}") from exc
     return ""
 
 
-__all__ = ["check_model"]
+__all__ = ["chat_model_spec", "check_model", "offered_models"]

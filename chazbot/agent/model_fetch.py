@@ -40,7 +40,6 @@ DOWNLOAD_STALL_S = 60.0
 server trickling a byte at a time never trips a per-read timeout."""
 DOWNLOAD_STALL_BYTES = 1 << 20
 _MAX_REDIRECTS = 5
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 FETCH_LOCK = ".fetch.lock"
 """In a models directory: held shared while a ``.part`` is written, exclusive to remove them."""
 

@@ -32,7 +32,7 @@ from chazbot.ledger.local import Hosted as Hosted  # re-exported: callers import
 log = logging.getLogger(__name__)
 
 REFS_STORE = "memory_banks"
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: "$" takes a trailing \n
 KEY_PREFIX = "ed25519:"
 AGENT_KEY_LABEL = "agent:"
 DELEGATION_KV = "delegation:"
@@ -58,7 +58,7 @@ class NeedsOwnerGrant(PermissionDenied):
 
 
 def check_name(name: str, what: str = "bank") -> str:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise InputError(
             f"bad {what} name {name[:70]!r}: 1-64 letters, digits, '_', '.', '-', "
             "starting with a letter or digit"

@@ -9,10 +9,16 @@ badly: <what>", one line.
 Errors are translated here, once: an unreachable peer, a timeout, a 429 or a 5xx answer is a
 BackendError; 401/403 a PermissionDenied, 404 a NotFound, 409 a ConflictError, other 4xx an
 InputError.
+
+An ``https:`` peer's certificate is checked (``ssl_context``: the system's CAs and the
+operator's ``sync_ca_file``); one that fails is a BackendError saying so. A plain ``http:``
+peer on another machine is refused before anything is sent (an InputError naming
+``sync_allow_plain_http``, the one config line that allows it).
 """
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -32,10 +38,11 @@ from chazbot.ledger.keys import KeyPair
 from chazbot.sync import wire
 from chazbot.sync.protocol import MAX_BATCH_ENTRIES, sign_request
 from chazbot.sync.store import AccessDecision, check_db_id
-from chazbot.sync.tickets import base_url
+from chazbot.sync.tickets import base_url, plain_off_host
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 MAX_ERROR_SHOWN = 300  # characters of a peer's error message repeated in ours
+PLAIN_HTTP_KEY = "sync_allow_plain_http"
 
 Answer = TypeVar("Answer", bound=wire.WireModel)
 
@@ -45,7 +52,11 @@ def _bad(address: str, what: str) -> BackendError:
 
 
 class SyncClient:
-    """Signs requests with ``key`` (this peer's key) and talks to other peers' servers."""
+    """Signs requests with ``key`` (this peer's key) and talks to other peers' servers.
+
+    ``ssl_context``: whom an ``https:`` peer's certificate must come from (default: the
+    system's CAs); ``allow_plain_http``: talk plain HTTP to other machines too (off: only to
+    this one)."""
 
     def __init__(
         self,
@@ -53,10 +64,14 @@ class SyncClient:
         *,
         timeout: float = 30.0,
         clock: Callable[[], float] = time.time,
+        ssl_context: ssl.SSLContext | None = None,
+        allow_plain_http: bool = False,
     ) -> None:
         self.key = key
         self.timeout = timeout
         self.clock = clock
+        self.ssl_context = ssl_context
+        self.allow_plain_http = allow_plain_http
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -84,6 +99,7 @@ class SyncClient:
         """POST the signed ``request`` to ``/v1/dbs/{db}/{name}`` at ``address``; its
         answer read into ``answer`` (``context``: what the answer is checked against)."""
         check_db_id(db)
+        self.check_address(address)
         url = yarl.URL(base_url(address) + f"/v1/dbs/{db}/{name}", encoded=True)
         data = request.model_dump_json().encode()
         headers = sign_request(self.key, "POST", url.raw_path_qs, data, self.clock())
@@ -91,7 +107,11 @@ class SyncClient:
         timeout = aiohttp.ClientTimeout(total=self.timeout + wait, connect=self.timeout)
         try:
             async with self._get_session().post(
-                url, data=data, headers=headers, timeout=timeout
+                url,
+                data=data,
+                headers=headers,
+                timeout=timeout,
+                ssl=self.ssl_context if self.ssl_context is not None else True,
             ) as resp:
                 status = resp.status
                 chunks: list[bytes] = []
@@ -102,6 +122,14 @@ class SyncClient:
                         raise _bad(address, "answer is too large")
                     chunks.append(chunk)
                 raw = b"".join(chunks)
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise BackendError(
+                f"peer {address} has a certificate this peer does not trust "
+                f"({_reason(exc.certificate_error)}); a self-signed peer's CA goes in "
+                "sync_ca_file"
+            ) from exc
+        except aiohttp.ClientSSLError as exc:
+            raise BackendError(f"peer {address}: TLS failed ({_reason(exc)})") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             reason = str(exc) or type(exc).__name__
             raise BackendError(f"peer {address} is unreachable: {reason}") from exc
@@ -115,6 +143,16 @@ class SyncClient:
             return wire.parse(answer, raw, context)
         except InputError as exc:
             raise _bad(address, str(exc)) from None
+
+    def check_address(self, address: str) -> None:
+        """InputError (one line) when ``address`` is plain HTTP to another machine and the
+        operator did not allow it."""
+        if not self.allow_plain_http and plain_off_host(address):
+            raise InputError(
+                f"peer {address} is plain http on another machine (anyone on the way reads "
+                f"every synced row): use its https: address, or set {PLAIN_HTTP_KEY}: true in "
+                "the config to allow it"
+            )
 
     async def heads(self, address: str, db: str) -> wire.HeadsAnswer:
         """The remote's tips, count and highest seq of ``db``, and our key's permission."""
@@ -147,6 +185,11 @@ class SyncClient:
         ask = wire.build(wire.AccessRequest, permission=permission)
         a = await self.call(address, db, "access", ask, wire.AccessAnswer)
         return AccessDecision(a.status, a.request)
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+    return str(reason)[:MAX_ERROR_SHOWN] or type(exc).__name__
 
 
 def _translate(status: int, message: str) -> ChazError:

@@ -216,8 +216,14 @@ class GuardedSite(web.TCPSite):
             return GuardedConnection(guard, server())
 
         loop = asyncio.get_running_loop()
+        tls = self._ssl_context  # set: a TLS handshake comes first, within the header deadline
         self._server = await loop.create_server(
-            factory, self._host, self._port, backlog=self._backlog
+            factory,
+            self._host,
+            self._port,
+            backlog=self._backlog,
+            ssl=tls,
+            ssl_handshake_timeout=self.guard.header_timeout if tls is not None else None,
         )
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port

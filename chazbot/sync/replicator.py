@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,7 +46,13 @@ from tenacity import (
     wait_random,
 )
 
-from chazbot.errors import BackendError, ChazError, IntegrityError, PermissionDenied
+from chazbot.errors import (
+    BackendError,
+    ChazError,
+    InputError,
+    IntegrityError,
+    PermissionDenied,
+)
 from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
@@ -148,6 +155,8 @@ class Replicator:
         import_timeout: float = 600.0,
         pull_pass_s: float = 60.0,
         clock: Callable[[], float] = time.time,
+        ssl_context: ssl.SSLContext | None = None,
+        allow_plain_http: bool = False,
     ) -> None:
         self.ledger = ledger
         self.import_timeout = import_timeout
@@ -160,7 +169,13 @@ class Replicator:
         self.retry_initial = retry_initial
         self.retry_max = retry_max
         self.clock = clock
-        self.client = SyncClient(key, timeout=timeout, clock=clock)
+        self.client = SyncClient(
+            key,
+            timeout=timeout,
+            clock=clock,
+            ssl_context=ssl_context,
+            allow_plain_http=allow_plain_http,
+        )
         self.remotes = Remotes(ledger)
         self.counters = SyncCounters()
         self._pairs: dict[tuple[str, str], _Pair] = {}
@@ -271,7 +286,13 @@ class Replicator:
         t = parse_ticket(ticket) if isinstance(ticket, str) else ticket
         parse_permission(permission)
         failures: list[str] = []
+        refused: InputError | None = None
         for address in t.addresses:
+            try:
+                self.client.check_address(address)  # plain http elsewhere: not even asked
+            except InputError as exc:
+                refused = refused or exc
+                continue
             try:
                 decision: AccessDecision = await self.client.access(address, t.db, permission)
             except BackendError as exc:
@@ -304,6 +325,8 @@ class Replicator:
                 self._run_pair(pair)
             log.info("imported %s from %s", t.db, address)
             return ImportResult("done", t.db, None, address)
+        if refused is not None and not failures:
+            raise refused
         raise BackendError("no peer in the ticket answered: " + "; ".join(failures))
 
     async def sync_now(self, db: str | None = None) -> None:

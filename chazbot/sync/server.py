@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import sys
 import time
 from collections import defaultdict
@@ -215,8 +216,10 @@ class SyncServer:
         max_connections_per_address: int = 32,
         header_timeout: float = HEADER_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.ledger = ledger
+        self.ssl_context = ssl_context  # set: the listener serves https (``sync.tls``)
         self.host = host
         self.port = port
         self.sharing = sharing or Sharing(ledger)
@@ -255,8 +258,9 @@ class SyncServer:
 
     @property
     def address(self) -> str:
-        """This server's peer address, ``http:<host>:<port>`` (the bound port once started)."""
-        return format_address(self.host, self.port)
+        """This server's peer address, ``https:<host>:<port>`` when it serves TLS, else
+        ``http:…`` (the bound port once started)."""
+        return format_address(self.host, self.port, "https" if self.ssl_context else "http")
 
     @property
     def running(self) -> bool:
@@ -287,7 +291,7 @@ class SyncServer:
         )
         await runner.setup()
         quiet_failed_accepts()
-        site = GuardedSite(runner, self.host, self.port, self.guard)
+        site = GuardedSite(runner, self.host, self.port, self.guard, ssl_context=self.ssl_context)
         try:
             await site.start()
         except OSError as exc:

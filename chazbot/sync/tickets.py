@@ -1,12 +1,14 @@
 """Database tickets: how one peer tells another where to fetch a database.
 
-A ticket is ``eidetica:?db=sha256:<64 hex>&pr=http:<host>:<port>``. It names the database and
+A ticket is ``eidetica:?db=sha256:<64 hex>&pr=https:<host>:<port>``. It names the database and
 one or more peer addresses (``pr``) that serve it; it carries no secret, because a server
 only serves a database to keys its AuthSettings allow. Parameters are percent-decoded;
 unknown ones are ignored (a later version may add some), a malformed ``pr`` is skipped, but
 at least one valid ``pr`` and exactly one valid ``db`` are required.
 
-A peer address is ``http:<host>:<port>``: a DNS name, an IPv4 address or a bracketed IPv6
+A peer address is ``https:<host>:<port>`` (TLS: the client checks the peer's certificate) or
+``http:<host>:<port>`` (plain: the client talks plain HTTP only to this machine unless the
+operator opts in, ``sync_allow_plain_http``): a DNS name, an IPv4 address or a bracketed IPv6
 address, and a port 1-65535. ``base_url`` turns it into the URL the sync client talks to.
 """
 
@@ -21,6 +23,8 @@ from chazbot.errors import InputError
 from chazbot.ledger.encoding import is_content_id
 
 SCHEME = "eidetica:"
+SCHEMES = ("http", "https")
+"""A peer address's schemes: ``https`` (TLS) and ``http`` (plain)."""
 MAX_TICKET_CHARS = 4096
 _HOSTNAME = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -39,14 +43,15 @@ class Ticket:
         return format_ticket(self.db, self.addresses)
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """Split ``http:<host>:<port>`` into (host, port); a bad address is an InputError."""
-    if not isinstance(text, str) or not text.startswith("http:") or len(text) > 300:
-        raise InputError(f"not a peer address (http:<host>:<port>): {str(text)[:80]!r}")
-    rest = text[len("http:") :]
+def split_address(text: str) -> tuple[str, str, int]:
+    """Split ``http[s]:<host>:<port>`` into (scheme, host, port); a bad one is an InputError."""
+    scheme = text.partition(":")[0] if isinstance(text, str) else ""
+    if scheme not in SCHEMES or len(text) > 300:
+        raise InputError(f"not a peer address (https:<host>:<port>): {str(text)[:80]!r}")
+    rest = text[len(scheme) + 1 :]
     host, sep, port_text = rest.rpartition(":")
     if not sep or not port_text.isascii() or not port_text.isdigit() or len(port_text) > 5:
-        raise InputError(f"peer address needs a port (http:<host>:<port>): {text[:80]!r}")
+        raise InputError(f"peer address needs a port ({scheme}:<host>:<port>): {text[:80]!r}")
     port = int(port_text)
     if not 0 < port < 65536:
         raise InputError(f"peer address port must be 1-65535: {text[:80]!r}")
@@ -57,6 +62,12 @@ def parse_address(text: str) -> tuple[str, int]:
             raise InputError(f"peer address has a bad IPv6 host: {text[:80]!r}") from None
     elif not host.isascii() or not _HOSTNAME.fullmatch(host):
         raise InputError(f"peer address has a bad host: {text[:80]!r}")
+    return scheme, host, port
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """Split ``http[s]:<host>:<port>`` into (host, port); a bad address is an InputError."""
+    _, host, port = split_address(text)
     return host, port
 
 
@@ -67,16 +78,35 @@ def check_address(text: str) -> str:
 
 
 def base_url(address: str) -> str:
-    """``http:<host>:<port>`` → ``http://<host>:<port>``."""
-    host, port = parse_address(address)
-    return f"http://{host}:{port}"
+    """``https:<host>:<port>`` → ``https://<host>:<port>`` (and ``http:`` → ``http://``)."""
+    scheme, host, port = split_address(address)
+    return f"{scheme}://{host}:{port}"
 
 
-def format_address(host: str, port: int) -> str:
+def format_address(host: str, port: int, scheme: str = "http") -> str:
     """The peer address of ``host:port`` (IPv6 hosts get brackets)."""
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return check_address(f"http:{host}:{port}")
+    return check_address(f"{scheme}:{host}:{port}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine for certain: ``localhost`` or a loopback address
+    (a name that resolves to one is not: what it resolves to can change)."""
+    bare = host.strip("[]").lower()
+    if bare == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_off_host(address: str) -> bool:
+    """Whether talking to ``address`` is plain HTTP to another machine (anyone on the way
+    reads and changes what passes)."""
+    scheme, host, _ = split_address(address)
+    return scheme == "http" and not is_loopback(host)
 
 
 def is_wildcard(host: str) -> bool:
@@ -88,22 +118,25 @@ def is_wildcard(host: str) -> bool:
 
 
 def address_from_url(url: str) -> str:
-    """``http://host[:port][/]`` (``sync_public_url``) → the peer address ``http:host:port``.
+    """``https://host[:port][/]`` (``sync_public_url``) → the peer address ``https:host:port``
+    (and ``http://`` → ``http:``).
 
-    The port defaults to 80; a wildcard host is refused (peers cannot reach it).
+    The port defaults to 443 (80 for http); a wildcard host is refused (peers cannot reach it).
     """
     text = url.strip().rstrip("/")
-    if not text.startswith("http://"):
-        raise InputError(f"a public sync URL is http://host:port, not {url[:80]!r}")
-    rest = text[len("http://") :]
+    scheme = text.partition("://")[0].lower()
+    if scheme not in SCHEMES or "://" not in text:
+        raise InputError(f"a public sync URL is https://host[:port], not {url[:80]!r}")
+    rest = text.partition("://")[2]
+    default = "443" if scheme == "https" else "80"
     if rest.startswith("["):
         host, _, tail = rest.partition("]")
         host += "]"
-        port = tail[1:] if tail.startswith(":") else ("80" if not tail else "x")
+        port = tail[1:] if tail.startswith(":") else (default if not tail else "x")
     else:
         host, sep, port = rest.partition(":")
-        port = port if sep else "80"
-    address = f"http:{host}:{port}"
+        port = port if sep else default
+    address = f"{scheme}:{host}:{port}"
     check_address(address)
     if is_wildcard(host):
         raise InputError(f"a public sync URL cannot be a wildcard address: {url[:80]!r}")
@@ -151,7 +184,7 @@ def parse_ticket(text: str) -> Ticket:
     if not is_content_id(dbs[0]):
         raise InputError(f"ticket has a bad database id: {dbs[0][:80]!r}")
     if not addresses:
-        raise InputError("ticket has no valid peer address (pr=http:<host>:<port>)")
+        raise InputError("ticket has no valid peer address (pr=https:<host>:<port>)")
     return Ticket(dbs[0], _unique(addresses))
 
 

@@ -9,6 +9,7 @@ admin with the operator's full view, as ``chazbot cmd`` runs it.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -213,7 +214,9 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
         return web.Response(
             text="".join(line + "\n" for line in lines),
             content_type="application/x-ndjson",
-            headers={"Content-Disposition": f'attachment; filename="{hosted.name}.jsonl"'},
+            headers={
+                "Content-Disposition": f'attachment; filename="{file_name(hosted.name)}.jsonl"'
+            },
         )
 
     async def requests(request: web.Request, who: Who) -> web.StreamResponse:
@@ -281,6 +284,12 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
     r.add_get("/admin/requests", ui.signed_in(requests, admin))
     r.add_get("/admin/peers", ui.signed_in(peers, admin))
     r.add_post("/admin/act", ui.signed_in(act, admin))
+
+
+def file_name(name: str) -> str:
+    """``name`` made safe for a header's file name (a bank registered before names were
+    checked whole may hold a line ending or a quote)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "bank"
 
 
 def _latency_chart() -> Any:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -52,11 +52,12 @@ FIELD_MAX_CHARS = 4096
 FLASH_MAX_CHARS = 4000
 FLASHES_KEPT = 1000
 CSP = "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+CROSS_SITE = "This form was posted from another site. Open the page itself and try again."
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # our own POSTs carry our Origin (no-referrer: "null")
     "Cache-Control": "no-store",
 }
 _FORM: web.RequestKey[dict[str, str]] = web.RequestKey("chazbot.form", dict)
@@ -185,9 +186,28 @@ class WebUI:
         m = self.cfg.matrix
         return m is not None and matches_any(person, m.admins)
 
+    def same_origin(self, request: web.Request) -> bool:
+        """Whether a POST comes from our own pages, as the browser tells: ``Sec-Fetch-Site``
+        (when sent) is ``same-origin`` (or ``none``: typed, not from a page), and ``Origin``
+        (when sent) is this page's own (``web.public_url``, or the host the request was made
+        to). A client that sends neither is no browser a site could steer: it is let in."""
+        site = request.headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() not in ("same-origin", "none"):
+            return False
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        parsed = urlsplit(origin.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            return False  # "null": a sandboxed frame, a data: URL, a redirect from elsewhere
+        own = {request.host.lower()}
+        if self.cfg.web.public_url:
+            own.add(urlsplit(self.cfg.web.public_url).netloc.lower())
+        return parsed.netloc.lower() in own
+
     async def who(self, request: web.Request) -> Who | None:
         secret = request.cookies.get(self.cookie_name, "")
-        if not secret or len(secret) > 128:
+        if not secret or len(secret) > 128 or not secret.isascii():
             return None
         session = digest(secret)
         grant = await self.store.session(session, int(time.time()))
@@ -215,8 +235,11 @@ class WebUI:
             if admin and not who.admin:
                 return self.message(who, 403, "Admins only", "This page is for admins.")
             if request.method == "POST":
+                if not self.same_origin(request):
+                    log.warning("web: %s: a form posted from another site refused", who.person)
+                    return self.message(who, 403, "Refused", CROSS_SITE)
                 form = await self.form(request, max_bytes)
-                if not hmac.compare_digest(form.get("csrf", ""), who.csrf):
+                if not same_secret(form.get("csrf", ""), who.csrf):
                     log.warning("web: %s: a form without its CSRF token refused", who.person)
                     return self.message(
                         who, 403, "Refused", "This form is not from this page (CSRF token)."
@@ -238,12 +261,19 @@ class WebUI:
             raise web.HTTPRequestEntityTooLarge(
                 max_size=max_bytes, actual_size=request.content_length or 0
             ) from None
+        except (ValueError, LookupError, AssertionError) as exc:
+            # not UTF-8, a charset nobody knows, a multipart body without its boundary...
+            # (UnicodeDecodeError is a ValueError; aiohttp asserts on some broken multiparts)
+            log.debug("web: a form that could not be read refused: %s", type(exc).__name__)
+            raise web.HTTPBadRequest(reason="This form could not be read.") from None
         form: dict[str, str] = {}
         files: dict[str, bytes] = {}
         for name, value in posted.items():
             if isinstance(value, str) and name not in form:
                 if len(value) > FIELD_MAX_CHARS:
-                    raise web.HTTPBadRequest(reason=f"the field {name[:40]} is too long")
+                    raise web.HTTPBadRequest(reason="A field of this form is too long.")
+                if not _readable(value):
+                    raise web.HTTPBadRequest(reason="A field of this form is not text.")
                 form[name] = value
             elif isinstance(value, web.FileField) and name not in files:
                 files[name] = value.file.read()
@@ -277,10 +307,14 @@ class WebUI:
         return self.page("login.html", None, title="Sign in", token=token)
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
+        if not self.same_origin(request):
+            log.debug("web: a sign-in posted from another site refused")
+            return self.message(None, 403, "Refused", CROSS_SITE)
         form = await self.form(request)
         token = form.get("t", "")
         now = int(time.time())
-        grant = await self.store.take_link(digest(token), now) if 0 < len(token) <= 128 else None
+        usable = 0 < len(token) <= 128 and token.isascii() and token.isprintable()
+        grant = await self.store.take_link(digest(token), now) if usable else None
         if grant is None:
             log.info("web: a used, expired or unknown sign-in link refused")
             return self.message(
@@ -356,6 +390,24 @@ class WebUI:
     async def act_done(self, back: str) -> web.StreamResponse:
         """Back to ``back`` without running anything (the flash says why)."""
         return see_other(local_path(back))
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """``given == expected`` in constant time, for any ``given`` a client sends (non-ASCII
+    text included: compared as UTF-8 bytes, so it is a plain mismatch, never an error)."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
+def _readable(value: str) -> bool:
+    """Text that can be stored and shown: no lone surrogates (control characters pass: a
+    row's key may hold them, and its Forget form must post it back)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def see_other(path: str) -> web.Response:

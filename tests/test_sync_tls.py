@@ -1,0 +1,222 @@
+"""Sync over TLS (issue 34): two real peers share, import and write both ways over https on
+loopback, with a certificate made in the test: the sync listener serving TLS itself
+(``sync_tls_cert``), and a peer behind a TLS-ending reverse proxy (``sync_public_url:
+https://…``). The client checks certificates (a peer that does not trust the CA is refused,
+saying ``sync_ca_file``), and plain http to another machine is refused unless the operator
+opts in (``sync_allow_plain_http``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+import chazbot
+from chazbot.config import AgentConfig, Config
+from chazbot.errors import ConfigError, InputError
+from chazbot.ledger import KeyPair
+from chazbot.peer import Peer
+from chazbot.sync import SyncClient
+from tests.tls import LoopbackTLS, loopback_tls
+from tests.waits import wait_until
+
+DB = "sha256:" + "ab" * 32
+
+
+def cfg(path: Path, agent: str, **more: Any) -> Config:
+    return Config(
+        state_dir=path, sync_listen="127.0.0.1:0", agents=[AgentConfig(name=agent)], **more
+    )
+
+
+async def keys(peer: Peer, agent: str, bank: str) -> list[str]:
+    return sorted(h.key for h in await peer.agent(agent).recall("", bank=bank, limit=50))
+
+
+async def share_import_and_write_both_ways(a: Peer, b: Peer, scheme: str) -> str:
+    """A shares ``notes``; B imports it (approved on A); both write; both see both rows."""
+    await a.command("/memory new notes")
+    await a.command("/memory grant notes alpha write")
+    await a.agent("alpha").remember("first", "written on A", bank="notes")
+    shared = await a.command("/memory share notes")
+    assert shared.ok, shared.text
+    found = re.search(r"eidetica:\S+", shared.text)
+    assert found is not None, shared.text
+    ticket = found.group(0)
+    assert f"pr={scheme}:127.0.0.1:" in ticket, ticket
+    asked = await b.command(f"/memory import {ticket}")
+    assert asked.ok and "request" in asked.text, asked.text
+    request_id = re.search(r"request (\d+)", (await a.command("/sharing requests")).text)
+    assert request_id is not None
+    assert (await a.command(f"/sharing approve {request_id.group(1)}")).ok
+    done = await b.command(f"/memory import {ticket}")
+    assert done.ok and "Imported bank notes" in done.text, done.text
+    assert (await b.command("/memory grant notes gamma write")).ok
+    await b.agent("gamma").remember("second", "written on B", bank="notes")
+    await a.agent("alpha").remember("third", "written on A later", bank="notes")
+    expected = ["first", "second", "third"]
+
+    async def both() -> bool:
+        return (
+            await keys(a, "alpha", "notes") == expected
+            and await keys(b, "gamma", "notes") == expected
+        )
+
+    await wait_until(both)
+    return ticket
+
+
+async def test_a_sync_round_trip_between_two_peers_over_tls(tmp_path: Path) -> None:
+    tls = loopback_tls(tmp_path / "tls")
+    a_cfg = cfg(
+        tmp_path / "a",
+        "alpha",
+        sync_tls_cert=tls.cert_file,
+        sync_tls_key=tls.cert_file.with_suffix(".key"),
+    )
+    b_cfg = cfg(tmp_path / "b", "gamma", sync_ca_file=tls.cert_file)
+    async with chazbot.open(tmp_path / "a", a_cfg) as a, chazbot.open(tmp_path / "b", b_cfg) as b:
+        await a.start_sync()
+        await b.start_sync()
+        assert a.sync_server is not None and a.sync_server.address.startswith("https:")
+        ticket = await share_import_and_write_both_ways(a, b, "https")
+        # the listener speaks TLS only: a plain request gets no answer
+        async with aiohttp.ClientSession() as client:
+            with pytest.raises(aiohttp.ClientError):
+                async with client.get(f"http://127.0.0.1:{a.sync_server.port}/") as answer:
+                    await answer.read()
+        # a third peer that does not trust the certificate is refused, told what to set
+        c_cfg = cfg(tmp_path / "c", "delta")
+        async with chazbot.open(tmp_path / "c", c_cfg) as c:
+            reply = await c.command(f"/memory import {ticket}")
+            assert not reply.ok and "sync_ca_file" in reply.text, reply.text
+            assert "certificate" in reply.text and "\n" not in reply.text.strip()
+            assert await c.registry.get("bank", "notes") is None
+
+
+class _TlsProxy:
+    """A reverse proxy that ends TLS and forwards to a peer's plain sync port, as Caddy or
+    nginx does in front of one (docs/operations.md)."""
+
+    def __init__(self, tls: LoopbackTLS) -> None:
+        self.tls = tls
+        self.upstream = 0
+        self.forwarded = 0
+        self.port = 0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host",)}
+        url = f"http://127.0.0.1:{self.upstream}{request.raw_path}"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(request.method, url, data=body, headers=headers) as answer,
+        ):
+            self.forwarded += 1
+            return web.Response(
+                status=answer.status,
+                body=await answer.read(),
+                content_type=answer.content_type,
+            )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[_TlsProxy]:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self.tls.server)
+        await site.start()
+        self.port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+        try:
+            yield self
+        finally:
+            await runner.cleanup()
+
+
+async def test_a_peer_behind_a_tls_reverse_proxy_is_reachable(tmp_path: Path) -> None:
+    tls = loopback_tls(tmp_path / "tls")
+    async with _TlsProxy(tls).running() as proxy:
+        a_cfg = cfg(tmp_path / "a", "alpha", sync_public_url=f"https://127.0.0.1:{proxy.port}")
+        b_cfg = cfg(tmp_path / "b", "gamma", sync_ca_file=tls.cert_file)
+        async with (
+            chazbot.open(tmp_path / "a", a_cfg) as a,
+            chazbot.open(tmp_path / "b", b_cfg) as b,
+        ):
+            await a.start_sync()
+            await b.start_sync()
+            assert a.sync_server is not None
+            proxy.upstream = a.sync_server.port
+            ticket = await share_import_and_write_both_ways(a, b, "https")
+            assert f"pr=https:127.0.0.1:{proxy.port}" in ticket
+            assert proxy.forwarded > 0  # B reached A through the proxy only
+            tracked = await b.replicator.tracked() if b.replicator else []
+            assert [r.address for r in tracked] == [f"https:127.0.0.1:{proxy.port}"]
+
+
+async def test_plain_http_to_another_machine_is_refused_unless_allowed(tmp_path: Path) -> None:
+    client = SyncClient(KeyPair.generate(), timeout=1.0)
+    with pytest.raises(InputError, match="sync_allow_plain_http: true") as err:
+        await client.heads("http:10.0.0.2:8765", DB)
+    assert "\n" not in str(err.value)
+    SyncClient(KeyPair.generate(), allow_plain_http=True).check_address("http:10.0.0.2:8765")
+    client.check_address("http:127.0.0.1:8765")  # this machine: plain is fine
+    client.check_address("https:10.0.0.2:8765")
+    await client.close()
+    async with chazbot.open(tmp_path / "b", cfg(tmp_path / "b", "gamma")) as b:
+        await b.start_sync()
+        reply = await b.command(f"/memory import eidetica:?db={DB}&pr=http:peer.example.org:8765")
+        assert not reply.ok and "sync_allow_plain_http" in reply.text, reply.text
+        assert b.replicator is not None and await b.replicator.tracked() == []
+
+
+async def test_tls_settings_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sync_tls_cert and sync_tls_key"):
+        from chazbot.config import parse_config
+
+        parse_config({"state_dir": str(tmp_path), "sync_tls_cert": "x.pem"})
+    bad = cfg(
+        tmp_path / "a", "alpha", sync_tls_cert=tmp_path / "no.pem", sync_tls_key=tmp_path / "k"
+    )
+    async with chazbot.open(tmp_path / "a", bad) as a:
+        with pytest.raises(ConfigError, match="sync_tls_cert"):
+            await a.start_sync()
+    bad_ca = cfg(tmp_path / "b", "gamma", sync_ca_file=tmp_path / "none.pem")
+    async with chazbot.open(tmp_path / "b", bad_ca) as b:
+        with pytest.raises(ConfigError, match="sync_ca_file"):
+            await b.start_sync()
+
+
+async def test_a_stalled_tls_handshake_is_closed_within_the_header_deadline(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import time
+
+    from chazbot.ledger import Ledger
+    from chazbot.sync import SyncServer
+
+    tls = loopback_tls(tmp_path / "tls")
+    ledger = await Ledger.open(tmp_path / "state.sqlite3")
+    server = SyncServer(
+        ledger, host="127.0.0.1", port=0, header_timeout=0.5, ssl_context=tls.server
+    )
+    await server.start()
+    try:
+        assert server.address.startswith("https:127.0.0.1:")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        started = time.monotonic()
+        writer.write(b"\x16\x03\x01")  # the start of a ClientHello, and then nothing
+        async with asyncio.timeout(10):
+            assert await reader.read() == b""  # closed by the server
+        assert time.monotonic() - started < 5
+        writer.close()
+    finally:
+        await server.stop()
+        await ledger.close()
