@@ -16,12 +16,16 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chazbot.config import Config, load_config
 from chazbot.errors import ChazError
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
+
+if TYPE_CHECKING:
+    from chazbot.transports.matrix import MatrixBot
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,7 @@ class Service:
         self.peer: Peer | None = None
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self.stopping = asyncio.Event()
+        self.matrix: MatrixBot | None = None
 
     async def start(self) -> Peer:
         # Holds the state dir's lock from here until stop: a second ``run`` is refused.
@@ -68,7 +73,7 @@ class Service:
         if self.config.web.enabled:
             from chazbot.transports.web import WebUI
 
-            mount = WebUI(peer).mount
+            mount = WebUI(peer, self.room_name).mount
         server = HttpServer(peer, self.config.http_listen, self, mount)
         await server.start()
         self._stops.append(server.stop)
@@ -85,6 +90,10 @@ class Service:
         self.matrix = bot
         await bot.start()
         self._stops.append(bot.stop)
+
+    def room_name(self, session: str) -> str | None:
+        """A session's room name as the Matrix transport knows it (for the memory page)."""
+        return self.matrix.room_name(session) if self.matrix is not None else None
 
     async def reload(self) -> None:
         """SIGHUP: what ``/agent reload`` does (``Peer.reload_config``: re-read the config,

@@ -474,3 +474,24 @@ async def test_a_jsonl_file_imports_into_a_bank_once_every_line_is_checked(
                 token = csrf_of(await page.text())
             async with client.post(url, data=form(good, token)) as answer:
                 assert answer.status == 403
+
+
+async def test_the_persons_page_speaks_like_a_person(tmp_path: Path) -> None:
+    """#36: the Where column was a raw room id (`!U_-m7ZOrl…QL0 (a DM)`) and every value
+    repeated "@alice:localhost (2026-12-04):" beside its own Key and When columns."""
+    async with serving(tmp_path) as (peer, base):
+        await said(
+            peer, ALICE, f"{ALICE}/2026-12-04/ab12", f"{ALICE} (2026-12-04): My cat is Miso."
+        )
+        await said(
+            peer, ALICE, "dentist", "Dr. Weber", room="matrix:!grp:example.org", present=(BOB,)
+        )
+        assert (await peer.command("/tz Asia/Tokyo", sender=ALICE, session="x")).ok
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ALICE))
+            async with client.get(f"{base}/ui/me") as page:
+                html = await page.text()
+        body = html.split("<tbody>")[1]
+        assert "your DM with chaz" in body and "a group room of 2 people" in body, body
+        assert "!room:example.org" not in body and "!grp" not in body
+        assert "My cat is Miso." in body and f"{ALICE} (2026-12-04): My cat" not in body

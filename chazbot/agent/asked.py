@@ -18,7 +18,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from chazbot.agent.capture import Said, message_row, speaker_name
+from chazbot.agent.capture import Said, message_row, said_text, speaker_name
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them
@@ -111,11 +111,7 @@ async def about_me(memory: MemoryScope, sender: str) -> str:
 
 def _plain(row: MemoryRow) -> str:
     """A row's value without the "speaker (date): " that captured rows start with."""
-    value = row.value
-    head, sep, rest = value.partition("): ")
-    if sep and "(" in head and len(head) < 300:
-        return rest
-    return value
+    return said_text(row.value)
 
 
 async def forget_words(

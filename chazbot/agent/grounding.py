@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from chazbot.agent.capture import said_text
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import STOPWORDS, tokenize
 
@@ -215,14 +216,11 @@ def _has(words: Iterable[str], wanted: Iterable[str]) -> bool:
     return any(_same(w, s) for w in words for s in wanted)
 
 
-_SAID_PREFIX = re.compile(r"\A[^()\n]{0,300}\(\d{4}-\d{2}-\d{2}\): ")
-
-
 def evidence(row: MemoryRow) -> str:
     """What a shown row says, as the check reads it: its key's words (no numbers: captured
     keys hold dates and ids) and its value without the "who (date): " captured rows start with."""
     key = " ".join(t for t in tokenize(row.key) if not t.isdigit())
-    return f"{key} {_SAID_PREFIX.sub('', row.value)}"
+    return f"{key} {said_text(row.value)}"
 
 
 def supports(text: str, question: str) -> bool:

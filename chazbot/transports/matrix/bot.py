@@ -176,6 +176,12 @@ class MatrixBot:
             await self.client.close()
         log.info("matrix: stopped")
 
+    def room_name(self, session: str) -> str | None:
+        """The name people see for a session's room ("#family", "Alice and Bob"), if the bot
+        is in it."""
+        room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX)) if self.client else None
+        return None if room is None else str(room.display_name)
+
     # ---- reminders (#37) ----------------------------------------------------------------
 
     def _reminder_stores(self) -> list[Reminders]:

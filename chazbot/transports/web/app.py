@@ -85,8 +85,9 @@ class Who:
 class WebUI:
     """The pages of one peer; ``mount`` adds them to the http listener's app."""
 
-    def __init__(self, peer: Peer) -> None:
+    def __init__(self, peer: Peer, room_names: Callable[[str], str | None] | None = None) -> None:
         self.peer = peer
+        self._room_names = room_names
         self.store = WebSignIns(peer.ledger)
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("chazbot.transports.web", "templates"),
@@ -104,6 +105,15 @@ class WebUI:
     @property
     def cfg(self) -> Config:
         return self.peer.config
+
+    def room_name(self, session: str) -> str | None:
+        """A session's room as people call it ("#family"), when a transport knows it."""
+        if self._room_names is None:
+            return None
+        try:
+            return self._room_names(session)
+        except Exception:  # a transport stopping under us: no name, not a broken page
+            return None
 
     # ---- the app ------------------------------------------------------------------------
 

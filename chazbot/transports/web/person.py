@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from chazbot.agent.capture import said_text
 from chazbot.memory.rows import MemoryRow, to_datetime
+from chazbot.reminders.store import Reminders
 from chazbot.transports.web.app import (
     PREFIX,
     WEB_SESSION,
@@ -22,7 +25,6 @@ from chazbot.transports.web.app import (
     Who,
     page_number,
     query,
-    shown_when,
 )
 
 if TYPE_CHECKING:
@@ -34,25 +36,37 @@ QUERY_MAX_CHARS = 200
 
 @dataclass(frozen=True)
 class Said:
-    """One row the person said, with the agent that keeps it."""
+    """One row the person said, with the agent that keeps it, shown as a person reads it
+    (#36): what they said without the machine's "who (date): " prefix, where as a room's
+    name, when in their zone."""
 
     agent: str
     row: MemoryRow
+    zone: str = "UTC"
+    room_name: str | None = None
+    """The room's name as the Matrix transport knows it (None: unknown)."""
 
     @property
     def when(self) -> str:
-        return shown_when(self.row)
+        return to_datetime(self.row.ts).astimezone(ZoneInfo(self.zone)).strftime("%d %b %Y, %H:%M")
+
+    @property
+    def said(self) -> str:
+        return said_text(self.row.value)
 
     @property
     def room(self) -> str:
         origin = self.row.origin
         if origin is None:
-            return "operator"
-        room = origin.room.removeprefix("matrix:")
+            return "the terminal (operator)"
         if origin.audience is not None and len(origin.audience) == 1:
-            return f"{room} (a DM)"
-        heard = "" if origin.audience is None else f" ({len(origin.audience)} there)"
-        return room + heard
+            return f"your DM with {self.agent}"
+        if self.room_name:
+            return self.room_name
+        if origin.room == WEB_SESSION:
+            return "this page"
+        people = "" if origin.audience is None else f" of {len(origin.audience)} people"
+        return f"a group room{people}"
 
     def as_json(self) -> dict[str, object]:
         origin = self.row.origin
@@ -72,9 +86,14 @@ async def said_by(ui: WebUI, who: Who) -> list[Said]:
     peer = ui.peer
     audience = ui.own_audience(who)
     found: list[Said] = []
+    zone = peer.config.timezone
+    for agent in peer.allowed_agents(WEB_SESSION):
+        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
     for agent in peer.allowed_agents(WEB_SESSION):
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
-        found.extend(Said(agent.name, row) for row in await memory.said_by(who.person, True))
+        for row in await memory.said_by(who.person, True):
+            name = ui.room_name(row.origin.room) if row.origin is not None else None
+            found.append(Said(agent.name, row, zone, name))
     found.sort(key=lambda s: (s.row.ts, s.row.order), reverse=True)
     return found
 
