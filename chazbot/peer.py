@@ -322,7 +322,7 @@ class Peer(HostingMixin, SharingMixin):
         its rows' vectors written included (they follow in background batches)."""
         await self.captures.wait(timeout)
         if not await self.memory.wait_vectors(timeout):
-            log.warning("memory: vectors of captured rows still being written; /memory reindex")
+            log.warning("memory: vectors of captured rows still being written; chazbot reindex")
 
     async def describe(self) -> str:
         """Which chat model, embedder and capture mode are active (the start line says it)."""

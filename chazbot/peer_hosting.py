@@ -318,8 +318,7 @@ class HostingMixin:
         the running config and agents stay as they were. SIGHUP and ``/agent reload``."""
         if self.config_loader is None:
             raise Unavailable(
-                "no config file to reload here: /agent reload works in a running service "
-                "(chazbot run)"
+                "no config file to reload here: a reload works in a running service (chazbot run)"
             )
         fresh = self.config_loader()  # ConfigError: nothing was changed
         fresh = fresh.model_copy(update={"state_dir": self.config.state_dir})

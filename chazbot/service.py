@@ -79,7 +79,14 @@ class Service:
         self._stops.append(server.stop)
         if mount is not None:
             host = self.config.http_listen.rpartition(":")[0]
-            log.info("memory page on http://%s:%d/ui/ (sign in: !chaz web)", host, server.port)
+            matrix = self.config.matrix
+            ask = f"{matrix.command_prefix} web in a DM, or " if matrix is not None else ""
+            log.info(
+                "memory page on http://%s:%d/ui/ (sign in: %schazbot web-link)",
+                host,
+                server.port,
+                ask,
+            )
 
     async def _start_matrix(self, peer: Peer) -> None:
         if self.config.matrix is None:

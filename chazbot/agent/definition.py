@@ -82,7 +82,7 @@ def parse_value(key: str, text: str) -> Any:
             raise InputError(f"{key}: at most {MAX_LIST_ITEMS} names, got {len(value)}")
     else:
         if not text:
-            raise InputError(f"{key} needs a value (/agent reset clears it)")
+            raise InputError(f"{key} needs a value (agent reset clears it)")
         value = text
     if key == "system_prompt" and len(value) > MAX_PROMPT_CHARS:
         raise InputError(
