@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from chazbot.ledger import Applied, KeyPair, Ledger, Row
 from chazbot.memory import bm25_kernel, snapshot
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
+from chazbot.memory.offloop import OffLoopSearches
 from chazbot.memory.embedders.floors import (
     AGENT_CONFIG_STORE,
     FLOOR_FIELD,
@@ -47,6 +49,7 @@ from chazbot.memory.rows import (
     remember_ops,
 )
 from chazbot.memory.snapshot import SnapshotMeta
+from chazbot.memory.tokenize import bound_query
 from chazbot.memory.vector_queue import Pending, VectorQueue
 from chazbot.memory.view import MemoryView, Ranked
 
@@ -143,6 +146,8 @@ class MemoryEngine:
         self._kinds: dict[str, str] = {}
         self.vectors_later = VectorQueue(ledger, embedder) if embedder is not None else None
         self.fallbacks = Fallbacks()
+        # big views are searched on worker threads; their updates wait for those searches
+        self.searches: OffLoopSearches[MemoryView] = OffLoopSearches(lambda v: len(v.visible))
         ledger.add_listener(self._on_applied)
 
     @property
@@ -168,10 +173,12 @@ class MemoryEngine:
     # ---- views --------------------------------------------------------------------------
 
     async def view(self, db: str) -> MemoryView:
-        """The memory view of ``db``, loaded from SQLite on first use (off the event loop)."""
+        """The memory view of ``db``, loaded from SQLite on first use (off the event loop),
+        with every row stored so far applied (none held for a search under way)."""
         view = self._views.get(db)
         if view is not None:
-            return view
+            await self.searches.settled(view)
+            return view if self._views.get(db) is view else await self.view(db)
         loading = self._loading.get(db)
         if loading is None:
             loading = asyncio.ensure_future(self._load_once(db))
@@ -337,7 +344,8 @@ class MemoryEngine:
         for row in wanted:
             view = self._views.get(row.db)
             if view is not None:
-                self._apply_row(view, row)
+                if not self.searches.hold(view, partial(self._apply_row, view, row)):
+                    self._apply_row(view, row)
             elif row.db in self._pending:
                 self._pending[row.db].append(row)
 
@@ -450,10 +458,13 @@ class MemoryEngine:
         if not isinstance(query, str):
             raise InputError("query must be a string")
         clean_tags, lim = check_tags(tags), check_limit(limit)
+        query = bound_query(query).text  # before anything scores it (tokenize.MAX_QUERY_*)
         view = await self.view(db)
         qvec = await self.query_vector(query)
         started = time.perf_counter()
-        found = view.search(query, clean_tags, lim, qvec, audience, min_similarity)
+        found = await self.searches.run(
+            view, lambda v: v.search(query, clean_tags, lim, qvec, audience, min_similarity)
+        )
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 
@@ -461,6 +472,7 @@ class MemoryEngine:
         """The query's vector, or None (no embedder, empty query, or the embedder failed)."""
         if self.embedder is None or not query.strip():
             return None
+        query = bound_query(query).text
         try:
             async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
                 return await self.embedder.embed_query(query)
