@@ -344,12 +344,13 @@ class MemoryEngine:
         for row in wanted:
             view = self._views.get(row.db)
             if view is not None:
-                if not self.searches.hold(view, partial(self._apply_row, view, row)):
-                    self._apply_row(view, row)
+                self._apply_row(view, row)
             elif row.db in self._pending:
                 self._pending[row.db].append(row)
 
     def _apply_row(self, view: MemoryView, row: Row) -> None:
+        if self.searches.hold(view, partial(self._apply_row, view, row)):
+            return  # a search reads the view on its thread: applied when it ends
         if row.store == MEMORY_STORE:
             parsed = _memory_row(row)
             if parsed is not None:
