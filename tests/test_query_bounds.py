@@ -72,7 +72,7 @@ def test_a_long_query_is_cut_to_its_bytes_first() -> None:
 
 
 def test_case_folding_cannot_smuggle_in_more_terms() -> None:
-    """"İ" lowercases to "i" and a combining dot, which splits a word in two."""
+    """ "İ" lowercases to "i" and a combining dot, which splits a word in two."""
     text = " ".join(f"a{i}İb{i}" for i in range(40))
     bounded = bound_query(text)
     assert len(set(tokenize(bounded.text))) <= MAX_QUERY_TERMS

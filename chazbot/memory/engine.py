@@ -27,13 +27,13 @@ from chazbot.ledger import Applied, KeyPair, Ledger, Row
 from chazbot.memory import bm25_kernel, snapshot
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
-from chazbot.memory.offloop import OffLoopSearches
 from chazbot.memory.embedders.floors import (
     AGENT_CONFIG_STORE,
     FLOOR_FIELD,
     default_floor,
     stored_floor,
 )
+from chazbot.memory.offloop import OffLoopSearches
 from chazbot.memory.rows import (
     MEMORY_STORE,
     MemoryRow,
