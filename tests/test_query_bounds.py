@@ -243,3 +243,23 @@ async def test_a_cancelled_search_holds_updates_until_its_thread_is_done(
         await wait_until(lambda: not engine.searches.reading(view), what="the thread to end")
         assert any(r.key == "zebra.fact" for r in view.visible.values())
         assert first.cancelled()
+
+
+async def test_every_recall_path_searches_only_the_bounded_query(tmp_path: Path) -> None:
+    """The engine's recall (the tool, ``/memory search``, the web page, capture) and a view's
+    BM25 (auto-recall) leave out what lies past the bound: a row matching only the 33rd
+    distinct word is not found, one matching the 32nd is."""
+    async with chazbot.open(tmp_path / "s") as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("inside", "the word w31 is here")
+        await agent.remember("outside", "the word w32 is here")
+        query = " ".join(f"w{i}" for i in range(40))
+        assert [h.key for h in await agent.recall(query)] == ["inside"]
+        view = await peer.memory.view(agent.memory.db)
+        assert [r.row.key for r in view.search(query)] == ["inside"]
+        reply = await peer.command(f"/memory search self {query}", session=ROOM, is_admin=False)
+        assert "inside" in reply.text, reply.text
+        assert "outside" not in reply.text
+        assert "(searched the first 32 distinct words of the query)" in reply.text
+        short = await peer.command("/memory search self w32", session=ROOM, is_admin=False)
+        assert "outside" in short.text and "searched the first" not in short.text

@@ -48,7 +48,7 @@ class _Readers(Generic[V]):
 
 
 class OffLoopSearches(Generic[V]):
-    """Runs searches of views (anything with a ``visible`` mapping) off the event loop."""
+    """Runs searches of views (``MemoryView``: generic, so it stays free of it) off the loop."""
 
     def __init__(
         self,
@@ -122,10 +122,6 @@ class OffLoopSearches(Generic[V]):
             except Exception:  # one bad row must not keep the others (a listener's rule)
                 log.exception("memory update held during a search failed")
         readers.drained.set()
-
-    def close(self) -> None:
-        """Let the search threads go once they are idle (searches under way finish)."""
-        self._pool.shutdown(wait=False)
 
 
 __all__ = ["OFF_LOOP_ROWS", "WORKERS", "OffLoopSearches"]
