@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
-from chazbot.memory import bm25_kernel, snapshot
+from chazbot.memory import bm25_kernel, snapshot, tokenize
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.embedders.floors import (
@@ -49,7 +49,6 @@ from chazbot.memory.rows import (
     remember_ops,
 )
 from chazbot.memory.snapshot import SnapshotMeta
-from chazbot.memory.tokenize import bound_query
 from chazbot.memory.vector_queue import Pending, VectorQueue
 from chazbot.memory.view import MemoryView, Ranked
 
@@ -459,7 +458,7 @@ class MemoryEngine:
         if not isinstance(query, str):
             raise InputError("query must be a string")
         clean_tags, lim = check_tags(tags), check_limit(limit)
-        query = bound_query(query).text  # before anything scores it (tokenize.MAX_QUERY_*)
+        query = tokenize.bound_query(query).text  # before anything scores it (MAX_QUERY_*)
         view = await self.view(db)
         qvec = await self.query_vector(query)
         started = time.perf_counter()
@@ -473,10 +472,9 @@ class MemoryEngine:
         """The query's vector, or None (no embedder, empty query, or the embedder failed)."""
         if self.embedder is None or not query.strip():
             return None
-        query = bound_query(query).text
         try:
             async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
-                return await self.embedder.embed_query(query)
+                return await self.embedder.embed_query(tokenize.bound_query(query).text)
         except BackendError as exc:
             self.fallbacks.add("error", str(exc))
         except TimeoutError:

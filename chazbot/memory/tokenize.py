@@ -33,11 +33,6 @@ _STOPWORD_TEXT = """
 """
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
-MAX_QUERY_TERMS = 32
-"""Distinct tokens of a query that are searched (the first ones); the rest are left out."""
-MAX_QUERY_BYTES = 1024
-"""UTF-8 bytes of a query that are read (the first ones); the rest are left out."""
-
 
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into lowercase alphanumeric tokens of at least 2 UTF-8 bytes, in order.
@@ -50,6 +45,12 @@ def tokenize(text: str) -> list[str]:
 def document_text(key: str, value: str, tags: Sequence[str]) -> str:
     """The text a memory row is indexed under: key, value and tags, space separated."""
     return key + " " + value + " " + " ".join(tags)
+
+
+MAX_QUERY_TERMS = 32
+"""Distinct tokens of a query that are searched (the first ones); the rest are left out."""
+MAX_QUERY_BYTES = 1024
+"""UTF-8 bytes of a query that are read (the first ones); the rest are left out."""
 
 
 @dataclass(frozen=True)
