@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
     from chazbot.agent.session import Session
     from chazbot.memory.scope import MemoryScope
+    from chazbot.memory.view import MemoryView
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +98,18 @@ async def auto_recall(
         view = await engine.view(db)
         heard = await memory.filtered(db)
         started = time.perf_counter()
-        if len(queries) == 1:
-            q, v = queries[0]
-            found = [r.row for r in view.search(q, (), limit, v, heard, floor)]
-        else:
+
+        def ranked(view: MemoryView) -> list[MemoryRow]:  # a big view's on a search thread
+            if len(queries) == 1:
+                q, v = queries[0]
+                return [r.row for r in view.search(q, (), limit, v, heard, floor)]
             depth = max(limit, FOCUS_DEPTH)
             rankings = [
                 [r.row for r in view.search(q, (), depth, v, heard, floor)] for q, v in queries
             ]
-            found = fuse_rankings(rankings, limit)
+            return fuse_rankings(rankings, limit)
+
+        found = await engine.searches.run(view, ranked)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 

@@ -18,10 +18,14 @@ from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
 from chazbot.memory.engine import LoadStatus, MemoryEngine
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, Hit, to_datetime
+from chazbot.memory.tokenize import MAX_QUERY_BYTES, bound_query
 from chazbot.memory.tools import format_hits
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
+# What /memory search says when it searched only the start of a long query (tokenize.bound_query)
+CUT_TERMS = "(searched the first {terms} distinct words of the query)"
+CUT_BYTES = "(searched the first {bytes:,} bytes of the query)"
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -104,7 +108,9 @@ async def forget(ctx: Context, key: str, bank: str | None = None) -> Reply:
 
 @command(
     "memory search",
-    (Arg("bank", shown="bank|self"), Arg("query", rest=True, optional=True)),
+    # raw: the query as typed (no shell-style split of a 56 KB line on the loop; an
+    # apostrophe is a word's, not an open quote)
+    (Arg("bank", shown="bank|self"), Arg("query", rest=True, optional=True, raw=True)),
     "search the room's agent's memory (or a bank, or self) with the ranking of recall",
 )
 async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
@@ -114,11 +120,17 @@ async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
     db, label = await _browse_target(ctx, bank)
     heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
     floor = await ctx.peer.memory.agent_floor(ctx.agent.db)  # only what recall would pass
-    ranked = await ctx.peer.memory.recall(db, query or "", None, 10, heard, floor)
+    bounded = bound_query(query or "")  # what recall searches of it
+    ranked = await ctx.peer.memory.recall(db, bounded.text, None, 10, heard, floor)
+    note = ""
+    if bounded.cut == "terms":
+        note = "\n" + CUT_TERMS.format(terms=bounded.terms)
+    elif bounded.cut == "bytes":
+        note = "\n" + CUT_BYTES.format(bytes=MAX_QUERY_BYTES)
     if not ranked:
-        return ok(f"No memories found in {label}.")
+        return ok(f"No memories found in {label}." + note)
     hits = [Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked]
-    return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits))
+    return ok(f"Top {len(hits)} in {label}:\n" + format_hits(hits) + note)
 
 
 @command(

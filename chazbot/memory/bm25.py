@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from chazbot.errors import InputError
 from chazbot.memory import bm25_kernel
 from chazbot.memory.fusion import order_by_score, ranked
+from chazbot.memory.tokenize import MAX_QUERY_TERMS, first_terms
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -264,9 +265,13 @@ class BM25Index:
         k: int,
         allowed: Collection[int] | None = None,
         tiebreak: TieBreak | None = None,
+        max_terms: int | None = MAX_QUERY_TERMS,
     ) -> list[tuple[int, float]]:
         """The top ``k`` documents as ``(doc, score)``, best first, ties (``fusion``) by
         ``tiebreak(doc)`` ascending when given, then by the higher doc id.
+
+        Only the first ``max_terms`` distinct query tokens count (``tokenize.bound_query``
+        says why; None: every one, for benchmarks of the unbounded cost).
 
         ``allowed`` limits the results to those doc ids (a set, or an int64 array: then its
         slot mask is computed in numpy and kept until the index or the array changes, so the
@@ -277,6 +282,8 @@ class BM25Index:
         if k <= 0 or n_live == 0:
             return []
         term_id = self._term_id
+        if max_terms is not None:
+            query_tokens = first_terms(query_tokens, max_terms)
         tids = dict.fromkeys(t for t in map(term_id.get, query_tokens) if t is not None)
         if not tids:
             return []

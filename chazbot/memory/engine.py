@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from numpy.typing import NDArray
 from chazbot import metrics
 from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
-from chazbot.memory import bm25_kernel, snapshot
+from chazbot.memory import bm25_kernel, snapshot, tokenize
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.embedders.floors import (
@@ -32,6 +33,7 @@ from chazbot.memory.embedders.floors import (
     default_floor,
     stored_floor,
 )
+from chazbot.memory.offloop import OffLoopSearches
 from chazbot.memory.rows import (
     MEMORY_STORE,
     MemoryRow,
@@ -144,6 +146,8 @@ class MemoryEngine:
         self._kinds: dict[str, str] = {}
         self.vectors_later = VectorQueue(ledger, embedder) if embedder is not None else None
         self.fallbacks = Fallbacks()
+        # big views are searched on worker threads; their updates wait for those searches
+        self.searches: OffLoopSearches[MemoryView] = OffLoopSearches(lambda v: len(v.visible))
         ledger.add_listener(self._on_applied)
 
     @property
@@ -169,10 +173,12 @@ class MemoryEngine:
     # ---- views --------------------------------------------------------------------------
 
     async def view(self, db: str) -> MemoryView:
-        """The memory view of ``db``, loaded from SQLite on first use (off the event loop)."""
+        """The memory view of ``db``, loaded from SQLite on first use (off the event loop),
+        with every row stored so far applied (none held for a search under way)."""
         view = self._views.get(db)
         if view is not None:
-            return view
+            await self.searches.settled(view)
+            return view if self._views.get(db) is view else await self.view(db)
         loading = self._loading.get(db)
         if loading is None:
             loading = asyncio.ensure_future(self._load_once(db))
@@ -343,6 +349,8 @@ class MemoryEngine:
                 self._pending[row.db].append(row)
 
     def _apply_row(self, view: MemoryView, row: Row) -> None:
+        if self.searches.hold(view, partial(self._apply_row, view, row)):
+            return  # a search reads the view on its thread: applied when it ends
         if row.store == MEMORY_STORE:
             parsed = _memory_row(row)
             if parsed is not None:
@@ -451,10 +459,13 @@ class MemoryEngine:
         if not isinstance(query, str):
             raise InputError("query must be a string")
         clean_tags, lim = check_tags(tags), check_limit(limit)
+        query = tokenize.bound_query(query).text  # before anything scores it (MAX_QUERY_*)
         view = await self.view(db)
         qvec = await self.query_vector(query)
         started = time.perf_counter()
-        found = view.search(query, clean_tags, lim, qvec, audience, min_similarity)
+        found = await self.searches.run(
+            view, lambda v: v.search(query, clean_tags, lim, qvec, audience, min_similarity)
+        )
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 
@@ -465,7 +476,7 @@ class MemoryEngine:
             return None
         try:
             async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
-                return await self.embedder.embed_query(query)
+                return await self.embedder.embed_query(tokenize.bound_query(query).text)
         except BackendError as exc:
             self.fallbacks.add("error", str(exc))
         except TimeoutError:

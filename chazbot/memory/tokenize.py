@@ -4,12 +4,18 @@ Lowercase, split on every character that is not alphanumeric in the ``str.isalnu
 (so ``_`` splits too), drop tokens shorter than 2 UTF-8 bytes. No stemming, no stopwords: the
 BM25 index sees every word. Only the auto-recall query drops stopwords, so that a chat line
 full of "the" and "is" does not recall everything.
+
+Every query is bounded before anything scores it (``bound_query``): its first
+``MAX_QUERY_BYTES`` bytes, cut after its ``MAX_QUERY_TERMS``-th distinct token. BM25's work
+grows with the distinct words of a query (one member's 8,000-word search held the event loop
+6 s on a 20k-row bank), and no honest query needs more (auto-recall's has 10, SPEC §5).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 # ``\w`` is "isalnum() or underscore" for str patterns, so ``[^\W_]`` is exactly isalnum().
 _ALNUM_RUN = re.compile(r"[^\W_]+")
@@ -55,6 +61,61 @@ def document_text(key: str, value: str, tags: Sequence[str]) -> str:
     return key + " " + value + " " + " ".join(tags)
 
 
+MAX_QUERY_TERMS = 32
+"""Distinct tokens of a query that are searched (the first ones); the rest are left out."""
+MAX_QUERY_BYTES = 1024
+"""UTF-8 bytes of a query that are read (the first ones); the rest are left out."""
+
+
+@dataclass(frozen=True)
+class BoundedQuery:
+    """A query as it is searched: ``text`` is the start of the query as typed (its first
+    ``max_bytes`` bytes, cut before its ``max_terms + 1``-th distinct token), ``terms`` its
+    distinct tokens; ``cut`` says what was left out: "" (nothing), "terms" or "bytes"."""
+
+    text: str
+    terms: int
+    cut: str
+
+
+def first_terms(tokens: Iterable[str], max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """The first ``max_terms`` distinct tokens of ``tokens``, in order."""
+    seen: dict[str, None] = {}
+    if max_terms <= 0:
+        return []
+    for tok in tokens:
+        if tok not in seen:
+            seen[tok] = None
+            if len(seen) >= max_terms:
+                break
+    return list(seen)
+
+
+def bound_query(
+    text: str, max_terms: int = MAX_QUERY_TERMS, max_bytes: int = MAX_QUERY_BYTES
+) -> BoundedQuery:
+    """``text`` cut to its first ``max_bytes`` UTF-8 bytes (at a character boundary), then
+    before the first token past its first ``max_terms`` distinct ones. A query within both
+    bounds comes back as it is, so the vector ranker and the month names (``when``) see what
+    was typed."""
+    cut = ""
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raw = text[:max_bytes].encode("utf-8", "surrogatepass")[:max_bytes]
+        text, cut = raw.decode("utf-8", "ignore"), "bytes"
+    seen: dict[str, None] = {}
+    for run in _ALNUM_RUN.finditer(text):
+        fresh = [tok for tok in tokenize(run.group()) if tok not in seen]
+        if len(seen) + len(dict.fromkeys(fresh)) > max_terms:
+            text, cut = text[: run.start()].rstrip(), "terms"
+            break
+        seen.update(dict.fromkeys(fresh))
+    terms = tokenize(text)
+    if len(set(terms)) > max_terms:  # lowercasing split a run differently (say "İ"): rebuild
+        kept = first_terms(terms, max_terms)
+        return BoundedQuery(" ".join(kept), len(kept), "terms")
+    return BoundedQuery(text, len(set(terms)), cut)
+
+
 def auto_recall_query(messages: Sequence[str], max_tokens: int = 10) -> list[str]:
     """The auto-recall query: the first ``max_tokens`` distinct non-stopword tokens, in order."""
     seen: dict[str, None] = {}
@@ -70,10 +131,15 @@ def auto_recall_query(messages: Sequence[str], max_tokens: int = 10) -> list[str
 
 
 __all__ = [
+    "MAX_QUERY_BYTES",
+    "MAX_QUERY_TERMS",
     "SMALL_TALK",
     "STOPWORDS",
+    "BoundedQuery",
     "auto_recall_query",
+    "bound_query",
     "document_text",
+    "first_terms",
     "only_small_talk",
     "tokenize",
 ]
