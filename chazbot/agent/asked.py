@@ -194,18 +194,20 @@ async def answer(
     agent: str,
     sender: str,
     prefix: str,
-    tools: bool,
+    tools: frozenset[str],
     session: Session,
 ) -> str | None:
-    """The reply to ``found`` without the model, or None when the model should answer."""
+    """The reply to ``found`` without the model, or None when the model should answer:
+    ``tools`` are the tools the model may call (a forget or remember in words is the
+    model's when it has that tool; otherwise, whatever the model, it is answered here)."""
     if found.kind == "intro":
         return intro(agent, prefix)
     if found.kind == "about_me":
         return await about_me(memory, sender)
     if found.kind == "undo":
         return await undo_forget(memory, sender, session.undo, found.lang)
-    if tools:
-        return None  # a model with tools forgets and remembers by calling them
+    if found.kind in tools:
+        return None  # a model given the forget (remember) tool does it by calling it
     if found.kind == "forget":
         return await forget_words(memory, sender, found.what, session.undo, found.lang)
     return await remember_words(memory, sender, found.what, session.db, found.lang)

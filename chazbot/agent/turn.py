@@ -183,7 +183,10 @@ async def run_turn(
             return TurnResult(said, answered_in_words=True)
     found = intent(text)
     if found is not None:
-        words = await asked.answer(found, memory, agent.name, sender, prefix, tools_ok, session)
+        callable_tools = frozenset(agent.config.allowed_tools) if tools_ok else frozenset()
+        words = await asked.answer(
+            found, memory, agent.name, sender, prefix, callable_tools, session
+        )
         if words is not None:
             await session.add_message("assistant", words, agent.name)
             return TurnResult(words, answered_in_words=True)
