@@ -74,9 +74,7 @@ async def test_empty_lines_before_the_head_do_not_stop_its_deadline_on_the_sync_
     sources = [f"127.0.0.{10 + n % 10}" for n in range(60)]  # 10 addresses, 6 each
     flood = hold(owner.server.port, sources, owner.path("heads"), prefix=CRLF2 * 2)
     try:
-        await wait_until(
-            lambda: guard.total + closed(flood) >= 60, 5, "the flood to connect"
-        )
+        await wait_until(lambda: guard.total + closed(flood) >= 60, 5, "the flood to connect")
         assert guard.total <= 40
         for _ in range(3):  # the cap is full of unfinished heads: room is made
             status, answer, _ = await raw_call(
@@ -97,9 +95,7 @@ async def test_empty_lines_before_the_head_on_the_http_listener(listener: HttpSe
     flood = hold(listener.port, sources, "/ui/login", prefix=CRLF2 * 2)
     url = f"http://127.0.0.1:{listener.port}/metrics"
     try:
-        await wait_until(
-            lambda: guard.total + closed(flood) >= 60, 5, "the flood to connect"
-        )
+        await wait_until(lambda: guard.total + closed(flood) >= 60, 5, "the flood to connect")
         assert await success_rate(lambda: get_ok(url), 10) == 1.0
         assert guard.evicted >= 1
         await wait_until(lambda: closed(flood) == 60, 10, "the header deadline")
@@ -157,7 +153,6 @@ async def test_refusals_are_counted_and_logged_once_a_minute(
     guard = listener.guard
     held = hold(listener.port, ["127.0.0.2"] * 8, "/ui/login")
     await wait_until(lambda: guard.total == 8, 5, "the address's 8 connections")
-    refused = 0
     for _ in range(200):
         try:
             _, writer = await asyncio.open_connection(

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from chazbot.sync.store import address_group
 
@@ -54,6 +55,12 @@ BODY_MIN_RATE = 4 * 1024.0  # bytes a second: 32 kbit/s, below any real uplink
 NOTES_WINDOW_S = 60.0
 
 Phase = Literal["head", "body", "idle"]
+CLIENT_GONE: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    HttpProcessingError,  # a malformed request, a body cut short
+    asyncio.IncompleteReadError,
+)
+"""What a request's handling raises when its client sent garbage or went away."""
 
 
 def descriptor_limit() -> int:
@@ -138,7 +145,7 @@ class ConnectionGuard:
             "aborted": self.aborted,
         }
 
-    def client_gone(self, remote: str | None, exc: BaseException) -> None:
+    def client_gone(self, exc: BaseException) -> None:
         """A client went away in the middle of a request: counted, one line a minute."""
         self.aborted += 1
         self.note("%s: a client went away mid-request (%s)", self.name, type(exc).__name__)
@@ -434,11 +441,18 @@ class GuardedConnection(asyncio.Protocol):
 class OneLineLogger(logging.Logger):
     """aiohttp's server logger for a listener: what a stranger's bad bytes provoke there (a
     malformed request line, a connection lost mid-way) is one line, no traceback, through
-    the listener's rate-limited ``note``."""
+    the listener's rate-limited ``note``. Errors that are not of the ``only`` types (a bug in
+    a handler) are logged as usual, with their traceback."""
 
-    def __init__(self, name: str, note: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        note: Callable[..., None],
+        only: tuple[type[BaseException], ...] = (BaseException,),
+    ) -> None:
         super().__init__(name)
         self.note = note
+        self.only = only
 
     def _log(  # type: ignore[override]
         self,
@@ -456,6 +470,9 @@ class OneLineLogger(logging.Logger):
         exc = exc_info[1] if isinstance(exc_info, tuple) else exc_info
         if not isinstance(exc, BaseException):
             exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, self.only):
+            super()._log(level, msg, args, exc_info, extra, stack_info, stacklevel)
+            return
         try:
             text = str(msg) % args if args else str(msg)
         except (TypeError, ValueError):

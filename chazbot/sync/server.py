@@ -50,7 +50,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError

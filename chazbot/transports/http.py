@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -28,6 +27,7 @@ from prometheus_client.registry import Collector
 from chazbot import metrics
 from chazbot.errors import BackendError, ChazError
 from chazbot.sync.guard import (
+    CLIENT_GONE,
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
@@ -141,8 +141,8 @@ class HttpServer:
         try:
             response: web.StreamResponse = await handler(request)
             return response
-        except (ConnectionError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
-            self.guard.client_gone(request.remote, exc)
+        except CLIENT_GONE as exc:
+            self.guard.client_gone(exc)
             return web.Response(status=400, text="request aborted")
 
     def app(self) -> web.Application:
@@ -159,7 +159,7 @@ class HttpServer:
         metrics.REGISTRY.register(self._collector)
         self._guards = GuardCollector(self.guards)
         metrics.REGISTRY.register(self._guards)
-        logger = OneLineLogger("chazbot.transports.http.server", self.guard.note)
+        logger = OneLineLogger("chazbot.transports.http.server", self.guard.note, CLIENT_GONE)
         logger.parent = log
         self._runner = web.AppRunner(
             self.app(), access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S, logger=logger
