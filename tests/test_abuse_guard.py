@@ -22,7 +22,8 @@ import pytest
 
 from chazbot.ledger import KeyPair, Permission
 from chazbot.peer import Peer
-from chazbot.sync.guard import ConnectionGuard, RequestFraming
+from chazbot.sync.framing import RequestFraming
+from chazbot.sync.guard import ConnectionGuard
 from chazbot.transports.http import HttpServer
 from chazbot.transports.web import WebUI
 from tests.abuse_support import get_ok, hold, signed, success_rate
