@@ -23,7 +23,7 @@ import pytest
 from chazbot.ledger import KeyPair, Permission
 from chazbot.peer import Peer
 from chazbot.sync.framing import RequestFraming
-from chazbot.sync.guard import ConnectionGuard
+from chazbot.sync.guard import ConnectionGuard, Notes
 from chazbot.transports.http import HttpServer
 from chazbot.transports.web import WebUI
 from tests.abuse_support import get_ok, hold, signed, success_rate
@@ -221,3 +221,23 @@ def test_request_framing_follows_heads_and_bodies() -> None:
     assert f.feed(b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 40) == "head too large"
     lines = RequestFraming(max_head=1 << 16)
     assert lines.feed(CRLF2 * 20000) == "head too large"  # empty lines count too
+
+
+def test_notes_say_each_kind_once_a_window_with_the_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="test.notes")
+    now = [0.0]
+    notes = Notes(logging.getLogger("test.notes"), window=60.0, clock=lambda: now[0])
+    for n in range(500):
+        now[0] = n * 0.1  # 500 refusals in 50 s, and another kind once
+        notes("%s: connections refused (per-address cap)", "http")
+    notes("%s: connections closed: body too slow", "http")
+    now[0] = 61.0
+    notes("%s: connections refused (per-address cap)", "http")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "http: connections refused (per-address cap)",
+        "http: connections closed: body too slow",
+        "http: connections refused (per-address cap) (499 more in the last 61 s)",
+    ], said

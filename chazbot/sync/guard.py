@@ -281,9 +281,7 @@ class GuardedConnection(asyncio.Protocol):
         if phase == "body" or framing.phase == "body":
             self._body_seen += len(data)
         if framing.phase != phase or framing.requests != requests:
-            self._watch()
-            if framing.phase == "body":
-                self._body_seen = 0
+            self._watch()  # a new phase: its deadline from now
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
