@@ -4,8 +4,9 @@ aiohttp bounds a request once its headers are in (body size, read deadline: see
 ``server``), but not the connections themselves: 1,100 connections that trickle header
 lines used every descriptor of a process under ``ulimit -n 1024``, so honest peers, the
 control socket and even the log (asyncio's "socket.accept() out of system resource", millions
-of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each accepted connection
-(``GuardedSite`` for aiohttp, ``ConnectionGuard.admit`` for the control socket) and:
+of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each connection accepted
+by a ``GuardedSite`` (aiohttp's listeners: sync and http; the control socket has its own cap)
+and:
 
 - caps connections per address (an IPv6 /64 counts as one) and in all, the total below the
   descriptor limit (``descriptor_budget`` reads ``RLIMIT_NOFILE``), so the process never runs

@@ -75,6 +75,7 @@ from chazbot.sync.guard import (
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
+    Notes,
     OneLineLogger,
     descriptor_budget,
     quiet_failed_accepts,
@@ -211,7 +212,7 @@ class SyncServer:
             max_per_address=max_connections_per_address,
             header_timeout=header_timeout,
             body_timeout=max(BODY_TIMEOUT_S, read_timeout + 5.0),  # the server's 408 first
-            note=self._note,
+            note=Notes(log),
         )
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
