@@ -1,8 +1,20 @@
 """A legitimate peer's write-to-visible delay while bogus requests flood the sync port.
 
 Run: ``.venv/bin/python bench/abuse.py [--rate 500] [--seconds 20] [--writes 30]
-[--slow 1000] [--slow-seconds 30]``. Not a timed test; CI does not run it. Loopback only,
-bounded in time.
+[--slow 1000] [--slow-seconds 30] [--guard-seconds 60] [--log-seconds 60] [--only-guard]``.
+Not a timed test; CI does not run it. Loopback only, bounded in time.
+
+Guard tricks (issue #34; ``--guard-seconds``, 0 skips them, ``--only-guard`` runs only
+them), against one ``chazbot run`` under ``ulimit -n 1024`` serving sync and the http
+listener with the memory page: an honest client's success rate (a fresh connection each
+try, one try a second: a signed ``heads`` on the sync port, ``GET /metrics`` on the http
+listener; target >= 95 %) while an attacker process holds, reconnecting whenever dropped,
+(a) 17 addresses x 32 connections whose heads start with two empty lines and then trickle
+header lines, on each port in turn, and (b) slow bodies from 2 addresses, 64 connections
+each (the http listener's per-address cap): ``POST /ui/login`` announcing 60 kB, and on
+the sync port a ``push`` badly signed under the honest key's name, one byte a second.
+Then (c) the owner's log growth per minute while one address is refused 200 times a second
+on the http listener (target <= 10 KB; ``--log-seconds``).
 
 Slow-header flood (issue #22, item 1), with the owner under ``ulimit -n 1024``: a process
 holds ``--slow`` connections to the sync port that trickle header lines (one line a second,
@@ -28,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -253,10 +266,239 @@ async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, A
             out[label] = measured
         out["fds_before"] = fds_before
         out["alive"] = served.alive()
+        whole = served.log()
+        out["log"] = {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")}
     finally:
         await node.close()
         await stop_served(served)
     return out
+
+
+CRLF2 = b"\r\n\r\n"
+
+
+async def _hold(
+    port: int, sources: list[str], head: bytes, drip: bytes, seconds: float
+) -> dict[str, Any]:
+    """Hold one connection per entry of ``sources`` for ``seconds``: send ``head``, then
+    ``drip`` once a second, reconnecting whenever the server drops it."""
+    stats: Counter[str] = Counter()
+
+    async def one(source: str) -> None:
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            try:
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", port, local_addr=(source, 0)
+                )
+            except OSError:
+                stats["connect failed"] += 1
+                await asyncio.sleep(0.2)
+                continue
+            stats["connected"] += 1
+            try:
+                writer.write(head)
+                while time.monotonic() < stop:
+                    await writer.drain()
+                    try:
+                        if await asyncio.wait_for(reader.read(1), 1.0) == b"":
+                            stats["dropped by server"] += 1
+                            break
+                        stats["answered"] += 1
+                        break
+                    except TimeoutError:
+                        writer.write(drip)
+            except (ConnectionError, OSError):
+                stats["reset by server"] += 1
+            finally:
+                writer.close()
+            await asyncio.sleep(0.2)  # then again (not a tight loop on a shared machine)
+
+    await asyncio.gather(*(one(s) for s in sources))
+    return dict(stats)
+
+
+def _hold_main(
+    port: int, sources: list[str], head: bytes, drip: bytes, seconds: float, out: Any
+) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
+    out.put(asyncio.run(_hold(port, sources, head, drip, seconds)))
+
+
+async def _refuse(port: int, source: str, rate: float, seconds: float) -> dict[str, Any]:
+    """Hold 64 connections from ``source`` (the http listener's per-address cap), then open
+    ``rate`` more a second from it, each refused."""
+    stats: Counter[str] = Counter()
+    held = [
+        await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)) for _ in range(64)
+    ]
+    for _, writer in held:
+        writer.write(b"GET /metrics HTTP/1.1\r\n")
+    started = time.monotonic()
+    sent = 0
+    while (now := time.monotonic() - started) < seconds:
+        while sent < int(now * rate):
+            sent += 1
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+                writer.close()
+                stats["connected"] += 1
+            except OSError:
+                stats["failed"] += 1
+        for i, (_, writer) in enumerate(held):  # dropped at the head deadline: again
+            if writer.transport.is_closing():
+                with contextlib.suppress(OSError):
+                    held[i] = await asyncio.open_connection(
+                        "127.0.0.1", port, local_addr=(source, 0)
+                    )
+                    held[i][1].write(b"GET /metrics HTTP/1.1\r\n")
+        await asyncio.sleep(0.005)
+    for _, writer in held:
+        writer.close()
+    stats["seconds"] = round(time.monotonic() - started)
+    return dict(stats)
+
+
+def _refuse_main(port: int, source: str, rate: float, seconds: float, out: Any) -> None:
+    out.put(asyncio.run(_refuse(port, source, rate, seconds)))
+
+
+async def _honest(try_once: Any, seconds: float) -> dict[str, Any]:
+    """One try a second for ``seconds``; the share that succeeded."""
+    ok = tries = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        tries += 1
+        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+            ok += bool(await asyncio.wait_for(try_once(), 10))
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))  # the pace
+    return {"tries": tries, "ok": ok, "rate": round(100 * ok / tries, 1)}
+
+
+async def _metrics(http_port: int) -> dict[str, float]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{http_port}/metrics") as resp,
+    ):
+        text = await resp.text()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("chazbot_connections_total{"):
+            labels, _, value = line.partition("} ")
+            if float(value):
+                out[labels.split("{", 1)[1].replace('"', "")] = float(value)
+    return out
+
+
+async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from tests.abuse_support import legit_peer, start_served, stop_served
+    from tests.synapse import free_port
+    from tests.sync_support import raw_call
+
+    http_port = free_port()
+    served = await start_served(
+        work / "guard-owner",
+        nofile=1024,
+        http_listen=f"127.0.0.1:{http_port}",
+        web={"enabled": True},
+    )
+    node = await legit_peer(served, work / "guard-peer.sqlite3")
+    heads = f"/v1/dbs/{served.db}/heads"
+    push = f"/v1/dbs/{served.db}/push"
+
+    async def sync_try() -> bool:
+        status, _, _ = await raw_call(served.address, heads, b"{}", node.key)
+        return status == 200
+
+    async def http_try() -> bool:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{http_port}/metrics") as resp,
+        ):
+            await resp.read()
+            return resp.status == 200
+
+    def slow_push() -> bytes:
+        bogus = {
+            KEY_HEADER: node.key.public,
+            TIME_HEADER: str(int(time.time() * 1000)),
+            NONCE_HEADER: secrets.token_hex(16),
+            SIGNATURE_HEADER: secrets.token_hex(64),
+        }
+        lines = [f"POST {push} HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 60000"]
+        lines += [f"{k}: {v}" for k, v in bogus.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    login = (
+        b"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 60000\r\n\r\nt="
+    )
+    crlf = [f"127.0.1.{10 + i % 17}" for i in range(17 * 32)]
+    two = [f"127.0.2.{2 + i % 2}" for i in range(128)]
+    trickle_head = CRLF2 * 2 + b"POST /ui/login HTTP/1.1\r\nHost: x\r\n"
+    cases = [
+        ("sync, 17x32 CRLF heads", served.sync_port, sync_try, crlf, trickle_head, b"X-A: 1\r\n"),
+        ("http, 17x32 CRLF heads", http_port, http_try, crlf, trickle_head, b"X-A: 1\r\n"),
+        ("sync, slow bodies x2", served.sync_port, sync_try, two, slow_push(), b"a"),
+        ("http, slow bodies x2", http_port, http_try, two, login, b"a"),
+    ]
+    out: dict[str, Any] = {"seconds": args.guard_seconds}
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        for label, port, try_once, sources, head, drip in cases:
+            queue: Any = ctx.Queue()
+            attack = ctx.Process(
+                target=_hold_main,
+                args=(port, sources, head, drip, args.guard_seconds + 3, queue),
+            )
+            attack.start()
+            await asyncio.sleep(3.0)  # the connections are up
+            honest = await _honest(try_once, args.guard_seconds)
+            honest["attack"] = await asyncio.to_thread(queue.get, True, args.guard_seconds + 60)
+            await asyncio.to_thread(attack.join, 30)
+            out[label] = honest
+        log_before = len(served.log().encode())
+        queue = ctx.Queue()
+        flood = ctx.Process(
+            target=_refuse_main, args=(http_port, "127.0.3.2", 200.0, args.log_seconds, queue)
+        )
+        flood.start()
+        stats = await asyncio.to_thread(queue.get, True, args.log_seconds + 60)
+        await asyncio.to_thread(flood.join, 30)
+        grew = len(served.log().encode()) - log_before
+        out["refusals"] = {
+            "flood": stats,
+            "log_bytes": grew,
+            "log_kb_per_min": round(grew / 1024 / (args.log_seconds / 60), 2),
+        }
+        out["metrics"] = await _metrics(http_port)
+        out["alive"] = served.alive()
+        whole = served.log()
+        out["log"] = {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")}
+    finally:
+        await node.close()
+        await stop_served(served)
+    return out
+
+
+def _print_guard(guard: dict[str, Any]) -> bool:
+    ok = bool(guard["alive"])
+    print(f"guard tricks: owner under ulimit -n 1024, {guard['seconds']} s each")
+    for label, m in guard.items():
+        if isinstance(m, dict) and "rate" in m:
+            print(
+                f"  {label:24} honest {m['ok']}/{m['tries']} = {m['rate']} %  attack {m['attack']}"
+            )
+            ok = ok and m["rate"] >= 95
+    r = guard["refusals"]
+    print(f"  refusals: {r['flood']}, log +{r['log_bytes']} bytes = {r['log_kb_per_min']} KB/min")
+    print(f"  /metrics: {guard['metrics']}")
+    print(f"  owner log: {guard['log']['bytes']} bytes, {guard['log']['tracebacks']} tracebacks")
+    print("targets: honest >= 95 %, log <= 10 KB/min under 200 refusals/s")
+    return ok and r["log_kb_per_min"] <= 10
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -268,6 +510,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     from tests.abuse_support import legit_peer, start_served, stop_served, visible_delay
 
     work = Path(tempfile.mkdtemp(prefix="chazbot-abuse-"))
+    guard = await guard_tricks(args, work) if args.guard_seconds else None
+    if args.only_guard:
+        shutil.rmtree(work, ignore_errors=True)
+        return {"bench": "abuse", "guard": guard, "loadavg": [round(x, 2) for x in os.getloadavg()]}
     slow = await slow_header_flood(args, work) if args.slow else None
     served = await start_served(work / "owner")
     node = await legit_peer(served, work / "peer.sqlite3")
@@ -324,6 +570,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         },
         "alive": alive,
         "slow_headers": slow,
+        "guard": guard,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -335,7 +582,16 @@ if __name__ == "__main__":
     parser.add_argument("--writes", type=int, default=30)
     parser.add_argument("--slow", type=int, default=1000, help="slow-header connections (0: skip)")
     parser.add_argument("--slow-seconds", type=float, default=30.0)
+    parser.add_argument("--guard-seconds", type=float, default=60.0, help="0: skip")
+    parser.add_argument("--log-seconds", type=float, default=60.0)
+    parser.add_argument("--only-guard", action="store_true")
     result = asyncio.run(main(parser.parse_args()))
+    if result.get("guard") is not None and not _print_guard(result["guard"]):
+        print(json.dumps(result))
+        sys.exit(1)
+    if "flood" not in result:
+        print(json.dumps(result))
+        sys.exit(0)
     q, f, r, fl = result["quiet_ms"], result["flood_ms"], result["rss_mb"], result["flood"]
     print(f"load average {result['loadavg']}")
     print(

@@ -255,3 +255,93 @@ def head(path: str, length: int | None, headers: dict[str, str]) -> str:
         lines.append(f"Content-Length: {length}")
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return "\r\n".join(lines) + "\r\n\r\n"
+
+
+class Holder:
+    """A connection from ``source`` that holds the server's attention without finishing a
+    request: ``prefix`` (e.g. empty lines, which HTTP lets precede a request line), then a
+    request head sent one header line per ``gap`` (never finished) or, with ``body``, a
+    complete ``POST`` head announcing ``body`` bytes sent one byte per ``gap``. ``closed``
+    is set once the server has dropped it (or refused it)."""
+
+    def __init__(
+        self,
+        port: int,
+        source: str,
+        path: str,
+        prefix: bytes = b"",
+        body: int = 0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.port, self.source, self.path = port, source, path
+        self.prefix, self.body, self.headers = prefix, body, headers or {}
+        self.closed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self, gap: float = 0.2, rounds: int = 1000) -> Holder:
+        self.task = asyncio.ensure_future(self.run(gap, rounds))
+        return self
+
+    async def run(self, gap: float, rounds: int) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", self.port, local_addr=(self.source, 0)
+            )
+        except OSError:
+            self.closed.set()
+            return
+        try:
+            start = f"POST {self.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            start += "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
+            if self.body:
+                start += (
+                    "Content-Type: application/x-www-form-urlencoded\r\n"
+                    f"Content-Length: {self.body}\r\n\r\nt="
+                )
+            writer.write(self.prefix + start.encode())
+            for n in range(rounds):
+                await writer.drain()
+                try:
+                    if await asyncio.wait_for(reader.read(1), gap) == b"":
+                        return
+                except TimeoutError:
+                    pass
+                writer.write(b"a" if self.body else f"X-Slow-{n}: 1\r\n".encode())
+        except (ConnectionError, OSError):
+            return
+        finally:
+            self.closed.set()
+            writer.close()
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+def hold(
+    port: int,
+    sources: list[str],
+    path: str,
+    prefix: bytes = b"",
+    body: int = 0,
+    gap: float = 0.2,
+    headers: dict[str, str] | None = None,
+) -> list[Holder]:
+    """One ``Holder`` per entry of ``sources`` (an address repeated holds that many)."""
+    return [Holder(port, s, path, prefix, body, headers).start(gap) for s in sources]
+
+
+async def success_rate(call: Callable[[], Awaitable[bool]], tries: int) -> float:
+    """The share of ``tries`` calls (one after the other) that succeeded."""
+    ok = 0
+    for _ in range(tries):
+        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+            ok += bool(await asyncio.wait_for(call(), 10))
+    return ok / tries
+
+
+async def get_ok(url: str) -> bool:
+    """A fresh connection's GET of ``url`` answered 200."""
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        await resp.read()
+        return resp.status == 200

@@ -66,11 +66,12 @@ def test_every_metric_is_in_the_operations_guide() -> None:
     from typing import Any
 
     from chazbot.metrics import REGISTRY
-    from chazbot.transports.http import SyncCollector
+    from chazbot.transports.http import GuardCollector, SyncCollector
 
     served = {family.name for family in REGISTRY.collect()}
     no_sync: Any = SimpleNamespace(sync_counters=lambda: {"sent": 0}, replicator=None)
     served |= {family.name for family in SyncCollector(no_sync).collect()}
+    served |= {family.name for family in GuardCollector(list).collect()}
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     table = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `(chazbot_\w+)`", table, re.MULTILINE))

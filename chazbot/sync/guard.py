@@ -1,23 +1,33 @@
-"""Connection caps and a header deadline for the listeners that face strangers.
+"""Connection caps, head and body deadlines for the listeners that face strangers.
 
 aiohttp bounds a request once its headers are in (body size, read deadline: see
 ``server``), but not the connections themselves: 1,100 connections that trickle header
 lines used every descriptor of a process under ``ulimit -n 1024``, so honest peers, the
 control socket and even the log (asyncio's "socket.accept() out of system resource", millions
-of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each accepted connection
-(``GuardedSite`` for aiohttp, ``ConnectionGuard.admit`` for the control socket) and:
+of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each connection accepted
+by a ``GuardedSite`` (aiohttp's listeners: sync and http; the control socket has its own cap)
+and:
 
 - caps connections per address (an IPv6 /64 counts as one) and in all, the total below the
   descriptor limit (``descriptor_budget`` reads ``RLIMIT_NOFILE``), so the process never runs
   out of descriptors and asyncio never logs a failed accept;
-- when the total is reached, makes room by closing the oldest connection still waiting for
-  its headers from the address holding the most, if that is busier than the newcomer's: a
-  flood from a few addresses cannot lock out anyone else;
-- closes a connection whose first request's headers are not complete within
-  ``header_timeout`` (later requests on a kept-alive connection are bounded by aiohttp's
-  keep-alive timeout, which closes a connection idle or trickling since its last answer).
+- when the total is reached, makes room by closing a connection of the address holding the
+  most, if that is busier than the newcomer's: the oldest one still sending its head, else
+  its body, else the oldest between requests (a flood from a few addresses cannot lock out
+  anyone else);
+- follows each connection's requests (``sync.framing``: the request line and header lines
+  up to the empty line that ends them, skipping empty lines before a request line as HTTP
+  allows, then ``Content-Length`` or chunked body bytes; issue #34: two leading CRLFs used to
+  pass for a finished head) and closes a connection whose head is not complete within
+  ``header_timeout`` (from the connection's start, or a later request's first byte) or
+  larger than ``max_head`` bytes, and one whose body falls behind: after ``body_timeout``,
+  it must keep up ``min_rate`` bytes a second on average (time the server itself stopped
+  reading does not count). Between requests, aiohttp's keep-alive timeout closes an idle
+  connection.
 
-Refusals are counted and logged through the owner's rate-limited ``note``.
+Refusals, evictions, deadlines and client aborts are counted (``counts``, exported at
+``/metrics``) and logged through the owner's ``note`` (``Notes``: one line a minute for each
+kind, with how many more there were).
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
+from chazbot.sync.framing import HEAD_MAX_BYTES, Phase, RequestFraming
 from chazbot.sync.store import address_group
 
 log = logging.getLogger(__name__)
@@ -38,7 +51,16 @@ log = logging.getLogger(__name__)
 RESERVED_FDS = 192  # the state file, logs, outgoing sync and Matrix connections, models
 HEADER_TIMEOUT_S = 10.0
 KEEPALIVE_TIMEOUT_S = 15.0
-_CRLF2 = b"\r\n\r\n"
+BODY_TIMEOUT_S = 10.0
+BODY_MIN_RATE = 4 * 1024.0  # bytes a second: 32 kbit/s, below any real uplink
+NOTES_WINDOW_S = 60.0
+
+CLIENT_GONE: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    HttpProcessingError,  # a malformed request, a body cut short
+    asyncio.IncompleteReadError,
+)
+"""What a request's handling raises when its client sent garbage or went away."""
 
 
 def descriptor_limit() -> int:
@@ -52,6 +74,34 @@ def descriptor_budget(share: float, floor: int = 8) -> int:
     return max(floor, int((descriptor_limit() - RESERVED_FDS) * share))
 
 
+class Notes:
+    """A log that says each kind of event (its message format) once a window at most: the
+    first at once, the next after the window with how many were left out meanwhile."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        window: float = NOTES_WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.window = window
+        self.clock = clock
+        self._kinds: dict[str, list[float]] = {}  # format -> [logged at, left out since]
+
+    def __call__(self, message: str, *args: object) -> None:
+        now = self.clock()
+        seen = self._kinds.get(message)
+        if seen is not None and now - seen[0] < self.window:
+            seen[1] += 1
+            return
+        text = message
+        if seen is not None and seen[1]:
+            text += f" ({int(seen[1])} more in the last {now - seen[0]:.0f} s)"
+        self._kinds[message] = [now, 0]
+        self.logger.info(text, *args)
+
+
 class ConnectionGuard:
     """Counts open connections per address group and in all; see the module doc."""
 
@@ -62,18 +112,27 @@ class ConnectionGuard:
         max_total: int,
         max_per_address: int,
         header_timeout: float = HEADER_TIMEOUT_S,
+        max_head: int = HEAD_MAX_BYTES,
+        body_timeout: float = BODY_TIMEOUT_S,
+        min_rate: float = BODY_MIN_RATE,
         note: Callable[..., None] | None = None,
     ) -> None:
         self.name = name
         self.max_total = max_total
         self.max_per_address = max_per_address
         self.header_timeout = header_timeout
-        self.note = note or log.info
+        self.max_head = max_head
+        self.body_timeout = body_timeout
+        self.min_rate = min_rate
+        self.note = note or Notes(log)
         self._open: dict[str, list[GuardedConnection]] = {}
         self.total = 0
         self.refused = 0
         self.evicted = 0
         self.timed_out = 0
+        self.body_timed_out = 0
+        self.too_large = 0
+        self.aborted = 0
 
     def counts(self) -> dict[str, int]:
         return {
@@ -81,18 +140,26 @@ class ConnectionGuard:
             "refused": self.refused,
             "evicted": self.evicted,
             "timed_out": self.timed_out,
+            "body_timed_out": self.body_timed_out,
+            "too_large": self.too_large,
+            "aborted": self.aborted,
         }
+
+    def client_gone(self, exc: BaseException) -> None:
+        """A client went away in the middle of a request: counted, one line a minute."""
+        self.aborted += 1
+        self.note("%s: a client went away mid-request (%s)", self.name, type(exc).__name__)
 
     def admit(self, conn: GuardedConnection) -> bool:
         """Take ``conn`` in, making room if the class doc allows; False to refuse it."""
         mine = self._open.get(conn.group, [])
         if len(mine) >= self.max_per_address:
             self.refused += 1
-            self.note("%s: connection from %s refused (per-address cap)", self.name, conn.group)
+            self.note("%s: connections refused (per-address cap)", self.name)
             return False
         if self.total >= self.max_total and not self._make_room(len(mine)):
             self.refused += 1
-            self.note("%s: connection from %s refused (%d open)", self.name, conn.group, self.total)
+            self.note("%s: connections refused (%d open)", self.name, self.total)
             return False
         self._open.setdefault(conn.group, []).append(conn)
         self.total += 1
@@ -102,12 +169,14 @@ class ConnectionGuard:
         busiest = max(self._open.values(), key=len, default=[])
         if len(busiest) <= mine + 1:
             return False
-        waiting = next((c for c in busiest if not c.headers_done), None)
-        if waiting is None:
-            return False
-        self.evicted += 1
-        waiting.close()
-        return True
+        for phase in ("head", "body", "idle"):
+            victim = next((c for c in busiest if c.phase == phase and not c.closing), None)
+            if victim is not None:
+                self.evicted += 1
+                self.note("%s: connections closed to make room for another address", self.name)
+                victim.close()
+                return True
+        return False
 
     def release(self, conn: GuardedConnection) -> None:
         group = self._open.get(conn.group)
@@ -120,19 +189,29 @@ class ConnectionGuard:
 
 class GuardedConnection(asyncio.Protocol):
     """An accepted connection on its way to ``inner`` (aiohttp's protocol, or a stream's):
-    admitted or refused by ``guard``, closed if its headers are not in on time."""
+    admitted or refused by ``guard``, closed if a head or body falls behind its deadline."""
 
     def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
         self.guard = guard
         self.inner = inner
         self.group = "?"
-        self.headers_done = False
+        self.framing = RequestFraming(guard.max_head)
         self.opened = time.monotonic()
         self._admitted = False
         self._closed = False
-        self._tail = b""
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
+        self._body_start = 0.0
+        self._body_seen = 0
+        self._checked = 0.0
+
+    @property
+    def phase(self) -> Phase:
+        return self.framing.phase
+
+    @property
+    def closing(self) -> bool:
+        return self._closed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -143,19 +222,46 @@ class GuardedConnection(asyncio.Protocol):
             transport.abort()  # the descriptor is freed now, before anything is read
             return
         self._admitted = True
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self.guard.header_timeout, self._too_slow)
+        self._watch()
         self.inner.connection_made(transport)
 
-    def _too_slow(self) -> None:
+    def _watch(self) -> None:
+        """Set the deadline of the phase the connection is in (none between requests)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        loop = asyncio.get_running_loop()
+        if self.phase == "head":
+            self._timer = loop.call_later(self.guard.header_timeout, self._head_too_slow)
+        elif self.phase == "body":
+            self._body_start = self._checked = loop.time()
+            self._body_seen = 0
+            self._timer = loop.call_later(self.guard.body_timeout, self._body_check)
+
+    def _head_too_slow(self) -> None:
         self._timer = None
-        if not self.headers_done and not self._closed:
+        if self.phase == "head" and not self._closed:
             self.guard.timed_out += 1
-            self.guard.note("%s: connection from %s sent no headers in time", *self._who())
+            self.guard.note("%s: connections closed: no complete head in time", self.guard.name)
             self.close()
 
-    def _who(self) -> tuple[str, str]:
-        return self.guard.name, self.group
+    def _body_check(self) -> None:
+        self._timer = None
+        if self.phase != "body" or self._closed or self._transport is None:
+            return
+        guard, loop = self.guard, asyncio.get_running_loop()
+        now = loop.time()
+        if not self._transport.is_reading():  # the server stopped reading: not the client
+            self._body_start += now - self._checked
+        self._checked = now
+        due = guard.min_rate * (now - self._body_start - guard.body_timeout)
+        if self._body_seen < due:
+            guard.body_timed_out += 1
+            guard.note("%s: connections closed: body too slow", guard.name)
+            self.close()
+            return
+        later = self._body_start + guard.body_timeout + (self._body_seen + 1) / guard.min_rate
+        self._timer = loop.call_at(max(later, now + 0.25), self._body_check)
 
     def close(self) -> None:
         if self._transport is not None and not self._closed:
@@ -163,16 +269,20 @@ class GuardedConnection(asyncio.Protocol):
             self._transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        if not self._admitted:
+        if not self._admitted or self._closed:
             return
-        if not self.headers_done:
-            seen = self._tail + data
-            if _CRLF2 in seen:
-                self.headers_done = True
-                if self._timer is not None:
-                    self._timer.cancel()
-                    self._timer = None
-            self._tail = seen[-3:]
+        framing = self.framing
+        phase, requests = framing.phase, framing.requests
+        problem = framing.feed(data)
+        if problem is not None:
+            self.guard.too_large += 1
+            self.guard.note("%s: connections closed: %s", self.guard.name, problem)
+            self.close()
+            return
+        if phase == "body" or framing.phase == "body":
+            self._body_seen += len(data)
+        if framing.phase != phase or framing.requests != requests:
+            self._watch()  # a new phase: its deadline from now
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -195,6 +305,50 @@ class GuardedConnection(asyncio.Protocol):
             self._admitted = False
             self.guard.release(self)
             self.inner.connection_lost(exc)
+
+
+class OneLineLogger(logging.Logger):
+    """aiohttp's server logger for a listener: what a stranger's bad bytes provoke there (a
+    malformed request line, a connection lost mid-way) is one line, no traceback, through
+    the listener's rate-limited ``note``. Errors that are not of the ``only`` types (a bug in
+    a handler) are logged as usual, with their traceback."""
+
+    def __init__(
+        self,
+        name: str,
+        note: Callable[..., None],
+        only: tuple[type[BaseException], ...] = (BaseException,),
+    ) -> None:
+        super().__init__(name)
+        self.note = note
+        self.only = only
+
+    def _log(  # type: ignore[override]
+        self,
+        level: int,
+        msg: object,
+        args: Any,
+        exc_info: Any = None,
+        extra: Any = None,
+        stack_info: bool = False,
+        stacklevel: int = 1,
+    ) -> None:
+        if not exc_info and level < logging.WARNING:
+            super()._log(level, msg, args, None, extra, stack_info, stacklevel)
+            return
+        exc = exc_info[1] if isinstance(exc_info, tuple) else exc_info
+        if not isinstance(exc, BaseException):
+            exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, self.only):
+            super()._log(level, msg, args, exc_info, extra, stack_info, stacklevel)
+            return
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):
+            text = str(msg)
+        if exc is not None:
+            text += f": {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        self.note("%s", text)
 
 
 class GuardedSite(web.TCPSite):

@@ -27,19 +27,19 @@ in its current AuthSettings.
 
 What a stranger can make the server hold is bounded, and checked in this order, each step
 before the next costs anything: connections per address and in all, below the descriptor
-limit, and headers within ``header_timeout`` (``sync.guard``); the number of requests in
-progress (503); a
-``Content-Length`` (411 without one) within the endpoint's limit (413, ``BODY_LIMITS``);
-the signature headers' form and time (401); the database is shared (404) and the key may
-read it (403), or for ``access`` the address and key are within their rate (429); then
-the body is read, with at most ``max_reading_per_address`` bodies per address and
-``max_reading_bytes`` of large bodies (over ``SMALL_BODY`` bytes; small ones are bounded by
-the requests in progress) in all being read at once (503) and a read deadline (408); then the
-signature (401); then the nonce is recorded in the replay cache, which only keys holding
-a grant or an access request here ever reach, and where room is made from the busiest key
-(``ReplayCache``), so a few keys cannot fill it for the others. Handling (long polls,
-ingest) holds at most ``max_per_key`` requests per key. A client that goes away or is
-refused costs one log line, never a traceback.
+limit, a complete head within ``header_timeout`` and a body that keeps a least rate
+(``sync.guard``); the number of requests in progress (503); a ``Content-Length`` (411
+without one) within the endpoint's limit (413, ``BODY_LIMITS``); the signature headers' form
+and time (401); the database is shared (404) and the key may read it (403), or for
+``access`` the address and key are within their rate (429); then the body is read, with at
+most ``max_reading_per_address`` bodies per address and ``max_reading_bytes`` of large
+bodies (over ``SMALL_BODY`` bytes; small ones are bounded by the requests in progress) in
+all being read at once (503) and a read deadline (408); then the signature (401); then the
+nonce is recorded in the replay cache, which only keys holding a grant or an access request
+here ever reach, and where room is made from the busiest key (``ReplayCache``), so a few
+keys cannot fill it for the others. Handling (long polls, ingest) holds at most
+``max_per_key`` requests per key. A client that goes away or is refused costs one log line,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -48,11 +48,10 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import sys
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -72,10 +71,13 @@ from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
 from chazbot.sync import wire
 from chazbot.sync.guard import (
+    BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
+    Notes,
+    OneLineLogger,
     descriptor_budget,
     quiet_failed_accepts,
 )
@@ -115,40 +117,6 @@ _STATUS: list[tuple[type[Exception], int]] = [
 NOTES_PER_WINDOW = 20
 SMALL_BODY = 128 * 1024
 NOTES_WINDOW_S = 60.0
-
-
-class _OneLineLogger(logging.Logger):
-    """aiohttp's server logger for the sync port: what a stranger's bad bytes provoke there
-    (a malformed request line, a connection lost mid-way) is one line, no traceback, through
-    the server's rate-limited ``note``."""
-
-    def __init__(self, name: str, note: Callable[..., None]) -> None:
-        super().__init__(name)
-        self.note = note
-
-    def _log(  # type: ignore[override]
-        self,
-        level: int,
-        msg: object,
-        args: Any,
-        exc_info: Any = None,
-        extra: Any = None,
-        stack_info: bool = False,
-        stacklevel: int = 1,
-    ) -> None:
-        if not exc_info and level < logging.WARNING:
-            super()._log(level, msg, args, None, extra, stack_info, stacklevel)
-            return
-        exc = exc_info[1] if isinstance(exc_info, tuple) else exc_info
-        if not isinstance(exc, BaseException):
-            exc = sys.exc_info()[1]
-        try:
-            text = str(msg) % args if args else str(msg)
-        except (TypeError, ValueError):
-            text = str(msg)
-        if exc is not None:
-            text += f": {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        self.note("%s", text)
 
 
 class _ReadTimeout(InputError):
@@ -246,7 +214,8 @@ class SyncServer:
             max_total=max_connections or descriptor_budget(0.6),
             max_per_address=max_connections_per_address,
             header_timeout=header_timeout,
-            note=self._note,
+            body_timeout=max(BODY_TIMEOUT_S, read_timeout + 5.0),  # the server's 408 first
+            note=Notes(log),
         )
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
@@ -342,7 +311,7 @@ class SyncServer:
     # ---- request plumbing -------------------------------------------------------------------
 
     def _http_logger(self) -> logging.Logger:
-        logger = _OneLineLogger("chazbot.sync.http", self._note)
+        logger = OneLineLogger("chazbot.sync.http", self._note)
         logger.parent = log
         return logger
 
@@ -390,6 +359,7 @@ class SyncServer:
             return _error(status, str(exc))
         except (ConnectionError, HttpProcessingError, asyncio.IncompleteReadError) as exc:
             self.counters.errors += 1
+            self.guard.aborted += 1
             self._note("sync request from %s aborted: %s", request.remote, type(exc).__name__)
             return _error(400, "request aborted")
         except Exception:

@@ -5,7 +5,10 @@ answers 200 when all that are configured pass, 503 otherwise. It is unauthentica
 is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check),
 the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
 Connections are capped per address (``MAX_PER_ADDRESS``) and in all (a tenth of the
-descriptors), and must send their headers within 10 s (``sync.guard``, as the sync port).
+descriptors), must send a complete head within 10 s and keep a least rate on a body
+(``sync.guard``, as the sync port). A client that goes away mid-request, a refused connection
+or a malformed request costs a count in ``/metrics`` (``chazbot_connections_total``, by
+listener and outcome) and at most one log line a minute for each kind, never a traceback.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from prometheus_client.registry import Collector
 from chazbot import metrics
 from chazbot.errors import BackendError, ChazError
 from chazbot.sync.guard import (
+    CLIENT_GONE,
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
+    Notes,
+    OneLineLogger,
     descriptor_budget,
     quiet_failed_accepts,
 )
@@ -70,6 +76,34 @@ class SyncCollector(Collector):
         yield pairs
 
 
+class GuardCollector(Collector):
+    """The connection guards' counts (this listener's and the sync port's), read at scrape
+    time: ``chazbot_connections_total{listener, outcome}`` and ``chazbot_connections_open``."""
+
+    OUTCOMES = ("refused", "evicted", "timed_out", "body_timed_out", "too_large", "aborted")
+
+    def __init__(self, guards: Callable[[], list[ConnectionGuard]]) -> None:
+        self.guards = guards
+
+    def collect(self) -> Iterator[Metric]:
+        total = CounterMetricFamily(
+            "chazbot_connections",
+            "Connections refused, closed by the guard (evicted for another address, no head "
+            "in time, body too slow, head too large) or aborted by their client",
+            labels=["listener", "outcome"],
+        )
+        open_now = GaugeMetricFamily(
+            "chazbot_connections_open", "Connections open now", labels=["listener"]
+        )
+        for guard in self.guards():
+            counts = guard.counts()
+            for outcome in self.OUTCOMES:
+                total.add_metric([guard.name, outcome], counts[outcome])
+            open_now.add_metric([guard.name], counts["open"])
+        yield total
+        yield open_now
+
+
 class HttpServer:
     def __init__(
         self,
@@ -89,11 +123,30 @@ class HttpServer:
         self._checking: asyncio.Future[dict[str, dict[str, Any]]] | None = None
         self._llm_checked: tuple[float, dict[str, Any]] | None = None
         self.guard = ConnectionGuard(
-            "http", max_total=descriptor_budget(0.1), max_per_address=MAX_PER_ADDRESS
+            "http",
+            max_total=descriptor_budget(0.1),
+            max_per_address=MAX_PER_ADDRESS,
+            note=Notes(log),
         )
+        self._guards: GuardCollector | None = None
+
+    def guards(self) -> list[ConnectionGuard]:
+        sync = self.peer.sync_server
+        return [self.guard] + ([sync.guard] if sync is not None else [])
+
+    @web.middleware
+    async def _client_gone(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except CLIENT_GONE as exc:
+            self.guard.client_gone(exc)
+            return web.Response(status=400, text="request aborted")
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=1024)
+        app = web.Application(client_max_size=1024, middlewares=[self._client_gone])
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics)
         if self.mount is not None:
@@ -104,8 +157,12 @@ class HttpServer:
         host, port = split_listen(self.listen)
         self._collector = SyncCollector(self.peer)
         metrics.REGISTRY.register(self._collector)
+        self._guards = GuardCollector(self.guards)
+        metrics.REGISTRY.register(self._guards)
+        logger = OneLineLogger("chazbot.transports.http.server", self.guard.note, CLIENT_GONE)
+        logger.parent = log
         self._runner = web.AppRunner(
-            self.app(), access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S
+            self.app(), access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S, logger=logger
         )
         await self._runner.setup()
         quiet_failed_accepts()
@@ -113,7 +170,7 @@ class HttpServer:
         try:
             await site.start()
         except OSError as exc:
-            await self._runner.cleanup()
+            await self.stop()
             self._runner = None
             raise BackendError(
                 f"cannot listen on http_listen {self.listen}: {exc.strerror}"
@@ -126,6 +183,9 @@ class HttpServer:
         if self._collector is not None:
             metrics.REGISTRY.unregister(self._collector)
             self._collector = None
+        if self._guards is not None:
+            metrics.REGISTRY.unregister(self._guards)
+            self._guards = None
         if self._runner is not None:
             await self._runner.cleanup()
 
