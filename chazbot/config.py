@@ -61,6 +61,9 @@ class LLMConfig(_Model):
     model_sha256: str | None = None
     """The sha256 (64 hex digits) a ``model`` URL or GGUF path must have: checked when it is
     fetched and at every load; needed for a plain ``http://`` URL."""
+    vision: bool = False
+    """The model accepts pictures (OpenAI's image content parts): people's photos go to it
+    with their caption. Without it the bot says plainly it cannot see pictures (#39)."""
     chat_models: dict[str, str] = Field(default_factory=dict)
     """With ``backend: local``, the models chat admins may give an agent (``/agent set … model
     NAME``): a name and where its GGUF comes from (a built-in, a file path, an https URL). Chat
@@ -99,6 +102,29 @@ class LLMConfig(_Model):
         if not re.fullmatch(r"[0-9a-f]{64}", value):
             raise ValueError("must be a sha256: 64 hex digits")
         return value
+
+
+class SpeechConfig(_Model):
+    """Voice messages to text: an OpenAI-compatible ``/audio/transcriptions`` endpoint (a
+    whisper server such as faster-whisper or vLLM, or OpenAI)."""
+
+    api_base: str = "https://api.openai.com/v1"
+    api_key: str | None = None
+    model: str = "whisper-1"
+    timeout_s: float = Field(default=60.0, gt=0, le=600)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    max_mb: float = Field(default=10.0, gt=0, le=100)
+    """Voice messages larger than this are refused with one line (never fetched whole)."""
+    max_seconds: int = Field(default=300, ge=1, le=3600)
+    """Voice messages longer than this (as the message says) are refused with one line."""
+
+
+class MediaConfig(_Model):
+    """Pictures and voice from Matrix: what is fetched, and how much."""
+
+    image_max_mb: float = Field(default=8.0, gt=0, le=50)
+    """Pictures larger than this are refused with one line. Media are held in memory only
+    (decrypted there), never written to disk, and dropped when the turn ends."""
 
 
 class EmbeddingConfig(_Model):
@@ -241,6 +267,8 @@ class Config(_Model):
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None
+    speech: SpeechConfig | None = None
+    media: MediaConfig = Field(default_factory=MediaConfig)
     matrix: MatrixConfig | None = None
     agents: list[AgentConfig] = Field(
         default_factory=lambda: [AgentConfig(name="chaz")], min_length=1

@@ -49,3 +49,7 @@ COMMANDS = Counter("chazbot_commands", "Commands run by outcome", ["outcome"], r
 REMINDERS = Counter(
     "chazbot_reminders", "Reminders due, delivered on time and late", ["state"], registry=REGISTRY
 )
+TRANSCRIPTIONS = Counter("chazbot_transcriptions", "Voice messages transcribed", registry=REGISTRY)
+TRANSCRIPTION_SECONDS = Histogram(
+    "chazbot_transcription_seconds", "Time to transcribe one voice message", registry=REGISTRY
+)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
 from chazbot.agent.local_llm import LocalChat
 from chazbot.agent.model_check import chat_model_spec
+from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
 from chazbot.commands import Context, Reply, run_command
@@ -260,6 +261,7 @@ class Peer(HostingMixin, SharingMixin):
         sent_at: datetime | None = None,
         audience: Audience | None = None,
         prefix: str = "/",
+        pictures: Sequence[Picture] = (),
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
@@ -279,7 +281,7 @@ class Peer(HostingMixin, SharingMixin):
         await lock.acquire()
         try:
             result = await run_turn(
-                self, who, sess, text, sender, llm, memory, prefix, self.config.timezone
+                self, who, sess, text, sender, llm, memory, prefix, self.config.timezone, pictures
             )
             keep = result.ok and not result.answered_in_words
             mode = await self.capture_mode(who, sess) if keep else "off"

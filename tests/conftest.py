@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.standin_embeddings import standin_embeddings
 from tests.standin_llm import standin_llm
+from tests.standin_speech import standin_speech
 from tests.synapse import chazbot, humans, matrix_user, synapse, synapse_admin
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "matrix_user",
     "standin_embeddings",
     "standin_llm",
+    "standin_speech",
     "synapse",
     "synapse_admin",
 ]

@@ -31,6 +31,7 @@ class OpenAIChat:
     ) -> None:
         self.cfg = cfg
         self.name = cfg.model
+        self.vision = cfg.vision  # the model takes image content parts (#39)
         self._http = OpenAICompatClient.for_endpoint(cfg, "LLM backend", "llm", backoff, sleep)
 
     def __repr__(self) -> str:

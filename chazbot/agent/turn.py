@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.grounding import evidence, grounded
+from chazbot.agent.pictures import CANNOT_SEE, Picture, picture_parts
 from chazbot.agent.recall import (
     FOCUS_DEPTH,
     MEMORY_RULE,
@@ -158,11 +159,16 @@ async def run_turn(
     memory: MemoryScope | None = None,
     prefix: str = "/",
     timezone: str = "UTC",
+    pictures: Sequence[Picture] = (),
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
     "remind me …" (in the languages of ``reminders.when``) sets a reminder in this room for
     every model, read in the sender's zone (``timezone`` when they set none).
+
+    ``pictures`` (a photo sent in Matrix, ``text`` its caption) go to a model that sees
+    (``llm.vision``) as image content beside the text; another model is told nothing of them
+    and the reply says plainly that it cannot see pictures (#39).
 
     ``memory``: the agent's memory as heard in this session (``MemoryScope.within``); recall
     and every tool the model calls act within its audience. The recalled block goes after
@@ -215,6 +221,9 @@ async def run_turn(
         prompt = f"{prompt}\n\n{NOTHING_RECALLED}"
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     messages += history
+    sees = bool(getattr(llm, "vision", False))
+    if pictures and sees and messages[-1].get("role") == "user":
+        messages[-1] = {"role": "user", "content": picture_parts(text, pictures)}
     if block is not None:
         messages.append({"role": "user", "content": block})
         log.debug("auto-recall for %s in %s:\n%s", agent.name, session.name, block)
@@ -261,6 +270,8 @@ async def run_turn(
     if reply is None:
         reply = f"I stopped after {agent.config.max_iterations} steps without a final answer."
     reply = reply.strip() or "(no reply)"
+    if pictures and not sees:
+        reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
     if asks(text) and personal(text) and not grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
         reply = asked.DONT_KNOW  # an answer about the person needs a row about it (#36)

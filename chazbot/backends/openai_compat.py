@@ -223,11 +223,38 @@ class OpenAICompatClient:
             self._session = aiohttp.ClientSession(headers=headers)
         return self._session
 
-    async def _post_once(self, path: str, body: dict[str, Any], model: str) -> Any:
+    async def post_form(
+        self, path: str, fields: Mapping[str, str], file: tuple[str, bytes, str], *, model: str
+    ) -> Any:
+        """POST a multipart form (``fields`` and one ``file`` as (name, bytes, type)) to
+        ``path``, retried as ``post_json`` is; the parsed JSON answer."""
+        attempts = self.backoff.attempts
+        policy = retrying(self.backoff, f"request to {self.where}", log, sleep=self._sleep)
+        try:
+            return await policy(self._post_once, path, None, model, (fields, file))
+        except Retryable as exc:
+            tries = f" (after {attempts} attempts)" if attempts > 1 else ""
+            raise self.error(f"{exc.message}{tries}") from exc
+
+    async def _post_once(
+        self,
+        path: str,
+        body: dict[str, Any] | None,
+        model: str,
+        form: tuple[Mapping[str, str], tuple[str, bytes, str]] | None = None,
+    ) -> Any:
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        payload: dict[str, Any] = {"json": body}
+        if form is not None:  # built anew for every attempt: a sent FormData is spent
+            data = aiohttp.FormData()
+            for name, value in form[0].items():
+                data.add_field(name, value)
+            name, blob, kind = form[1]
+            data.add_field("file", blob, filename=name, content_type=kind)
+            payload = {"data": data}
         try:
             async with self._session_now().post(
-                self._base + path, json=body, timeout=timeout
+                self._base + path, timeout=timeout, **payload
             ) as resp:
                 text = await resp.text(errors="replace")
                 if resp.status >= 400:
