@@ -31,6 +31,7 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger.people import People
 from chazbot.ledger.statelock import StateLock
 from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
@@ -84,6 +85,7 @@ class Peer(HostingMixin, SharingMixin):
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
         self.redefining: set[asyncio.Task[None]] = set()
+        self.people = People(ledger, key)  # allowed from chat (!chaz people)
         ledger.add_listener(self.on_agent_fields)
         registry.withdrawn = self._withdrawn
 
@@ -118,6 +120,7 @@ class Peer(HostingMixin, SharingMixin):
             peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
             peer.state_lock = lock
             await peer.load_agents()
+            await peer.people.load()
         except BaseException:
             await ledger.close()
             lock.release()

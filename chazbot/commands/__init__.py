@@ -8,6 +8,7 @@ from chazbot.commands import (
     memory_capture_cmds,
     memory_cmds,
     peer_cmds,
+    people_cmds,
     sharing_cmds,
     web_cmds,
 )
@@ -21,6 +22,7 @@ TREE = CommandTree.of(
     memory_capture_cmds.COMMANDS,
     sharing_cmds.COMMANDS,
     peer_cmds.COMMANDS,
+    people_cmds.COMMANDS,
     agent_cmds.COMMANDS,
     web_cmds.COMMANDS,
 )

@@ -69,7 +69,7 @@ class MatrixBot:
         self.client: Any = None
         self.credentials = login.Credentials(peer.ledger, cfg.user_id)
         self.state = MatrixState(peer.ledger, cfg.user_id)
-        self.router = Router(cfg, (c.path[0] for c in TREE.commands))
+        self.router = Router(cfg, (c.path[0] for c in TREE.commands), lambda: peer.people.globs)
         self.queues = RoomQueues(self._run)
         self.sender: Sender | None = None
         self.sync: SyncLoop | None = None
@@ -211,6 +211,8 @@ class MatrixBot:
         if job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
+        elif job.kind == "not_allowed_notice":
+            await self._reply(job, notice_contents(job.text, job.event_id, job.content, job.sender))
         elif job.kind == "command":
             text, _ = await self._answer(job)
             await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))

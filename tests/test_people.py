@@ -1,0 +1,304 @@
+"""People from chat (#40): ``!chaz people allow|remove|list`` on a real peer (signed entries
+in its state file, config.yaml the floor), the not-allowed notice's gate as a pure unit, and
+through a real Synapse: a second person ignored with one notice, allowed by an admin,
+answered at once, removed again; a burst of strangers gets one notice."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+import chazbot
+from chazbot.config import AgentConfig, Config, MatrixConfig
+from chazbot.errors import InputError
+from chazbot.ledger.people import KIND, STORE, check_glob
+from chazbot.peer import Peer
+from chazbot.transports.matrix.routing import Router
+from chazbot.transports.matrix_rules import NoticeGate, NoticeLimits, not_allowed_notice
+
+ADMIN = "@root:example.org"
+FLOOR = "@*:family.example"
+
+
+def config(state: Path) -> Config:
+    return Config(
+        state_dir=state,
+        agents=[AgentConfig(name="alpha")],
+        matrix=MatrixConfig(
+            homeserver_url="http://127.0.0.1:1",
+            user_id="@chaz:example.org",
+            allow_list=[FLOOR],
+            admins=[ADMIN],
+        ),
+    )
+
+
+async def as_admin(peer: Peer, text: str) -> tuple[bool, str]:
+    reply = await peer.command(text, sender=ADMIN, is_admin=True, prefix="!chaz ")
+    return reply.ok, reply.text
+
+
+async def test_admins_allow_list_and_remove_people_as_signed_entries(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with chazbot.open(state, config(state)) as peer:
+        ok, text = await as_admin(peer, "/people allow @ana:example.org")
+        assert ok and "Allowed @ana:example.org" in text, text
+        assert peer.people.globs == ("@ana:example.org",)
+        ok, text = await as_admin(peer, "/people allow @ana:example.org")
+        assert ok and "already" in text
+        ok, text = await as_admin(peer, "/people allow @*:friends.example")
+        assert ok, text
+        ok, text = await as_admin(peer, "/people list")
+        assert ok and "- @ana:example.org (allowed by @root:example.org)" in text, text
+        assert f"- {FLOOR} (config.yaml)" in text and f"- {ADMIN} (admin, config.yaml)" in text
+        # written by the peer key, in a DB of its own on this peer (signed like every change)
+        hosted = await peer.ledger.hosted.get(KIND, KIND)
+        assert hosted is not None
+        fields = await peer.ledger.fields(hosted.db, STORE)
+        assert fields["@ana:example.org"]["by"] == ADMIN
+        assert (await peer.ledger.auth_state(hosted.db)).keys() == {peer.key.public}
+        assert await peer.ledger.verify() == []
+    async with chazbot.open(state, config(state)) as peer:  # kept across a restart
+        assert peer.people.globs == ("@*:friends.example", "@ana:example.org")
+        ok, text = await as_admin(peer, "/people remove @ana:example.org")
+        assert ok and "I no longer answer them" in text, text
+        assert peer.people.globs == ("@*:friends.example",)
+        ok, text = await as_admin(peer, "/people remove @bo:friends.example")
+        assert not ok and "@*:friends.example (allowed from chat) matches them" in text, text
+    async with chazbot.open(state, config(state)) as peer:
+        assert peer.people.globs == ("@*:friends.example",)
+
+
+async def test_config_is_the_floor_and_bad_input_changes_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with chazbot.open(state, config(state)) as peer:
+        assert (await as_admin(peer, "/people list"))[0]  # the session's DB made first
+        entries = await peer.ledger.count_entries()
+        ok, text = await as_admin(peer, "/people remove @kid:family.example")
+        assert not ok and "config.yaml's matrix.allow_list (@*:family.example)" in text, text
+        assert "chat cannot change" in text
+        ok, text = await as_admin(peer, f"/people remove {ADMIN}")
+        assert not ok and "matrix.admins" in text
+        ok, text = await as_admin(peer, "/people allow @kid:family.example")
+        assert ok and "allowed already by config.yaml's matrix.allow_list" in text
+        for bad in ("ana", "@ana", "*", "@*:*", "'@a b:x'", "@" + "a" * 300 + ":x"):
+            ok, text = await as_admin(peer, f"/people allow {bad}")
+            assert not ok and "\n" not in text, (bad, text)
+        ok, text = await as_admin(peer, "/people remove @nobody:example.org")
+        assert not ok and "not allowed from chat" in text
+        assert await peer.ledger.count_entries() == entries  # nothing written
+        assert peer.people.globs == ()
+        # not an admin: refused, nothing written
+        reply = await peer.command(
+            "/people allow @eve:example.org", sender="@kid:family.example", is_admin=False
+        )
+        assert not reply.ok and "only admins" in reply.text
+        assert peer.people.globs == () and await peer.ledger.count_entries() == entries
+
+
+def test_check_glob() -> None:
+    assert check_glob(" @ana:example.org ") == "@ana:example.org"
+    assert check_glob("@*:example.org") == "@*:example.org"
+    for bad in ("", "ana:example.org", "@ana", "@a b:x", "@*:", "@?:"):
+        with pytest.raises(InputError):
+            check_glob(bad)
+
+
+# ---- the notice gate ------------------------------------------------------------------------
+
+
+def test_notice_once_per_room_a_day() -> None:
+    gate = NoticeGate(NoticeLimits(per_room_s=86_400, burst=5, window_s=60))
+    assert gate.allow("!a", 0.0)
+    assert not gate.allow("!a", 1.0)
+    assert not gate.allow("!a", 86_399.0)
+    assert gate.allow("!b", 2.0)
+    assert gate.allow("!a", 86_400.0)  # a day later
+    assert (gate.told, gate.ignored) == (3, 5)
+
+
+def test_a_burst_of_strangers_is_bounded() -> None:
+    limits = NoticeLimits(per_room_s=86_400, burst=5, window_s=60)
+    gate = NoticeGate(limits)
+    # 50 strangers in 50 rooms within a second: 5 notices, the rest silent
+    told = [gate.allow(f"!room{i}", i / 50) for i in range(50)]
+    assert sum(told) == 5
+    # a minute later five more rooms may be told
+    assert sum(gate.allow(f"!room{i}", 61.0 + i / 50) for i in range(50)) == 5
+    # a day of a stranger a second in a new room each time: memory stays bounded, and at
+    # most ``burst`` a minute are told
+    gate = NoticeGate(limits)
+    told_at: list[float] = []
+    for second in range(0, 2 * 86_400, 1):
+        if gate.allow(f"!r{second}", float(second)):
+            told_at.append(float(second))
+        assert len(gate) <= limits.rooms_kept
+    assert len(told_at) <= 5 * (2 * 86_400 // 60 + 1)
+    for i in range(len(told_at) - 5):
+        assert told_at[i + 5] - told_at[i] >= 60
+    # the per-room rule still holds for a room told inside the day
+    assert not gate.allow(f"!r{int(told_at[-1])}", told_at[-1] + 1)
+
+
+def test_the_notice_names_an_admin() -> None:
+    assert not_allowed_notice(["@*:x", ADMIN]) == (
+        "I only answer people an admin has allowed; ask @root:example.org."
+    )
+    assert "whoever runs this bot" in not_allowed_notice([])
+
+
+class _Room:
+    def __init__(self, members: int) -> None:
+        self.room_id = "!room:example.org"
+        self.member_count = members
+
+    def user_name(self, user_id: str) -> str | None:
+        return None
+
+
+def _router(people: list[str]) -> Router:
+    cfg = MatrixConfig(
+        homeserver_url="http://x", user_id="@chaz:example.org", allow_list=[], admins=[ADMIN]
+    )
+    return Router(cfg, ["help", "people"], lambda: people, clock=lambda: 0.0)
+
+
+def _event(sender: str, body: str, n: int) -> object:
+    from nio import RoomMessageText
+
+    return RoomMessageText.from_dict(
+        {
+            "type": "m.room.message",
+            "sender": sender,
+            "event_id": f"$e{n}",
+            "origin_server_ts": 1,
+            "content": {"msgtype": "m.text", "body": body},
+        }
+    )
+
+
+def test_router_notices_only_when_addressed_and_allows_from_chat_at_once() -> None:
+    people: list[str] = []
+    router = _router(people)
+    group = _Room(3)
+    handled: set[str] = set()
+    # chatter in a group from a stranger: nothing, not even a notice
+    assert router.job(group, _event("@ana:x.org", "hello all", 1), handled, set()) is None
+    job = router.job(group, _event("@ana:x.org", "!chaz help", 2), handled, set())
+    assert job is not None and job.kind == "not_allowed_notice"
+    assert job.text == "I only answer people an admin has allowed; ask @root:example.org."
+    assert router.job(group, _event("@ana:x.org", "chaz: hi", 3), handled, set()) is None
+    people.append("@ana:x.org")  # allowed from chat: answered at once
+    job = router.job(group, _event("@ana:x.org", "!chaz help", 4), handled, set())
+    assert job is not None and job.kind == "command" and not job.is_admin
+    people.clear()
+    assert router.job(group, _event("@ana:x.org", "!chaz help", 5), handled, set()) is None
+    # a DM from a stranger counts as addressing the bot
+    dm = _Room(2)
+    dm.room_id = "!dm:example.org"
+    job = router.job(dm, _event("@bo:x.org", "hi", 6), handled, set())
+    assert job is not None and job.kind == "not_allowed_notice"
+
+
+# ---- through a real Synapse -----------------------------------------------------------------
+
+from tests.standin_llm import StandinLLM  # noqa: E402
+from tests.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse  # noqa: E402
+
+Humans = Callable[..., Awaitable[Human]]
+Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
+NOTICE_START = "I only answer people an admin has allowed; ask "
+
+
+@requires_synapse
+@pytest.mark.timeout(240)
+async def test_a_second_person_from_chat(
+    chazbot: Bots,
+    humans: Humans,
+    standin_llm: StandinLLM,
+    synapse: SynapseServer,
+    matrix_user: Callable[[str], User],
+) -> None:
+    admin, ana = await humans("admin"), await humans("ana")
+    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
+    room = await admin.create_room([bot.user_id, ana.user_id], name="family")
+    await ana.wait_invite(room)
+    await ana.join(room)
+    await admin.wait_member(room, bot.user_id)
+    await admin.wait_member(room, ana.user_id)
+
+    # ignored: one notice, naming the admin, for the first message that addresses the bot
+    await ana.send(room, "good morning everyone")  # chatter: nothing
+    notice = await ana.ask(room, "!chaz help")
+    assert notice.body == f"{NOTICE_START}{admin.user_id}.", notice.body
+    assert notice.sender == bot.user_id and notice.content["msgtype"] == "m.notice"
+    second = await ana.send(room, f"{bot.user.localpart}: are you there?")
+    # the admin's reply comes after anything the bot said to ana's second message (one
+    # queue per room, in order): when it is here, a second notice would be too
+    listed = await admin.ask(room, "!chaz people list")
+    assert ana.user_id not in listed.body
+    assert ana.replies(second) == []
+    assert "not allowed" in proc.log() and "notice 1," in proc.log()
+
+    # an admin allows ana from chat: answered at once, no restart
+    allowed = await admin.ask(room, f"!chaz people allow {ana.user_id}")
+    assert allowed.body.startswith(f"Allowed {ana.user_id}"), allowed.body
+    help_ = await ana.ask(room, "!chaz help")
+    assert "people" in help_.body and NOTICE_START not in help_.body
+    listed = await admin.ask(room, "!chaz people list")
+    assert f"- {ana.user_id} (allowed by {admin.user_id})" in listed.body
+    # ana is not an admin: she cannot add someone herself
+    refused = await ana.ask(room, "!chaz people allow @eve:example.org")
+    assert "only admins" in refused.body
+
+    # removed again: ignored at once (told already today in this room: no second notice)
+    removed = await admin.ask(room, f"!chaz people remove {ana.user_id}")
+    assert "I no longer answer them" in removed.body, removed.body
+    after = await ana.send(room, "!chaz help")
+    await admin.ask(room, "!chaz people list")
+    assert ana.replies(after) == []
+    assert "Traceback" not in proc.log()
+
+
+@requires_synapse
+@pytest.mark.timeout(240)
+async def test_a_room_of_strangers_gets_one_notice(
+    chazbot: Bots,
+    humans: Humans,
+    standin_llm: StandinLLM,
+    synapse: SynapseServer,
+    matrix_user: Callable[[str], User],
+) -> None:
+    """Strangers without a syncing client each (cheap): join by invite and address the bot."""
+    from nio import AsyncClient, JoinResponse, RoomSendResponse
+
+    admin = await humans("admin")
+    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
+    strangers = [matrix_user(f"stranger{i}") for i in range(12)]
+    room = await admin.create_room([bot.user_id, *(s.user_id for s in strangers)], name="crowd")
+    await admin.wait_member(room, bot.user_id)
+    clients = []
+    try:
+        sent = []
+        for user in strangers:
+            client = AsyncClient(synapse.url, user.user_id)
+            client.restore_login(user.user_id, user.device_id, user.access_token)
+            clients.append(client)
+            assert isinstance(await client.join(room), JoinResponse)
+        for client in clients:
+            response = await client.room_send(
+                room, "m.room.message", {"msgtype": "m.text", "body": "!chaz help"}
+            )
+            assert isinstance(response, RoomSendResponse), response
+            sent.append(str(response.event_id))
+        await admin.wait_member(room, strangers[-1].user_id)
+        await admin.ask(room, "!chaz people list")  # after every stranger's message
+        notices = [s for s in admin.messages(room, bot.user_id) if s.body.startswith(NOTICE_START)]
+        assert len(notices) == 1, [n.body for n in notices]
+        assert notices[0].in_reply_to == sent[0]
+    finally:
+        for client in clients:
+            await client.close()
+    assert "Traceback" not in proc.log()
