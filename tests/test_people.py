@@ -11,12 +11,18 @@ from pathlib import Path
 import pytest
 
 import chazbot
+from chazbot.commands import TREE
 from chazbot.config import AgentConfig, Config, MatrixConfig
 from chazbot.errors import InputError
 from chazbot.ledger.people import KIND, STORE, check_glob
 from chazbot.peer import Peer
 from chazbot.transports.matrix.routing import Router
-from chazbot.transports.matrix_rules import NoticeGate, NoticeLimits, not_allowed_notice
+from chazbot.transports.matrix_rules import (
+    NoticeGate,
+    NoticeLimits,
+    not_allowed_notice,
+    render_markdown,
+)
 
 ADMIN = "@root:example.org"
 FLOOR = "@*:family.example"
@@ -104,6 +110,87 @@ def test_check_glob() -> None:
     for bad in ("", "ana:example.org", "@ana", "@a b:x", "@*:", "@?:"):
         with pytest.raises(InputError):
             check_glob(bad)
+
+
+# ---- replies that read well on a phone ------------------------------------------------------
+
+
+async def test_mine_numbers_rows_and_forget_mine_takes_a_number(tmp_path: Path) -> None:
+    from chazbot.memory.audience import room_audience
+    from tests.web_support import ALICE, BOB, said, web_config
+
+    dm = room_audience("dm-alice", {ALICE}, lambda u: False)
+    async with chazbot.open(tmp_path / "s", web_config(tmp_path / "s")) as peer:
+
+        async def alice(text: str, session: str = "dm-alice") -> tuple[bool, str]:
+            reply = await peer.command(
+                text, sender=ALICE, session=session, audience=dm, prefix="!chaz "
+            )
+            return reply.ok, reply.text
+
+        ok, text = await alice("/memory forget-mine 1")
+        assert not ok and "run !chaz memory mine first" in text
+        await said(peer, ALICE, "pet", "My cat is called Miso.")
+        await said(peer, ALICE, f"{ALICE}/2026-12-04/b6fbbb64", "I start at Fabrikam on March 3.")
+        await said(peer, BOB, "car", "Bob drives a Volvo")
+        ok, text = await alice("/memory mine")
+        assert ok, text
+        lines = [line for line in text.splitlines() if line[:3] in ("1. ", "2. ", "3. ")]
+        assert len(lines) == 2 and lines[0].startswith("1. ") and lines[1].startswith("2. ")
+        assert "b6fbbb64" not in text and "[pet]" in text and "Volvo" not in text
+        assert "forget-mine <number>" in text
+        assert not any(line.endswith(" " * 2) for line in text.splitlines())
+        number = 1 if "Fabrikam" in lines[0] else 2
+        ok, text = await alice("/memory forget-mine 3")
+        assert not ok and "rows 1 to 2" in text
+        # the numbers belong to the listing shown in this room: another room has none
+        ok, text = await alice(f"/memory forget-mine {number}", session="dm-other")
+        assert not ok and "mine first" in text
+        ok, text = await alice(f"/memory forget-mine {number}")
+        assert ok and text == "Forgot " + str(number) + ": I start at Fabrikam on March 3."
+        # the same number again: that row is gone, so it refuses (and nothing else goes)
+        ok, text = await alice(f"/memory forget-mine {number}")
+        assert not ok and "your list changed" in text, text
+        # the other number still means the row shown as it: pet
+        other = 3 - number
+        # the row changed since the listing (said again with a new value): refused
+        await said(peer, ALICE, "pet", "My cat is called Miso Soup.")
+        ok, text = await alice(f"/memory forget-mine {other}")
+        assert not ok and "your list changed" in text, text
+        ok, text = await alice("/memory mine")
+        assert "1. My cat is called Miso Soup." in text and "Fabrikam" not in text
+        ok, text = await alice("/memory forget-mine 1")
+        assert ok and "Miso Soup" in text
+        bob = await peer.command(
+            "/memory mine",
+            sender=BOB,
+            session="dm-bob",
+            audience=room_audience("dm-bob", {BOB}, lambda u: False),
+        )
+        assert "Volvo" in bob.text  # nobody else's rows
+
+
+async def test_help_is_short_markdown_with_topics(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with chazbot.open(state, config(state)) as peer:
+        first = await peer.command("/help", prefix="!chaz ")
+        assert first.ok and first.markdown
+        lines = first.text.splitlines()
+        assert len(lines) <= 12, first.text
+        assert "- `!chaz memory mine`: " in first.text
+        assert "`!chaz help <topic>`" in first.text and "**people** (3, admins)" in first.text
+        assert not any("  " in line for line in lines), first.text  # no padding
+        topic = await peer.command("/help people", prefix="!chaz ")
+        assert topic.ok and topic.markdown
+        assert topic.text.splitlines() == [
+            f"- `{c.usage('!chaz ')}`: {c.summary} *(admins)*"
+            for c in TREE.commands
+            if c.path[0] == "people"
+        ]
+        bad = await peer.command("/help nothing-such", prefix="!chaz ")
+        assert not bad.ok and "no help for" in bad.text
+        html = render_markdown(first.text)
+        assert "<code>!chaz memory mine</code>" in html and "<li>" in html
 
 
 # ---- the notice gate ------------------------------------------------------------------------
@@ -234,7 +321,7 @@ async def test_a_second_person_from_chat(
     notice = await ana.ask(room, "!chaz help")
     assert notice.body == f"{NOTICE_START}{admin.user_id}.", notice.body
     assert notice.sender == bot.user_id and notice.content["msgtype"] == "m.notice"
-    second = await ana.send(room, f"{bot.user.localpart}: are you there?")
+    second = await ana.send(room, f"{bot.localpart}: are you there?")
     # the admin's reply comes after anything the bot said to ana's second message (one
     # queue per room, in order): when it is here, a second notice would be too
     listed = await admin.ask(room, "!chaz people list")

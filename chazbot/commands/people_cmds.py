@@ -42,6 +42,7 @@ def _chat_match(ctx: Context, glob: str) -> str | None:
     (WHO,),
     "answer someone from now on (a glob like @*:example.org works)",
     admin=True,
+    first=True,
 )
 async def allow(ctx: Context, who: str) -> Reply:
     glob = check_glob(who)

@@ -325,13 +325,20 @@ def _fit(text: str, build: Any, budget: int = MAX_PART_CHARS) -> list[dict[str, 
 
 
 def _reply_contents(
-    text: str, reply_to: str, source: dict[str, Any], sender: str, *, html: bool
+    text: str,
+    reply_to: str,
+    source: dict[str, Any],
+    sender: str,
+    *,
+    html: bool,
+    msgtype: str = "",
 ) -> list[dict[str, Any]]:
     """The parts of a reply, each related to the message it answers and mentioning its sender;
     ``m.text`` with an HTML body from Markdown, or a plain ``m.notice``."""
 
     def build(part: str) -> dict[str, Any]:
-        content: dict[str, Any] = {"msgtype": "m.text" if html else "m.notice", "body": part}
+        kind = msgtype or ("m.text" if html else "m.notice")
+        content: dict[str, Any] = {"msgtype": kind, "body": part}
         if html:
             content["format"] = "org.matrix.custom.html"
             content["formatted_body"] = render_markdown(part)
@@ -343,10 +350,11 @@ def _reply_contents(
 
 
 def notice_contents(
-    text: str, reply_to: str, source: dict[str, Any], sender: str
+    text: str, reply_to: str, source: dict[str, Any], sender: str, *, markdown: bool = False
 ) -> list[dict[str, Any]]:
-    """A command reply (or an error): ``m.notice`` parts, each related to the message."""
-    return _reply_contents(text, reply_to, source, sender, html=False)
+    """A command reply (or an error): ``m.notice`` parts, each related to the message; with
+    ``markdown`` (``help``) an HTML body from the Markdown too."""
+    return _reply_contents(text, reply_to, source, sender, html=markdown, msgtype="m.notice")
 
 
 def text_contents(

@@ -214,11 +214,14 @@ class MatrixBot:
         elif job.kind == "not_allowed_notice":
             await self._reply(job, notice_contents(job.text, job.event_id, job.content, job.sender))
         elif job.kind == "command":
-            text, _ = await self._answer(job)
-            await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))
+            text, _, markdown = await self._answer(job)
+            contents = notice_contents(
+                text, job.event_id, job.content, job.sender, markdown=markdown
+            )
+            await self._reply(job, contents)
         else:
             async with self.sender.typing(job.room_id):
-                text, ok = await self._answer(job)
+                text, ok, _ = await self._answer(job)
                 build = text_contents if ok else notice_contents
                 await self._reply(job, build(text, job.event_id, job.content, job.sender))
 
@@ -262,8 +265,9 @@ class MatrixBot:
             joined,
         )
 
-    async def _answer(self, job: Job) -> tuple[str, bool]:
-        """The text that answers a command or an agent turn, and whether it is a success."""
+    async def _answer(self, job: Job) -> tuple[str, bool, bool]:
+        """The text that answers a command or an agent turn, whether it is a success, and
+        whether the text is Markdown to send with an HTML body (a command's ``help``)."""
         session = session_name(job.room_id)
         try:
             audience = await self.audience(job.room_id)
@@ -276,7 +280,7 @@ class MatrixBot:
                     prefix=f"{self.cfg.command_prefix} ",
                     audience=audience,
                 )
-                return reply.text, reply.ok
+                return reply.text, reply.ok, reply.markdown
             result = await self.peer.chat(
                 job.text,
                 session=session,
@@ -284,12 +288,16 @@ class MatrixBot:
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
             )
-            return result.text, result.ok
+            return result.text, result.ok, False
         except ChazError as exc:
-            return str(exc), False
+            return str(exc), False, False
         except Exception:
             log.exception("matrix: answering %s failed", job.event_id)
-            return "Something went wrong on my side; the details are in the bot's log.", False
+            return (
+                "Something went wrong on my side; the details are in the bot's log.",
+                False,
+                False,
+            )
 
     async def _reply(self, job: Job, contents: list[dict[str, Any]]) -> None:
         assert self.sender is not None
