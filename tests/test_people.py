@@ -5,8 +5,10 @@ answered at once, removed again; a burst of strangers gets one notice."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,6 +193,32 @@ async def test_help_is_short_markdown_with_topics(tmp_path: Path) -> None:
         assert not bad.ok and "no help for" in bad.text
         html = render_markdown(first.text)
         assert "<code>!chaz memory mine</code>" in html and "<li>" in html
+
+
+async def test_the_admin_page_lists_people_and_chat_allowed_people_may_sign_in(
+    tmp_path: Path,
+) -> None:
+    from tests.web_support import ADMIN as WEB_ADMIN
+    from tests.web_support import browser_session, link, serving, sign_in
+
+    newcomer = "@ana:example.org"
+    async with serving(tmp_path) as (peer, base):
+        url = await link(peer, newcomer)
+        async with browser_session() as client:
+            assert (await sign_in(client, url)).status == 403  # not allowed yet
+        reply = await peer.command(f"/people allow {newcomer}", sender=WEB_ADMIN, is_admin=True)
+        assert reply.ok, reply.text
+        async with browser_session() as client:
+            assert (await sign_in(client, await link(peer, newcomer))).status == 303
+            async with client.get(f"{base}/ui/me") as page:
+                assert page.status == 200
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, WEB_ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin") as page:
+                html = await page.text()
+        assert "Who I answer" in html
+        assert f"<td>{newcomer}</td><td>allowed from chat by {WEB_ADMIN}</td>" in html
+        assert f"<td>{WEB_ADMIN}</td><td>admin, config.yaml</td>" in html
 
 
 # ---- the notice gate ------------------------------------------------------------------------
@@ -389,3 +417,125 @@ async def test_a_room_of_strangers_gets_one_notice(
         for client in clients:
             await client.close()
     assert "Traceback" not in proc.log()
+
+
+# ---- the local run: a partial matrix: block, another person's account, install steps -----
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _local() -> Any:
+    from tests.synapse import HOMESERVER
+
+    return HOMESERVER.local_homeserver
+
+
+def test_a_config_with_only_an_allow_list_keeps_the_local_homeserver() -> None:
+    local = _local()
+    assert not local.runs_own_matrix({"matrix": {"allow_list": ["@ana:localhost"]}})
+    assert not local.runs_own_matrix({})
+    assert local.runs_own_matrix({"matrix": {"homeserver_url": "https://m.example.org"}})
+    bot = {"user_id": "@chazbot:localhost", "password": "p"}
+    you = {"user_id": "@me:localhost", "password": "q"}
+    given = {"allow_list": ["@ana:localhost", "@me:localhost"], "command_prefix": "!bot"}
+    given["user_id"] = "@someone:else"  # the local run's account wins
+    matrix = local.local_matrix(given, "http://127.0.0.1:8008", bot, you, False)
+    assert matrix["allow_list"] == ["@me:localhost", "@ana:localhost"]
+    assert matrix["admins"] == ["@me:localhost"]
+    assert matrix["user_id"] == "@chazbot:localhost" and matrix["command_prefix"] == "!bot"
+    from chazbot.config import parse_config
+
+    parse_config({"state_dir": "/tmp/x", "matrix": matrix})  # a config chazbot takes
+    with pytest.raises(local.SetupError):
+        local.local_matrix({"admins": "@me:localhost"}, "http://x", bot, you, False)
+
+
+@requires_synapse
+@pytest.mark.timeout(240)
+async def test_add_person_makes_an_allowed_account_and_prints_the_login(
+    chazbot: Bots,
+    humans: Humans,
+    standin_llm: StandinLLM,
+    synapse: SynapseServer,
+    tmp_path: Path,
+) -> None:
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.synapse import SHARED_SECRET
+
+    admin = await humans("admin")
+    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
+    state = tmp_path / "local-state"
+    (state / "homeserver").mkdir(parents=True)
+    accounts = {
+        "port": synapse.port,
+        "registration_shared_secret": SHARED_SECRET,
+        "macaroon_secret_key": "m",
+        "form_secret": "f",
+        "user": {"user_id": admin.user_id, "password": "unused"},
+    }
+    (state / "homeserver/accounts.json").write_text(json.dumps(accounts))
+    shutil.copy(proc.config_path, state / "local-config.yaml")
+    name = f"ana{os.getpid()}x{len(admin.user_id)}"
+
+    def add(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "deploy/homeserver.py"), "add-person", *extra],
+            cwd=tmp_path,
+            env={**os.environ, **proc.env},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    done = add(name, "--state-dir", str(state))
+    assert done.returncode == 0, done.stdout + done.stderr
+    user_id = f"@{name}:localhost"
+    fields = dict(re.findall(r"^\s+(homeserver|user|password):\s+(\S+)", done.stdout, re.MULTILINE))
+    assert fields["user"] == user_id and fields["homeserver"] == synapse.url, done.stdout
+    assert f"Allowed {user_id}" in done.stdout
+    kept = json.loads((state / "homeserver/accounts.json").read_text())
+    assert kept["people"][name]["password"] == fields["password"]
+    # the login works, and the bot answers them now
+    from tests.synapse import HOMESERVER
+
+    token = HOMESERVER.matrix_accounts.login(synapse.url, user_id, fields["password"], "t")
+    assert token["user_id"] == user_id
+    dm = await admin.create_room([bot.user_id], direct=True)
+    await admin.wait_member(dm, bot.user_id)
+    listed = await admin.ask(dm, "!chaz people list")
+    assert f"- {user_id} (allowed by" in listed.body, listed.body
+    # asked again: the same login, nothing new; a bad name is one line
+    again = add(name, "--state-dir", str(state))
+    assert again.returncode == 0 and fields["password"] in again.stdout
+    bad = add("Ana Smith!", "--state-dir", str(state))
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and bad.stderr[-1:] == "\n"
+    gone = add("bo", "--state-dir", str(tmp_path / "nothing-here"))
+    assert gone.returncode == 1 and "run bash deploy/local.sh first" in gone.stderr
+
+
+def test_install_numbers_each_step_once(tmp_path: Path) -> None:
+    import subprocess
+
+    install = (ROOT / "deploy/install.sh").read_text()
+    steps = install[install.index("# Each step numbered once") : install.index('echo "$want"')]
+    for models in (True, False):
+        work = tmp_path / ("with" if models else "without")
+        work.mkdir()
+        (work / "deps.txt").write_text("a\nb\n")
+        (work / "nodeps.txt").write_text("m\n" if models else "")
+        script = work / "t.sh"
+        script.write_text(
+            "set -euo pipefail\n"
+            f"work={work}\nEXTRAS=local\n"
+            "pip_quiet() { :; }\nwith_progress() { :; }\n" + steps
+        )
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        numbers = re.findall(r"^\[install\] (\d+)/(\d+) ", out.stdout, re.MULTILINE)
+        total = "4" if models else "3"
+        assert numbers == [(str(i), total) for i in range(1, int(total) + 1)], out.stdout
