@@ -539,3 +539,30 @@ def test_install_numbers_each_step_once(tmp_path: Path) -> None:
         numbers = re.findall(r"^\[install\] (\d+)/(\d+) ", out.stdout, re.MULTILINE)
         total = "4" if models else "3"
         assert numbers == [(str(i), total) for i in range(1, int(total) + 1)], out.stdout
+
+
+def test_the_docker_test_checks_only_the_images_its_own_builds_labelled() -> None:
+    """The selection behind tests/test_docker.py's left-over check (the Docker test itself
+    is too heavy for here): another build's untagged stage image, labelled with another id
+    or with none (built before the label existed), is not the test's."""
+    from tests.test_docker import own_labels, own_leftovers
+
+    inspected = (
+        "sha256:546e2afaa0c9 <no value>\n"  # an earlier build, before build ids
+        "sha256:aaaa chazbot-test-other\n"  # another run's build on the same daemon
+        "sha256:bbbb chazbot-test-mine\n"
+        "sha256:cccc \n"
+    )
+    labels = own_labels(inspected)
+    assert labels == {
+        "sha256:546e2afaa0c9": "",
+        "sha256:aaaa": "chazbot-test-other",
+        "sha256:bbbb": "chazbot-test-mine",
+        "sha256:cccc": "",
+    }
+    assert own_leftovers(labels, {"chazbot-test-mine", "chazbot-test-2"}) == ["sha256:bbbb"]
+    assert own_leftovers(labels, {"chazbot-test-new"}) == []
+    assert own_leftovers({}, {"chazbot-test-new"}) == []
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    build_stage = dockerfile[dockerfile.index("AS build") : dockerfile.index("# ---- runtime")]
+    assert build_stage.rstrip().splitlines()[-1].startswith("LABEL org.chazbot.build-id=")
