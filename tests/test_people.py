@@ -618,3 +618,60 @@ async def _help_reply() -> str:
 
 
 from tests.test_web_browser import browser  # noqa: E402,F401  (the fixture)
+
+
+# ---- acknowledging what is told (#40) -------------------------------------------------------
+# Written before the acknowledgement was tuned: DEV was looked at while writing it, HELD_OUT
+# only measured. Each told fact must get "Noted: " and the fact in the listener's words, short,
+# with no word the fact does not have (pronouns turned to the listener); each ASKED one must
+# not be acknowledged (the model answers it).
+
+TOLD_DEV = [
+    "My cat is called Miso.",
+    "I start my new job at Fabrikam on March 3.",
+    "My sister Ada lives in Lisbon.",
+    "I'm allergic to peanuts.",
+    "My favourite colour is green.",
+    "I was born in Porto in 1988.",
+    "My daughter's school starts at 8:15.",
+    "I have a dentist appointment on Friday at 10.",
+    "Our wifi password is on the fridge.",
+    "My manager is called Zed.",
+]
+TOLD_HELD_OUT = [
+    "I drive a blue Volvo.",
+    "My son plays the violin on Tuesdays.",
+    "My mother's birthday is on June 12.",
+    "I work night shifts at the hospital.",
+    "Grandma's flight lands at 6pm on Sunday.",
+    "We are going camping in August.",
+    "My bike lock code is 4821.",
+    "I don't eat meat.",
+    "The plumber comes on Thursday morning.",
+    "My husband Tom is a teacher.",
+]
+ASKED_DEV = [
+    "Can you help me write an email?",
+    "I need help planning a trip to Rome.",
+    "Write a poem about cats.",
+    "What is my cat's name?",
+    "Please summarize this article for me.",
+]
+ASKED_HELD_OUT = [
+    "I wonder what the weather is like today.",
+    "Tell me a joke.",
+    "Let's plan the weekend.",
+    "I want you to translate this into French.",
+    "Hello!",
+]
+_LISTENER = {"you": "i", "your": "my", "you're": "i'm", "yours": "mine", "yourself": "myself"}
+
+
+def faithful(fact: str, ack: str | None) -> bool:
+    """Short, about the fact, nothing invented: every word of the acknowledgement (after
+    "Noted:") is a word of the fact, once pronouns are turned back to the speaker's."""
+    if ack is None or not ack.startswith("Noted: ") or len(ack) > len(fact) + 16:
+        return False
+    words = re.findall(r"[\w':]+", fact.lower())
+    said = re.findall(r"[\w':]+", ack[len("Noted: ") :].lower())
+    return bool(said) and all(_LISTENER.get(w, w) in words or w in words for w in said)
