@@ -664,7 +664,12 @@ ASKED_HELD_OUT = [
     "I want you to translate this into French.",
     "Hello!",
 ]
-_LISTENER = {"you": "i", "your": "my", "you're": "i'm", "yours": "mine", "yourself": "myself"}
+_LISTENER = {
+    **{"you": "i", "your": "my", "you're": "i'm", "yours": "mine", "yourself": "myself"},
+    **{"you've": "i've", "you'll": "i'll", "you'd": "i'd", "are": "am", "were": "was"},
+}
+"""The listener's words back to the speaker's (with the verb agreeing: "you were" for "I
+was"); added before the acknowledgement was written, on reading ``as_said_to_them``."""
 
 
 def faithful(fact: str, ack: str | None) -> bool:
