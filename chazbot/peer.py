@@ -265,9 +265,12 @@ class Peer(HostingMixin, SharingMixin):
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            result = await run_turn(self, who, sess, text, sender, llm, memory, prefix)
-            keep = result.ok and not result.answered_in_words
-            mode = await self.capture_mode(who, sess) if keep else "off"
+            mode = await self.capture_mode(who, sess)
+            result = await run_turn(
+                self, who, sess, text, sender, llm, memory, prefix, acknowledge=mode != "off"
+            )
+            if not result.ok or result.answered_in_words:
+                mode = "off"
         except BaseException:
             lock.release()
             raise

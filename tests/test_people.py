@@ -619,7 +619,6 @@ async def _help_reply() -> str:
 
 from tests.test_web_browser import browser  # noqa: E402,F401  (the fixture)
 
-
 # ---- acknowledging what is told (#40) -------------------------------------------------------
 # Written before the acknowledgement was tuned: DEV was looked at while writing it, HELD_OUT
 # only measured. Each told fact must get "Noted: " and the fact in the listener's words, short,
@@ -680,3 +679,47 @@ def faithful(fact: str, ack: str | None) -> bool:
     words = re.findall(r"[\w':]+", fact.lower())
     said = re.findall(r"[\w':]+", ack[len("Noted: ") :].lower())
     return bool(said) and all(_LISTENER.get(w, w) in words or w in words for w in said)
+
+
+def test_told_facts_are_acknowledged_in_their_words() -> None:
+    from chazbot.agent.asked import acknowledgement
+
+    for told, asked_, least in ((TOLD_DEV, ASKED_DEV, 1.0), (TOLD_HELD_OUT, ASKED_HELD_OUT, 0.9)):
+        good = [t for t in told if faithful(t, acknowledgement(t))]
+        assert len(good) >= least * len(told), [(t, acknowledgement(t)) for t in told]
+        assert [q for q in asked_ if acknowledgement(q) is not None] == []
+    assert acknowledgement("My cat is called Miso.") == "Noted: your cat is called Miso."
+    # not one short statement: the model answers
+    assert acknowledgement("My cat is Miso. My dog is Rex.") is None
+    assert acknowledgement("My cat " + "is very " * 40 + "old.") is None
+    assert acknowledgement("remember that my cat is Miso") is None  # an intent of its own
+
+
+async def test_a_told_fact_is_noted_for_every_model_and_captured(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    from chazbot.agent.capture import CAPTURE_TAG
+
+    llm = standin_llm
+    cfg = Config(
+        state_dir=tmp_path,
+        llm=llm.config(),
+        agents=[AgentConfig(name="chaz", capture="messages")],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        asked_before = len(llm.requests)
+        result = await peer.chat("I start my new job at Fabrikam on March 3.", session="r")
+        assert result.ok and result.text == (
+            "Noted: you start your new job at Fabrikam on March 3."
+        )
+        assert len(llm.requests) == asked_before  # no model, so no made-up elaboration
+        await peer.wait_captures()
+        kept = await peer.agent("chaz").recall("Fabrikam", [CAPTURE_TAG], 5)
+        assert kept and "Fabrikam" in kept[0].value
+        # a question still goes to the model
+        await peer.chat("Where do I start my new job?", session="r")
+        assert len(llm.requests) > asked_before
+        # capture off in a room: nothing is kept there, so nothing is "noted"
+        assert (await peer.command("/memory capture off", session="quiet")).ok
+        result = await peer.chat("My cat is called Miso.", session="quiet")
+        assert not result.text.startswith("Noted")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from chazbot.agent.capture import Said, message_row, speaker_name
-from chazbot.agent.words import Intent
+from chazbot.agent.words import Intent, told
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query, tokenize
 
@@ -157,6 +157,18 @@ async def remember_words(memory: MemoryScope, sender: str, what: str, session_db
     return f"I'll remember that {what.rstrip('.!')}."
 
 
+NOTED = "Noted: {fact}."
+"""The acknowledgement of a told fact (#40): the fact in the listener's words, nothing added."""
+
+
+def acknowledgement(text: str, names: tuple[str, ...] = ()) -> str | None:
+    """ "Noted: your cat is called Miso." for a message that tells a fact to keep, for every
+    model (a small one elaborated: "Miso is a domesticated cat from the United States"), or
+    None when the message is anything else (the model answers it)."""
+    fact = told(text, names)
+    return None if fact is None else NOTED.format(fact=fact)
+
+
 async def answer(
     found: Intent,
     memory: MemoryScope,
@@ -180,7 +192,9 @@ async def answer(
 
 __all__ = [
     "DONT_KNOW",
+    "NOTED",
     "about_me",
+    "acknowledgement",
     "answer",
     "false_friend",
     "forget_words",
