@@ -693,6 +693,8 @@ def test_told_facts_are_acknowledged_in_their_words() -> None:
     assert acknowledgement("My cat is Miso. My dog is Rex.") is None
     assert acknowledgement("My cat " + "is very " * 40 + "old.") is None
     assert acknowledgement("remember that my cat is Miso") is None  # an intent of its own
+    for nothing_told in ("first message", "nothing to keep here", "good morning everyone"):
+        assert acknowledgement(nothing_told) is None
 
 
 async def test_a_told_fact_is_noted_for_every_model_and_captured(

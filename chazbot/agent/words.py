@@ -166,6 +166,13 @@ _COMMAND = re.compile(
     r"fix|add|set|play|open|read|look|compare|calculate|convert|say|try|use|go)\b",
     re.IGNORECASE,
 )
+_TELLS = re.compile(
+    r"\b(?:i|my|mine|me|i'm|i've|i'd|we|our|us|we're|is|are|was|were|has|have|had|will|"
+    r"\w+'s|\w\w+s|\w+ed)\b",
+    re.IGNORECASE,
+)
+"""What a statement that tells something has: the person, a possessive, or a verb ("is",
+"comes", "moved"); "first message" has none."""
 _LISTENER_START = frozenset(
     [
         "you",
@@ -197,8 +204,10 @@ def told(text: str, names: tuple[str, ...] = ()) -> str | None:
     if not worth_keeping(flat, names) or _REQUEST.search(flat) or _COMMAND.match(flat):
         return None
     body = flat.rstrip(" .!")
-    if not body or re.search(r"[.!?;]\s", body) or not re.search(r"\w", body):
-        return None  # several sentences: the model answers
+    if not body or re.search(r"[.!?;]\s", body) or len(body.split()) < 3:
+        return None  # several sentences, or too few words to tell anything: the model answers
+    if not _TELLS.search(body):
+        return None
     fact = as_said_to_them(body)
     first = fact.split(None, 1)[0].lower()
     if first in _LISTENER_START:
