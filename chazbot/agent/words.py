@@ -163,7 +163,10 @@ _REQUEST = re.compile(
 _COMMAND = re.compile(
     r"^\W*(?:write|tell|translate|summari[sz]e|make|give|show|find|explain|list|plan|help|"
     r"draft|create|send|check|remind|book|call|search|compose|describe|suggest|recommend|"
-    r"fix|add|set|play|open|read|look|compare|calculate|convert|say|try|use|go)\b",
+    r"fix|add|set|play|open|read|look|compare|calculate|convert|say|try|use|go|answer|ask|"
+    r"do|don't|be|let|wait|stop|keep|take|get|bring|put|turn|think|pick|buy|pay|order|"
+    r"schedule|cancel|move|sort|count|imagine|pretend|repeat|continue|reply|respond|"
+    r"email|text|message|ping|buzz|wake|start|finish|update|change|delete|remove|note)\b",
     re.IGNORECASE,
 )
 _TELLS = re.compile(
