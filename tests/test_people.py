@@ -512,7 +512,7 @@ async def test_add_person_makes_an_allowed_account_and_prints_the_login(
     dm = await admin.create_room([bot.user_id], direct=True)
     await admin.wait_member(dm, bot.user_id)
     listed = await admin.ask(dm, "!chaz people list")
-    assert f"- {user_id} (allowed by" in listed.body, listed.body
+    assert f"- {user_id} (allowed by the operator)" in listed.body, listed.body
     # asked again: the same login, nothing new; a bad name is one line
     again = add(name, "--state-dir", str(state))
     assert again.returncode == 0 and fields["password"] in again.stdout

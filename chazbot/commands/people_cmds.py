@@ -49,7 +49,8 @@ async def allow(ctx: Context, who: str) -> Reply:
     floor = config_floor(ctx, glob)
     if floor is not None:
         return Reply(True, f"{glob} is allowed already by {floor}.")
-    if not await ctx.peer.people.allow(glob, ctx.sender):
+    by = ctx.sender if ctx.sender.startswith("@") else "the operator"  # terminal, chazbot cmd
+    if not await ctx.peer.people.allow(glob, by):
         return Reply(True, f"{glob} is allowed already (from chat).")
     return Reply(
         True,
