@@ -109,7 +109,7 @@ async def capture(ctx: Context, state: str | None = None) -> Reply:
 
 
 def _listing_key(ctx: Context) -> str:
-    return f"{LISTING_KV}{ctx.session.name}\x00{ctx.sender}"
+    return LISTING_KV + json.dumps([ctx.session.name, ctx.sender])
 
 
 async def _forget_numbered(ctx: Context, number: int) -> Reply:
