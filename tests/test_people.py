@@ -395,7 +395,7 @@ async def test_a_room_of_strangers_gets_one_notice(
 
     admin = await humans("admin")
     proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
-    strangers = [matrix_user(f"stranger{i}") for i in range(12)]
+    strangers = [matrix_user(f"stranger{i}") for i in range(50)]
     room = await admin.create_room([bot.user_id, *(s.user_id for s in strangers)], name="crowd")
     await admin.wait_member(room, bot.user_id)
     clients = []
