@@ -368,6 +368,9 @@ async def test_a_second_person_from_chat(
     assert "<li><code>!chaz memory mine</code>" in help_.content["formatted_body"]
     listed = await admin.ask(room, "!chaz people list")
     assert f"- {ana.user_id} (allowed by {admin.user_id})" in listed.body
+    # told a fact, the bot notes it in her words (#40), in the room where capture keeps it
+    noted = await ana.ask(room, f"{bot.localpart}: My cat is called Miso.", timeout=30)
+    assert noted.body == "Noted: your cat is called Miso.", noted.body
     # ana is not an admin: she cannot add someone herself
     refused = await ana.ask(room, "!chaz people allow @eve:example.org")
     assert "only admins" in refused.body
