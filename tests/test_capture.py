@@ -289,7 +289,7 @@ async def test_capture_failure_never_breaks_the_turn(
         standin_llm.fail_capture(2)  # the first try and its one retry
         with caplog.at_level(logging.WARNING):
             result = await peer.chat("my dog is Rex", session="s", sender=ALICE)
-            assert result.ok and result.text == "You said: my dog is Rex"
+            assert result.ok and result.text == "Noted: your dog is Rex."  # (#40)
             await peer.wait_captures()
         failures = [
             r for r in caplog.records if r.name in ("chazbot.agent.capture", "chazbot.peer")
@@ -300,7 +300,8 @@ async def test_capture_failure_never_breaks_the_turn(
         assert [h.key for h in await captured(peer)] == [f"{ALICE}/cat"]
         # a failed turn (the LLM is down) captures nothing
         standin_llm.fail(2)
-        result = await peer.chat("my bird is Tweety", session="s", sender=ALICE)
+        # (a question: a told fact is noted without the model, #40)
+        result = await peer.chat("my bird is Tweety, right?", session="s", sender=ALICE)
         await peer.wait_captures()
         assert not result.ok and [h.key for h in await captured(peer)] == [f"{ALICE}/cat"]
 

@@ -6,7 +6,9 @@ again at the end); otherwise every test here skips with one line naming what is 
 The base image, ``python:3.11-slim-bookworm``, is pulled when a registry is reachable, else
 made from Debian packages by ``deploy/docker/base-image.sh`` (its tarball cached in
 ``~/.cache/chazbot/docker``). Both flavours are built once, by ``docker compose build`` (BuildKit,
-so the build stage leaves no untagged image; Docker's layer cache is reused between runs):
+so the build stage leaves no untagged image; Docker's layer cache is reused between runs), each
+with a build id of its own (the ``CHAZBOT_BUILD_ID`` build argument, a label on the build
+stage), so the check for left-over stage images looks at this run's builds only:
 the default (``EXTRAS=e2e,local``) and the e2e-only one for an external LLM.
 
 Checked on the default image: ``/healthz`` 200 within 60 s, ``chazbot cmd "/memory list"``
@@ -216,9 +218,15 @@ def images(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     docker.say(base.stdout.strip().splitlines()[-1])
     override = tmp_path_factory.mktemp("compose") / "image.yml"
     built: dict[str, str] = {}
+    build_ids: set[str] = set()
     for flavour, extras in FLAVOURS.items():
         tag = f"{TAG}:{flavour}"
-        override.write_text(f"services:\n  chazbot:\n    image: {tag}\n")
+        build_id = f"chazbot-test-{uuid.uuid4().hex}"
+        build_ids.add(build_id)
+        override.write_text(
+            f"services:\n  chazbot:\n    image: {tag}\n"
+            f"    build:\n      args:\n        CHAZBOT_BUILD_ID: {build_id}\n"
+        )
         before = _image_id(tag)
         with docker.step(f"build {flavour} (EXTRAS={extras})"):
             result = _run(
@@ -246,11 +254,42 @@ def images(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     docker.say(f"default image {size / 1e9:.3f} GB (target {SIZE_TARGET / 1e9:.1f} GB)")
     assert size <= SIZE_TARGET, f"the default image is {size / 1e9:.3f} GB"
     dangling = _run(
-        "docker", "images", "--quiet", "--filter", "dangling=true",
+        "docker", "images", "--quiet", "--no-trunc", "--filter", "dangling=true",
         "--filter", "label=org.chazbot.stage=build",
     ).stdout.split()  # fmt: skip
-    assert dangling == [], f"the build left untagged build-stage images: {dangling}"
+    labelled = _build_ids(dangling)
+    ours = own_leftovers(labelled, build_ids)
+    if len(ours) < len(dangling):  # another build's, on the same daemon: not this test's
+        docker.say(f"untagged build-stage images of other builds: {len(dangling) - len(ours)}")
+    assert ours == [], f"the build left untagged build-stage images: {ours}"
     return built
+
+
+def _build_ids(image_ids: list[str]) -> dict[str, str]:
+    """Each image's ``org.chazbot.build-id`` label ("" when it has none)."""
+    if not image_ids:
+        return {}
+    found = _run(
+        "docker", "image", "inspect", "--format",
+        '{{.Id}} {{index .Config.Labels "org.chazbot.build-id"}}', *image_ids, timeout=60,
+    ).stdout  # fmt: skip
+    return own_labels(found)
+
+
+def own_labels(inspected: str) -> dict[str, str]:
+    """``docker image inspect``'s ``<id> <build id>`` lines as a map (``<no value>``: none)."""
+    labels: dict[str, str] = {}
+    for line in inspected.splitlines():
+        image, _, label = line.strip().partition(" ")
+        if image:
+            labels[image] = "" if label.strip() in ("", "<no value>") else label.strip()
+    return labels
+
+
+def own_leftovers(labels: dict[str, str], build_ids: set[str]) -> list[str]:
+    """The images made by one of this test's builds (by their build id label), sorted: an
+    image another build left on the same daemon, labelled or not, is not this test's."""
+    return sorted(image for image, label in labels.items() if label and label in build_ids)
 
 
 def _healthz(port: str) -> tuple[int, dict[str, object]] | None:

@@ -140,7 +140,8 @@ async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
         queue = peer.memory.vectors_later
         assert queue is not None
         for i in range(3):  # turns keep coming: the rows wait, the turns' queries do not
-            said = f"My cousin number {i} grows {i + 3} olive trees in Crete"
+            # ("you know": to the model, which recalls first; a told fact alone is noted, #40)
+            said = f"My cousin number {i} grows {i + 3} olive trees in Crete, you know"
             assert (await peer.chat(said, session="dm", sender=ALICE)).ok
         await wait_until(lambda: queue.pending == 3, what="three captured rows waiting")
         assert not any(documents_of(b) for b in standin_embeddings.requests)

@@ -185,14 +185,16 @@ async def test_commands_admins_strangers_and_room_agents(
     reply = await member.ask(room, "!chaz memory list")
     assert "projx" in reply.body
 
-    # A stranger is ignored: no reply at all, in the group or by invite.
+    # A stranger is ignored: one short notice in the room (#40), nothing more, and no
+    # reply by invite.
     ignored = [
         await stranger.send(room, "!chaz memory list"),
         await stranger.send(room, f"{bot.user_id}: hello?"),
     ]
     await member.ask(room, "!chaz agents")  # the barrier
-    for event_id in ignored:
-        assert stranger.replies(event_id) == []
+    (notice,) = stranger.replies(ignored[0])
+    assert notice.body.startswith("I only answer people an admin has allowed; ask @admin")
+    assert stranger.replies(ignored[1]) == []
     private = await stranger.create_room([bot.user_id], direct=True)
     await stranger.wait_member(private, bot.user_id, "leave")  # the invite is declined
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from chazbot.agent.capture import Said, message_row, said_text, speaker_name
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
-from chazbot.agent.words import Intent, as_said_to_them
+from chazbot.agent.words import Intent, as_said_to_them, told
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query, tokenize
 
@@ -188,6 +188,18 @@ async def remember_words(
     return reply(lang, "remembered", what=as_said_to_them(what.rstrip(".!")))
 
 
+NOTED = "Noted: {fact}."
+"""The acknowledgement of a told fact (#40): the fact in the listener's words, nothing added."""
+
+
+def acknowledgement(text: str, names: tuple[str, ...] = ()) -> str | None:
+    """ "Noted: your cat is called Miso." for a message that tells a fact to keep, for every
+    model (a small one elaborated: "Miso is a domesticated cat from the United States"), or
+    None when the message is anything else (the model answers it)."""
+    fact = told(text, names)
+    return None if fact is None else NOTED.format(fact=fact)
+
+
 async def answer(
     found: Intent,
     memory: MemoryScope,
@@ -215,7 +227,9 @@ async def answer(
 
 __all__ = [
     "DONT_KNOW",
+    "NOTED",
     "about_me",
+    "acknowledgement",
     "answer",
     "false_friend",
     "forget_words",

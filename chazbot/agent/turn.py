@@ -160,6 +160,7 @@ async def run_turn(
     prefix: str = "/",
     timezone: str = "UTC",
     pictures: Sequence[Picture] = (),
+    acknowledge: bool = False,
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
@@ -173,7 +174,10 @@ async def run_turn(
     ``memory``: the agent's memory as heard in this session (``MemoryScope.within``); recall
     and every tool the model calls act within its audience. The recalled block goes after
     the conversation as a user-role message, never a system one: memories are what people
-    said, data for the model, and the system prompt says so (SPEC §5)."""
+    said, data for the model, and the system prompt says so (SPEC §5).
+
+    ``acknowledge`` (capture keeps what is told here): a message that tells one fact gets
+    "Noted: …" in the person's own words, for every model, and is captured as usual."""
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
@@ -196,6 +200,10 @@ async def run_turn(
         if words is not None:
             await session.add_message("assistant", words, agent.name)
             return TurnResult(words, answered_in_words=True)
+    noted = asked.acknowledgement(text, (agent.name,)) if acknowledge and not pictures else None
+    if noted is not None:
+        await session.add_message("assistant", noted, agent.name)
+        return TurnResult(noted)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
     history = [{"role": m.role, "content": m.content} for m in await session.history()]

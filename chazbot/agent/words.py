@@ -272,7 +272,73 @@ def as_said_to_them(text: str) -> str:
     )
 
 
+MAX_TOLD_CHARS = 200
+"""A told fact is one short statement; anything longer goes to the model."""
+_REQUEST = re.compile(
+    r"\b(?:you|your|yours|please|pls|help|let's|let\s+us|need|want|wonder|like|could|can|"
+    r"should|would|must|wish|hope|think|guess|maybe|perhaps|if)\b",
+    re.IGNORECASE,
+)
+_COMMAND = re.compile(
+    r"^\W*(?:write|tell|translate|summari[sz]e|make|give|show|find|explain|list|plan|help|"
+    r"draft|create|send|check|remind|book|call|search|compose|describe|suggest|recommend|"
+    r"fix|add|set|play|open|read|look|compare|calculate|convert|say|try|use|go|answer|ask|"
+    r"do|don't|be|let|wait|stop|keep|take|get|bring|put|turn|think|pick|buy|pay|order|"
+    r"schedule|cancel|move|sort|count|imagine|pretend|repeat|continue|reply|respond|"
+    r"email|text|message|ping|buzz|wake|start|finish|update|change|delete|remove|note)\b",
+    re.IGNORECASE,
+)
+_TELLS = re.compile(
+    r"\b(?:i|my|mine|me|i'm|i've|i'd|we|our|us|we're|is|are|was|were|has|have|had|will|"
+    r"\w+'s|\w\w+s|\w+ed)\b",
+    re.IGNORECASE,
+)
+"""What a statement that tells something has: the person, a possessive, or a verb ("is",
+"comes", "moved"); "first message" has none."""
+_LISTENER_START = frozenset(
+    [
+        "you",
+        "your",
+        "you're",
+        "you've",
+        "you'll",
+        "you'd",
+        "yours",
+        "we",
+        "our",
+        "we're",
+        "we've",
+        "us",
+        "the",
+        "a",
+        "an",
+    ]
+)
+
+
+def told(text: str, names: tuple[str, ...] = ()) -> str | None:
+    """The fact a message tells, turned to the listener ("My cat is called Miso." → "your
+    cat is called Miso"), or None when it is not one short statement told to keep: a
+    question, a request or command to the bot, small talk, an intent, several sentences."""
+    flat = " ".join(text.split())
+    if not flat or len(flat) > MAX_TOLD_CHARS or asks(flat) or intent(flat) is not None:
+        return None
+    if not worth_keeping(flat, names) or _REQUEST.search(flat) or _COMMAND.match(flat):
+        return None
+    body = flat.rstrip(" .!")
+    if not body or re.search(r"[.!?;]\s", body) or len(body.split()) < 3:
+        return None  # several sentences, or too few words to tell anything: the model answers
+    if not _TELLS.search(body):
+        return None
+    fact = as_said_to_them(body)
+    first = fact.split(None, 1)[0].lower()
+    if first in _LISTENER_START:
+        fact = fact[0].lower() + fact[1:]
+    return fact
+
+
 __all__ = [
+    "MAX_TOLD_CHARS",
     "Intent",
     "as_said_to_them",
     "asks",
@@ -280,5 +346,6 @@ __all__ = [
     "keep_out",
     "personal",
     "small_talk",
+    "told",
     "worth_keeping",
 ]

@@ -8,6 +8,7 @@ from chazbot.commands import (
     memory_capture_cmds,
     memory_cmds,
     peer_cmds,
+    people_cmds,
     remind_cmds,
     sharing_cmds,
     web_cmds,
@@ -22,6 +23,7 @@ TREE = CommandTree.of(
     memory_capture_cmds.COMMANDS,
     sharing_cmds.COMMANDS,
     peer_cmds.COMMANDS,
+    people_cmds.COMMANDS,
     agent_cmds.COMMANDS,
     web_cmds.COMMANDS,
     remind_cmds.COMMANDS,
@@ -32,18 +34,25 @@ TREE = CommandTree.of(
 @TREE.command(
     "help",
     (Arg("topic", optional=True, rest=True),),
-    "list commands, or the ones under a topic",
+    "a short start, or every command under a topic (help memory)",
 )
 async def help_(ctx: Context, topic: str | None = None) -> Reply:
-    """Help lists the tree itself, so it is declared here, beside the tree."""
-    text = TREE.help(topic or "", ctx.prefix)
-    if topic is None:
-        text += (
-            f"\nIn a group room, start a message with {ctx.prefix.strip()} or mention the "
-            'bot; in a DM (a room of just you and the bot) just talk. Ask it "what can you '
-            'do?" for a short intro.'
-        )
-    return Reply(True, text)
+    """Help lists the tree itself, so it is declared here, beside the tree. Markdown: a
+    client shows it formatted (Matrix gets an HTML body); the first screen is short."""
+    if topic is not None:
+        return Reply(True, TREE.help(topic, ctx.prefix), markdown=True)
+    p = ctx.prefix.strip()
+    firsts, topics = TREE.first_screen(ctx.prefix)
+    lines = [
+        "**Talk to me**: in a DM (a room of just you and the bot) just write. "
+        f"In a group room, start a message with {p} or mention the bot. "
+        'Ask "what can you do?" for a short intro.',
+        "",
+        *firsts,
+        "",
+        f"**More**: `{ctx.prefix}help <topic>` for " + ", ".join(topics) + ".",
+    ]
+    return Reply(True, "\n".join(lines), markdown=True)
 
 
 async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from chazbot.config import Config
     from chazbot.ledger import KeyPair
     from chazbot.ledger.local import AccessRequest
+    from chazbot.ledger.people import People
     from chazbot.memory.banks import Hosted, Registry
     from chazbot.sync import Sharing
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
@@ -36,6 +37,9 @@ class CommandPeer(MemoryHost, Protocol):
 
     @property
     def registry(self) -> Registry: ...
+
+    @property
+    def people(self) -> People: ...
 
     @property
     def sharing(self) -> Sharing: ...

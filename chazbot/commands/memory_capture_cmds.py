@@ -3,53 +3,72 @@ forget-mine (SPEC §5c)."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from chazbot.agent.host import AgentHandle
 from chazbot.commands.context import Context
 from chazbot.commands.memory_cmds import ok
 from chazbot.commands.tree import Arg, CommandTree, Reply
-from chazbot.errors import NotFound
+from chazbot.errors import ConflictError, InputError, NotFound
 from chazbot.memory.rows import MemoryRow, to_datetime
 
 MINE_SHOWN = 20  # rows /memory mine lists per agent (the newest)
 MINE_VALUE_CHARS = 300
+LISTING_KV = "mine-listing:"
+"""Peer-local: the last ``mine`` listing shown to a person in a room, ``[[agent, row id,
+key], …]`` in the order numbered, so ``forget-mine 2`` means the row they saw as 2."""
+_MESSAGE_KEY = re.compile(r"\d{4}-\d{2}-\d{2}/[\w-]+")
+"""A captured message's key after its speaker (``2026-12-04/b6fbbb64``): not shown, the
+number is what to type back."""
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
 
 
-@command("memory mine", (), "list what the bot keeps that you said (everything, in a DM)")
+@command(
+    "memory mine",
+    (),
+    "list what the bot keeps that you said, numbered (everything, in a DM)",
+    first=True,
+)
 async def mine(ctx: Context) -> Reply:
     found = await _said_by_sender(ctx)
     total = sum(len(rows) for _, rows in found)
+    listing: list[list[str]] = []
+    lines = []
+    for agent, rows in found:
+        for row in rows[:MINE_SHOWN]:
+            listing.append([agent.name, row.row_id, row.key])
+            lines.append(f"{len(listing)}. {_mine_line(ctx, agent, row)}")
+    await ctx.peer.ledger.kv.set(_listing_key(ctx), json.dumps(listing))
     if not total:
         return ok(
             "I keep nothing you said"
             + ("" if _alone(ctx) else " that this room may hear (ask in a DM for all)")
             + "."
         )
-    lines = []
-    for agent, rows in found:
-        for row in rows[:MINE_SHOWN]:
-            lines.append(_mine_line(ctx, agent, row))
-    shown = min(total, MINE_SHOWN * len(found))
     head = f"{total} row{'s' if total != 1 else ''} you said"
-    if shown < total:
-        head += f"; the newest {shown}"
+    if len(listing) < total:
+        head += f"; the newest {len(listing)}"
     return ok(
         head
         + ":\n"
         + "\n".join(lines)
-        + f"\nForget one with {ctx.prefix}memory forget-mine <key>, or all with "
+        + f"\nForget one with {ctx.prefix}memory forget-mine <number>, or all with "
         f"{ctx.prefix}memory forget-mine all."
     )
 
 
 @command(
     "memory forget-mine",
-    (Arg("key", shown="key|all"),),
-    "hide what you said (one key, or all); never touches anyone else's rows",
+    (Arg("key", shown="number|key|all"),),
+    "hide what you said (a number from your last mine, a key, or all); never anyone else's",
+    first=True,
 )
 async def forget_mine(ctx: Context, key: str) -> Reply:
+    if key.isdigit():
+        return await _forget_numbered(ctx, int(key))
     which = None if key.lower() == "all" else key
     hidden = 0
     for agent in _agents_for_mine(ctx):
@@ -89,6 +108,39 @@ async def capture(ctx: Context, state: str | None = None) -> Reply:
     )
 
 
+def _listing_key(ctx: Context) -> str:
+    return LISTING_KV + json.dumps([ctx.session.name, ctx.sender])
+
+
+async def _forget_numbered(ctx: Context, number: int) -> Reply:
+    """Forget the row shown as ``number`` in this person's last ``mine`` in this room:
+    refused, changing nothing, when there is no such listing or that row changed since."""
+    raw = await ctx.peer.ledger.kv.get(_listing_key(ctx))
+    listing = json.loads(raw) if raw else []
+    if not listing:
+        raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
+    if not 1 <= number <= len(listing):
+        raise InputError(f"your last list has rows 1 to {len(listing)}, not {number}")
+    agent_name, row_id, key = listing[number - 1]
+    agent = next((a for a in _agents_for_mine(ctx) if a.name == agent_name), None)
+    rows = (
+        []
+        if agent is None
+        else await agent.memory.within(ctx.hearing).said_by(ctx.sender, _alone(ctx))
+    )
+    same_key = [r for r in rows if r.key == key]
+    if agent is None or [r.row_id for r in same_key] != [row_id]:
+        raise ConflictError(
+            f"your list changed since I showed it ({number} is gone or changed); run "
+            f"{ctx.prefix}memory mine again"
+        )
+    memory = agent.memory.within(ctx.hearing)
+    await memory.forget_said_by(ctx.sender, key, _alone(ctx))
+    value = same_key[0].value
+    shown = value if len(value) <= 80 else value[:80] + "…"
+    return ok(f"Forgot {number}: {shown}")
+
+
 def _alone(ctx: Context) -> bool:
     """Whether only the sender reads the reply (a DM with the bot, or the operator)."""
     audience = ctx.hearing.audience
@@ -118,4 +170,6 @@ def _mine_line(ctx: Context, agent: AgentHandle, row: MemoryRow) -> str:
     if origin is not None and origin.audience is not None and len(origin.audience) == 1:
         where = "a DM" if where != "this room" else where
     value = row.value if len(row.value) <= MINE_VALUE_CHARS else row.value[:MINE_VALUE_CHARS] + "…"
-    return f"- [{row.key}] ({agent.name}, {where}, {when:%Y-%m-%d}): {value}"
+    name = row.key.removeprefix("_".join(ctx.sender.split()) + "/")
+    label = "" if _MESSAGE_KEY.fullmatch(name) else f" [{name}]"
+    return f"{value} ({agent.name}, {where}, {when:%Y-%m-%d}){label}"

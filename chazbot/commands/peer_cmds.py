@@ -63,7 +63,7 @@ async def pubkey(ctx: Context) -> Reply:
     return Reply(True, f"peer: {ctx.peer.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
 
 
-@command("clear", (), "start a fresh context in this session (history is kept)")
+@command("clear", (), "start a fresh context in this session (history is kept)", first=True)
 async def clear(ctx: Context) -> Reply:
     await ctx.session.clear()
     return Reply(True, "Context cleared.")

@@ -29,6 +29,7 @@ class Reply:
     ok: bool
     text: str
     usage_error: bool = False
+    markdown: bool = False  # ``text`` is Markdown (Matrix sends it with an HTML body too)
 
 
 class UsageError(InputError):
@@ -65,6 +66,7 @@ class Command:
     summary: str
     handler: Handler
     admin: bool = False
+    first: bool = False  # on the first screen of ``help``
 
     def usage(self, prefix: str = "/") -> str:
         return " ".join([prefix + " ".join(self.path), *(a.usage() for a in self.args)])
@@ -128,13 +130,19 @@ class CommandTree:
         bisect.insort(self.commands, command, key=lambda c: c.path)
 
     def command(
-        self, path: str, args: tuple[Arg, ...], summary: str, admin: bool = False
+        self,
+        path: str,
+        args: tuple[Arg, ...],
+        summary: str,
+        admin: bool = False,
+        first: bool = False,
     ) -> Callable[[H], H]:
-        """Declare the decorated module-level function as the handler of ``path``."""
+        """Declare the decorated module-level function as the handler of ``path``
+        (``first``: shown on the first screen of ``help``)."""
 
         def declare(handler: H) -> H:
             check_handler(path, args, handler)
-            self.insert(Command(tuple(path.split()), args, summary, handler, admin))
+            self.insert(Command(tuple(path.split()), args, summary, handler, admin, first))
             return handler
 
         return declare
@@ -221,13 +229,33 @@ class CommandTree:
         return bound
 
     def help(self, topic: str = "", prefix: str = "/") -> str:
+        """The commands under ``topic`` (all for ""), one Markdown list item each: the
+        usage line as code, then the summary; no padding, so it wraps on a phone."""
         words = topic.lower().split()
         chosen = [c for c in self.commands if list(c.path[: len(words)]) == words]
         if not chosen:
-            raise UsageError(f"no help for {topic!r}; try {prefix}help")
-        width = max(len(c.usage(prefix)) for c in chosen)
-        lines = [
-            f"{c.usage(prefix).ljust(width)}  {c.summary}" + (" (admins)" if c.admin else "")
-            for c in chosen
-        ]
-        return "\n".join(lines)
+            raise UsageError(f"no help for {topic[:40]!r}; try {prefix}help")
+        return "\n".join(_item(c, prefix) for c in chosen)
+
+    def first_screen(self, prefix: str = "/") -> tuple[list[str], list[str]]:
+        """What ``help`` shows first: the commands declared ``first`` (Markdown items), and
+        the other topics (``memory (14)``, ``people (admins)``), each its first word."""
+        firsts = [_item(c, prefix) for c in self.commands if c.first]
+        groups: dict[str, list[Command]] = {}
+        for c in self.commands:
+            groups.setdefault(c.path[0], []).append(c)
+        topics = []
+        for word, group in groups.items():
+            rest = [c for c in group if not c.first]
+            if not rest or word == "help":
+                continue
+            note = [str(len(group))] if len(group) > 1 else []
+            if all(c.admin for c in group):
+                note.append("admins")
+            topics.append(f"**{word}**" + (f" ({', '.join(note)})" if note else ""))
+        return firsts, topics
+
+
+def _item(command: Command, prefix: str) -> str:
+    admins = " *(admins)*" if command.admin else ""
+    return f"- `{command.usage(prefix)}`: {command.summary}{admins}"

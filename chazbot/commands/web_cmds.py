@@ -90,7 +90,9 @@ def in_dm(ctx: Context) -> bool:
     return origin is not None and origin.audience == (ctx.sender,)
 
 
-@COMMANDS.command("web", (), "a one-time link to your memory page (the bot sends it in a DM)")
+@COMMANDS.command(
+    "web", (), "a one-time link to your memory page (the bot sends it in a DM)", first=True
+)
 async def web(ctx: Context) -> Reply:
     cfg = ctx.peer.config
     base_url(cfg)  # off, or no address: say so before anything else

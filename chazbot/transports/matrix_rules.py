@@ -9,7 +9,8 @@ import fnmatch
 import hashlib
 import json
 import re
-from collections.abc import Collection, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -33,6 +34,68 @@ UNDECRYPTABLE_NOTICE = (
     "I could not decrypt a message in this room (I have no key for it). "
     "If it was meant for me, please send it again."
 )
+NOT_ALLOWED_NOTICE = "I only answer people an admin has allowed; ask {admin}."
+"""Told (once per room a day) to someone not allowed who addresses the bot."""
+
+
+def not_allowed_notice(admins: Iterable[str]) -> str:
+    """The notice for someone not allowed, naming an admin to ask (the first written out
+    in full; a glob names nobody)."""
+    named = next((a for a in admins if not any(c in a for c in "*?[")), None)
+    return NOT_ALLOWED_NOTICE.format(admin=named or "whoever runs this bot")
+
+
+@dataclass(frozen=True)
+class NoticeLimits:
+    """How often the not-allowed notice may be sent."""
+
+    per_room_s: float = 86_400.0  # one notice per room in this long
+    burst: int = 5  # notices at most in ``window_s`` over all rooms
+    window_s: float = 60.0
+
+    @property
+    def rooms_kept(self) -> int:
+        """Rooms remembered: every room noticed within ``per_room_s`` fits, so the per-room
+        rule holds exactly while memory stays bounded."""
+        return int(self.burst * (self.per_room_s / self.window_s + 1)) + 1
+
+
+class NoticeGate:
+    """Decides whether to tell a not-allowed sender so: once per room per ``per_room_s``
+    and at most ``burst`` per ``window_s`` overall. Memory is bounded by
+    ``limits.rooms_kept`` rooms and ``limits.burst`` times, whatever the traffic."""
+
+    def __init__(self, limits: NoticeLimits | None = None) -> None:
+        self.limits = limits or NoticeLimits()
+        self._rooms: OrderedDict[str, float] = OrderedDict()  # room -> when told, oldest first
+        self._recent: deque[float] = deque()
+        self.ignored = 0  # messages from people not allowed that addressed the bot
+        self.told = 0
+
+    def __len__(self) -> int:
+        return len(self._rooms)
+
+    def allow(self, room_id: str, now: float) -> bool:
+        """Whether to send the notice in ``room_id`` now (recorded when True)."""
+        self.ignored += 1
+        lim = self.limits
+        while self._rooms:
+            oldest, when = next(iter(self._rooms.items()))
+            if now - when < lim.per_room_s and len(self._rooms) < lim.rooms_kept:
+                break
+            del self._rooms[oldest]
+        last = self._rooms.get(room_id)
+        if last is not None and now - last < lim.per_room_s:
+            return False
+        while self._recent and now - self._recent[0] >= lim.window_s:
+            self._recent.popleft()
+        if len(self._recent) >= lim.burst:
+            return False
+        self._recent.append(now)
+        self._rooms[room_id] = now
+        self._rooms.move_to_end(room_id)
+        self.told += 1
+        return True
 
 
 @dataclass(frozen=True)
@@ -269,13 +332,20 @@ def _fit(text: str, build: Any, budget: int = MAX_PART_CHARS) -> list[dict[str, 
 
 
 def _reply_contents(
-    text: str, reply_to: str, source: dict[str, Any], sender: str, *, html: bool
+    text: str,
+    reply_to: str,
+    source: dict[str, Any],
+    sender: str,
+    *,
+    html: bool,
+    msgtype: str = "",
 ) -> list[dict[str, Any]]:
     """The parts of a reply, each related to the message it answers and mentioning its sender;
     ``m.text`` with an HTML body from Markdown, or a plain ``m.notice``."""
 
     def build(part: str) -> dict[str, Any]:
-        content: dict[str, Any] = {"msgtype": "m.text" if html else "m.notice", "body": part}
+        kind = msgtype or ("m.text" if html else "m.notice")
+        content: dict[str, Any] = {"msgtype": kind, "body": part}
         if html:
             content["format"] = "org.matrix.custom.html"
             content["formatted_body"] = render_markdown(part)
@@ -287,10 +357,11 @@ def _reply_contents(
 
 
 def notice_contents(
-    text: str, reply_to: str, source: dict[str, Any], sender: str
+    text: str, reply_to: str, source: dict[str, Any], sender: str, *, markdown: bool = False
 ) -> list[dict[str, Any]]:
-    """A command reply (or an error): ``m.notice`` parts, each related to the message."""
-    return _reply_contents(text, reply_to, source, sender, html=False)
+    """A command reply (or an error): ``m.notice`` parts, each related to the message; with
+    ``markdown`` (``help``) an HTML body from the Markdown too."""
+    return _reply_contents(text, reply_to, source, sender, html=markdown, msgtype="m.notice")
 
 
 def text_contents(
@@ -310,13 +381,17 @@ __all__ = [
     "BOUNDED_JOIN_RULES",
     "MAX_CONTENT_BYTES",
     "MAX_PART_CHARS",
+    "NOT_ALLOWED_NOTICE",
     "ROOM_CHANGED_NOTICE",
     "UNDECRYPTABLE_NOTICE",
     "Me",
+    "NoticeGate",
+    "NoticeLimits",
     "Request",
     "is_edit",
     "is_mentioned",
     "matches_any",
+    "not_allowed_notice",
     "notice_contents",
     "relation",
     "render_markdown",

@@ -74,7 +74,7 @@ class MatrixBot:
         self.client: Any = None
         self.credentials = login.Credentials(peer.ledger, cfg.user_id)
         self.state = MatrixState(peer.ledger, cfg.user_id)
-        self.router = Router(cfg, (c.path[0] for c in TREE.commands))
+        self.router = Router(cfg, (c.path[0] for c in TREE.commands), lambda: peer.people.globs)
         self.queues = RoomQueues(self._run)
         self.sender: Sender | None = None
         self.sync: SyncLoop | None = None
@@ -243,13 +243,22 @@ class MatrixBot:
         if job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
+        elif job.kind == "not_allowed_notice":
+            await self._reply(job, notice_contents(job.text, job.event_id, job.content, job.sender))
         elif job.kind == "command":
-            text, _, heard = await self._answer(job)
-            text = await self._still_heard(job, heard, text)
-            await self._reply(job, notice_contents(text, job.event_id, job.content, job.sender))
+            text, _, heard, markdown = await self._answer(job)
+            checked = await self._still_heard(job, heard, text)
+            contents = notice_contents(
+                checked,
+                job.event_id,
+                job.content,
+                job.sender,
+                markdown=markdown and checked is text,
+            )
+            await self._reply(job, contents)
         else:
             async with self.sender.typing(job.room_id):
-                text, ok, heard = await self._answer(job)
+                text, ok, heard, _ = await self._answer(job)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents
                 await self._reply(job, build(checked, job.event_id, job.content, job.sender))
@@ -308,9 +317,10 @@ class MatrixBot:
             history=room.history_visibility,
         )
 
-    async def _answer(self, job: Job) -> tuple[str, bool, Audience | None]:
-        """The text that answers a command or an agent turn, whether it is a success, and
-        the audience it was prepared for."""
+    async def _answer(self, job: Job) -> tuple[str, bool, Audience | None, bool]:
+        """The text that answers a command or an agent turn, whether it is a success, the
+        audience it was prepared for, and whether the text is Markdown to send with an HTML
+        body (a command's ``help``)."""
         session = session_name(job.room_id)
         audience: Audience | None = None
         try:
@@ -324,7 +334,7 @@ class MatrixBot:
                     prefix=f"{self.cfg.command_prefix} ",
                     audience=audience,
                 )
-                return reply.text, reply.ok, audience
+                return reply.text, reply.ok, audience, reply.markdown
             result = await self.peer.chat(
                 job.text,
                 session=session,
@@ -332,12 +342,12 @@ class MatrixBot:
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
             )
-            return result.text, result.ok, audience
+            return result.text, result.ok, audience, False
         except ChazError as exc:
-            return str(exc), False, audience
+            return str(exc), False, audience, False
         except Exception:
             log.exception("matrix: answering %s failed", job.event_id)
-            return SOMETHING_WENT_WRONG, False, audience
+            return SOMETHING_WENT_WRONG, False, audience, False
 
     async def _reply(self, job: Job, contents: list[dict[str, Any]]) -> None:
         assert self.sender is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,7 +19,15 @@ from nio import InviteMemberEvent, MegolmEvent, RoomMessageText
 from chazbot import metrics
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
-from chazbot.transports.matrix_rules import Me, Request, is_edit, matches_any, route
+from chazbot.transports.matrix_rules import (
+    Me,
+    NoticeGate,
+    Request,
+    is_edit,
+    matches_any,
+    not_allowed_notice,
+    route,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,22 +41,41 @@ class Job:
     room_id: str
     event_id: str
     sender: str
-    kind: Literal["command", "chat", "undecryptable"]
+    kind: Literal["command", "chat", "undecryptable", "not_allowed_notice"]
     text: str = ""
     content: dict[str, Any] = field(default_factory=dict)
     is_admin: bool = False
 
 
 class Router:
-    """Turns events into jobs for one bot account (allow-list, admins, mentions, prefix)."""
+    """Turns events into jobs for one bot account (allow-list, admins, mentions, prefix).
 
-    def __init__(self, cfg: MatrixConfig, command_words: Iterable[str]) -> None:
+    ``people``: the globs allowed from chat now (``!chaz people allow``), read at every
+    event so a change applies at once. Someone not allowed who addresses the bot gets one
+    ``not_allowed_notice`` job as ``notices`` permits: once per room a day, bounded
+    overall."""
+
+    def __init__(
+        self,
+        cfg: MatrixConfig,
+        command_words: Iterable[str],
+        people: Callable[[], Iterable[str]] = tuple,
+        notices: NoticeGate | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.cfg = cfg
         self.command_words = frozenset(command_words)
         self.display_name: str | None = None
+        self.people = people
+        self.notices = notices or NoticeGate()
+        self.clock = clock
 
     def allowed(self, sender: str) -> bool:
-        return matches_any(sender, self.cfg.allow_list) or matches_any(sender, self.cfg.admins)
+        return (
+            matches_any(sender, self.cfg.allow_list)
+            or matches_any(sender, self.cfg.admins)
+            or matches_any(sender, tuple(self.people()))
+        )
 
     def inviter(self, invite_state: list[Any]) -> str | None:
         """Who invited the bot, from a room's invite state."""
@@ -92,10 +120,6 @@ class Router:
         content = event.source.get("content", {})
         if not isinstance(content, dict) or is_edit(content):
             return None
-        if not self.allowed(sender):
-            log.debug("matrix: ignoring %s from %s (not on the allow list)", event_id, sender)
-            metrics.MATRIX_EVENTS.labels(outcome="not_allowed").inc()
-            return None
         request: Request | None = route(
             content,
             me=self.me(room),
@@ -103,6 +127,12 @@ class Router:
             is_dm=room.member_count == 2,
             command_words=self.command_words,
         )
+        if not self.allowed(sender):
+            metrics.MATRIX_EVENTS.labels(outcome="not_allowed").inc()
+            if request is None:  # chatter in a group, not for the bot
+                log.debug("matrix: ignoring %s from %s (not allowed)", event_id, sender)
+                return None
+            return self._not_allowed(room.room_id, event_id, sender, content)
         if request is None:
             return None
         return Job(
@@ -114,6 +144,30 @@ class Router:
             content,
             is_admin=matches_any(sender, self.cfg.admins),
         )
+
+    def _not_allowed(
+        self, room_id: str, event_id: str, sender: str, content: dict[str, Any]
+    ) -> Job | None:
+        """A notice job for someone not allowed who addressed the bot, if the gate lets it."""
+        gate = self.notices
+        if not gate.allow(room_id, self.clock()):
+            log.debug(
+                "matrix: not answering %s from %s in %s (not allowed; told already)",
+                event_id,
+                sender,
+                room_id,
+            )
+            return None
+        log.info(
+            "matrix: not answering %s in %s (not allowed); told them once (notice %d,"
+            " %d messages from people not allowed so far)",
+            sender,
+            room_id,
+            gate.told,
+            gate.ignored,
+        )
+        text = not_allowed_notice(self.cfg.admins)
+        return Job(room_id, event_id, sender, "not_allowed_notice", text, content)
 
 
 class RoomQueues:

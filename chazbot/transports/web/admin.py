@@ -28,6 +28,8 @@ from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query, s
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
 
+    from chazbot.peer import Peer
+
 PAGE_ROWS = 50
 QUERY_MAX_CHARS = 200
 REQUESTS_SHOWN = 100
@@ -110,6 +112,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             banks=len(banks),
             pending=pending,
             latency=_latency_chart(),
+            people=_people(peer),
         )
 
     async def agents(request: web.Request, who: Who) -> web.StreamResponse:
@@ -290,6 +293,17 @@ def file_name(name: str) -> str:
     """``name`` made safe for a header's file name (a bank registered before names were
     checked whole may hold a line ending or a quote)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "bank"
+
+
+def _people(peer: Peer) -> list[tuple[str, str]]:
+    """Who the bot answers: config.yaml's admins and allow-list, then those allowed from chat
+    (``!chaz people allow``), each with where it comes from (read-only here)."""
+    m = peer.config.matrix
+    admins = m.admins if m is not None else []
+    found = [(g, "admin, config.yaml") for g in admins]
+    found += [(g, "config.yaml") for g in (m.allow_list if m else []) if g not in admins]
+    found += [(e.glob, f"allowed from chat by {e.by}") for e in peer.people.entries()]
+    return found
 
 
 def _latency_chart() -> Any:

@@ -188,7 +188,11 @@ class WebUI:
         if person == OPERATOR:
             return True
         m = self.cfg.matrix
-        return m is not None and (matches_any(person, m.allow_list) or self.is_admin(person))
+        return m is not None and (
+            matches_any(person, m.allow_list)
+            or self.is_admin(person)
+            or matches_any(person, self.peer.people.globs)  # allowed from chat
+        )
 
     def is_admin(self, person: str) -> bool:
         if person == OPERATOR:
