@@ -16,7 +16,13 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nio import AsyncClientConfig, JoinedMembersResponse, JoinResponse
+from nio import (
+    AsyncClientConfig,
+    JoinedMembersResponse,
+    JoinResponse,
+    MessageDirection,
+    RoomMessagesResponse,
+)
 from nio.crypto import ENCRYPTION_ENABLED
 
 from chazbot.commands import TREE
@@ -33,7 +39,7 @@ from chazbot.transports.matrix.client import (
 )
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
 from chazbot.transports.matrix.sending import Sender
-from chazbot.transports.matrix.state import MatrixState
+from chazbot.transports.matrix.state import MAX_STARTS, MatrixState
 from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
 from chazbot.transports.matrix_rules import (
     SESSION_PREFIX,
@@ -49,6 +55,9 @@ if TYPE_CHECKING:
     from chazbot.peer import Peer
 
 log = logging.getLogger("chazbot.transports.matrix")
+
+ANSWERED_PAGES = 10
+"""How far back (pages of 100 events) a replayed job looks for a reply sent before a crash."""
 
 
 class MatrixBot:
@@ -207,7 +216,63 @@ class MatrixBot:
     # ---- answering a job ---------------------------------------------------------------
 
     async def _run(self, job: Job) -> None:
+        """Answer one job. It leaves the pending table only when it is done (SPEC §8): a
+        crash or a stop that cuts it short leaves it to the next start, which answers it
+        unless the room already holds a reply to it."""
+        starts = await self.state.started(job)
+        try:
+            if starts >= MAX_STARTS:
+                log.error(
+                    "matrix: %s in %s was started %d times without finishing; dropped",
+                    job.event_id,
+                    job.room_id,
+                    starts,
+                )
+            elif starts and await self._answered(job):
+                log.info("matrix: %s was answered before the restart; not again", job.event_id)
+            else:
+                await self._handle(job)
+        except asyncio.CancelledError:
+            raise  # cut short by a stop: still pending, the next start answers it
+        except BaseException:
+            await self.state.done(job)  # failed for good (logged by the queue)
+            raise
+        await self.state.done(job)
+
+    async def _answered(self, job: Job) -> bool:
+        """Whether the room holds a message of the bot's replying to ``job``'s event (its
+        relation is in the clear, encrypted or not): newest first, back to the event."""
         assert self.sender is not None
+        client = self.sender.client
+        token = self.state.since or ""
+        for _ in range(ANSWERED_PAGES):
+            page = await self.sender.call(
+                f"looking for a reply in {job.room_id}",
+                lambda t=token: client.room_messages(  # type: ignore[misc]
+                    job.room_id, start=t, direction=MessageDirection.back, limit=100
+                ),
+            )
+            if not isinstance(page, RoomMessagesResponse):
+                return False
+            for event in page.chunk:
+                if getattr(event, "event_id", None) == job.event_id:
+                    return False
+                source = getattr(event, "source", {}) or {}
+                if source.get("sender") == self.user_id and replies_to(source) == job.event_id:
+                    return True
+            if not page.chunk or not page.end or page.end == token:
+                return False
+            token = page.end
+        return False
+
+    async def _handle(self, job: Job) -> None:
+        assert self.sender is not None
+        if job.kind in ("command", "chat") and not self.router.allowed(job.sender):
+            log.info(
+                "matrix: %s from %s is no longer allowed; not answered", job.event_id, job.sender
+            )
+            return
+        job.is_admin = matches_any(job.sender, self.cfg.admins)  # as configured now
         if job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
@@ -293,6 +358,15 @@ class MatrixBot:
         assert self.sender is not None
         for part, content in enumerate(contents):
             await self.sender.send(job.room_id, content, transaction_id(job.event_id, part))
+
+
+def replies_to(source: dict[str, Any]) -> str | None:
+    """The event a message replies to (``m.in_reply_to``), or None."""
+    content = source.get("content")
+    rel = content.get("m.relates_to") if isinstance(content, dict) else None
+    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
+    target = reply.get("event_id") if isinstance(reply, dict) else None
+    return target if isinstance(target, str) else None
 
 
 __all__ = ["MatrixBot"]

@@ -2,7 +2,9 @@
 
 One long-poll sync at a time; each response's invites go to ``on_invite``, its new events
 become jobs (none on the very first start, when history is not answered, nor in a room just
-joined from before the invite), the state is committed, then the jobs are queued. A limited
+joined from before the invite), the state is committed with a pending job per event
+(``state``), then the jobs are queued; after the first sync, the jobs the last run left
+pending are queued before them. A limited
 timeline is paged back to the previous sync position, so a burst never drops a command. The
 bot's own events are filtered out of the sync: they never wake the long poll.
 
@@ -149,9 +151,12 @@ class SyncLoop:
             jobs = await self._jobs(response, since)
             await self.state.commit(
                 response.next_batch,
-                [job.event_id for job in jobs],
+                jobs,
                 [job.room_id for job in jobs if job.kind == "undecryptable"],
             )
+            # Jobs a crash or a stop left undone go first, now that the rooms are known.
+            for pending in self.state.take_replay():
+                self._on_job(pending.job)
             for job in jobs:
                 self._on_job(job)
             await self.e2e_housekeeping()
