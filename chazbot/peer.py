@@ -17,6 +17,7 @@ from pathlib import Path
 
 from chazbot import metrics
 from chazbot.agent.capture import Mode, capture_mode
+from chazbot.agent.capture_sources import CaptureSources
 from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
@@ -79,7 +80,7 @@ class Peer(HostingMixin, SharingMixin):
         self.state_lock: StateLock | None = None  # held from open to close
         self._llm_made = False
         self._agent_llms: dict[str, LocalChat] = {}  # an agent's own embedded model
-        self.captures = CaptureTasks()
+        self.captures = CaptureTasks(CaptureSources(ledger.kv))
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
@@ -244,6 +245,7 @@ class Peer(HostingMixin, SharingMixin):
         sent_at: datetime | None = None,
         audience: Audience | None = None,
         prefix: str = "/",
+        message_id: str | None = None,
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
@@ -252,7 +254,8 @@ class Peer(HostingMixin, SharingMixin):
         captured. ``sent_at`` is when the message was sent (default: when it was stored).
         ``audience`` is who is in the room (SPEC §5c; None: the operator's full view): recall,
         tools and capture act within it. ``prefix`` is how commands are written where the
-        reply goes (``!chaz `` in Matrix), for answers that name them.
+        reply goes (``!chaz `` in Matrix), for answers that name them. ``message_id`` names
+        the message (a Matrix event id) so a redaction or an edit can find what capture kept.
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
@@ -272,7 +275,11 @@ class Peer(HostingMixin, SharingMixin):
             lock.release()
         else:  # the turn's last step, after the reply: it releases the session's lock
             self.captures.start(
-                lock, Said(who, sess, text, sender, result.text, sent_at), llm, mode, memory
+                lock,
+                Said(who, sess, text, sender, result.text, sent_at, message_id),
+                llm,
+                mode,
+                memory,
             )
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
@@ -294,6 +301,50 @@ class Peer(HostingMixin, SharingMixin):
         return result
 
     # ---- capture ------------------------------------------------------------------------
+
+    async def unsay(
+        self,
+        session: str,
+        message_id: str,
+        by: str,
+        may_redact_others: bool = False,
+        audience: Audience | None = None,
+    ) -> int:
+        """A message redacted in ``session`` by ``by``: forget the rows captured from it
+        (SPEC §5c; its speaker, or ``may_redact_others``). Waits for a capture still running
+        in the session. How many rows it hid."""
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            found = await self.captures.lookup(
+                self.agents, session, message_id, by, may_redact_others
+            )
+            if found is None:
+                return 0
+            source, who = found
+            origin = self.hearing(who, by, audience).origin
+            return await self.captures.unsay(source, who, message_id, origin)
+
+    async def resay(
+        self,
+        session: str,
+        message_id: str,
+        text: str,
+        sender: str,
+        audience: Audience | None = None,
+        sent_at: datetime | None = None,
+    ) -> int:
+        """A message edited by its speaker: the rows captured from it are replaced by what
+        ``text``, its new words, gives (empty: only forgotten). How many rows it gave."""
+        sess = await self.session(session)
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            found = await self.captures.lookup(self.agents, session, message_id, sender, False)
+            if found is None:
+                return 0
+            source, who = found
+            memory = who.memory.within(self.hearing(who, sender, audience))
+            llm = self.llm_for(who)
+            mode = await self.capture_mode(who, sess)
+            said = Said(who, sess, text, sender, "", sent_at, message_id)
+            return await self.captures.resay(source, said, llm, mode, memory)
 
     async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode:
         """What capture does for ``agent`` (in ``session``, whose switch may override it)."""

@@ -71,6 +71,9 @@ MAX_FACT_VALUE_CHARS = 1000
 CLOSE_MEMORIES = 8
 """Existing memories shown to the facts model so it reuses their keys."""
 HISTORY_LOOKBACK = 30
+EDIT_LOOKBACK = 200
+"""An edited message is looked for among this many of the session's newest messages (an
+older one's rows are forgotten, its new words not captured)."""
 FACTS_TOOL = "save_memories"
 
 FACTS_PROMPT = (
@@ -241,7 +244,21 @@ def find_said(
     )
     if index is None:
         return None
+    return said_at(history, index, text, session_db, agent_name, when)
+
+
+def said_at(
+    history: Sequence[Message],
+    index: int,
+    text: str,
+    session_db: str,
+    agent_name: str,
+    when: datetime | None = None,
+) -> Said:
+    """``history[index]`` as a ``Said`` whose words are ``text`` (an edit's new words keep
+    the message's place, context and short id)."""
     message = history[index]
+    sender = message.sender
     replied: Message | None = None
     for earlier in reversed(history[:index]):
         if earlier.role == "user" and earlier.sender == sender:
@@ -347,12 +364,18 @@ def parse_facts(
 
 
 async def capture_facts(
-    agent: AgentHandle, llm: ChatModel, said: Said, reply: str, memory: MemoryScope | None = None
+    agent: AgentHandle,
+    llm: ChatModel,
+    said: Said,
+    reply: str,
+    memory: MemoryScope | None = None,
+    row_ids: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Ask the model for facts and store them in the agent's own memory; return them.
 
     ``memory`` is the agent's memory as heard in the turn's room: the model is shown only
-    close memories that room may be told and that the same speaker said."""
+    close memories that room may be told and that the same speaker said. The stored rows'
+    ids are added to ``row_ids`` when given."""
     memory = memory if memory is not None else agent.memory
     prefix = "_".join(said.speaker.split()) + "/"
     found = await memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES * 4)
@@ -362,11 +385,22 @@ async def capture_facts(
     raw = [c.arguments for c in answer.tool_calls if c.name == FACTS_TOOL]
     facts = parse_facts(raw, said, close)
     for key, value in facts:  # vectors in a background batch, as for messages
-        await memory.remember(key, value, [CAPTURE_TAG], vector_later=True)
+        row_id = await memory.remember(key, value, [CAPTURE_TAG], vector_later=True)
+        if row_ids is not None:
+            row_ids.append(row_id)
     return facts
 
 
 # ---- one turn ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What capture did with one message: the rows it wrote, and the message's number in the
+    session history (None when it was not found there, or nothing was looked for)."""
+
+    rows: tuple[str, ...] = ()
+    n: int | None = None
 
 
 async def capture_turn(
@@ -384,37 +418,80 @@ async def capture_turn(
 
     ``memory``: the agent's memory as heard in the turn's room, so each row records where
     it was said and who heard it (SPEC §5c)."""
+    found = await capture_message(agent, session, llm, mode, text, sender, reply, when, memory)
+    return len(found.rows)
+
+
+async def capture_message(
+    agent: AgentHandle,
+    session: Session,
+    llm: ChatModel | None,
+    mode: Mode,
+    text: str,
+    sender: str,
+    reply: str,
+    when: datetime | None = None,
+    memory: MemoryScope | None = None,
+    n: int | None = None,
+) -> Captured:
+    """``capture_turn``, saying which rows it wrote. ``n``: the message's number in the
+    session history, whose words are now ``text`` (an edit); else the newest message by
+    ``sender`` with ``text``."""
     memory = memory if memory is not None else agent.memory
-    if mode == "off" or not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
-        return 0  # nothing in it, or greetings, thanks and requests to the bot (#17)
-    facts = mode == "facts" and llm is not None
-    if not facts and only_questions(text):
-        return 0
+    if mode == "off":
+        return Captured()
     try:
-        history = await session.history(HISTORY_LOOKBACK)
-        said = find_said(history, text, sender, session.db, agent.name, when)
+        history = await session.history(HISTORY_LOOKBACK if n is None else EDIT_LOOKBACK)
+        if n is None:
+            said = find_said(history, text, sender, session.db, agent.name, when)
+        else:
+            index = next((i for i, m in enumerate(history) if m.n == n), None)
+            said = None
+            if index is not None and history[index].sender == sender:
+                said = said_at(history, index, text, session.db, agent.name, when)
         if said is None:
-            return 0
+            return Captured()
+        index_n = n if n is not None else _number_of(history, text, sender)
+        if not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
+            return Captured((), index_n)  # greetings, thanks and requests to the bot (#17)
+        facts = mode == "facts" and llm is not None
+        if not facts and only_questions(text):
+            return Captured((), index_n)
         if facts and llm is not None:
-            return len(await capture_facts(agent, llm, said, reply, memory))
+            rows: list[str] = []
+            await capture_facts(agent, llm, said, reply, memory, rows)
+            return Captured(tuple(rows), index_n)
         key, value, tags = message_row(said)
         # The row now, for the next turn's BM25; its vector in a background batch, so
         # capture never holds the session (nor a turn's query) behind the embedder.
-        await memory.remember(
+        row_id = await memory.remember(
             key, value, tags, embed_as=message_vector_text(said), vector_later=True
         )
-        return 1
+        return Captured((row_id,), index_n)
     except ChazError as exc:
         log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
-        return 0
+        return Captured()
+
+
+def _number_of(history: Sequence[Message], text: str, sender: str) -> int | None:
+    return next(
+        (
+            m.n
+            for m in reversed(history)
+            if m.role == "user" and m.sender == sender and m.content == text
+        ),
+        None,
+    )
 
 
 __all__ = [
     "CAPTURE_TAG",
     "FACTS_TOOL",
+    "Captured",
     "Mode",
     "Said",
     "capture_facts",
+    "capture_message",
     "capture_mode",
     "capture_turn",
     "effective_mode",
@@ -425,5 +502,6 @@ __all__ = [
     "needs_context",
     "only_questions",
     "parse_facts",
+    "said_at",
     "speaker_name",
 ]

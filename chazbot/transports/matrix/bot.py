@@ -230,6 +230,8 @@ class MatrixBot:
                 )
             elif starts and await self._answered(job):
                 log.info("matrix: %s was answered before the restart; not again", job.event_id)
+            elif not starts and self._withdrawn(job):
+                log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
             else:
                 await self._handle(job)
         except asyncio.CancelledError:
@@ -238,6 +240,42 @@ class MatrixBot:
             await self.state.done(job)  # failed for good (logged by the queue)
             raise
         await self.state.done(job)
+
+    def _may_redact(self, room_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` may redact others' messages in the room (its power levels)."""
+        room = self.client.rooms.get(room_id) if self.client is not None else None
+        return room is not None and bool(room.power_levels.can_user_redact(user_id))
+
+    def _withdrawn(self, job: Job) -> bool:
+        """Whether ``job``'s message was redacted (by its sender, or someone who may) before
+        its turn came."""
+        by = self.state.redacted.get(job.event_id)
+        if by is None or job.kind not in ("command", "chat"):
+            return False
+        return by == job.sender or self._may_redact(job.room_id, by)
+
+    async def _revision(self, job: Job) -> None:
+        """A redaction or an edit (``revisions``): never answered."""
+        session = session_name(job.room_id)
+        try:
+            if job.kind == "redaction":
+                await self.peer.unsay(
+                    session,
+                    str(job.content.get("redacts", "")),
+                    job.sender,
+                    self._may_redact(job.room_id, job.sender),
+                    await self.audience(job.room_id),
+                )
+            else:
+                await self.peer.resay(
+                    session,
+                    str(job.content.get("replaces", "")),
+                    job.text,
+                    job.sender,
+                    await self.audience(job.room_id),
+                )
+        except ChazError as exc:
+            log.warning("matrix: %s of %s: %s", job.kind, job.event_id, exc)
 
     async def _answered(self, job: Job) -> bool:
         """Whether the room holds a message of the bot's replying to ``job``'s event (its
@@ -267,13 +305,15 @@ class MatrixBot:
 
     async def _handle(self, job: Job) -> None:
         assert self.sender is not None
-        if job.kind in ("command", "chat") and not self.router.allowed(job.sender):
+        if job.kind in ("command", "chat", "edit") and not self.router.allowed(job.sender):
             log.info(
                 "matrix: %s from %s is no longer allowed; not answered", job.event_id, job.sender
             )
             return
         job.is_admin = matches_any(job.sender, self.cfg.admins)  # as configured now
-        if job.kind == "undecryptable":
+        if job.kind in ("redaction", "edit"):
+            await self._revision(job)
+        elif job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
         elif job.kind == "command":
@@ -346,6 +386,7 @@ class MatrixBot:
                 sender=job.sender,
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
+                message_id=job.event_id,
             )
             return result.text, result.ok
         except ChazError as exc:

@@ -32,7 +32,7 @@ class Job:
     room_id: str
     event_id: str
     sender: str
-    kind: Literal["command", "chat", "undecryptable"]
+    kind: Literal["command", "chat", "undecryptable", "redaction", "edit"]
     text: str = ""
     content: dict[str, Any] = field(default_factory=dict)
     is_admin: bool = False

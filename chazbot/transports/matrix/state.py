@@ -80,6 +80,9 @@ class MatrixState:
         self.replay: list[Pending] = []
         """Pending jobs found at ``load``, oldest first: queued again before new ones."""
         self._pending: dict[str, Pending] = {}  # event id -> its pending job
+        self.redacted: dict[str, str] = {}
+        """Events a pending redaction names -> who redacted them: a job for one of them
+        that has not started yet is not answered."""
         self._persisted_token: str | None = None
         self._writes_since_prune = 0
 
@@ -101,6 +104,7 @@ class MatrixState:
             self._pending[pending.job.event_id] = pending
             self.handled[pending.job.event_id] = None
             self.replay.append(pending)
+            self._note_redaction(pending.job)
         if self.replay:
             log.info("matrix: %d jobs left from the last run, answering them", len(self.replay))
 
@@ -132,6 +136,7 @@ class MatrixState:
         for p in pending:
             self.handled[p.job.event_id] = None
             self._pending[p.job.event_id] = p
+            self._note_redaction(p.job)
         while len(self.handled) > HANDLED_KEEP:
             self.handled.popitem(last=False)
         self._writes_since_prune += len(jobs)
@@ -139,6 +144,11 @@ class MatrixState:
             self._writes_since_prune = 0
             await self._ledger.kv.delete_prefix(_HANDLED, keep_newest=HANDLED_KEEP)
         return pending
+
+    def _note_redaction(self, job: Job) -> None:
+        target = job.content.get("redacts") if job.kind == "redaction" else None
+        if isinstance(target, str) and target in self._pending:
+            self.redacted[target] = job.sender
 
     async def started(self, job: Job) -> int:
         """Count a start of ``job`` (stored before it runs); how often it had started before
@@ -154,6 +164,7 @@ class MatrixState:
     async def done(self, job: Job) -> None:
         """``job`` is finished (answered or failed for good): it is not replayed."""
         pending = self._pending.pop(job.event_id, None)
+        self.redacted.pop(job.event_id, None)
         if pending is not None:
             await self._ledger.kv.delete(pending.slot)
 

@@ -31,6 +31,7 @@ from nio.exceptions import LocalProtocolError
 
 from chazbot.errors import BackendError, ChazError
 from chazbot.transports.matrix.client import TRANSIENT, error_text, one_line, retry_after_s
+from chazbot.transports.matrix.revisions import revision_job
 from chazbot.transports.matrix.routing import Job, Router
 from chazbot.transports.matrix.state import MatrixState
 
@@ -219,7 +220,7 @@ class SyncLoop:
             for event in await self._room_events(room_id, info.timeline, since):
                 job = self.router.job(
                     room, event, self.state.handled, self.state.undecryptable_noticed
-                )
+                ) or revision_job(self.router, room, event, self.state.handled)
                 if job is not None:
                     jobs.append(job)
         return jobs
