@@ -232,19 +232,20 @@ def find_said(
     (people in a group answer each other), else the newest message before it (in a direct
     chat, the agent's last reply).
     """
-    index = next(
-        (
-            i
-            for i in range(len(history) - 1, -1, -1)
-            if history[i].role == "user"
-            and history[i].sender == sender
-            and history[i].content == text
-        ),
-        None,
-    )
+    index = said_index(history, text, sender)
     if index is None:
         return None
     return said_at(history, index, text, session_db, agent_name, when)
+
+
+def said_index(history: Sequence[Message], text: str, sender: str) -> int | None:
+    """Where the newest message by ``sender`` with ``text`` is in ``history``, or None."""
+    found = (
+        i
+        for i in range(len(history) - 1, -1, -1)
+        if history[i].role == "user" and history[i].sender == sender and history[i].content == text
+    )
+    return next(found, None)
 
 
 def said_at(
@@ -440,25 +441,24 @@ async def capture_message(
     memory = memory if memory is not None else agent.memory
     if mode == "off":
         return Captured()
+    rows: list[str] = []
+    index_n: int | None = None
     try:
         history = await session.history(HISTORY_LOOKBACK if n is None else EDIT_LOOKBACK)
         if n is None:
-            said = find_said(history, text, sender, session.db, agent.name, when)
+            index = said_index(history, text, sender)
         else:
             index = next((i for i, m in enumerate(history) if m.n == n), None)
-            said = None
-            if index is not None and history[index].sender == sender:
-                said = said_at(history, index, text, session.db, agent.name, when)
-        if said is None:
+        if index is None or history[index].sender != sender:
             return Captured()
-        index_n = n if n is not None else _number_of(history, text, sender)
+        said = said_at(history, index, text, session.db, agent.name, when)
+        index_n = history[index].n
         if not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
             return Captured((), index_n)  # greetings, thanks and requests to the bot (#17)
         facts = mode == "facts" and llm is not None
         if not facts and only_questions(text):
             return Captured((), index_n)
         if facts and llm is not None:
-            rows: list[str] = []
             await capture_facts(agent, llm, said, reply, memory, rows)
             return Captured(tuple(rows), index_n)
         key, value, tags = message_row(said)
@@ -469,19 +469,8 @@ async def capture_message(
         )
         return Captured((row_id,), index_n)
     except ChazError as exc:
-        log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
-        return Captured()
-
-
-def _number_of(history: Sequence[Message], text: str, sender: str) -> int | None:
-    return next(
-        (
-            m.n
-            for m in reversed(history)
-            if m.role == "user" and m.sender == sender and m.content == text
-        ),
-        None,
-    )
+        log.warning("capture (%s) for %s failed: %s", mode, agent.name, exc)
+        return Captured(tuple(rows), index_n)  # what was stored before it failed
 
 
 __all__ = [
@@ -503,5 +492,6 @@ __all__ = [
     "only_questions",
     "parse_facts",
     "said_at",
+    "said_index",
     "speaker_name",
 ]
