@@ -321,7 +321,8 @@ class Peer(HostingMixin, SharingMixin):
                 return 0
             source, who = found
             origin = self.hearing(who, by, audience).origin
-            return await self.captures.unsay(source, who, message_id, origin)
+            sess = await self.session(session)
+            return await self.captures.unsay(source, who, sess, message_id, origin)
 
     async def resay(
         self,

@@ -51,11 +51,17 @@ async def test_only_the_speaker_in_the_same_room_takes_a_message_back(
         assert last.author == peer.agent("chaz").memory.key.public
         assert all(op["row"].get("forget") is True for op in last.ops["memory"])
         assert await peer.unsay("room-a", "$one", ALICE) == 0  # gone already
+        # The message and the reply to it left the history the model is shown.
+        seen = [m.content for m in await (await peer.session("room-a")).history()]
+        assert "my locker is L-1" not in seen and len(seen) == 2, seen  # bike and its reply
+        assert seen[0] == "my bike is red"
 
         # An edit by the speaker replaces the rows; empty new words only forget.
         assert await peer.resay("room-a", "$two", "my bike is blue", ALICE) == 1
         shown = await values(peer)
         assert any("blue" in v for v in shown) and not any("red" in v for v in shown), shown
+        seen = [m.content for m in await (await peer.session("room-a")).history()]
+        assert "my bike is blue" in seen and "my bike is red" not in seen, seen
         assert await peer.resay("room-a", "$two", "", ALICE) == 0
         assert await values(peer) == []
 

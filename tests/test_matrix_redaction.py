@@ -134,6 +134,10 @@ async def test_a_redacted_message_is_forgotten_and_an_edit_replaces_it(
         if message_text(m).lstrip().startswith(MEMORY_HEADING)
     ]
     assert recalled and all("L-4512" not in block for block in recalled), recalled
+    # The message and the reply to it left the conversation the model is shown, too (a later
+    # reply that quoted the row stays what it was).
+    shown = [message_text(m) for body in llm.requests[asked:] for m in body["messages"]]
+    assert shown and not any("my locker is L-4512" in text for text in shown), shown
     assert "red Gazelle" in await mine(alice, room)  # the other message's row stays
 
     # An edit replaces what its message gave.

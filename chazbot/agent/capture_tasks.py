@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from chazbot.agent.capture import Mode, capture_message
+from chazbot.agent.capture import EDIT_LOOKBACK, Mode, capture_message
 from chazbot.agent.capture_sources import CaptureSources, Source
 
 if TYPE_CHECKING:
@@ -136,11 +136,18 @@ class CaptureTasks:
         return source, agent
 
     async def unsay(
-        self, source: Source, agent: AgentHandle, message_id: str, origin: Provenance | None
+        self,
+        source: Source,
+        agent: AgentHandle,
+        session: Session,
+        message_id: str,
+        origin: Provenance | None,
     ) -> int:
         """Forget the rows captured from ``message_id`` (a redaction); how many. Only a row
         still as captured goes (a key rewritten since by another message stays); the forget
-        is a signed entry of the agent's, like any other."""
+        is a signed entry of the agent's, like any other. The message and the reply to it
+        leave the history the model sees."""
+        await _revise_history(session, source.n, "")
         memory = agent.memory
         rows = await memory.engine.visible_rows(memory.db, source.rows)
         hidden = await memory.engine.forget_rows(memory.db, memory.key, rows, origin) if rows else 0
@@ -161,6 +168,7 @@ class CaptureTasks:
         from the message are forgotten and the new words captured in their place; how many
         rows the new words gave."""
         agent = said.agent
+        await _revise_history(said.session, source.n, said.text)
         engine, db = agent.memory.engine, agent.memory.db
         rows = await engine.visible_rows(db, source.rows)
         if rows:
@@ -198,6 +206,17 @@ class CaptureTasks:
         if late:
             log.warning("capture: %d still running at shutdown, cancelled", len(late))
             await asyncio.wait(late)
+
+
+async def _revise_history(session: Session, n: int, text: str) -> None:
+    """Message ``n`` says ``text`` in the history the model sees; empty, it and the reply to
+    it (the next message, when the agent's: turns in a session run one at a time) go."""
+    revisions = {n: text}
+    if not text:
+        later = [m for m in await session.history(EDIT_LOOKBACK) if m.n > n]
+        if later and later[0].role == "assistant":
+            revisions[later[0].n] = ""
+    await session.revise(revisions)
 
 
 __all__ = ["CaptureTasks", "Said"]
