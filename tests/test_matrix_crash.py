@@ -106,7 +106,7 @@ async def test_a_kill_loses_no_queued_job_and_answers_each_once(
     assert "forgot" in replies[queued[2]][0].lower(), replies[queued[2]]
     assert "L-4512" not in replies[queued[3]][0]
     assert "L-4512" not in (await alice.ask(room, "!chaz memory mine", timeout=30)).body
-    await wait_until(lambda: not kv(proc, "matrix:job:"), 15, "the pending table emptied")
+    await wait_until(lambda: not kv(proc, f"matrix:{bot.user_id}:job:"), 15, "pending emptied")
     assert "jobs left from the last run" in proc.log()
 
 
@@ -125,7 +125,7 @@ async def test_a_job_answered_just_before_a_crash_is_not_run_again(
 
     # What a crash between the send and the mark leaves: the job pending, started once.
     job = Job(room, event, alice.user_id, "chat", "count me once", {"body": "count me once"})
-    slot = f"matrix:job:{time.time_ns():020d}:{event}"
+    slot = f"matrix:{bot.user_id}:job:{time.time_ns():020d}:{event}"
     with sqlite3.connect(state_file(proc)) as db:
         db.execute(
             "INSERT INTO local_kv (key, value) VALUES (?, ?)",
@@ -138,4 +138,4 @@ async def test_a_job_answered_just_before_a_crash_is_not_run_again(
     assert len(alice.replies(event, sender=bot.user_id)) == 1
     assert turns_for(standin_llm, "count me once") == 1
     assert "answered before the restart" in proc.log()
-    assert not kv(proc, "matrix:job:")
+    await wait_until(lambda: not kv(proc, f"matrix:{bot.user_id}:job:"), 15, "pending emptied")

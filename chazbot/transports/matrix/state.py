@@ -31,7 +31,6 @@ PRUNE_EVERY = 1000
 MAX_STARTS = 3
 """A pending job started this many times without finishing is dropped (a poison event)."""
 _HANDLED = "matrix:handled:"
-_PENDING = "matrix:job:"
 _UNDECRYPTABLE = "matrix:undecryptable:"
 _JOB_KINDS = frozenset({"command", "chat", "undecryptable", "redaction", "edit"})
 
@@ -74,6 +73,7 @@ class MatrixState:
     def __init__(self, ledger: Any, user_id: str) -> None:
         self._ledger = ledger
         self._token_key = f"matrix:{user_id}:next_batch"
+        self._pending_prefix = f"matrix:{user_id}:job:"  # another account's are not replayed
         self.since: str | None = None
         self.handled: OrderedDict[str, None] = OrderedDict()
         self.undecryptable_noticed: set[str] = set()
@@ -95,7 +95,7 @@ class MatrixState:
         rows = await kv.with_prefix(_UNDECRYPTABLE)
         self.undecryptable_noticed = {key[len(_UNDECRYPTABLE) :] for key, _ in rows}
         self.replay = []
-        for slot, text in await kv.with_prefix(_PENDING):
+        for slot, text in await kv.with_prefix(self._pending_prefix):
             pending = _pending_of(slot, text)
             if pending is None:
                 log.warning("matrix: a pending job that does not read as one, dropped: %s", slot)
@@ -124,7 +124,7 @@ class MatrixState:
         base = time.time_ns()
         stamps = [f"{base + i:020d}" for i in range(len(jobs))]
         pending = [
-            Pending(job, f"{_PENDING}{stamp}:{job.event_id}")
+            Pending(job, f"{self._pending_prefix}{stamp}:{job.event_id}")
             for job, stamp in zip(jobs, stamps, strict=True)
         ]
         rows = [(_HANDLED + job.event_id, stamp) for job, stamp in zip(jobs, stamps, strict=True)]
