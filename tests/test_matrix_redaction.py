@@ -209,3 +209,28 @@ async def test_nobody_else_takes_back_what_someone_said(
     assert "L-7777" in found and "HACKED" not in found, found
 
     assert "Traceback" not in proc.log()
+
+
+async def test_a_message_redacted_before_its_turn_is_not_answered(
+    chazbot: Bots, humans: Humans, llm: GatedCapture
+) -> None:
+    alice = await humans("alice")
+    proc, bot = await chazbot(llm.url, [alice.user_id], [], top=FACTS)
+    room = await dm(alice, bot)
+
+    llm.hang(1)  # the first turn waits; the next message waits behind it in the room's queue
+    asked = len(llm.requests)
+    first = await alice.send(room, "a slow question")
+    await llm.wait_for_requests(asked + 1)
+    secret = await alice.send(room, "my pin is P-0000")
+    await wait_until(lambda: handled(proc, secret), 30, "the bot to take the message")
+    redaction = await redact(alice, room, secret)
+    await wait_until(lambda: handled(proc, redaction), 30, "the bot to take the redaction")
+    llm.release()  # the held call fails, the client's one retry answers
+
+    await alice.wait_reply(first, timeout=30)
+    await alice.ask(room, "anything else?", timeout=30)  # served in order: the barrier
+    assert alice.replies(secret) == []
+    assert all("P-0000" not in json.dumps(body) for body in llm.requests)
+    assert "P-0000" not in await mine(alice, room)
+    assert "redacted before its turn" in proc.log()
