@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("chazbot.transports.matrix")
 
 ANSWERED_PAGES = 10
+REVISIONS = ("redaction", "edit")
+"""Jobs never answered; run again after a crash, they find what they did already done."""
 """How far back (pages of 100 events) a replayed job looks for a reply sent before a crash."""
 
 
@@ -228,7 +230,7 @@ class MatrixBot:
                     job.room_id,
                     starts,
                 )
-            elif starts and await self._answered(job):
+            elif starts and job.kind not in REVISIONS and await self._answered(job):
                 log.info("matrix: %s was answered before the restart; not again", job.event_id)
             elif not starts and self._withdrawn(job):
                 log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
@@ -284,12 +286,16 @@ class MatrixBot:
         client = self.sender.client
         token = self.state.since or ""
         for _ in range(ANSWERED_PAGES):
-            page = await self.sender.call(
-                f"looking for a reply in {job.room_id}",
-                lambda t=token: client.room_messages(  # type: ignore[misc]
-                    job.room_id, start=t, direction=MessageDirection.back, limit=100
-                ),
-            )
+            try:
+                page = await self.sender.call(
+                    f"looking for a reply in {job.room_id}",
+                    lambda t=token: client.room_messages(  # type: ignore[misc]
+                        job.room_id, start=t, direction=MessageDirection.back, limit=100
+                    ),
+                )
+            except ChazError as exc:  # answer it: a reply re-sent has the same transaction id
+                log.warning("matrix: %s", exc)
+                return False
             if not isinstance(page, RoomMessagesResponse):
                 return False
             for event in page.chunk:
@@ -311,7 +317,7 @@ class MatrixBot:
             )
             return
         job.is_admin = matches_any(job.sender, self.cfg.admins)  # as configured now
-        if job.kind in ("redaction", "edit"):
+        if job.kind in REVISIONS:
             await self._revision(job)
         elif job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
