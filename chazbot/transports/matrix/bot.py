@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Awaitable
@@ -284,14 +285,17 @@ class MatrixBot:
         relation is in the clear, encrypted or not): newest first, back to the event."""
         assert self.sender is not None
         client = self.sender.client
+
+        async def page_at(start: str) -> Any:
+            return await client.room_messages(
+                job.room_id, start=start, direction=MessageDirection.back, limit=100
+            )
+
         token = self.state.since or ""
         for _ in range(ANSWERED_PAGES):
             try:
                 page = await self.sender.call(
-                    f"looking for a reply in {job.room_id}",
-                    lambda t=token: client.room_messages(  # type: ignore[misc]
-                        job.room_id, start=t, direction=MessageDirection.back, limit=100
-                    ),
+                    f"looking for a reply in {job.room_id}", functools.partial(page_at, token)
                 )
             except ChazError as exc:  # answer it: a reply re-sent has the same transaction id
                 log.warning("matrix: %s", exc)
