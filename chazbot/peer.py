@@ -271,9 +271,10 @@ class Peer(HostingMixin, SharingMixin):
         except BaseException:
             lock.release()
             raise
-        if mode == "off":
+        if mode == "off" and message_id is None:
             lock.release()
         else:  # the turn's last step, after the reply: it releases the session's lock
+            # (capture off, it only notes where the message is, for a redaction or an edit)
             self.captures.start(
                 lock,
                 Said(who, sess, text, sender, result.text, sent_at, message_id),

@@ -72,3 +72,17 @@ async def test_only_the_speaker_in_the_same_room_takes_a_message_back(
         assert any("Paris" in v for v in await values(peer))
         assert await peer.unsay("room-a", "$four", ALICE) == 1
         assert await values(peer) == []
+
+
+async def test_with_capture_off_a_redaction_still_leaves_the_history(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, capture="facts")) as peer:
+        assert (await peer.command("/memory capture off", session="quiet")).ok
+        await tell(peer, "my pin is P-1", "quiet", "$pin")
+        await tell(peer, "my dog is Rex", "quiet", "$dog")
+        assert await values(peer) == []  # nothing captured
+        assert await peer.unsay("quiet", "$pin", ALICE) == 0
+        seen = [m.content for m in await (await peer.session("quiet")).history()]
+        assert not any("P-1" in text for text in seen), seen
+        assert seen[0] == "my dog is Rex"

@@ -435,12 +435,10 @@ async def capture_message(
     memory: MemoryScope | None = None,
     n: int | None = None,
 ) -> Captured:
-    """``capture_turn``, saying which rows it wrote. ``n``: the message's number in the
-    session history, whose words are now ``text`` (an edit); else the newest message by
-    ``sender`` with ``text``."""
+    """``capture_turn``, saying which rows it wrote and where the message is in the session
+    history (``off``: only that). ``n``: the message's number in the session history, whose
+    words are now ``text`` (an edit); else the newest message by ``sender`` with ``text``."""
     memory = memory if memory is not None else agent.memory
-    if mode == "off":
-        return Captured()
     rows: list[str] = []
     index_n: int | None = None
     try:
@@ -453,6 +451,8 @@ async def capture_message(
             return Captured()
         said = said_at(history, index, text, session.db, agent.name, when)
         index_n = history[index].n
+        if mode == "off":
+            return Captured((), index_n)  # where it is: a redaction or an edit finds it
         if not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
             return Captured((), index_n)  # greetings, thanks and requests to the bot (#17)
         facts = mode == "facts" and llm is not None
