@@ -102,3 +102,12 @@ async def test_a_pending_redaction_withdraws_the_job_it_names(tmp_path: Path) ->
     await state.done(message)
     assert state.redacted == {}
     await ledger.close()
+
+
+async def test_an_event_seen_twice_is_one_job(tmp_path: Path) -> None:
+    ledger, state = await reopened(tmp_path / "state.sqlite3")
+    queued = await state.commit("t1", [job(1), job(1), job(2)], [])
+    assert [p.job.event_id for p in queued] == ["$e1", "$e2"]
+    assert await state.commit("t2", [job(2)], []) == []  # still pending: not again
+    assert len(await ledger.kv.with_prefix(f"matrix:{BOT}:job:")) == 2
+    await ledger.close()

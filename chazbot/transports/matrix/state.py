@@ -117,7 +117,13 @@ class MatrixState:
         self, next_batch: str, jobs: list[Job], undecryptable_rooms: list[str]
     ) -> list[Pending]:
         """One commit: the new sync token, the events it brought and their pending jobs
-        (before any starts), the rooms told about an undecryptable message."""
+        (before any starts), the rooms told about an undecryptable message. Returns the jobs
+        to queue (each event once)."""
+        unique: dict[str, Job] = {}
+        for job in jobs:  # an event seen twice (a page back overlapping) is one job
+            if job.event_id not in self._pending:
+                unique.setdefault(job.event_id, job)
+        jobs = list(unique.values())
         if not jobs and next_batch == self._persisted_token:
             self.since = next_batch
             return []

@@ -150,16 +150,14 @@ class SyncLoop:
             if not isinstance(response, SyncResponse):
                 await self._failed(response)
             jobs = await self._jobs(response, since)
-            await self.state.commit(
+            queued = await self.state.commit(
                 response.next_batch,
                 jobs,
                 [job.room_id for job in jobs if job.kind == "undecryptable"],
             )
             # Jobs a crash or a stop left undone go first, now that the rooms are known.
-            for pending in self.state.take_replay():
+            for pending in [*self.state.take_replay(), *queued]:
                 self._on_job(pending.job)
-            for job in jobs:
-                self._on_job(job)
             await self.e2e_housekeeping()
             self.last_sync_ok = time.time()
             self.failing = False
