@@ -221,7 +221,8 @@ class MatrixBot:
     async def _run(self, job: Job) -> None:
         """Answer one job. It leaves the pending table only when it is done (SPEC §8): a
         crash or a stop that cuts it short leaves it to the next start, which answers it
-        unless the room already holds a reply to it."""
+        unless the room already holds a reply to it. A message redacted before its turn
+        came is not answered."""
         starts = await self.state.started(job)
         try:
             if starts >= MAX_STARTS:
@@ -231,10 +232,10 @@ class MatrixBot:
                     job.room_id,
                     starts,
                 )
+            elif self._withdrawn(job):
+                log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
             elif starts and job.kind not in REVISIONS and await self._answered(job):
                 log.info("matrix: %s was answered before the restart; not again", job.event_id)
-            elif not starts and self._withdrawn(job):
-                log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
             else:
                 await self._handle(job)
         except asyncio.CancelledError:
