@@ -86,3 +86,18 @@ async def test_with_capture_off_a_redaction_still_leaves_the_history(
         seen = [m.content for m in await (await peer.session("quiet")).history()]
         assert not any("P-1" in text for text in seen), seen
         assert seen[0] == "my dog is Rex"
+
+
+async def test_messages_capture_an_edit_keeps_the_key_with_the_new_words(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, capture="messages")) as peer:
+        await tell(peer, "My sister Ada lives in Lyon.", "room-a", "$ada")
+        [before] = await captured(peer)
+        assert await peer.resay("room-a", "$ada", "My sister Ada lives in Nantes.", ALICE) == 1
+        [after] = await captured(peer)
+        assert after.key == before.key and after.value.endswith("Nantes.")
+        found = await peer.command("/memory search self Lyon", session="room-a")
+        assert "Lyon" not in found.text
+        assert await peer.unsay("room-a", "$ada", ALICE) == 1
+        assert await captured(peer) == []
