@@ -208,6 +208,18 @@ async def test_nobody_else_takes_back_what_someone_said(
     found = await search(alice, group, "locker")
     assert "L-7777" in found and "HACKED" not in found, found
 
+    # The room's creator may redact others' messages (power levels): Bob's row goes.
+    bobs = await bob.send(group, "!chaz my bike is B-2121")
+    await bob.wait_reply(bobs, timeout=30)
+
+    async def bikes() -> bool:
+        return "B-2121" in await search(bob, group, "bike")
+
+    await wait_until(bikes, 30, "Bob's bike captured")
+    await redact(alice, group, bobs)
+    await wait_until(lambda: "1 captured rows forgotten" in proc.log(), 30, "the redaction")
+    assert "B-2121" not in await search(bob, group, "bike")
+    assert "L-7777" in await search(alice, group, "locker")
     assert "Traceback" not in proc.log()
 
 

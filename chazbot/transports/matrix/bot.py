@@ -38,6 +38,7 @@ from chazbot.transports.matrix.client import (
     NioClient,
     one_line,
 )
+from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
 from chazbot.transports.matrix.sending import Sender
 from chazbot.transports.matrix.state import MAX_STARTS, MatrixState
@@ -232,7 +233,7 @@ class MatrixBot:
                     job.room_id,
                     starts,
                 )
-            elif self._withdrawn(job):
+            elif await self._withdrawn(job):
                 log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
             elif starts and job.kind not in REVISIONS and await self._answered(job):
                 log.info("matrix: %s was answered before the restart; not again", job.event_id)
@@ -245,18 +246,28 @@ class MatrixBot:
             raise
         await self.state.done(job)
 
-    def _may_redact(self, room_id: str, user_id: str) -> bool:
-        """Whether ``user_id`` may redact others' messages in the room (its power levels)."""
-        room = self.client.rooms.get(room_id) if self.client is not None else None
-        return room is not None and bool(room.power_levels.can_user_redact(user_id))
+    async def _may_redact(self, room_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` may redact others' messages in the room, by its state as the
+        homeserver has it now (``revisions.may_redact``); False when it cannot be read."""
+        assert self.sender is not None
+        sender = self.sender
+        try:
+            answer = await sender.call(
+                f"reading the state of {room_id}", lambda: sender.client.room_get_state(room_id)
+            )
+        except ChazError as exc:
+            log.warning("matrix: %s", exc)
+            return False
+        events = getattr(answer, "events", None)
+        return isinstance(events, list) and may_redact(events, user_id)
 
-    def _withdrawn(self, job: Job) -> bool:
+    async def _withdrawn(self, job: Job) -> bool:
         """Whether ``job``'s message was redacted (by its sender, or someone who may) before
         its turn came."""
         by = self.state.redacted.get(job.event_id)
         if by is None or job.kind not in ("command", "chat"):
             return False
-        return by == job.sender or self._may_redact(job.room_id, by)
+        return by == job.sender or await self._may_redact(job.room_id, by)
 
     async def _revision(self, job: Job) -> None:
         """A redaction or an edit (``revisions``): never answered."""
@@ -267,7 +278,7 @@ class MatrixBot:
                     session,
                     str(job.content.get("redacts", "")),
                     job.sender,
-                    self._may_redact(job.room_id, job.sender),
+                    await self._may_redact(job.room_id, job.sender),
                     await self.audience(job.room_id),
                 )
             else:

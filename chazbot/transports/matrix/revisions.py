@@ -57,4 +57,40 @@ def revision_job(router: Router, room: Any, event: Any, handled: Container[str])
     return Job(room.room_id, event_id, sender, "edit", text, {"replaces": target})
 
 
-__all__ = ["revision_job"]
+LEGACY_ROOM_VERSIONS = frozenset(str(v) for v in range(1, 12))
+"""Room versions whose creators hold only the power their power levels give them (from 12
+on, the creators of ``m.room.create`` outrank every level)."""
+
+
+def _state_event(state: list[Any], kind: str) -> tuple[Any, dict[str, Any]]:
+    """(sender, content) of the room's ``kind`` state event (state key ""), or (None, {})."""
+    for event in state:
+        if not isinstance(event, dict) or event.get("type") != kind:
+            continue
+        content = event.get("content")
+        if event.get("state_key") == "" and isinstance(content, dict):
+            return event.get("sender"), content
+    return None, {}
+
+
+def _number(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def may_redact(state: list[Any], user_id: str) -> bool:
+    """Whether a room's current ``state`` (its state events, as ``/state`` returns them) lets
+    ``user_id`` redact others' events: a creator in room versions from 12 on, else a power
+    level of at least ``redact`` (the spec's defaults: ``users_default`` 0, ``redact`` 50)."""
+    creator, created = _state_event(state, "m.room.create")
+    if str(created.get("room_version", "1")) not in LEGACY_ROOM_VERSIONS:
+        others = created.get("additional_creators")
+        if user_id == creator or (isinstance(others, list) and user_id in others):
+            return True
+    _, levels = _state_event(state, "m.room.power_levels")
+    users = levels.get("users")
+    level = users.get(user_id) if isinstance(users, dict) else None
+    mine = _number(level, _number(levels.get("users_default"), 0))
+    return mine >= _number(levels.get("redact"), 50)
+
+
+__all__ = ["LEGACY_ROOM_VERSIONS", "may_redact", "revision_job"]
