@@ -94,11 +94,11 @@ async def test_a_pending_redaction_withdraws_the_job_it_names(tmp_path: Path) ->
     redaction = Job("!room:x", "$r1", "@alice:x", "redaction", content={"redacts": "$e1"})
     await state.commit("t1", [message], [])
     await state.commit("t2", [redaction], [])
-    assert state.redacted == {"$e1": "@alice:x"}
+    assert state.redacted == {"$e1": {"@alice:x"}}
     await ledger.close()
 
     ledger, state = await reopened(path)  # after a restart too
-    assert state.redacted == {"$e1": "@alice:x"}
+    assert state.redacted == {"$e1": {"@alice:x"}}
     await state.done(message)
     assert state.redacted == {}
     await ledger.close()

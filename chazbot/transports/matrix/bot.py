@@ -264,10 +264,12 @@ class MatrixBot:
     async def _withdrawn(self, job: Job) -> bool:
         """Whether ``job``'s message was redacted (by its sender, or someone who may) before
         its turn came."""
-        by = self.state.redacted.get(job.event_id)
-        if by is None or job.kind not in ("command", "chat"):
+        by = self.state.redacted.get(job.event_id, set())
+        if not by or job.kind not in ("command", "chat"):
             return False
-        return by == job.sender or await self._may_redact(job.room_id, by)
+        if job.sender in by:
+            return True
+        return any([await self._may_redact(job.room_id, who) for who in sorted(by)])
 
     async def _revision(self, job: Job) -> None:
         """A redaction or an edit (``revisions``): never answered."""

@@ -80,9 +80,9 @@ class MatrixState:
         self.replay: list[Pending] = []
         """Pending jobs found at ``load``, oldest first: queued again before new ones."""
         self._pending: dict[str, Pending] = {}  # event id -> its pending job
-        self.redacted: dict[str, str] = {}
-        """Events a pending redaction names -> who redacted them: a job for one of them
-        that has not started yet is not answered."""
+        self.redacted: dict[str, set[str]] = {}
+        """Events a pending redaction names -> who redacted them: a job for one of them is
+        not answered (when one of them may redact it)."""
         self._persisted_token: str | None = None
         self._writes_since_prune = 0
 
@@ -154,7 +154,7 @@ class MatrixState:
     def _note_redaction(self, job: Job) -> None:
         target = job.content.get("redacts") if job.kind == "redaction" else None
         if isinstance(target, str) and target in self._pending:
-            self.redacted[target] = job.sender
+            self.redacted.setdefault(target, set()).add(job.sender)
 
     async def started(self, job: Job) -> int:
         """Count a start of ``job`` (stored before it runs); how often it had started before
@@ -173,10 +173,6 @@ class MatrixState:
         self.redacted.pop(job.event_id, None)
         if pending is not None:
             await self._ledger.kv.delete(pending.slot)
-
-    def pending_ids(self) -> list[str]:
-        """The event ids of the jobs not done yet (tests and logs)."""
-        return list(self._pending)
 
 
 __all__ = ["HANDLED_KEEP", "MAX_STARTS", "MatrixState", "Pending"]
