@@ -17,6 +17,7 @@ from pathlib import Path
 
 from chazbot import metrics
 from chazbot.agent.capture import Mode, capture_mode
+from chazbot.agent.capture_sources import CaptureSources
 from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
@@ -83,7 +84,7 @@ class Peer(HostingMixin, SharingMixin):
         self._llm_made = False
         self._agent_llms: dict[tuple[str, str], LocalChat] = {}  # an agent's own local model
         self._refused_models: set[tuple[str, str]] = set()
-        self.captures = CaptureTasks()
+        self.captures = CaptureTasks(CaptureSources(ledger.kv))
         self.sharing = Sharing(ledger)
         self.sync_server: SyncServer | None = None
         self.replicator: Replicator | None = None
@@ -265,6 +266,7 @@ class Peer(HostingMixin, SharingMixin):
         audience: Audience | None = None,
         prefix: str = "/",
         pictures: Sequence[Picture] = (),
+        message_id: str | None = None,
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
@@ -273,7 +275,8 @@ class Peer(HostingMixin, SharingMixin):
         captured. ``sent_at`` is when the message was sent (default: when it was stored).
         ``audience`` is who is in the room (SPEC §5c; None: the operator's full view): recall,
         tools and capture act within it. ``prefix`` is how commands are written where the
-        reply goes (``!chaz `` in Matrix), for answers that name them.
+        reply goes (``!chaz `` in Matrix), for answers that name them. ``message_id`` names
+        the message (a Matrix event id) so a redaction or an edit can find what capture kept.
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
@@ -302,11 +305,16 @@ class Peer(HostingMixin, SharingMixin):
         except BaseException:
             lock.release()
             raise
-        if mode == "off":
+        if mode == "off" and message_id is None:
             lock.release()
         else:  # the turn's last step, after the reply: it releases the session's lock
+            # (capture off, it only notes where the message is, for a redaction or an edit)
             self.captures.start(
-                lock, Said(who, sess, text, sender, result.text, sent_at), llm, mode, memory
+                lock,
+                Said(who, sess, text, sender, result.text, sent_at, message_id),
+                llm,
+                mode,
+                memory,
             )
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
@@ -328,6 +336,51 @@ class Peer(HostingMixin, SharingMixin):
         return result
 
     # ---- capture ------------------------------------------------------------------------
+
+    async def unsay(
+        self,
+        session: str,
+        message_id: str,
+        by: str,
+        may_redact_others: bool = False,
+        audience: Audience | None = None,
+    ) -> int:
+        """A message redacted in ``session`` by ``by``: forget the rows captured from it
+        (SPEC §5c; its speaker, or ``may_redact_others``). Waits for a capture still running
+        in the session. How many rows it hid."""
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            found = await self.captures.lookup(
+                self.agents, session, message_id, by, may_redact_others
+            )
+            if found is None:
+                return 0
+            source, who = found
+            origin = self.hearing(who, by, audience).origin
+            sess = await self.session(session)
+            return await self.captures.unsay(source, who, sess, message_id, origin)
+
+    async def resay(
+        self,
+        session: str,
+        message_id: str,
+        text: str,
+        sender: str,
+        audience: Audience | None = None,
+        sent_at: datetime | None = None,
+    ) -> int:
+        """A message edited by its speaker: the rows captured from it are replaced by what
+        ``text``, its new words, gives (empty: only forgotten). How many rows it gave."""
+        sess = await self.session(session)
+        async with self._locks.setdefault(session, asyncio.Lock()):
+            found = await self.captures.lookup(self.agents, session, message_id, sender, False)
+            if found is None:
+                return 0
+            source, who = found
+            memory = who.memory.within(self.hearing(who, sender, audience))
+            llm = self.llm_for(who)
+            mode = await self.capture_mode(who, sess)
+            said = Said(who, sess, text, sender, "", sent_at, message_id)
+            return await self.captures.resay(source, said, llm, mode, memory)
 
     async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode:
         """What capture does for ``agent`` (in ``session``, whose switch may override it)."""

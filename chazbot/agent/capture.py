@@ -71,6 +71,9 @@ MAX_FACT_VALUE_CHARS = 1000
 CLOSE_MEMORIES = 8
 """Existing memories shown to the facts model so it reuses their keys."""
 HISTORY_LOOKBACK = 30
+EDIT_LOOKBACK = 200
+"""An edited message is looked for among this many of the session's newest messages (an
+older one's rows are forgotten, its new words not captured)."""
 FACTS_TOOL = "save_memories"
 
 FACTS_PROMPT = (
@@ -229,19 +232,34 @@ def find_said(
     (people in a group answer each other), else the newest message before it (in a direct
     chat, the agent's last reply).
     """
-    index = next(
-        (
-            i
-            for i in range(len(history) - 1, -1, -1)
-            if history[i].role == "user"
-            and history[i].sender == sender
-            and history[i].content == text
-        ),
-        None,
-    )
+    index = said_index(history, text, sender)
     if index is None:
         return None
+    return said_at(history, index, text, session_db, agent_name, when)
+
+
+def said_index(history: Sequence[Message], text: str, sender: str) -> int | None:
+    """Where the newest message by ``sender`` with ``text`` is in ``history``, or None."""
+    found = (
+        i
+        for i in range(len(history) - 1, -1, -1)
+        if history[i].role == "user" and history[i].sender == sender and history[i].content == text
+    )
+    return next(found, None)
+
+
+def said_at(
+    history: Sequence[Message],
+    index: int,
+    text: str,
+    session_db: str,
+    agent_name: str,
+    when: datetime | None = None,
+) -> Said:
+    """``history[index]`` as a ``Said`` whose words are ``text`` (an edit's new words keep
+    the message's place, context and short id)."""
     message = history[index]
+    sender = message.sender
     replied: Message | None = None
     for earlier in reversed(history[:index]):
         if earlier.role == "user" and earlier.sender == sender:
@@ -356,12 +374,18 @@ def parse_facts(
 
 
 async def capture_facts(
-    agent: AgentHandle, llm: ChatModel, said: Said, reply: str, memory: MemoryScope | None = None
+    agent: AgentHandle,
+    llm: ChatModel,
+    said: Said,
+    reply: str,
+    memory: MemoryScope | None = None,
+    row_ids: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Ask the model for facts and store them in the agent's own memory; return them.
 
     ``memory`` is the agent's memory as heard in the turn's room: the model is shown only
-    close memories that room may be told and that the same speaker said."""
+    close memories that room may be told and that the same speaker said. The stored rows'
+    ids are added to ``row_ids`` when given."""
     memory = memory if memory is not None else agent.memory
     prefix = "_".join(said.speaker.split()) + "/"
     found = await memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES * 4)
@@ -371,11 +395,22 @@ async def capture_facts(
     raw = [c.arguments for c in answer.tool_calls if c.name == FACTS_TOOL]
     facts = parse_facts(raw, said, close)
     for key, value in facts:  # vectors in a background batch, as for messages
-        await memory.remember(key, value, [CAPTURE_TAG], vector_later=True)
+        row_id = await memory.remember(key, value, [CAPTURE_TAG], vector_later=True)
+        if row_ids is not None:
+            row_ids.append(row_id)
     return facts
 
 
 # ---- one turn ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What capture did with one message: the rows it wrote, and the message's number in the
+    session history (None when it was not found there, or nothing was looked for)."""
+
+    rows: tuple[str, ...] = ()
+    n: int | None = None
 
 
 async def capture_turn(
@@ -393,39 +428,70 @@ async def capture_turn(
 
     ``memory``: the agent's memory as heard in the turn's room, so each row records where
     it was said and who heard it (SPEC §5c)."""
+    found = await capture_message(agent, session, llm, mode, text, sender, reply, when, memory)
+    return len(found.rows)
+
+
+async def capture_message(
+    agent: AgentHandle,
+    session: Session,
+    llm: ChatModel | None,
+    mode: Mode,
+    text: str,
+    sender: str,
+    reply: str,
+    when: datetime | None = None,
+    memory: MemoryScope | None = None,
+    n: int | None = None,
+) -> Captured:
+    """``capture_turn``, saying which rows it wrote and where the message is in the session
+    history (``off``: only that). ``n``: the message's number in the session history, whose
+    words are now ``text`` (an edit); else the newest message by ``sender`` with ``text``."""
     memory = memory if memory is not None else agent.memory
-    if mode == "off" or not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
-        return 0  # nothing in it, or greetings, thanks and requests to the bot (#17)
-    if keep_out(text):
-        return 0  # "don't keep this: …", "off the record" (#36)
-    facts = mode == "facts" and llm is not None
-    if not facts and only_questions(text):
-        return 0
+    rows: list[str] = []
+    index_n: int | None = None
     try:
-        history = await session.history(HISTORY_LOOKBACK)
-        said = find_said(history, text, sender, session.db, agent.name, when)
-        if said is None:
-            return 0
+        history = await session.history(HISTORY_LOOKBACK if n is None else EDIT_LOOKBACK)
+        if n is None:
+            index = said_index(history, text, sender)
+        else:
+            index = next((i for i, m in enumerate(history) if m.n == n), None)
+        if index is None or history[index].sender != sender:
+            return Captured()
+        said = said_at(history, index, text, session.db, agent.name, when)
+        index_n = history[index].n
+        if mode == "off":
+            return Captured((), index_n)  # where it is: a redaction or an edit finds it
+        if not worth_capturing(text) or not worth_keeping(text, (agent.name,)):
+            return Captured((), index_n)  # greetings, thanks and requests to the bot (#17)
+        if keep_out(text):
+            return Captured((), index_n)  # "don't keep this: …", "off the record" (#36)
+        facts = mode == "facts" and llm is not None
+        if not facts and only_questions(text):
+            return Captured((), index_n)
         if facts and llm is not None:
-            return len(await capture_facts(agent, llm, said, reply, memory))
+            await capture_facts(agent, llm, said, reply, memory, rows)
+            return Captured(tuple(rows), index_n)
         key, value, tags = message_row(said)
         # The row now, for the next turn's BM25; its vector in a background batch, so
         # capture never holds the session (nor a turn's query) behind the embedder.
-        await memory.remember(
+        row_id = await memory.remember(
             key, value, tags, embed_as=message_vector_text(said), vector_later=True
         )
-        return 1
+        return Captured((row_id,), index_n)
     except ChazError as exc:
-        log.warning("capture (%s) for %s failed, nothing stored: %s", mode, agent.name, exc)
-        return 0
+        log.warning("capture (%s) for %s failed: %s", mode, agent.name, exc)
+        return Captured(tuple(rows), index_n)  # what was stored before it failed
 
 
 __all__ = [
     "CAPTURE_TAG",
     "FACTS_TOOL",
+    "Captured",
     "Mode",
     "Said",
     "capture_facts",
+    "capture_message",
     "capture_mode",
     "capture_turn",
     "effective_mode",
@@ -436,6 +502,8 @@ __all__ = [
     "needs_context",
     "only_questions",
     "parse_facts",
+    "said_at",
+    "said_index",
     "said_text",
     "speaker_name",
 ]

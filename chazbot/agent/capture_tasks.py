@@ -2,22 +2,30 @@
 session's lock until it is done, so the reply goes out at once and the session's next turn
 already recalls what was just said (SPEC §5b). A failure is one line in the log; it never
 breaks a turn. The peer waits for what is running when it closes.
+
+A message taken back (SPEC §5c): when the turn named its message (``Said.message_id``, the
+Matrix event id), the rows captured from it are recorded (``capture_sources``); ``unsay``
+forgets them (a redaction) and ``resay`` replaces them with what the new words give (an
+edit). Both run under the session's lock, so a capture still running finishes first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from chazbot.agent.capture import Mode, capture_turn
+from chazbot.agent.capture import EDIT_LOOKBACK, Mode, capture_message
+from chazbot.agent.capture_sources import CaptureSources, Source
 
 if TYPE_CHECKING:
     from chazbot.agent.chat_model import ChatModel
     from chazbot.agent.host import AgentHandle
     from chazbot.agent.session import Session
+    from chazbot.memory.audience import Provenance
     from chazbot.memory.scope import MemoryScope
 
 log = logging.getLogger(__name__)
@@ -33,13 +41,15 @@ class Said:
     sender: str
     reply: str
     sent_at: datetime | None = None
+    message_id: str | None = None  # the transport's id of the message (a Matrix event id)
 
 
 class CaptureTasks:
-    """The captures running in the background."""
+    """The captures running in the background, and what each message gave (``sources``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sources: CaptureSources | None = None) -> None:
         self._tasks: set[asyncio.Task[int]] = set()
+        self.sources = sources
 
     def start(
         self,
@@ -67,7 +77,7 @@ class CaptureTasks:
     ) -> int:
         agent = said.agent
         try:
-            return await capture_turn(
+            found = await capture_message(
                 agent,
                 said.session,
                 llm,
@@ -78,11 +88,112 @@ class CaptureTasks:
                 said.sent_at,
                 memory,
             )
+            await self._record(said, found.n, list(found.rows))
+            return len(found.rows)
         except Exception as exc:  # never let capture break anything; one line in the log
             log.error("capture for %s failed: %s: %s", agent.name, type(exc).__name__, exc)
             return 0
         finally:
             lock.release()
+
+    async def _record(self, said: Said, n: int | None, rows: list[str]) -> None:
+        if self.sources is None or said.message_id is None or n is None:
+            return
+        source = Source(said.agent.name, said.agent.memory.db, said.session.name, said.sender, n)
+        source.rows = rows
+        await self.sources.record(said.message_id, source)
+
+    async def lookup(
+        self,
+        agents: Mapping[str, AgentHandle],
+        session: str,
+        message_id: str,
+        by: str,
+        may_redact_others: bool,
+    ) -> tuple[Source, AgentHandle] | None:
+        """What was captured from ``message_id`` and by which agent, when ``by`` may take the
+        message back in ``session``: its speaker, or (a redaction) someone the room lets take
+        back others' messages. None otherwise (logged when it is refused)."""
+        if self.sources is None:
+            return None
+        source = await self.sources.get(message_id)
+        if source is None:
+            return None
+        if source.session != session:
+            log.warning("capture: %s names %s of another room; ignored", by, message_id)
+            return None
+        if by != source.sender and not may_redact_others:
+            log.warning(
+                "capture: %s may not take back %s's message %s; ignored",
+                by,
+                source.sender,
+                message_id,
+            )
+            return None
+        agent = agents.get(source.agent)
+        if agent is None or agent.memory.db != source.db:
+            return None
+        return source, agent
+
+    async def unsay(
+        self,
+        source: Source,
+        agent: AgentHandle,
+        session: Session,
+        message_id: str,
+        origin: Provenance | None,
+    ) -> int:
+        """Forget the rows captured from ``message_id`` (a redaction); how many. Only a row
+        still as captured goes (a key rewritten since by another message stays); the forget
+        is a signed entry of the agent's, like any other. The message and the reply to it
+        leave the history the model sees."""
+        await _revise_history(session, source.n, "")
+        memory = agent.memory
+        rows = await memory.engine.visible_rows(memory.db, source.rows)
+        hidden = await memory.engine.forget_rows(memory.db, memory.key, rows, origin) if rows else 0
+        if self.sources is not None:
+            await self.sources.drop(message_id)
+        log.info(
+            "capture: %s was redacted in %s; %d captured rows forgotten",
+            message_id,
+            source.session,
+            hidden,
+        )
+        return hidden
+
+    async def resay(
+        self, source: Source, said: Said, llm: ChatModel | None, mode: Mode, memory: MemoryScope
+    ) -> int:
+        """An edit of ``said.message_id`` (its new words in ``said.text``): the rows captured
+        from the message are forgotten and the new words captured in their place; how many
+        rows the new words gave."""
+        agent = said.agent
+        await _revise_history(said.session, source.n, said.text)
+        engine, db = agent.memory.engine, agent.memory.db
+        rows = await engine.visible_rows(db, source.rows)
+        if rows:
+            await engine.forget_rows(db, agent.memory.key, rows, memory.hearing.origin)
+        captured = await capture_message(
+            agent,
+            said.session,
+            llm,
+            mode,
+            said.text,
+            said.sender,
+            said.reply,
+            said.sent_at,
+            memory,
+            n=source.n,
+        )
+        await self._record(said, source.n, list(captured.rows))
+        log.info(
+            "capture: %s was edited in %s; %d rows forgotten, %d captured from the new words",
+            said.message_id,
+            said.session.name,
+            len(rows),
+            len(captured.rows),
+        )
+        return len(captured.rows)
 
     async def wait(self, timeout: float | None = None) -> None:
         """Wait until every capture started so far is done (cancel what is left at timeout)."""
@@ -95,6 +206,17 @@ class CaptureTasks:
         if late:
             log.warning("capture: %d still running at shutdown, cancelled", len(late))
             await asyncio.wait(late)
+
+
+async def _revise_history(session: Session, n: int, text: str) -> None:
+    """Message ``n`` says ``text`` in the history the model sees; empty, it and the reply to
+    it (the next message, when the agent's: turns in a session run one at a time) go."""
+    revisions = {n: text}
+    if not text:
+        later = [m for m in await session.history(EDIT_LOOKBACK) if m.n > n]
+        if later and later[0].role == "assistant":
+            revisions[later[0].n] = ""
+    await session.revise(revisions)
 
 
 __all__ = ["CaptureTasks", "Said"]

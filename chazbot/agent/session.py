@@ -7,7 +7,9 @@ A session DB is written by the peer key. Its stores:
   number from which the model sees the conversation; ``/clear`` moves it), ``capture``
   (``/memory capture on|off`` for this room; unset: the agent's ``capture`` setting)
 - ``attachments``: field per bank name -> ``{"db": id}`` or null once detached
-- ``history``: rows ``{"role", "content", "sender"}``
+- ``history``: rows ``{"role", "content", "sender"}``; a message taken back where it was said
+  (a Matrix redaction or edit) gets a row ``{"role": "revision", "of": <its n>, "content"}``
+  that replaces its words in what the model sees (empty: the message is left out)
 """
 
 from __future__ import annotations
@@ -99,18 +101,33 @@ class Session:
         rows = await self.ledger.rows(
             self.db, HISTORY_STORE, after=int(start) - 1 if start else 0, limit=limit, newest=True
         )
+        revised = {
+            r.data["of"]: str(r.data.get("content", ""))
+            for r in rows
+            if r.data.get("role") == "revision" and isinstance(r.data.get("of"), int)
+        }
         out = [
             Message(
                 r.n,
                 str(r.data.get("role")),
-                str(r.data.get("content")),
+                revised.get(r.n, str(r.data.get("content"))),
                 str(r.data.get("sender", "")),
                 r.ts,
             )
             for r in rows
-            if r.data.get("role") in ("user", "assistant")
+            if r.data.get("role") in ("user", "assistant") and revised.get(r.n) != ""
         ]
         return out[-limit:]
+
+    async def revise(self, revisions: dict[int, str]) -> None:
+        """Replace what messages say in the history the model sees (``n`` -> new words; ""
+        leaves the message out): messages redacted or edited where they were said."""
+        ops = [
+            {"op": "insert", "row": {"role": "revision", "of": n, "content": text}}
+            for n, text in sorted(revisions.items())
+        ]
+        if ops:
+            await self.ledger.write(self.db, self.key, {HISTORY_STORE: ops})
 
     async def _set(self, store: str, field: str, value: Any) -> None:
         await self.ledger.write(

@@ -12,7 +12,7 @@ import gc
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -443,6 +443,15 @@ class MemoryEngine:
                 ops += forget_ops(mkey, None, origin, (scope,))[MEMORY_STORE]
             await self.ledger.write(db, key, {MEMORY_STORE: ops})
         return len(idents)
+
+    async def visible_rows(self, db: str, row_ids: Collection[str]) -> list[MemoryRow]:
+        """Those of ``row_ids`` that are still the visible row of their key (a row since
+        replaced or forgotten is not), for forgetting what one message gave."""
+        wanted = set(row_ids)
+        if not wanted:
+            return []
+        view = await self.view(db)
+        return [r for r in view.visible.values() if r.row_id in wanted]
 
     async def recall(
         self,

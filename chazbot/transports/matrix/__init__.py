@@ -2,16 +2,18 @@
 
 - ``client``: the nio client (429 waits capped) and how its answers read in a log line;
 - ``login``: logging in, and the device, token and e2e pickle key in the credentials table;
-- ``state``: the sync token and handled event ids, committed before any answer starts;
+- ``state``: the sync token, handled event ids and pending jobs, committed before any answer
+  starts; a job leaves the pending table only when it is done (a crash loses none);
 - ``sync``: the long-poll sync loop, paging back limited timelines, e2e housekeeping, and the
   supervisor that restarts it with backoff;
 - ``routing``: which events become jobs (``matrix_rules`` decides), one queue per room;
+- ``revisions``: redactions and edits as jobs (they forget or replace captured rows);
 - ``sending``: sends, joins and typing notices, retried by the shared policy of
   ``chazbot.backends.retry``;
 - ``bot``: ``MatrixBot``, wiring them and turning a job into a command or an agent turn.
 
-Each joined room is one session (``matrix:<room_id>``). Never twice, never old: see
-``state``; replies carry a transaction id derived from the answered event, so a retried send
+Each joined room is one session (``matrix:<room_id>``). Never twice, never lost, never old:
+see ``state``; replies carry a transaction id derived from the answered event, so a retried send
 is deduplicated by the homeserver.
 """
 

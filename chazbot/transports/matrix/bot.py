@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nio import AsyncClientConfig, JoinedMembersResponse, JoinResponse
+from nio import (
+    AsyncClientConfig,
+    JoinedMembersResponse,
+    JoinResponse,
+    MessageDirection,
+    RoomMessagesResponse,
+)
 from nio.crypto import ENCRYPTION_ENABLED
 
 from chazbot.commands import TREE
@@ -33,9 +40,10 @@ from chazbot.transports.matrix.client import (
     NioClient,
     one_line,
 )
+from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
 from chazbot.transports.matrix.sending import Sender
-from chazbot.transports.matrix.state import MatrixState
+from chazbot.transports.matrix.state import MAX_STARTS, MatrixState
 from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
 from chazbot.transports.matrix_rules import (
     BOUNDED_JOIN_RULES,
@@ -54,6 +62,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chazbot.transports.matrix")
 SOMETHING_WENT_WRONG = "Something went wrong on my side; the details are in the bot's log."
+
+ANSWERED_PAGES = 10
+REVISIONS = ("redaction", "edit")
+"""Jobs never answered; run again after a crash, they find what they did already done."""
+"""How far back (pages of 100 events) a replayed job looks for a reply sent before a crash."""
 
 
 class MatrixBot:
@@ -239,8 +252,124 @@ class MatrixBot:
     # ---- answering a job ---------------------------------------------------------------
 
     async def _run(self, job: Job) -> None:
+        """Answer one job. It leaves the pending table only when it is done (SPEC §8): a
+        crash or a stop that cuts it short leaves it to the next start, which answers it
+        unless the room already holds a reply to it. A message redacted before its turn
+        came is not answered."""
+        starts = await self.state.started(job)
+        try:
+            if starts >= MAX_STARTS:
+                log.error(
+                    "matrix: %s in %s was started %d times without finishing; dropped",
+                    job.event_id,
+                    job.room_id,
+                    starts,
+                )
+            elif await self._withdrawn(job):
+                log.info("matrix: %s was redacted before its turn; not answered", job.event_id)
+            elif starts and job.kind not in REVISIONS and await self._answered(job):
+                log.info("matrix: %s was answered before the restart; not again", job.event_id)
+            else:
+                await self._handle(job)
+        except asyncio.CancelledError:
+            raise  # cut short by a stop: still pending, the next start answers it
+        except BaseException:
+            await self.state.done(job)  # failed for good (logged by the queue)
+            raise
+        await self.state.done(job)
+
+    async def _may_redact(self, room_id: str, user_id: str) -> bool:
+        """Whether ``user_id`` may redact others' messages in the room, by its state as the
+        homeserver has it now (``revisions.may_redact``); False when it cannot be read."""
         assert self.sender is not None
-        if job.kind == "undecryptable":
+        sender = self.sender
+        try:
+            answer = await sender.call(
+                f"reading the state of {room_id}", lambda: sender.client.room_get_state(room_id)
+            )
+        except ChazError as exc:
+            log.warning("matrix: %s", exc)
+            return False
+        events = getattr(answer, "events", None)
+        return isinstance(events, list) and may_redact(events, user_id)
+
+    async def _withdrawn(self, job: Job) -> bool:
+        """Whether ``job``'s message was redacted (by its sender, or someone who may) before
+        its turn came."""
+        by = self.state.redacted.get(job.event_id, set())
+        if not by or job.kind not in ("command", "chat"):
+            return False
+        if job.sender in by:
+            return True
+        return any([await self._may_redact(job.room_id, who) for who in sorted(by)])
+
+    async def _revision(self, job: Job) -> None:
+        """A redaction or an edit (``revisions``): never answered."""
+        session = session_name(job.room_id)
+        try:
+            if job.kind == "redaction":
+                await self.peer.unsay(
+                    session,
+                    str(job.content.get("redacts", "")),
+                    job.sender,
+                    await self._may_redact(job.room_id, job.sender),
+                    await self.audience(job.room_id),
+                )
+            else:
+                await self.peer.resay(
+                    session,
+                    str(job.content.get("replaces", "")),
+                    job.text,
+                    job.sender,
+                    await self.audience(job.room_id),
+                )
+        except ChazError as exc:
+            log.warning("matrix: %s of %s: %s", job.kind, job.event_id, exc)
+
+    async def _answered(self, job: Job) -> bool:
+        """Whether the room holds a message of the bot's replying to ``job``'s event (its
+        relation is in the clear, encrypted or not): newest first, back to the event."""
+        assert self.sender is not None
+        client = self.sender.client
+
+        async def page_at(start: str) -> Any:
+            return await client.room_messages(
+                job.room_id, start=start, direction=MessageDirection.back, limit=100
+            )
+
+        token = self.state.since or ""
+        for _ in range(ANSWERED_PAGES):
+            try:
+                page = await self.sender.call(
+                    f"looking for a reply in {job.room_id}", functools.partial(page_at, token)
+                )
+            except ChazError as exc:  # answer it: a reply re-sent has the same transaction id
+                log.warning("matrix: %s", exc)
+                return False
+            if not isinstance(page, RoomMessagesResponse):
+                return False
+            for event in page.chunk:
+                if getattr(event, "event_id", None) == job.event_id:
+                    return False
+                source = getattr(event, "source", {}) or {}
+                if source.get("sender") == self.user_id and replies_to(source) == job.event_id:
+                    return True
+            if not page.chunk or not page.end or page.end == token:
+                return False
+            token = page.end
+        return False
+
+    async def _handle(self, job: Job) -> None:
+        assert self.sender is not None
+        if job.kind in ("command", "chat", "edit") and not self.router.allowed(job.sender):
+            log.info(
+                "matrix: %s from %s is no longer allowed; not answered", job.event_id, job.sender
+            )
+            return
+        job.is_admin = matches_any(job.sender, self.cfg.admins)  # as configured now
+        if job.kind in REVISIONS:
+            await self._revision(job)
+        elif job.kind == "undecryptable":
             contents = notice_contents(UNDECRYPTABLE_NOTICE, job.event_id, {}, job.sender)
             await self._reply(job, contents)
         elif job.kind == "not_allowed_notice":
@@ -341,6 +470,7 @@ class MatrixBot:
                 sender=job.sender,
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
+                message_id=job.event_id,
             )
             return result.text, result.ok, audience, False
         except ChazError as exc:
@@ -353,6 +483,15 @@ class MatrixBot:
         assert self.sender is not None
         for part, content in enumerate(contents):
             await self.sender.send(job.room_id, content, transaction_id(job.event_id, part))
+
+
+def replies_to(source: dict[str, Any]) -> str | None:
+    """The event a message replies to (``m.in_reply_to``), or None."""
+    content = source.get("content")
+    rel = content.get("m.relates_to") if isinstance(content, dict) else None
+    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
+    target = reply.get("event_id") if isinstance(reply, dict) else None
+    return target if isinstance(target, str) else None
 
 
 __all__ = ["MatrixBot"]

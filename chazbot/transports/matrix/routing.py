@@ -41,7 +41,7 @@ class Job:
     room_id: str
     event_id: str
     sender: str
-    kind: Literal["command", "chat", "undecryptable", "not_allowed_notice"]
+    kind: Literal["command", "chat", "undecryptable", "not_allowed_notice", "redaction", "edit"]
     text: str = ""
     content: dict[str, Any] = field(default_factory=dict)
     is_admin: bool = False

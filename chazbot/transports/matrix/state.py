@@ -1,33 +1,88 @@
 """What the bot remembers between runs, in the peer-local ``local_kv`` table.
 
-Never twice, never old: after each sync, the sync token and the ids of the events it brought
-to handle are committed in one transaction, before their jobs start (a crash loses at most the
-jobs running at that moment and never repeats one). The newest ``HANDLED_KEEP`` handled ids
-are kept (older ones are pruned now and then), and the rooms already told that a message could
-not be decrypted.
+Never twice, never lost (SPEC §8): after each sync, one transaction commits the sync token,
+the ids of the events it brought (so paging back and a replayed sync never queue one twice)
+and a **pending job** per event to answer. A job leaves the pending table only when it is
+done (answered, or failed for good); each start is counted in it first. After a crash (or a
+stop that cut a job short) the pending jobs are queued again, in order, before the first new
+sync's: a job never started simply runs; one that had started is answered only when the room
+holds no reply to it yet (``bot``), and replies carry a transaction id derived from the
+event, so a send repeated after a crash is deduplicated by the homeserver. A job that was
+started ``MAX_STARTS`` times without finishing (it takes the process down) is dropped with a
+log line. The newest ``HANDLED_KEEP`` handled ids are kept (older ones are pruned now and
+then), and the rooms already told that a message could not be decrypted.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
 import time
 from collections import OrderedDict
 from typing import Any
 
+from chazbot.transports.matrix.routing import Job
+
+log = logging.getLogger(__name__)
+
 HANDLED_KEEP = 5000
 PRUNE_EVERY = 1000
+MAX_STARTS = 3
+"""A pending job started this many times without finishing is dropped (a poison event)."""
 _HANDLED = "matrix:handled:"
 _UNDECRYPTABLE = "matrix:undecryptable:"
+_JOB_KINDS = frozenset({"command", "chat", "undecryptable", "redaction", "edit"})
+
+
+@dataclasses.dataclass
+class Pending:
+    """A job in the pending table: its key there and how often it was started."""
+
+    job: Job
+    slot: str
+    starts: int = 0
+
+    def value(self) -> str:
+        return json.dumps({"job": dataclasses.asdict(self.job), "starts": self.starts})
+
+
+def _pending_of(slot: str, text: str) -> Pending | None:
+    """A stored pending job, or None when it does not read as one (logged, then dropped)."""
+    try:
+        data = json.loads(text)
+        raw, starts = data["job"], data["starts"]
+        fields = {f.name for f in dataclasses.fields(Job)}
+        if not isinstance(raw, dict) or set(raw) - fields or raw.get("kind") not in _JOB_KINDS:
+            return None
+        job = Job(**raw)
+        strings = (job.room_id, job.event_id, job.sender, job.text)
+        if not all(isinstance(s, str) for s in strings) or not isinstance(job.content, dict):
+            return None
+        if not isinstance(starts, int) or isinstance(starts, bool):
+            return None
+        return Pending(job, slot, starts)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class MatrixState:
-    """The sync token, the handled event ids and the rooms noticed as undecryptable."""
+    """The sync token, the handled event ids, the pending jobs and the rooms noticed as
+    undecryptable."""
 
     def __init__(self, ledger: Any, user_id: str) -> None:
         self._ledger = ledger
         self._token_key = f"matrix:{user_id}:next_batch"
+        self._pending_prefix = f"matrix:{user_id}:job:"  # another account's are not replayed
         self.since: str | None = None
         self.handled: OrderedDict[str, None] = OrderedDict()
         self.undecryptable_noticed: set[str] = set()
+        self.replay: list[Pending] = []
+        """Pending jobs found at ``load``, oldest first: queued again before new ones."""
+        self._pending: dict[str, Pending] = {}  # event id -> its pending job
+        self.redacted: dict[str, set[str]] = {}
+        """Events a pending redaction names -> who redacted them: a job for one of them is
+        not answered (when one of them may redact it)."""
         self._persisted_token: str | None = None
         self._writes_since_prune = 0
 
@@ -39,29 +94,85 @@ class MatrixState:
             self.handled[key[len(_HANDLED) :]] = None
         rows = await kv.with_prefix(_UNDECRYPTABLE)
         self.undecryptable_noticed = {key[len(_UNDECRYPTABLE) :] for key, _ in rows}
+        self.replay = []
+        for slot, text in await kv.with_prefix(self._pending_prefix):
+            pending = _pending_of(slot, text)
+            if pending is None:
+                log.warning("matrix: a pending job that does not read as one, dropped: %s", slot)
+                await kv.delete(slot)
+                continue
+            self._pending[pending.job.event_id] = pending
+            self.handled[pending.job.event_id] = None
+            self.replay.append(pending)
+            self._note_redaction(pending.job)
+        if self.replay:
+            log.info("matrix: %d jobs left from the last run, answering them", len(self.replay))
+
+    def take_replay(self) -> list[Pending]:
+        """The jobs left from the last run (once)."""
+        found, self.replay = self.replay, []
+        return found
 
     async def commit(
-        self, next_batch: str, event_ids: list[str], undecryptable_rooms: list[str]
-    ) -> None:
-        """One commit: the new sync token, the events to handle (before their jobs start) and
-        the rooms told about an undecryptable message."""
-        if not event_ids and next_batch == self._persisted_token:
+        self, next_batch: str, jobs: list[Job], undecryptable_rooms: list[str]
+    ) -> list[Pending]:
+        """One commit: the new sync token, the events it brought and their pending jobs
+        (before any starts), the rooms told about an undecryptable message. Returns the jobs
+        to queue (each event once)."""
+        unique: dict[str, Job] = {}
+        for job in jobs:  # an event seen twice (a page back overlapping) is one job
+            if job.event_id not in self._pending:
+                unique.setdefault(job.event_id, job)
+        jobs = list(unique.values())
+        if not jobs and next_batch == self._persisted_token:
             self.since = next_batch
-            return
+            return []
         base = time.time_ns()
-        rows = [(_HANDLED + event_id, f"{base + i:020d}") for i, event_id in enumerate(event_ids)]
+        stamps = [f"{base + i:020d}" for i in range(len(jobs))]
+        pending = [
+            Pending(job, f"{self._pending_prefix}{stamp}:{job.event_id}")
+            for job, stamp in zip(jobs, stamps, strict=True)
+        ]
+        rows = [(_HANDLED + job.event_id, stamp) for job, stamp in zip(jobs, stamps, strict=True)]
+        rows += [(p.slot, p.value()) for p in pending]
         rows += [(_UNDECRYPTABLE + room_id, "1") for room_id in undecryptable_rooms]
         rows.append((self._token_key, next_batch))  # last: after all it covers
         await self._ledger.kv.set_many(rows)
         self._persisted_token = self.since = next_batch
-        for event_id in event_ids:
-            self.handled[event_id] = None
+        for p in pending:
+            self.handled[p.job.event_id] = None
+            self._pending[p.job.event_id] = p
+            self._note_redaction(p.job)
         while len(self.handled) > HANDLED_KEEP:
             self.handled.popitem(last=False)
-        self._writes_since_prune += len(event_ids)
+        self._writes_since_prune += len(jobs)
         if self._writes_since_prune >= PRUNE_EVERY:
             self._writes_since_prune = 0
             await self._ledger.kv.delete_prefix(_HANDLED, keep_newest=HANDLED_KEEP)
+        return pending
+
+    def _note_redaction(self, job: Job) -> None:
+        target = job.content.get("redacts") if job.kind == "redaction" else None
+        if isinstance(target, str) and target in self._pending:
+            self.redacted.setdefault(target, set()).add(job.sender)
+
+    async def started(self, job: Job) -> int:
+        """Count a start of ``job`` (stored before it runs); how often it had started before
+        (0: never, so it cannot have been answered)."""
+        pending = self._pending.get(job.event_id)
+        if pending is None:
+            return 0
+        before = pending.starts
+        pending.starts += 1
+        await self._ledger.kv.set(pending.slot, pending.value())
+        return before
+
+    async def done(self, job: Job) -> None:
+        """``job`` is finished (answered or failed for good): it is not replayed."""
+        pending = self._pending.pop(job.event_id, None)
+        self.redacted.pop(job.event_id, None)
+        if pending is not None:
+            await self._ledger.kv.delete(pending.slot)
 
 
-__all__ = ["HANDLED_KEEP", "MatrixState"]
+__all__ = ["HANDLED_KEEP", "MAX_STARTS", "MatrixState", "Pending"]

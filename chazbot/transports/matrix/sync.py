@@ -2,7 +2,9 @@
 
 One long-poll sync at a time; each response's invites go to ``on_invite``, its new events
 become jobs (none on the very first start, when history is not answered, nor in a room just
-joined from before the invite), the state is committed, then the jobs are queued. A limited
+joined from before the invite), the state is committed with a pending job per event
+(``state``), then the jobs are queued; after the first sync, the jobs the last run left
+pending are queued before them. A limited
 timeline is paged back to the previous sync position, so a burst never drops a command. The
 bot's own events are filtered out of the sync: they never wake the long poll.
 
@@ -29,6 +31,7 @@ from nio.exceptions import LocalProtocolError
 
 from chazbot.errors import BackendError, ChazError
 from chazbot.transports.matrix.client import TRANSIENT, error_text, one_line, retry_after_s
+from chazbot.transports.matrix.revisions import revision_job
 from chazbot.transports.matrix.routing import Job, Router
 from chazbot.transports.matrix.state import MatrixState
 
@@ -147,13 +150,14 @@ class SyncLoop:
             if not isinstance(response, SyncResponse):
                 await self._failed(response)
             jobs = await self._jobs(response, since)
-            await self.state.commit(
+            queued = await self.state.commit(
                 response.next_batch,
-                [job.event_id for job in jobs],
+                jobs,
                 [job.room_id for job in jobs if job.kind == "undecryptable"],
             )
-            for job in jobs:
-                self._on_job(job)
+            # Jobs a crash or a stop left undone go first, now that the rooms are known.
+            for pending in [*self.state.take_replay(), *queued]:
+                self._on_job(pending.job)
             await self.e2e_housekeeping()
             self.last_sync_ok = time.time()
             self.failing = False
@@ -214,7 +218,7 @@ class SyncLoop:
             for event in await self._room_events(room_id, info.timeline, since):
                 job = self.router.job(
                     room, event, self.state.handled, self.state.undecryptable_noticed
-                )
+                ) or revision_job(self.router, room, event, self.state.handled)
                 if job is not None:
                     jobs.append(job)
         return jobs
