@@ -161,6 +161,11 @@ TAMPERS = {
         "UPDATE rows SET data = json_set(data, '$.forget', 1) WHERE data LIKE '%plan%';",
         ["rows"],
     ),
+    "a row id made a blob": (
+        "UPDATE rows SET row_id = CAST(row_id AS BLOB) WHERE data LIKE '%plan%';",
+        ["rows"],
+    ),
+    "rows renumbered": ("UPDATE rows SET n = n + 1000 WHERE data LIKE '%locker%';", ["rows n="]),
     "a table's definition changed": (
         "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
         "replace(sql, 'data TEXT NOT NULL', 'data TEXT NOT NULL DEFAULT ''{}''') "

@@ -317,19 +317,24 @@ def report(checked: FileCheck, sink: Sink) -> None:
     failure, then a line for the entries and one for the rest."""
     for what, why in checked.failures:
         sink.out(f"FAIL {what}: {why}")
-    sink.out(f"{checked.entries} entries checked, {len(checked.failed_entries)} failed")
     if checked.foreign:
         sink.out(
-            f"schema: {len(checked.foreign)} objects not chazbot's schema; "
-            "nothing else in the file was trusted (derived tables not compared)"
+            f"schema: {_count(len(checked.foreign), 'object')} not chazbot's; nothing else in "
+            "the file was read (entries and derived tables not checked)"
         )
-    elif checked.failed_entries:
+        return
+    sink.out(f"{checked.entries} entries checked, {len(checked.failed_entries)} failed")
+    if checked.failed_entries:
         sink.out("derived tables not compared: entries fail")
     else:
         sink.out(
             "schema and derived tables checked against a rebuild from the signed entries, "
             f"{len(checked.derived)} failed"
         )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def _why_refused(checked: FileCheck) -> str:
@@ -339,10 +344,8 @@ def _why_refused(checked: FileCheck) -> str:
         return f"holds SQLite objects that are not chazbot's schema ({named}{more})"
     if checked.failed_entries:
         return "fails verify"
-    return (
-        f"has derived tables that its signed entries do not make ({len(checked.derived)} "
-        "differences)"
-    )
+    differences = _count(len(checked.derived), "difference")
+    return f"has derived tables that its signed entries do not make ({differences})"
 
 
 def _bytes_in(directory: Path) -> int:
