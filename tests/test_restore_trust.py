@@ -33,7 +33,7 @@ import chazbot
 from chazbot.config import Config
 from chazbot.errors import InputError
 from chazbot.ledger import Ledger
-from chazbot.ledger.archive import NOTES, Temporaries, write_backup
+from chazbot.ledger.archive import NOTES, Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
 from chazbot.transports import operations as ops
 from tests.service_support import chazbot_cli as cli
@@ -132,6 +132,10 @@ TAMPERS = {
     "row forged and a trigger": (FORGE_ROW + HIDE_WRITES, ["trigger keep_quiet"]),
     "a trigger": (HIDE_WRITES, ["trigger keep_quiet"]),
     "a row's value forged": (FORGE_ROW, ["rows"]),
+    "a trigger named to forge a line": (
+        'CREATE TRIGGER "evil\nFAIL nothing" AFTER INSERT ON rows BEGIN SELECT 1; END;',
+        ["trigger evil\\nFAIL nothing"],
+    ),
     "a table added": ("CREATE TABLE notes (x);", ["table notes"]),
     "a view added": ("CREATE VIEW everything AS SELECT * FROM rows;", ["view everything"]),
     "an index added": ("CREATE INDEX rows_data ON rows (data);", ["index rows_data"]),
@@ -196,6 +200,7 @@ async def test_restore_refuses_a_backup_altered_beside_its_signed_entries(
     assert code == ops.EXIT_FAILED, (sink.stdout, sink.stderr)
     assert len(sink.stderr) == 1 and sink.stderr[0].startswith("chazbot: error: "), sink.stderr
     assert "nothing was changed" in sink.stderr[0]
+    assert not [line for line in sink.stdout + sink.stderr if "\n" in line]
     for word in named:
         assert any(word in line for line in sink.stdout), (word, sink.stdout)
     # nothing half-written: no state file, no unpacked copy left in the state dir
@@ -339,7 +344,7 @@ async def test_a_killed_backup_leaves_nothing_after_the_next_backup_or_start(
     tmp_path: Path,
 ) -> None:
     where = tmp_path / "peer"
-    await big_peer(where)
+    state = await big_peer(where)
     out = tmp_path / "backups"
     out.mkdir()
     target = out / "peer.backup"
@@ -355,6 +360,7 @@ async def test_a_killed_backup_leaves_nothing_after_the_next_backup_or_start(
     assert code == 0, err
     assert leftovers(out, target.name) == [], leftovers(out, target.name)
     assert leftovers(out, "second.backup") == []
+    assert not list((state / NOTES).iterdir())
 
     # killed while writing the tar: the next start removes it
     await kill_backup_when(where, target, lambda: tarring(out, target.name))
@@ -362,6 +368,7 @@ async def test_a_killed_backup_leaves_nothing_after_the_next_backup_or_start(
     service = await start_service(where)
     try:
         assert leftovers(out, target.name) == [], leftovers(out, target.name)
+        assert not list((state / NOTES).iterdir())
     finally:
         await service.stop()
 
@@ -413,3 +420,26 @@ async def test_a_backup_never_replaces_a_file_that_appeared_at_its_target(
     assert target.read_bytes() == b"someone else's"
     assert leftovers(tmp_path, target.name) == []
     assert not list((state / NOTES).iterdir())
+
+
+async def test_the_sweep_spares_a_running_backup_and_removes_only_temporaries(
+    tmp_path: Path,
+) -> None:
+    state = await make_peer(tmp_path / "peer")
+    target = tmp_path / "peer.backup"
+    running = Temporaries.begin(state, target)  # under way (its note is locked)
+    try:
+        assert remove_leftovers(state) == []
+        assert running.work.is_dir() and running.note.exists()
+    finally:
+        running.end()
+    assert not running.work.exists() and not running.note.exists()
+    # a note (say, edited) that names files which are no backup temporaries removes nothing
+    victim = tmp_path / "precious"
+    victim.write_text("keep me")
+    (state / NOTES / "0123456789abcdef.json").write_text(
+        json.dumps({"work": str(tmp_path / "peer"), "tar": str(victim)})
+    )
+    assert remove_leftovers(state) == []
+    assert victim.read_text() == "keep me" and (tmp_path / "peer" / "state").is_dir()
+    assert not list((state / NOTES).iterdir())  # the stale note itself is gone

@@ -65,6 +65,13 @@ class FileCheck:
         return not self.failures
 
 
+def shown(text: str, limit: int = 120) -> str:
+    """A name read from the file, safe on one line of output (its choice is the attacker's)."""
+    if text.isprintable() and len(text) <= limit:
+        return text
+    return repr(text[:limit])[1:-1] + ("…" if len(text) > limit else "")
+
+
 def harden(conn: sqlite3.Connection) -> None:
     """Settings for reading a file that may be hostile: no functions run from its schema."""
     conn.execute("PRAGMA trusted_schema=OFF")
@@ -118,11 +125,11 @@ def foreign_objects(conn: sqlite3.Connection) -> list[Failure]:
     have = _objects(conn)
     failures: list[Failure] = []
     for kind, name in sorted(have):
-        shown = f"{kind} {name}"
+        what = shown(f"{kind} {name}")
         if (kind, name) not in want:
-            failures.append((shown, "not chazbot's schema: no migration makes it"))
+            failures.append((what, "not chazbot's schema: no migration makes it"))
         elif have[(kind, name)] != want[(kind, name)]:
-            failures.append((shown, "its definition is not chazbot's schema"))
+            failures.append((what, "its definition is not chazbot's schema"))
     for kind, name in sorted(set(want) - set(have)):
         failures.append((f"{kind} {name}", "missing: chazbot's schema has it"))
     return failures
@@ -145,7 +152,7 @@ def replay(conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int, list[Fail
                     raise IntegrityError("entry bytes are not a blob")
                 decoded.append(Entry.decode(data, str(eid)))
             except IntegrityError as exc:
-                failures.append((str(eid), str(exc)))
+                failures.append((shown(str(eid)), str(exc)))
         result, _ = fresh.ingest(decoded, refuse_soft_failed=False)
         failures += result.rejected
         return scratch, len(stored), failures
@@ -241,17 +248,13 @@ def _in_order(rows: Iterator[tuple[Any, ...]], table: _Table) -> Iterator[tuple[
     for row in rows:
         key = row[:width]
         if last and not last < key:
-            raise _Unordered("a repeated key")
+            raise IntegrityError("a repeated key")
         last = key
         yield row
 
 
-class _Unordered(Exception):
-    pass
-
-
 def _shown(table: _Table, key: tuple[Any, ...]) -> str:
-    return f"{table.name} {' '.join(str(k) for k in key)}"
+    return shown(f"{table.name} {' '.join(str(k) for k in key)}")
 
 
 def _compare(table: _Table, have: sqlite3.Connection, want: sqlite3.Connection) -> list[Failure]:
@@ -287,7 +290,7 @@ def _compare(table: _Table, have: sqlite3.Connection, want: sqlite3.Connection) 
                             )
                         )
                 a, b = next(mine, None), next(theirs, None)
-    except _Unordered as exc:
+    except IntegrityError as exc:
         found.append((table.name, f"not in key order ({exc}): the table was altered"))
     except TypeError:
         found.append((table.name, "keys of mixed types: the table was altered"))
