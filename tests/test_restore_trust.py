@@ -22,6 +22,7 @@ import io
 import json
 import os
 import sqlite3
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -310,7 +311,7 @@ async def kill_backup_when(where: Path, target: Path, ready: Callable[[], bool])
     """Start ``chazbot backup target`` and SIGKILL it as soon as ``ready()`` holds."""
     env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
     proc = await asyncio.create_subprocess_exec(
-        *(os.sys.executable, "-m", "chazbot.cli", "backup", str(target)),  # type: ignore[attr-defined]
+        *(sys.executable, "-m", "chazbot.cli", "backup", str(target)),
         cwd=where,
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
@@ -443,3 +444,20 @@ async def test_the_sweep_spares_a_running_backup_and_removes_only_temporaries(
     assert remove_leftovers(state) == []
     assert victim.read_text() == "keep me" and (tmp_path / "peer" / "state").is_dir()
     assert not list((state / NOTES).iterdir())  # the stale note itself is gone
+
+
+async def test_restore_refuses_a_state_file_that_is_not_intact(
+    tmp_path: Path, backup_file: Path
+) -> None:
+    def scribble(path: Path) -> None:
+        raw = bytearray(path.read_bytes())
+        raw[4096 : 4096 + 512] = b"\xff" * 512  # the second page: a table's b-tree
+        path.write_bytes(bytes(raw))
+
+    forged = with_state_file(backup_file, tmp_path / "scribbled.backup", scribble)
+    state = write_config(tmp_path / "other")
+    sink = Captured()
+    assert await ops.restore(state, forged, False, sink) == ops.EXIT_FAILED
+    assert sink.stderr and "is not an intact SQLite file; nothing was changed" in sink.stderr[0]
+    assert any(line.startswith("FAIL (file): ") for line in sink.stdout), sink.stdout
+    assert sorted(p.name for p in state.iterdir()) == ["chazbot.lock"]

@@ -14,6 +14,12 @@ Left out, because a start rebuilds or fetches them: ``index/`` (memory snapshots
 (downloaded models), the lock and the control socket. Every file in the archive, and the
 archive itself, is owner-only (0600): it holds the peer's secret keys.
 
+So do its temporaries, made beside the target: every file and directory of a backup or a
+restore is created new (``O_EXCL|O_NOFOLLOW``: a link planted at its name is an error, never
+followed), under names no one can guess, and noted in the state dir before it exists
+(``Temporaries``), so that what a killed run left is removed by the next backup or start
+(``remove_leftovers``).
+
 Synchronous, standard library only: callers run these in a thread.
 """
 

@@ -319,8 +319,8 @@ def report(checked: FileCheck, sink: Sink) -> None:
         sink.out(f"FAIL {what}: {why}")
     if checked.foreign:
         sink.out(
-            f"schema: {_count(len(checked.foreign), 'object')} not chazbot's; nothing else in "
-            "the file was read (entries and derived tables not checked)"
+            f"file and schema: {len(checked.foreign)} failed; nothing else in the file was "
+            "read (entries and derived tables not checked)"
         )
         return
     sink.out(f"{checked.entries} entries checked, {len(checked.failed_entries)} failed")
@@ -338,6 +338,8 @@ def _count(n: int, what: str) -> str:
 
 
 def _why_refused(checked: FileCheck) -> str:
+    if any(what == "(file)" for what, _ in checked.foreign):
+        return "is not an intact SQLite file"
     if checked.foreign:
         named = ", ".join(what for what, _ in checked.foreign[:3])
         more = f" and {len(checked.foreign) - 3} more" if len(checked.foreign) > 3 else ""
