@@ -169,6 +169,8 @@ def remove_leftovers(state_dir: Path) -> list[Path]:
                 note.unlink()
         finally:
             os.close(fd)
+    for writing in sorted(notes.glob("*.new")) if notes.is_dir() else []:
+        _remove_unlocked(writing)  # a note its backup was killed before naming
     for unpacked in sorted(state_dir.glob(f"{RESTORE_PREFIX}*")):
         if _owned(unpacked, is_dir=True):
             shutil.rmtree(unpacked, ignore_errors=True)
@@ -176,6 +178,16 @@ def remove_leftovers(state_dir: Path) -> list[Path]:
     for path in removed:
         log.warning("removed %s, left by a backup or restore that was killed", path)
     return removed
+
+
+def _remove_unlocked(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink()
+        finally:
+            os.close(fd)
 
 
 def _copy_one(source: Path, dest: Path) -> None:
