@@ -171,6 +171,10 @@ TAMPERS = {
         ["rows"],
     ),
     "rows renumbered": ("UPDATE rows SET n = n + 1000 WHERE data LIKE '%locker%';", ["rows n="]),
+    "a newer schema claimed": (
+        "INSERT INTO schema_version VALUES (99);",
+        ["schema_version: version 99 is newer"],
+    ),
     "a table's definition changed": (
         "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = "
         "replace(sql, 'data TEXT NOT NULL', 'data TEXT NOT NULL DEFAULT ''{}''') "

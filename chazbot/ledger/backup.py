@@ -22,6 +22,7 @@ from pathlib import Path
 
 from chazbot.errors import BackendError, InputError
 from chazbot.ledger import rebuild
+from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.rebuild import FileCheck
 from chazbot.ledger.schema import migrate
 
@@ -94,9 +95,10 @@ def verify_file(path: Path) -> FileCheck:
 
 
 def bring_up_to_date(path: Path) -> FileCheck | None:
-    """Migrate a restored copy (not in use) to this chazbot's schema, unless its schema holds
-    objects that are not chazbot's: then nothing runs on it (a trigger would fire during the
-    migration) and the check that found them is returned."""
+    """Migrate a restored copy (not in use) to this chazbot's schema and open it as a start
+    does, unless its schema holds objects that are not chazbot's: then nothing runs on it (a
+    trigger would fire during the migration) and the check that found them is returned. What
+    is in the file after this is checked whole (``verify_file``) before it is used."""
     if not is_sqlite(path):
         raise InputError(f"{path.name} is not a SQLite state file")
     conn = _connect(path)
@@ -112,8 +114,12 @@ def bring_up_to_date(path: Path) -> FileCheck | None:
             if found.foreign:
                 return found
             migrate(conn)
+            LedgerCore(conn)  # opened as a start opens it (whatever that settles, it does here)
         except sqlite3.DatabaseError as exc:
             found.foreign.append(("(file)", f"SQLite: {exc}"))
+            return found
+        except Exception as exc:  # a file this tampered-with is refused, not a crash
+            found.foreign.append(("(file)", f"cannot be opened as a ledger: {exc!r}"[:300]))
             return found
         return None
     finally:
