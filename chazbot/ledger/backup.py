@@ -89,7 +89,10 @@ def verify_file(path: Path) -> FileCheck:
     conn = _connect(path)
     try:
         conn.execute("PRAGMA query_only=ON")
+        rebuild.harden(conn)
         return rebuild.check(conn)
+    except sqlite3.DatabaseError as exc:
+        return FileCheck(foreign=[("(file)", f"SQLite: {exc}")])
     finally:
         conn.close()
 
