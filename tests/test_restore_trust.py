@@ -465,3 +465,36 @@ async def test_restore_refuses_a_state_file_that_is_not_intact(
     assert sink.stderr and "is not an intact SQLite file; nothing was changed" in sink.stderr[0]
     assert any(line.startswith("FAIL (file): ") for line in sink.stdout), sink.stdout
     assert sorted(p.name for p in state.iterdir()) == ["chazbot.lock"]
+
+
+async def test_verify_during_a_write_burst_finds_nothing(tmp_path: Path) -> None:
+    """The check reads the file as of one moment: rows committed while it runs (after it read
+    the entries) are not mistaken for rows no entry makes."""
+    where = tmp_path / "peer"
+    await make_peer(where)
+    service = await start_service(where)
+    acked: list[str] = []
+    stop = asyncio.Event()
+
+    async def writer(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            key = f"w{n}-{i}"
+            args = json.dumps({"key": key, "value": f"burst {key}"})
+            reply = await service.ask({"op": "tool", "name": "remember", "arguments": args})
+            assert reply["ok"], reply
+            acked.append(key)
+            i += 1
+
+    burst = [asyncio.create_task(writer(n)) for n in range(3)]
+    try:
+        await wait_until(lambda: len(acked) >= 30, 120, "30 acknowledged writes")
+        before = len(acked)
+        code, out, err = await cli(where, "verify")
+        assert len(acked) > before, "no write went on during the verify"
+        assert code == 0, (out, err)
+        assert "derived tables checked against a rebuild from the signed entries, 0 failed" in out
+    finally:
+        stop.set()
+        await asyncio.gather(*burst, return_exceptions=True)
+        await service.stop()
