@@ -498,3 +498,20 @@ async def test_verify_during_a_write_burst_finds_nothing(tmp_path: Path) -> None
         stop.set()
         await asyncio.gather(*burst, return_exceptions=True)
         await service.stop()
+
+
+async def test_a_cancelled_backup_removes_its_temporaries_and_its_note(tmp_path: Path) -> None:
+    state = await big_peer(tmp_path / "peer")
+    out = tmp_path / "backups"
+    out.mkdir()
+    target = out / "peer.backup"
+    job = asyncio.create_task(ops.backup(state, target, Captured()))
+    await wait_until(
+        lambda: job.done() or copying(out, target.name), 120, "the copy", interval=0.002
+    )
+    assert not job.done(), "the backup ended before it could be cancelled"
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert leftovers(out, target.name) == [] and not target.exists()
+    assert not list((state / NOTES).iterdir())
