@@ -85,21 +85,23 @@ async def make_peer(where: Path) -> Path:
     return state
 
 
-def with_state_file(backup: Path, target: Path, change: Callable[[Path], None]) -> Path:
-    """A copy of ``backup`` whose state file went through ``change`` (a function editing a
-    real SQLite file), with the manifest recomputed to match: what someone who can write the
-    backup (not sign entries) can make."""
+def with_state_file(
+    backup: Path, target: Path, change: Callable[[Path], None], member: str = STATE_FILE
+) -> Path:
+    """A copy of ``backup`` whose state file (or another ``member``) went through ``change``
+    (a function editing a real SQLite file), with the manifest recomputed to match: what
+    someone who can write the backup (not sign entries) can make."""
     with tarfile.open(backup) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
     scratch = target.with_suffix(".sqlite3")
-    scratch.write_bytes(files[STATE_FILE])
+    scratch.write_bytes(files[member])
     change(scratch)
-    files[STATE_FILE] = scratch.read_bytes()
+    files[member] = scratch.read_bytes()
     scratch.unlink()
     manifest = json.loads(files["manifest.json"])
-    manifest["files"][STATE_FILE] = {
-        "bytes": len(files[STATE_FILE]),
-        "sha256": hashlib.sha256(files[STATE_FILE]).hexdigest(),
+    manifest["files"][member] = {
+        "bytes": len(files[member]),
+        "sha256": hashlib.sha256(files[member]).hexdigest(),
     }
     files["manifest.json"] = json.dumps(manifest).encode()
     with tarfile.open(target, "w") as tar:
@@ -515,3 +517,25 @@ async def test_a_cancelled_backup_removes_its_temporaries_and_its_note(tmp_path:
         await job
     assert leftovers(out, target.name) == [] and not target.exists()
     assert not list((state / NOTES).iterdir())
+
+
+async def test_restore_refuses_a_trigger_in_the_matrix_store(tmp_path: Path) -> None:
+    state = await make_peer(tmp_path / "peer")
+    store = state / "matrix-store"
+    store.mkdir(mode=0o700)
+    run_sql("CREATE TABLE accounts (user_id TEXT, device_id TEXT);")(store / "bot_DEVICE.db")
+    backup = tmp_path / "peer.backup"
+    assert await ops.backup(state, backup, Captured()) == ops.EXIT_OK
+    member = "matrix-store/bot_DEVICE.db"
+    trigger = "CREATE TRIGGER leak AFTER INSERT ON accounts BEGIN SELECT 1; END;"
+    forged = with_state_file(backup, tmp_path / "forged.backup", run_sql(trigger), member)
+    other = write_config(tmp_path / "other")
+    sink = Captured()
+    assert await ops.restore(other, forged, False, sink) == ops.EXIT_FAILED
+    assert len(sink.stderr) == 1 and "Matrix store" in sink.stderr[0], sink.stderr
+    assert "FAIL trigger leak in bot_DEVICE.db: the Matrix store has none" in sink.stdout
+    assert sorted(p.name for p in other.iterdir()) == ["chazbot.lock"]
+    # the untouched one restores, its store with it
+    sink = Captured()
+    assert await ops.restore(other, backup, False, sink) == ops.EXIT_OK, sink.stderr
+    assert (other / member).is_file()

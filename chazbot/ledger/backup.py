@@ -129,6 +129,27 @@ def bring_up_to_date(path: Path) -> FileCheck | None:
         conn.close()
 
 
+def store_objects(path: Path) -> list[tuple[str, str]]:
+    """Triggers and views in a SQLite file of the Matrix store (nio's schema has tables and
+    indexes only; a trigger there would run inside nio's next write), or what keeps SQLite
+    from reading it."""
+    conn = _connect(path)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        rebuild.harden(conn)
+        found = conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') ORDER BY name"
+        ).fetchall()
+        return [
+            (rebuild.shown(f"{kind} {name} in {path.name}"), "the Matrix store has none")
+            for kind, name in found
+        ]
+    except sqlite3.DatabaseError as exc:
+        return [(rebuild.shown(path.name), f"SQLite: {exc}")]
+    finally:
+        conn.close()
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes, hex."""
     digest = hashlib.sha256()

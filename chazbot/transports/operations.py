@@ -268,7 +268,7 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
     import time
 
     from chazbot.ledger.archive import RESTORE_PREFIX, put_in_place, unpack_backup
-    from chazbot.ledger.backup import bring_up_to_date
+    from chazbot.ledger.backup import bring_up_to_date, is_sqlite, store_objects
     from chazbot.ledger.statelock import StateLock
 
     if not file.is_file():
@@ -290,12 +290,17 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
         checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE)
         if checked is None:
             checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE)
+        in_store: list[tuple[str, str]] = []
+        for name in sorted(made.files):
+            if name != STATE_FILE and is_sqlite(unpacked / name):
+                in_store += await asyncio.to_thread(store_objects, unpacked / name)
         sink.progress("verify", 1, 1)
         report(checked, sink)
-        if not checked.ok:
-            sink.err(
-                f"chazbot: error: the backup {file} {_why_refused(checked)}; nothing was changed"
-            )
+        for what, why in in_store:
+            sink.out(f"FAIL {what}: {why}")
+        if not checked.ok or in_store:
+            why = _why_refused(checked) if not checked.ok else _store_refused(in_store)
+            sink.err(f"chazbot: error: the backup {file} {why}; nothing was changed")
             return EXIT_FAILED
         aside = state_dir / time.strftime("replaced-%Y%m%dT%H%M%S") if force else None
         await asyncio.to_thread(put_in_place, unpacked, state_dir, aside)
@@ -348,6 +353,12 @@ def _why_refused(checked: FileCheck) -> str:
         return "fails verify"
     differences = _count(len(checked.derived), "difference")
     return f"has derived tables that its signed entries do not make ({differences})"
+
+
+def _store_refused(found: list[tuple[str, str]]) -> str:
+    named = ", ".join(what for what, _ in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return f"has a Matrix store holding what nio never makes ({named}{more})"
 
 
 def _bytes_in(directory: Path) -> int:
