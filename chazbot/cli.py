@@ -34,14 +34,16 @@ commands:
   reindex      backfill vectors for the configured embedding model (with progress)
   export       write a bank's (or agent's) visible memory as JSONL
   import-file  add memory rows from a JSONL file to a bank (a bad line: nothing is written)
-  verify       re-check every stored entry's id, signature and authorisation, every index
-               snapshot against the digest recorded when it was written, and the compiled
-               code's cache directory (owner and mode)
+  verify       re-check the state file (only chazbot's schema: no trigger, view or extra
+               table; every entry's id, signature and authorisation; every table derived from
+               the entries against a rebuild from them), every index snapshot against the
+               digest recorded when it was written, and the compiled code's cache directory
                (reindex, export, import-file and verify also go through a running service;
                Ctrl-C stops them between two steps, leaving nothing half-written)
   backup       copy the whole state to one file while the service runs (owner-only: it
                holds the peer's secret keys)
-  restore      put a backup in place of a stopped peer's state, after verifying it
+  restore      put a backup in place of a stopped peer's state, after checking it as verify
+               does (a backup that fails changes nothing)
   web-link     print a one-time sign-in link to the memory page, as the operator (admin)
   version      print the version
 """
@@ -82,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-file", help="add memory rows from JSONL")
     p.add_argument("bank")
     p.add_argument("file")
-    sub.add_parser("verify", help="re-check every stored entry and the index state on disk")
+    sub.add_parser("verify", help="re-check the state file, its entries and the index on disk")
     p = sub.add_parser("backup", help="copy the whole state to a file (service running or not)")
     p.add_argument("file", help="the backup file to write (must not exist)")
     p = sub.add_parser("restore", help="put a backup in place of a stopped peer's state")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from chazbot.config import Config, load_config
 from chazbot.errors import ChazError
+from chazbot.ledger.archive import remove_leftovers
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
@@ -47,6 +48,7 @@ class Service:
         peer.config_loader = lambda: load_config(self.config_path)
         self.peer = peer
         self._stops.append(peer.close)
+        await asyncio.to_thread(remove_leftovers, peer.state_dir)  # of killed backups, restores
         control = ControlServer(peer)
         await control.start()
         self._stops.append(control.stop)

@@ -1,4 +1,4 @@
-"""A consistent copy of a live state file, and the entry check on a file read beside its owner.
+"""A consistent copy of a live state file, and the check of a file read beside its owner.
 
 SQLite's online backup API copies a database through a connection of its own. Done in one
 step (``pages=-1``) it runs inside one read transaction: in WAL mode writers go on meanwhile
@@ -19,11 +19,17 @@ import hashlib
 import os
 import sqlite3
 from pathlib import Path
-from types import SimpleNamespace
 
 from chazbot.errors import BackendError, InputError
+from chazbot.ledger import rebuild
+from chazbot.ledger.core import LedgerCore
+from chazbot.ledger.rebuild import FileCheck
+from chazbot.ledger.schema import migrate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+CREATE_NEW = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC
+"""How every file of a backup or a restore is made: a new file (an existing file or a link
+at its name is an error, never followed), written only through this descriptor."""
 
 
 def is_sqlite(path: Path) -> bool:
@@ -45,7 +51,7 @@ def copy_database(source: Path, target: Path) -> int:
     """Copy the SQLite database ``source`` (live or not) to the new file ``target``, owner-only
     (0600), as one consistent snapshot; the copy is a single file (rollback journal, no WAL).
     Returns its size in bytes. ``target`` must not exist; on failure nothing is left there."""
-    fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    fd = os.open(target, CREATE_NEW, 0o600)
     os.close(fd)
     try:
         src = _connect(source)
@@ -73,22 +79,73 @@ def copy_database(source: Path, target: Path) -> int:
         raise
 
 
-def verify_file(path: Path) -> tuple[int, list[tuple[str, str]]]:
-    """Re-check every entry of the state file at ``path`` (its id, signature and authorisation,
-    and SQLite's integrity check) through a connection of its own; the file may be in use by
-    its owner meanwhile (WAL readers do not block it). Returns the entry count and failures."""
-    from chazbot.ledger.ledger import _verify_all
-
+def verify_file(path: Path) -> FileCheck:
+    """Check the state file at ``path`` through a connection of its own (``rebuild.check``:
+    its schema, every entry's id, signature and authorisation, and the tables derived from
+    the entries against a replay of them, with SQLite's integrity check); the file may be in
+    use by its owner meanwhile (WAL readers do not block it)."""
     if not is_sqlite(path):
         raise InputError(f"{path} is not a SQLite state file")
     conn = _connect(path)
     try:
         conn.execute("PRAGMA query_only=ON")
-        total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-        # _verify_all reads only ``core.conn``; it builds the scratch ledger it re-checks into
-        return total, _verify_all(SimpleNamespace(conn=conn))  # type: ignore[arg-type]
-    except sqlite3.Error as exc:
-        return 0, [("(file)", f"SQLite: {exc}")]
+        rebuild.harden(conn)
+        return rebuild.check(conn)
+    except sqlite3.DatabaseError as exc:
+        return FileCheck(foreign=[("(file)", f"SQLite: {exc}")])
+    finally:
+        conn.close()
+
+
+def bring_up_to_date(path: Path) -> FileCheck | None:
+    """Migrate a restored copy (not in use) to this chazbot's schema and open it as a start
+    does, unless its schema holds objects that are not chazbot's: then nothing runs on it (a
+    trigger would fire during the migration) and the check that found them is returned. What
+    is in the file after this is checked whole (``verify_file``) before it is used."""
+    if not is_sqlite(path):
+        raise InputError(f"{path.name} is not a SQLite state file")
+    conn = _connect(path)
+    try:
+        rebuild.harden(conn)
+        found = FileCheck()
+        try:
+            integrity = conn.execute("PRAGMA integrity_check").fetchall()
+            if integrity != [("ok",)]:
+                found.foreign.append(("(file)", "; ".join(str(r[0]) for r in integrity[:5])))
+            else:
+                found.foreign = rebuild.foreign_objects(conn)
+            if found.foreign:
+                return found
+            migrate(conn)
+            LedgerCore(conn)  # opened as a start opens it (whatever that settles, it does here)
+        except sqlite3.DatabaseError as exc:
+            found.foreign.append(("(file)", f"SQLite: {exc}"))
+            return found
+        except Exception as exc:  # a file this tampered-with is refused, not a crash
+            found.foreign.append(("(file)", f"cannot be opened as a ledger: {exc!r}"[:300]))
+            return found
+        return None
+    finally:
+        conn.close()
+
+
+def store_objects(path: Path) -> list[tuple[str, str]]:
+    """Triggers and views in a SQLite file of the Matrix store (nio's schema has tables and
+    indexes only; a trigger there would run inside nio's next write), or what keeps SQLite
+    from reading it."""
+    conn = _connect(path)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        rebuild.harden(conn)
+        found = conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') ORDER BY name"
+        ).fetchall()
+        return [
+            (rebuild.shown(f"{kind} {name} in {path.name}"), "the Matrix store has none")
+            for kind, name in found
+        ]
+    except sqlite3.DatabaseError as exc:
+        return [(rebuild.shown(path.name), f"SQLite: {exc}")]
     finally:
         conn.close()
 

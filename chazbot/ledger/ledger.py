@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chazbot.errors import BackendError, InputError, IntegrityError, NotFound
+from chazbot.ledger import rebuild
 from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
 from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
 from chazbot.ledger.entry import Entry
@@ -374,7 +375,8 @@ class Ledger:
     # ---- checking -------------------------------------------------------------------------
 
     async def verify(self) -> list[tuple[str, str]]:
-        """Re-check every stored entry's id, signature and authorisation; return the failures."""
+        """Re-check the file: its schema, every stored entry's id, signature and
+        authorisation, and the tables derived from them (``rebuild``); return the failures."""
         return await self.run(_verify_all)
 
 
@@ -420,24 +422,6 @@ def _open_core(path: Path) -> LedgerCore:
 
 
 def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
-    failures: list[tuple[str, str]] = []
-    try:
-        check = core.conn.execute("PRAGMA integrity_check").fetchall()
-        if check != [("ok",)]:
-            failures.append(("(file)", "; ".join(str(r[0]) for r in check[:5])))
-        rows = core.conn.execute("SELECT id, data FROM entries ORDER BY seq").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return [("(file)", f"SQLite: {exc}")]
-    scratch = sqlite3.connect(":memory:", isolation_level=None)
-    migrate(scratch)
-    fresh = LedgerCore(scratch)
-    decoded: list[Entry] = []
-    for eid, data in rows:
-        try:
-            decoded.append(Entry.decode(bytes(data), eid))
-        except IntegrityError as exc:
-            failures.append((eid, str(exc)))
-    result, _ = fresh.ingest(decoded, refuse_soft_failed=False)
-    failures += result.rejected
-    scratch.close()
-    return failures
+    """``rebuild.check`` on the ledger's own connection: the schema, every entry, and the
+    derived tables against a replay of the entries."""
+    return rebuild.check(core.conn).failures

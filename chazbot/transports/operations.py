@@ -23,8 +23,9 @@ from typing import Protocol, TextIO
 
 from chazbot.errors import InputError
 from chazbot.ledger import Ledger
-from chazbot.ledger.archive import partial_dir, write_backup
+from chazbot.ledger.archive import Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
+from chazbot.ledger.rebuild import FileCheck
 from chazbot.peer import STATE_FILE, Peer
 
 log = logging.getLogger(__name__)
@@ -169,19 +170,20 @@ async def reindex(peer: Peer, bank: str | None, agent_name: str | None, sink: Si
 
 
 async def verify(ledger: Ledger, state_dir: Path, sink: Sink) -> int:
-    """Re-check every entry (on a connection of its own), every index snapshot against its
-    recorded digest, and the compiled-code cache."""
+    """Check the state file (on a connection of its own: its schema, every entry, the derived
+    tables against a rebuild from the entries; ``ledger.rebuild``), every index snapshot
+    against its recorded digest, and the compiled-code cache."""
     sink.progress("verify", 0, 1)
-    total, failures = await asyncio.to_thread(verify_file, state_dir / STATE_FILE)
+    checked = await asyncio.to_thread(verify_file, state_dir / STATE_FILE)
     sink.progress("verify", 1, 1)
     snapshots, index = await verify_index(ledger, state_dir)
-    for eid, reason in [*failures, *index]:
+    report(checked, sink)
+    for eid, reason in index:
         sink.out(f"FAIL {eid}: {reason}")
-    sink.out(f"{total} entries checked, {len(failures)} failed")
     sink.out(
         f"{snapshots} index snapshots and the compiled-code cache checked, {len(index)} failed"
     )
-    return EXIT_FAILED if failures or index else EXIT_OK
+    return EXIT_FAILED if not checked.ok or index else EXIT_OK
 
 
 async def verify_index(ledger: Ledger, state_dir: Path) -> tuple[int, list[tuple[str, str]]]:
@@ -214,31 +216,37 @@ async def verify_index(ledger: Ledger, state_dir: Path) -> tuple[int, list[tuple
 async def backup(state_dir: Path, target: Path, sink: Sink) -> int:
     """A consistent copy of the whole state to the tar file ``target`` (see
     ``ledger.archive``), taken on a thread of its own while the peer goes on. Progress is the
-    bytes copied so far against the state file's size (its WAL included)."""
+    bytes copied so far against the state file's size (its WAL included). What killed runs
+    left is removed first (the caller holds the state dir, so none of them runs)."""
     if not target.is_absolute():
         raise InputError(f"the backup file must be an absolute path, not {target}")
     if not target.parent.is_dir():
         raise InputError(f"no directory {target.parent}")
     if target.exists() or target.is_symlink():
         raise InputError(f"{target} exists; choose a new file name")
+    await asyncio.to_thread(remove_leftovers, state_dir)
     expected = sum(
         p.stat().st_size
         for p in (state_dir / STATE_FILE, state_dir / f"{STATE_FILE}-wal")
         if p.exists()
     )
-    work = partial_dir(target)
-    job = asyncio.ensure_future(asyncio.to_thread(write_backup, state_dir, target))
+    try:
+        temps = await asyncio.to_thread(Temporaries.begin, state_dir, target)
+    except OSError as exc:
+        raise InputError(f"cannot write beside {target}: {exc.strerror or exc}") from exc
+    job = asyncio.ensure_future(asyncio.to_thread(write_backup, state_dir, target, temps))
     try:
         while not job.done():
-            sink.progress("backup", min(_bytes_in(work), expected), expected)
+            sink.progress("backup", min(_bytes_in(temps.work), expected), expected)
             await asyncio.wait({job}, timeout=0.25)
     except asyncio.CancelledError:
-        # the copy runs on in its thread; let it end, then take its files away
+        # the copy runs on in its thread; let it end (it removes its temporaries), then
+        # take away a file it finished as we stopped: not asked for any more
         with contextlib.suppress(Exception):
             await asyncio.shield(job)
         if job.done() and not job.cancelled() and job.exception() is None:
-            target.unlink(missing_ok=True)  # it finished as we stopped: not asked for any more
-        shutil.rmtree(work, ignore_errors=True)
+            target.unlink(missing_ok=True)
+        temps.end()
         raise
     made = job.result()
     sink.progress("backup", expected, expected)
@@ -252,13 +260,15 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
 
     Refuses a state dir in use (its lock) and, without ``force``, one that holds a state
     already (with it, that state is moved aside into ``state_dir/replaced-<time>``). The backup
-    is unpacked beside the state, each file checked against the manifest and the ledger
-    verified (every entry's id, signature and authorisation) before anything is moved: a
-    backup that fails changes nothing."""
+    is unpacked beside the state, each file checked against the manifest, and its state file
+    checked as ``verify`` does (``ledger.rebuild``: only chazbot's schema, every entry's id,
+    signature and authorisation, derived tables as the entries make them) before anything is
+    moved: a backup that fails changes nothing."""
     import os
     import time
 
-    from chazbot.ledger.archive import put_in_place, unpack_backup
+    from chazbot.ledger.archive import RESTORE_PREFIX, put_in_place, unpack_backup
+    from chazbot.ledger.backup import bring_up_to_date, is_sqlite, store_objects
     from chazbot.ledger.statelock import StateLock
 
     if not file.is_file():
@@ -266,24 +276,31 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(state_dir, 0o700)
     lock = StateLock.acquire(state_dir, "restore")
-    unpacked = state_dir / f".restore-{os.getpid()}"
+    unpacked = state_dir / f"{RESTORE_PREFIX}{os.getpid()}"
     try:
         if (state_dir / STATE_FILE).exists() and not force:
             raise InputError(
                 f"{state_dir} already holds a state; restore --force moves it aside first"
             )
-        shutil.rmtree(unpacked, ignore_errors=True)
+        await asyncio.to_thread(remove_leftovers, state_dir)
         made = await asyncio.to_thread(
             unpack_backup, file, unpacked, lambda d, t: sink.progress("restore", d, t)
         )
         sink.progress("verify", 0, 1)
-        total, failures = await asyncio.to_thread(verify_file, unpacked / STATE_FILE)
+        checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE)
+        if checked is None:
+            checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE)
+        in_store: list[tuple[str, str]] = []
+        for name in sorted(made.files):
+            if name != STATE_FILE and is_sqlite(unpacked / name):
+                in_store += await asyncio.to_thread(store_objects, unpacked / name)
         sink.progress("verify", 1, 1)
-        for eid, reason in failures:
-            sink.out(f"FAIL {eid}: {reason}")
-        sink.out(f"{total} entries checked, {len(failures)} failed")
-        if failures:
-            sink.err(f"chazbot: error: the backup {file} fails verify; nothing was changed")
+        report(checked, sink)
+        for what, why in in_store:
+            sink.out(f"FAIL {what}: {why}")
+        if not checked.ok or in_store:
+            why = _why_refused(checked) if not checked.ok else _store_refused(in_store)
+            sink.err(f"chazbot: error: the backup {file} {why}; nothing was changed")
             return EXIT_FAILED
         aside = state_dir / time.strftime("replaced-%Y%m%dT%H%M%S") if force else None
         await asyncio.to_thread(put_in_place, unpacked, state_dir, aside)
@@ -298,6 +315,50 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
     finally:
         shutil.rmtree(unpacked, ignore_errors=True)
         lock.release()
+
+
+def report(checked: FileCheck, sink: Sink) -> None:
+    """A state file's check as ``verify`` and ``restore`` print it: a FAIL line for each
+    failure, then a line for the entries and one for the rest."""
+    for what, why in checked.failures:
+        sink.out(f"FAIL {what}: {why}")
+    if checked.foreign:
+        sink.out(
+            f"file and schema: {len(checked.foreign)} failed; nothing else in the file was "
+            "read (entries and derived tables not checked)"
+        )
+        return
+    sink.out(f"{checked.entries} entries checked, {len(checked.failed_entries)} failed")
+    if checked.failed_entries:
+        sink.out("derived tables not compared: entries fail")
+    else:
+        sink.out(
+            "schema and derived tables checked against a rebuild from the signed entries, "
+            f"{len(checked.derived)} failed"
+        )
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def _why_refused(checked: FileCheck) -> str:
+    if any(what == "(file)" for what, _ in checked.foreign):
+        return "is not an intact SQLite file"
+    if checked.foreign:
+        named = ", ".join(what for what, _ in checked.foreign[:3])
+        more = f" and {len(checked.foreign) - 3} more" if len(checked.foreign) > 3 else ""
+        return f"holds SQLite objects that are not chazbot's schema ({named}{more})"
+    if checked.failed_entries:
+        return "fails verify"
+    differences = _count(len(checked.derived), "difference")
+    return f"has derived tables that its signed entries do not make ({differences})"
+
+
+def _store_refused(found: list[tuple[str, str]]) -> str:
+    named = ", ".join(what for what, _ in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return f"has a Matrix store holding what nio never makes ({named}{more})"
 
 
 def _bytes_in(directory: Path) -> int:
