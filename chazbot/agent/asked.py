@@ -18,11 +18,11 @@ import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from chazbot.agent.capture import Said, message_row, said_text, speaker_name
+from chazbot.agent.capture import Said, message_row, speaker_name
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them, told
-from chazbot.memory.rows import MemoryRow
+from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import auto_recall_query, tokenize
 
 if TYPE_CHECKING:

@@ -281,15 +281,6 @@ def said_at(
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 
-_SAID_PREFIX = re.compile(r"\A[^()\n]{1,300} \(\d{4}-\d{2}-\d{2}[^()\n]{0,40}\): ")
-
-
-def said_text(value: str) -> str:
-    """A row's value without the "who (date): " that captured rows start with (what the
-    person said, as the memory page and the "I don't know" check read it)."""
-    return _SAID_PREFIX.sub("", value, count=1)
-
-
 def worth_capturing(text: str) -> bool:
     """A message with no word in it (only emoji or punctuation) is not stored."""
     return bool(tokenize(text[:MAX_MESSAGE_CHARS]))
@@ -504,6 +495,5 @@ __all__ = [
     "parse_facts",
     "said_at",
     "said_index",
-    "said_text",
     "speaker_name",
 ]

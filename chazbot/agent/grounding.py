@@ -20,8 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from chazbot.agent.capture import said_text
-from chazbot.memory.rows import MemoryRow
+from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import STOPWORDS, tokenize
 
 POSSESSIVES = frozenset(

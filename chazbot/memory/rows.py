@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -240,6 +241,15 @@ def check_vector_row(row: dict[str, Any]) -> None:
         raise InputError("an embedding row is exactly {ref, vec}")
     if not 0 < len(ref) <= MAX_KEY_CHARS * 2 or not 0 < len(vec) <= MAX_VECTOR_CHARS:
         raise InputError(f"an embedding's vector is at most {MAX_VECTOR_CHARS} characters")
+
+
+_SAID_PREFIX = re.compile(r"\A[^()\n]{1,300} \(\d{4}-\d{2}-\d{2}[^()\n]{0,40}\): ")
+
+
+def said_text(value: str) -> str:
+    """A row's value without the "who (date): " that captured rows start with (what the
+    person said, as the memory page and the "I don't know" check read it)."""
+    return _SAID_PREFIX.sub("", value, count=1)
 
 
 register_row_check(MEMORY_STORE, check_memory_row)

@@ -15,8 +15,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from chazbot.agent.capture import said_text
-from chazbot.memory.rows import MemoryRow, to_datetime
+from chazbot.memory.rows import MemoryRow, said_text, to_datetime
 from chazbot.reminders.store import Reminders
 from chazbot.transports.web.app import (
     PREFIX,
