@@ -268,3 +268,26 @@ def test_an_answer_about_the_person_stands_on_a_row_about_it() -> None:
     for question, reply in right:
         assert grounded(question, reply, shown), (question, reply)
     assert not grounded("What is my daughter's name?", "Lina.", [])  # nothing shown
+
+
+async def test_forget_mine_is_undone_like_a_forget_in_words(tmp_path: Path, cfg: Config) -> None:
+    """#36: one rule for forgetting by command, in words and on the page: it hides at once and
+    can be brought back for 10 minutes (by command or by saying undo)."""
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm-alice", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        await alice.remember("a/1", "My wifi password is tulip-42.")
+
+        async def cmd(text: str, who: str = ALICE) -> str:
+            heard = room_audience("dm-alice", [who], lambda u: False)
+            reply = await peer.command(text, session="dm-alice", sender=who, audience=heard)
+            return reply.text
+
+        forgot = await cmd("/memory forget-mine all")
+        assert "Undo within 10 minutes" in forgot and "/memory undo" in forgot, forgot
+        assert await chaz.recall("wifi") == []
+        assert "nothing of yours" in await cmd("/memory undo", who=BOB)
+        assert "Brought back 1 row" in await cmd("/memory undo")
+        assert [h.value for h in await chaz.recall("wifi")] == ["My wifi password is tulip-42."]
+        assert "nothing of yours" in await cmd("/memory undo")  # once

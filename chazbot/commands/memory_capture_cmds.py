@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 
+from chazbot.agent.asked import restore_rows
 from chazbot.agent.host import AgentHandle
+from chazbot.agent.undo import UNDO_MINUTES
 from chazbot.commands.context import Context
 from chazbot.commands.memory_cmds import ok
 from chazbot.commands.tree import Arg, CommandTree, Reply
@@ -73,12 +75,32 @@ async def forget_mine(ctx: Context, key: str) -> Reply:
     hidden = 0
     for agent in _agents_for_mine(ctx):
         memory = agent.memory.within(ctx.hearing)
-        hidden += await memory.forget_said_by(ctx.sender, which, _alone(ctx))
+        rows = await memory.forget_said_by(ctx.sender, which, _alone(ctx))
+        hidden += len(rows)
+        if agent.db == ctx.agent.db:
+            ctx.session.undo.put(ctx.sender, agent.db, rows)
     if not hidden:
         what = "nothing you said" if which is None else f"no row {which!r} that you said"
         raise NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
     what = "everything you said" if which is None else repr(which)
-    return ok(f"Forgot {what} ({hidden} row{'s' if hidden != 1 else ''}).")
+    return ok(f"Forgot {what} ({hidden} row{'s' if hidden != 1 else ''}).{_undo_hint(ctx)}")
+
+
+def _undo_hint(ctx: Context) -> str:
+    return f" Undo within {UNDO_MINUTES} minutes with {ctx.prefix}memory undo (or say undo)."
+
+
+@command(
+    "memory undo",
+    (),
+    "bring back what you forgot last in this room (within 10 minutes)",
+)
+async def undo(ctx: Context) -> Reply:
+    found = ctx.session.undo.take(ctx.sender)
+    if found is None or found.db != ctx.agent.db:
+        raise NotFound("there is nothing of yours to bring back here")
+    await restore_rows(ctx.agent.memory.within(ctx.hearing), found.rows)
+    return ok(f"Brought back {len(found.rows)} row{'s' if len(found.rows) != 1 else ''}.")
 
 
 @command(
@@ -135,10 +157,13 @@ async def _forget_numbered(ctx: Context, number: int) -> Reply:
             f"{ctx.prefix}memory mine again"
         )
     memory = agent.memory.within(ctx.hearing)
-    await memory.forget_said_by(ctx.sender, key, _alone(ctx))
+    rows = await memory.forget_said_by(ctx.sender, key, _alone(ctx))
+    if agent.db == ctx.agent.db:
+        ctx.session.undo.put(ctx.sender, agent.db, rows)
     value = same_key[0].value
     shown = value if len(value) <= 80 else value[:80] + "…"
-    return ok(f"Forgot {number}: {shown}")
+    hint = _undo_hint(ctx) if agent.db == ctx.agent.db else ""
+    return ok(f"Forgot {number}: {shown}{hint}")
 
 
 def _alone(ctx: Context) -> bool:

@@ -244,11 +244,15 @@ class MemoryScope:
         view = await self.engine.view(self.db)
         return view.rows_by(speaker, None if everywhere else self.hearing.audience)
 
-    async def forget_said_by(self, speaker: str, key: str | None, everywhere: bool = False) -> int:
+    async def forget_said_by(
+        self, speaker: str, key: str | None, everywhere: bool = False
+    ) -> list[MemoryRow]:
         """Hide ``speaker``'s own rows (of ``key``, or all of them) that this scope may see
-        (``everywhere``: all of them); other people's rows are never touched. How many."""
+        (``everywhere``: all of them); other people's rows are never touched. The rows
+        hidden (for an undo)."""
         rows = [r for r in await self.said_by(speaker, everywhere) if key is None or r.key == key]
         if not rows:
-            return 0
+            return []
         origin = self.hearing.origin
-        return await self.engine.forget_rows(self.db, self.key, rows, origin)
+        await self.engine.forget_rows(self.db, self.key, rows, origin)
+        return rows
