@@ -42,7 +42,7 @@ from chazbot.ledger.auth import (
     parse_auth_op,
     permission_of,
 )
-from chazbot.ledger.authgraph import AuthGraph
+from chazbot.ledger.authgraph import AuthGraph, Resolution
 from chazbot.ledger.entry import MAX_PARENTS, Entry
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.limbo import Limbo
@@ -152,11 +152,11 @@ class LedgerCore:
             self._head_ids[(db, heads)] = n
         wanted = {eid for heads in self._heads.values() for eid in heads}
         rows = conn.execute(
-            "SELECT id, db, height, parents, data FROM entries WHERE id IN "
+            "SELECT id, db, height, parents, author, data FROM entries WHERE id IN "
             "(SELECT value FROM json_each(?)) ORDER BY height, id",
             (json.dumps(sorted(wanted)),),
         ).fetchall()
-        for eid, db, height, parents, data in rows:
+        for eid, db, height, parents, author, data in rows:
             below = self._heads_below(db, parents.split() if parents else [])
             try:
                 grants = _auth_grants(Entry.decode(bytes(data), eid))
@@ -165,7 +165,10 @@ class LedgerCore:
                 # ``verify`` can name it.
                 grants = []
                 self.load_errors.append((eid, str(exc)))
-            self.graphs.setdefault(db, AuthGraph()).add(eid, int(height), below, grants)
+            graph = self.graphs.setdefault(db, AuthGraph())
+            graph.add(eid, int(height), below, grants, str(author))
+        for db in sorted(self.graphs):
+            self._settle_stored(db)
 
     # ---- auth heads ---------------------------------------------------------------------
 
@@ -256,7 +259,7 @@ class LedgerCore:
             if permission_of(state, entry.author) != Permission(Level.ADMIN, 0):
                 raise PermissionDenied("a root entry must make its author admin(0)")
             graph = AuthGraph()
-            graph.add(entry.id, 0, (), grants)
+            graph.add(entry.id, 0, (), grants, entry.author)
             self.graphs[db] = graph
             self._on_undo(lambda: self.graphs.pop(db, None))
             return self._intern(db, (entry.id,))
@@ -303,7 +306,7 @@ class LedgerCore:
         for key, grant in grants:
             check_auth_change(progressive, entry.author, key, grant)
             progressive[key] = grant
-        graph.add(entry.id, entry.height, heads, grants)
+        graph.add(entry.id, entry.height, heads, grants, entry.author)
         self._on_undo(lambda: graph.remove_last(entry.id))
         return self._intern(db, (entry.id,))
 
@@ -337,16 +340,15 @@ class LedgerCore:
         self.conn.execute("INSERT INTO tips (db, id) VALUES (?, ?)", (db, entry.id))
         order = (entry.height, entry.id)
         changed_keys: list[str] = []
-        for op in entry.ops.get(AUTH_STORE, []):
-            k, grant = parse_auth_op(op)
-            self._set_auth(db, k, grant, order)
-            applied.auth_dbs.add(db)
-            if k not in changed_keys and self._allows_write(db, k)[1] == entry.id:
-                changed_keys.append(k)
-        # Decide this entry first: it is soft-failed if, after its own auth operations, its
-        # author lacks write (it cannot be an ancestor of an auth entry already stored).
+        auth_failed = False
+        if AUTH_STORE in entry.ops:
+            changed_keys = self._settle_auth(db, applied)
+            auth_failed = entry.id in self.graphs[db].soft_failed()
+        # Decide this entry first: it is soft-failed if its own auth changes are (resolved
+        # by authority), or if, after them, its author lacks write (it cannot be an ancestor
+        # of an auth entry already stored).
         allows, decider = self._allows_write(db, entry.author)
-        failed = is_data and not allows and decider != entry.id
+        failed = auth_failed or (is_data and not allows and decider != entry.id)
         if failed:
             self.conn.execute("UPDATE entries SET soft_failed = 1 WHERE id = ?", (entry.id,))
             tips[entry.id].soft_failed = True
@@ -391,11 +393,115 @@ class LedgerCore:
         applied.entries.append(entry)
         return failed
 
-    def _set_auth(self, db: str, key: str, grant: KeyGrant, order: tuple[int, str]) -> bool:
-        state = "active" if grant.active else "revoked"
-        return self._set_if_later(
-            "auth", ("db", "key"), (db, key), (grant.perm.name, grant.perm.prio, state), order
+    # ---- the current auth state, resolved by authority ----------------------------------------
+
+    def _settle_auth(self, db: str, applied: Applied) -> list[str]:
+        """Bring the ``auth`` table and the soft-failed marks of auth entries in line with
+        the database's resolution (``AuthGraph.resolution``), after an auth entry was added.
+        Returns the keys whose data entries must be judged again (``_resettle``)."""
+        graph = self.graphs[db]
+        old = graph.settled or Resolution()
+        new = graph.resolution()
+        if new is old:
+            return []
+        prefix = len(old.order)
+        if new.excluded == old.excluded and new.order[:prefix] == old.order:
+            fresh = new.order[prefix:]  # the usual case: new entries resolved after the rest
+            keys = sorted({k for n in fresh for k in graph.keys_of[n]})
+            entries = [n for n in fresh if n in new.failed]
+        else:
+            keys = sorted(old.grants.keys() | new.grants.keys())
+            entries = sorted(old.failed.keys() ^ new.failed.keys())
+        changed = [
+            k
+            for k in keys
+            if (old.grants.get(k), old.decider.get(k)) != (new.grants.get(k), new.decider.get(k))
+        ]
+        for key in changed:
+            self._write_grant(db, graph, new, key)
+        if changed:
+            applied.auth_dbs.add(db)
+        resettle = set(changed)
+        resettle |= self._flag_auth_entries(db, [(graph.ids[n], n in new.failed) for n in entries])
+        graph.settled = new
+
+        self._on_undo(lambda: graph.restore(old if old.order else None))
+        return sorted(resettle)
+
+    def _write_grant(self, db: str, graph: AuthGraph, found: Resolution, key: str) -> None:
+        grant = found.grants.get(key)
+        if grant is None:
+            self.conn.execute("DELETE FROM auth WHERE db = ? AND key = ?", (db, key))
+            return
+        n = found.decider[key]
+        status = "active" if grant.active else "revoked"
+        self.conn.execute(
+            "INSERT OR REPLACE INTO auth VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (db, key, grant.perm.name, grant.perm.prio, status, graph.heights[n], graph.ids[n]),
         )
+
+    def _flag_auth_entries(self, db: str, changes: list[tuple[str, bool]]) -> set[str]:
+        """Mark auth entries soft-failed or not; an entry that carries data as well is left to
+        ``_resettle`` (its rows and fields), and its author is returned for that."""
+        authors: set[str] = set()
+        tips = self._tips.get(db, {})
+        for eid, failed in changes:
+            row = self.conn.execute(
+                "SELECT author, is_data FROM entries WHERE id = ?", (eid,)
+            ).fetchone()
+            if row is None:
+                continue
+            if row[1]:
+                authors.add(str(row[0]))
+                continue
+            self.conn.execute("UPDATE entries SET soft_failed = ? WHERE id = ?", (int(failed), eid))
+            if eid in tips:
+                tips[eid].soft_failed = failed
+        return authors
+
+    def _settle_stored(self, db: str) -> None:
+        """At open: make what the file holds agree with the resolution (a file written by an
+        older chazbot folded auth changes by height; one damaged may disagree too)."""
+        graph = self.graphs[db]
+        found = graph.resolution()
+        stored = {
+            str(k): (str(perm), int(prio), str(status), str(eid))
+            for k, perm, prio, status, eid in self.conn.execute(
+                "SELECT key, perm, prio, status, entry_id FROM auth WHERE db = ?", (db,)
+            )
+        }
+        wanted = {
+            k: (g.perm.name, g.perm.prio, "active" if g.active else "revoked", graph.ids[n])
+            for k, g in found.grants.items()
+            for n in (found.decider[k],)
+        }
+        flags = {
+            str(eid): bool(failed)
+            for eid, failed in self.conn.execute(
+                "SELECT id, soft_failed FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(graph.ids),),
+            )
+        }
+        wrong = [eid for eid in graph.ids if flags.get(eid) != (graph.index[eid] in found.failed)]
+        keys = sorted(k for k in stored.keys() | wanted.keys() if stored.get(k) != wanted.get(k))
+        graph.settled = found
+        if not keys and not wrong:
+            return
+        log.warning(
+            "database %s: auth state resolved by authority differs from the file; settling "
+            "%d keys and %d auth entries",
+            db[:19],
+            len(keys),
+            len(wrong),
+        )
+        applied = Applied()
+        with self._transaction():
+            for key in keys:
+                self._write_grant(db, graph, found, key)
+            flagged = [(eid, graph.index[eid] in found.failed) for eid in wrong]
+            resettle = set(keys) | self._flag_auth_entries(db, flagged)
+            for key in sorted(resettle):
+                self._resettle(db, key, applied)
 
     def _set_if_later(
         self,
@@ -429,6 +535,12 @@ class LedgerCore:
         grant, decider = found
         return grant.active and grant.perm.allows(Level.WRITE), decider
 
+    def _holds(self, db: str, key: str, level: Level) -> bool:
+        """Whether ``key`` holds ``level`` or better in the resolved current state."""
+        graph = self.graphs.get(db)
+        found = graph.current(key) if graph is not None else None
+        return found is not None and found[0].active and found[0].perm.allows(level)
+
     def _resettle(self, db: str, key: str, applied: Applied) -> None:
         """Key's current grant changed: soft-fail or restore its data entries accordingly."""
         candidates = self.conn.execute(
@@ -439,11 +551,17 @@ class LedgerCore:
         if not candidates:
             return
         allows, decider = self._allows_write(db, key)
-        if allows or decider is None:
+        if allows:
             want = dict.fromkeys((c[0] for c in candidates), 0)
+        elif decider is None:  # every grant it had was soft-failed: it never held write
+            want = dict.fromkeys((c[0] for c in candidates), 1)
         else:
             seen = self._ancestors_among(decider, {c[0]: c[1] for c in candidates})
             want = {c[0]: 0 if c[0] in seen else 1 for c in candidates}
+        auth_failed = self.graphs[db].soft_failed()
+        for eid in want:
+            if eid in auth_failed:  # carries auth changes that are soft-failed
+                want[eid] = 1
         changed = [(eid, want[eid]) for eid, _, failed in candidates if want[eid] != failed]
         if changed:
             self._mark_soft_failed(db, changed, applied)
@@ -721,12 +839,13 @@ class LedgerCore:
 
     def _built_on(self, eid: str, children: dict[str, list[Entry]], memo: dict[str, bool]) -> bool:
         """Whether an entry of this batch builds on ``eid``, directly or through others of the
-        batch, and is an auth entry (never soft-failed) or by a key that may write now (in
-        the state so far): a chain of a revoked key's entries counts only with such an entry
-        at its end."""
+        batch, and is by a key that holds now (in the resolved state so far) what it needs:
+        admin for an auth entry, write for any other. A chain of a revoked key's entries
+        counts only with such an entry at its end."""
 
         def trusted(child: Entry) -> bool:
-            return not _is_data(child) or self._allows_write(child.db_id, child.author)[0]
+            needs = Level.ADMIN if AUTH_STORE in child.ops else Level.WRITE
+            return self._holds(child.db_id, child.author, needs)
 
         stack = [(eid, False)]
         while stack:
