@@ -55,10 +55,12 @@ MAX_FIELD_NAME = 128
 # database and per revocation (the auth entry deciding the key's current grant).
 MAX_KEPT_SOFT_FAILED = 1000
 MAX_KEPT_SOFT_FAILED_BYTES = 8 * 1024 * 1024
-# Refused soft-failed entries are kept in memory a while, in case an entry built on one
+# Refused soft-failed entries are kept on disk a while, in case an entry built on one
 # arrives later (a writer that had not yet heard of the revocation): per key, and in all.
 LIMBO_BYTES_PER_KEY = 4 * 1024 * 1024
 LIMBO_BYTES = 32 * 1024 * 1024
+# Rounds of taking in limbo entries whose author may write again, in one ingest.
+MAX_LIMBO_ROUNDS = 4
 RowCheck = Callable[[dict[str, Any]], None]
 Undo = Callable[[], object]
 _ROW_CHECKS: dict[str, RowCheck] = {}
@@ -144,7 +146,7 @@ class LedgerCore:
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._undo: list[Undo] | None = None
         self.commits = 0  # write transactions committed (a group of writes is one)
-        self.limbo = Limbo(LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
+        self.limbo = Limbo(conn, LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
         self.load_errors: list[tuple[str, str]] = []
         for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
             heads = tuple(json.loads(members))
@@ -747,74 +749,109 @@ class LedgerCore:
 
         An entry that would be soft-failed on arrival (its author's write was taken away
         before it came) is refused, and so never relayed, unless an entry of a key holding
-        write builds on it (in this batch, or later: refused ones wait in ``limbo``); what
-        is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
-        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. ``verify`` replays the
+        write builds on it (in this batch, or later: refused ones wait in ``limbo``, on disk);
+        what is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
+        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. When the resolved auth
+        state changes, entries waiting in limbo whose author may now write are taken in (a
+        revocation that turns out soft-failed takes nothing away). ``verify`` replays the
         file with ``refuse_soft_failed=False``: what was stored then is judged, not when.
         """
         result, applied = IngestResult(), Applied()
+        with self._transaction() as undo_log:
+            batch: dict[str, _Tip] = {}
+            self._ingest_round(entries, refuse_soft_failed, result, applied, undo_log, batch)
+            if refuse_soft_failed:
+                for _ in range(MAX_LIMBO_ROUNDS):
+                    revived = [
+                        entry
+                        for db in sorted(applied.auth_dbs)
+                        for entry in self.limbo.ready(db, lambda key, db=db: self._may(db, key))
+                    ]
+                    before = len(result.accepted)
+                    if not revived:
+                        break
+                    self._ingest_round(revived, True, result, applied, undo_log, batch)
+                    if len(result.accepted) == before:
+                        break
+            taken = set(result.accepted)
+            result.rejected = [(eid, why) for eid, why in result.rejected if eid not in taken]
+        return result, applied
+
+    def _may(self, db: str, key: str) -> bool:
+        """Whether ``key`` holds write (so it may write data, or be judged again)."""
+        return self._holds(db, key, Level.WRITE)
+
+    def _ingest_round(
+        self,
+        entries: Iterable[Entry],
+        refuse_soft_failed: bool,
+        result: IngestResult,
+        applied: Applied,
+        undo_log: list[Undo],
+        batch: dict[str, _Tip],
+    ) -> None:
         todo = sorted(self._with_limbo(list(entries)), key=Entry.sort_key)
         children: dict[str, list[Entry]] = {}
         for entry in todo:
             for parent in entry.parents:
                 children.setdefault(parent, []).append(entry)
         memo: dict[str, bool] = {}
-        with self._transaction() as undo_log:
-            batch: dict[str, _Tip] = {}
-            seen: set[str] = set()
-            for entry in todo:
-                if entry.id in seen or self._known(entry.id):
-                    result.duplicates += 1
-                    if entry.id not in seen:
-                        self.limbo.pop(entry.id)  # stored meanwhile (by a local write's merge)
-                    continue
-                seen.add(entry.id)
-                self.conn.execute("SAVEPOINT one")
-                marks = (len(applied.entries), len(applied.rows), len(applied.fields))
-                undo_mark = len(undo_log)
-                reset_before = set(applied.reset_dbs)
-                reason: str | None = None
-                try:
-                    auth_set = self._validate(entry, batch)
-                    failed = self._store(entry, auth_set, applied)
-                    if failed and refuse_soft_failed:
-                        built_on = self._built_on(entry.id, children, memo)
-                        reason = self._refuse_soft_failed(entry, built_on)
-                except ChazError as exc:
-                    reason = str(exc) or type(exc).__name__
-                except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
-                    reason = f"could not be stored: {type(exc).__name__}: {exc}"
-                except Exception as exc:
-                    log.exception("bug while ingesting entry %s", entry.id)
-                    reason = f"internal error: {type(exc).__name__}"
-                if reason is not None:
-                    if (
-                        refuse_soft_failed
-                        and "is not known" in reason
-                        and self._waits_on_limbo(entry)
-                    ):
-                        self.limbo.put(entry)  # built on a refused entry: refused alike
-                        reason = (
-                            "soft-failed on arrival: it builds on an entry refused as "
-                            "soft-failed, and no entry of a key that may write builds on it"
-                        )
-                    self.conn.execute("ROLLBACK TO one")
-                    self.conn.execute("RELEASE one")
-                    del applied.entries[marks[0] :], applied.rows[marks[1] :]
-                    del applied.fields[marks[2] :]
-                    applied.reset_dbs = reset_before
-                    for undo in reversed(undo_log[undo_mark:]):
-                        undo()
-                    del undo_log[undo_mark:]
-                    self._tips.pop(entry.db_id, None)
-                    result.rejected.append((entry.id, reason))
-                    continue
+        seen: set[str] = set()
+        for entry in todo:
+            if entry.id in seen or self._known(entry.id):
+                result.duplicates += 1
+                if entry.id not in seen and self.limbo.pop(entry.id):  # stored meanwhile
+                    self._on_undo(self.limbo.reset)
+                continue
+            seen.add(entry.id)
+            self.conn.execute("SAVEPOINT one")
+            marks = (len(applied.entries), len(applied.rows), len(applied.fields))
+            undo_mark = len(undo_log)
+            reset_before = set(applied.reset_dbs)
+            auth_before = set(applied.auth_dbs)
+            reason: str | None = None
+            wait = False
+            try:
+                auth_set = self._validate(entry, batch)
+                failed = self._store(entry, auth_set, applied)
+                if failed and refuse_soft_failed:
+                    built_on = self._built_on(entry.id, children, memo)
+                    reason = self._refuse_soft_failed(entry, built_on)
+                    wait = not built_on
+            except ChazError as exc:
+                reason = str(exc) or type(exc).__name__
+            except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
+                reason = f"could not be stored: {type(exc).__name__}: {exc}"
+            except Exception as exc:
+                log.exception("bug while ingesting entry %s", entry.id)
+                reason = f"internal error: {type(exc).__name__}"
+            if reason is not None:
+                if refuse_soft_failed and "is not known" in reason and self._waits_on_limbo(entry):
+                    wait = True  # built on a refused entry: refused alike
+                    reason = (
+                        "soft-failed on arrival: it builds on an entry refused as "
+                        "soft-failed, and no entry of a key that may write builds on it"
+                    )
+                self.conn.execute("ROLLBACK TO one")
                 self.conn.execute("RELEASE one")
-                self.limbo.pop(entry.id)
-                batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
-                result.accepted.append(entry.id)
-                result.soft_failed += int(failed)
-        return result, applied
+                del applied.entries[marks[0] :], applied.rows[marks[1] :]
+                del applied.fields[marks[2] :]
+                applied.reset_dbs, applied.auth_dbs = reset_before, auth_before
+                for undo in reversed(undo_log[undo_mark:]):
+                    undo()
+                del undo_log[undo_mark:]
+                self._tips.pop(entry.db_id, None)
+                if wait:  # after the rollback: it stays, in this transaction
+                    self.limbo.put(entry)
+                    self._on_undo(self.limbo.reset)
+                result.rejected.append((entry.id, reason))
+                continue
+            self.conn.execute("RELEASE one")
+            if self.limbo.pop(entry.id):
+                self._on_undo(self.limbo.reset)
+            batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
+            result.accepted.append(entry.id)
+            result.soft_failed += int(failed)
 
     # ---- soft-failed on arrival ---------------------------------------------------------
 
@@ -825,7 +862,7 @@ class LedgerCore:
         todo = [p for e in entries for p in e.parents if p not in ids]
         while todo:
             parent = todo.pop()
-            waiting = self.limbo.get(parent)
+            waiting = self.limbo.get(parent) if parent not in ids else None
             if waiting is not None and parent not in ids:
                 ids.add(parent)
                 out.append(waiting)
@@ -833,8 +870,13 @@ class LedgerCore:
         return out
 
     def _waits_on_limbo(self, entry: Entry) -> bool:
-        """Whether ``entry`` builds on an entry in limbo, and on nothing else unknown."""
-        waiting = [p for p in entry.parents if self.limbo.get(p) is not None]
+        """Whether ``entry`` builds on an entry in limbo, and on nothing else unknown, and is
+        by a key the database's auth entries name (only such a key's entry can ever be
+        valid, so a stranger cannot fill limbo with fresh keys)."""
+        graph = self.graphs.get(entry.db_id)
+        if graph is None or entry.author not in graph.ops:
+            return False
+        waiting = [p for p in entry.parents if self.limbo.has(p)]
         return bool(waiting) and all(p in waiting or self._known(p) for p in entry.parents)
 
     def _built_on(self, eid: str, children: dict[str, list[Entry]], memo: dict[str, bool]) -> bool:
@@ -864,8 +906,7 @@ class LedgerCore:
     def _refuse_soft_failed(self, entry: Entry, built_on: bool) -> str | None:
         """Why a stored-but-soft-failed arrival is refused after all, or None to keep it."""
         db = entry.db_id
-        if not built_on:
-            self.limbo.put(entry)
+        if not built_on:  # it waits in limbo (``ingest`` puts it there, after its rollback)
             return (
                 f"soft-failed on arrival: key {entry.author[:24]}… may not write here now, "
                 "and no entry of a key that may builds on this one"
