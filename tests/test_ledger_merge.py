@@ -107,7 +107,9 @@ def history() -> tuple[str, tuple[Entry, ...], dict[str, Any]]:
     return db, tuple(Entry.decode(d) for d in raw), agreed
 
 
-def resolve_auth(entries: tuple[Entry, ...]) -> tuple[dict[str, KeyGrant], dict[str, str], set[str]]:
+def resolve_auth(
+    entries: tuple[Entry, ...],
+) -> tuple[dict[str, KeyGrant], dict[str, str], set[str]]:
     """A naive model of auth resolution by authority (SPEC §2, issue #33), from the entries
     alone: ancestor sets instead of bitsets, no caching, no incremental step.
 
@@ -235,11 +237,7 @@ def expected_settings(
         grant = auth.get(entry.author)
         writes = grant is not None and grant.active and grant.perm.name in ("write", "admin")
         deciding = decider.get(entry.author)
-        if (
-            is_data
-            and not writes
-            and (deciding is None or entry.id not in ancestors(deciding))
-        ):
+        if is_data and not writes and (deciding is None or entry.id not in ancestors(deciding)):
             failed.add(entry.id)
     meta: dict[str, Any] = {}
     values = []

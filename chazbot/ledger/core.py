@@ -22,6 +22,7 @@ the entries present, so peers holding the same entries show the same rows.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -765,7 +766,7 @@ class LedgerCore:
                     revived = [
                         entry
                         for db in sorted(applied.auth_dbs)
-                        for entry in self.limbo.ready(db, lambda key, db=db: self._may(db, key))
+                        for entry in self.limbo.ready(db, functools.partial(self._may, db))
                     ]
                     before = len(result.accepted)
                     if not revived:

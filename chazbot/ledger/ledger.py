@@ -350,6 +350,19 @@ class Ledger:
         """Re-check every stored entry's id, signature and authorisation; return the failures."""
         return await self.run(_verify_all)
 
+    async def soft_failed_auth(self) -> list[tuple[str, str]]:
+        """Auth entries held but soft-failed by the resolution by authority (kept so that
+        peers converge, never applied): (entry id, why), per database."""
+
+        def read(core: LedgerCore) -> list[tuple[str, str]]:
+            return [
+                (eid, why)
+                for _, graph in sorted(core.graphs.items())
+                for eid, why in sorted(graph.soft_failed().items())
+            ]
+
+        return await self.run(read)
+
 
 _PEER_LOCAL_TABLES = frozenset(
     {"local_kv", "credentials", "local_keys", "registry"}
@@ -394,13 +407,27 @@ def _open_core(path: Path) -> LedgerCore:
 
 def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
     failures: list[tuple[str, str]] = []
+    conn = core.conn
+    began = not conn.in_transaction
     try:
-        check = core.conn.execute("PRAGMA integrity_check").fetchall()
+        if began:  # one snapshot: the entries and what the file derived from them
+            conn.execute("BEGIN")
+        check = conn.execute("PRAGMA integrity_check").fetchall()
         if check != [("ok",)]:
             failures.append(("(file)", "; ".join(str(r[0]) for r in check[:5])))
-        rows = core.conn.execute("SELECT id, data FROM entries ORDER BY seq").fetchall()
+        rows = conn.execute("SELECT id, data FROM entries ORDER BY seq").fetchall()
+        marked = {str(eid) for (eid,) in conn.execute("SELECT id FROM entries WHERE soft_failed")}
+        table = {
+            (str(db), str(key)): (str(perm), int(prio), str(status))
+            for db, key, perm, prio, status in conn.execute(
+                "SELECT db, key, perm, prio, status FROM auth"
+            )
+        }
     except sqlite3.DatabaseError as exc:
         return [("(file)", f"SQLite: {exc}")]
+    finally:
+        if began and conn.in_transaction:
+            conn.execute("ROLLBACK")
     scratch = sqlite3.connect(":memory:", isolation_level=None)
     migrate(scratch)
     fresh = LedgerCore(scratch)
@@ -412,5 +439,35 @@ def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
             failures.append((eid, str(exc)))
     result, _ = fresh.ingest(decoded, refuse_soft_failed=False)
     failures += result.rejected
+    failures += _compare_auth(marked, table, fresh)
     scratch.close()
+    return failures
+
+
+def _compare_auth(
+    marked: set[str],
+    table: dict[tuple[str, str], tuple[str, int, str]],
+    replay: LedgerCore,
+) -> list[tuple[str, str]]:
+    """What the file says of auth (``marked``: its soft-failed entries; ``table``: its auth
+    table) that a replay of its entries does not: an auth entry applied there but soft-failed
+    by the resolution by authority, or a different grant."""
+    failures: list[tuple[str, str]] = []
+    wanted: dict[tuple[str, str], tuple[str, int, str]] = {}
+    for db, graph in sorted(replay.graphs.items()):
+        for eid, why in sorted(graph.soft_failed().items()):
+            if eid not in marked:
+                failures.append((eid, f"applied in this file, but {why}"))
+        for key, grant in graph.current_state().items():
+            status = "active" if grant.active else "revoked"
+            wanted[(db, key)] = (grant.perm.name, grant.perm.prio, status)
+    for db, key in sorted(table.keys() | wanted.keys()):
+        if table.get((db, key)) != wanted.get((db, key)):
+            failures.append(
+                (
+                    f"(auth {db[:19]}…)",
+                    f"key {key[:24]}… is {table.get((db, key))} in this "
+                    f"file, but {wanted.get((db, key))} by a replay of its entries",
+                )
+            )
     return failures

@@ -132,4 +132,3 @@ class Limbo:
             if entry is not None:
                 out.append(entry)
         return out
-

@@ -175,9 +175,17 @@ async def verify(ledger: Ledger, state_dir: Path, sink: Sink) -> int:
     total, failures = await asyncio.to_thread(verify_file, state_dir / STATE_FILE)
     sink.progress("verify", 1, 1)
     snapshots, index = await verify_index(ledger, state_dir)
+    soft_failed = await ledger.soft_failed_auth()
     for eid, reason in [*failures, *index]:
         sink.out(f"FAIL {eid}: {reason}")
+    for eid, reason in soft_failed:
+        sink.out(f"SOFT-FAILED {eid}: {reason}")
     sink.out(f"{total} entries checked, {len(failures)} failed")
+    if soft_failed:
+        sink.out(
+            f"{len(soft_failed)} auth entries soft-failed: kept so that peers agree, never "
+            "applied (a key acting after its authority was taken away, or on what it granted)"
+        )
     sink.out(
         f"{snapshots} index snapshots and the compiled-code cache checked, {len(index)} failed"
     )
