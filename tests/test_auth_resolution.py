@@ -395,7 +395,9 @@ async def play(tmp: Path, steps: list[tuple[str, int, int, int, int]], rnd: rand
                 retry: set[str] = set()
                 for start in range(0, len(pending), chunk):
                     result = await ledger.ingest(pending[start : start + chunk])
-                    retry |= {i for i, why in result.rejected if "not known" in why}
+                    retry |= {
+                        i for i, why in result.rejected if "not known" in why or "unknown" in why
+                    }
                 again = [d for d in dict.fromkeys(pending) if content_id(d) in retry]
                 assert len(again) < len(pending), "no progress"
                 pending = again
