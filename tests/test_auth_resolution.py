@@ -437,3 +437,65 @@ def test_random_auth_histories_resolve_by_authority_everywhere(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(play(Path(tmp), steps, random.Random(seed)))
+
+
+async def test_a_file_folded_by_height_is_caught_by_verify_and_settled_at_open(
+    tmp_path: Path,
+) -> None:
+    """A file whose auth table and marks say what the old rule said (the chain out-heights
+    the demotion: admin(5), every entry applied), as a file written before #33 holds: the
+    entry check of ``verify`` fails on it, and opening it settles it to the resolution."""
+    import sqlite3
+
+    from chazbot.ledger.backup import verify_file
+
+    path = tmp_path / "state.sqlite3"
+    owner, demoted = key(0x51), key(0x52)
+    ledger = await Ledger.open(path)
+    try:
+        db = await ledger.create_db(owner, {"name": "bank"}, [(demoted.public, ADMIN5)])
+        await ledger.write(db, owner, remember("plan", "the owner's plan"))
+        parents, height = await head(ledger, db)
+        await ledger.set_auth(db, owner, demoted.public, WRITE10)
+        minted, entries = attack(demoted, db, parents, height)
+        owners_ingest = await ledger.ingest(entries)
+        assert owners_ingest.accepted == []  # refused here: soft-failed on arrival
+        other = await Ledger.open(tmp_path / "other.sqlite3")
+        try:  # another peer takes it in before it hears of the demotion, then hears
+            await other.ingest([d for _, d in await ledger.entries(db, 0, 100)][:2])
+            assert len((await other.ingest(entries)).accepted) == len(entries)
+            await other.ingest([d for _, d in await ledger.entries(db, 0, 100)])
+            assert (await other.auth_state(db))[demoted.public] == KeyGrant(WRITE10)
+        finally:
+            await other.close()
+    finally:
+        await ledger.close()
+    other_path = tmp_path / "other.sqlite3"
+    conn = sqlite3.connect(other_path, isolation_level=None)
+    try:  # what the old rule derived: the last self-grant by height decides
+        last = content_id(entries[-1])
+        conn.execute(
+            "UPDATE auth SET perm = 'admin', prio = 5, entry_id = ? WHERE key = ?",
+            (last, demoted.public),
+        )
+        conn.execute(
+            "INSERT INTO auth VALUES (?, ?, 'write', 10, 'active', ?, ?)",
+            (db, minted.public, Entry.decode(entries[0]).height, content_id(entries[0])),
+        )
+        conn.execute("UPDATE entries SET soft_failed = 0")
+        conn.execute("UPDATE rows SET hidden = 0")
+    finally:
+        conn.close()
+    _, failures = verify_file(other_path)
+    assert any("applied in this file, but soft-failed" in why for _, why in failures)
+    assert any(demoted.public[:24] in why for _, why in failures)
+    reopened = await Ledger.open(other_path)
+    try:
+        assert (await reopened.auth_state(db))[demoted.public] == KeyGrant(WRITE10)
+        assert minted.public not in await reopened.auth_state(db)
+        values = {r.data.get("value") for r in await reopened.rows(db, "memory")}
+        assert values == {"the owner's plan"}
+        assert len(await reopened.soft_failed_auth()) == len(entries) - 1
+        assert await reopened.verify() == []
+    finally:
+        await reopened.close()
