@@ -14,10 +14,12 @@ Operations an entry may carry, per store:
   sets a single-valued field; concurrent sets resolve to the entry last by (height, id).
 
 Revocation wins (SPEC §2): a data entry whose author lacks write in the current auth state
-(the fold of every auth entry), and that is not an ancestor of the auth entry that took the
-write away, is *soft-failed*: kept in the DAG, its rows hidden (``rows.hidden``), its field
-sets ignored, and never chosen as a parent. Whether an entry is soft-failed depends only on
-the entries present, so peers holding the same entries show the same rows.
+(resolved by authority: ``AuthGraph.resolution``), and that is not an ancestor of the auth
+entry that took the write away, is *soft-failed*: kept in the DAG, its rows hidden
+(``rows.hidden``), its field sets ignored, and never chosen as a parent. An auth entry whose
+author lacks the authority for it in the resolution is soft-failed likewise (never applied;
+what it granted gains nothing). Whether an entry is soft-failed depends only on the entries
+present, so peers holding the same entries show the same rows and the same auth state.
 """
 
 from __future__ import annotations
@@ -236,7 +238,8 @@ class LedgerCore:
         return _Tip(found[0], found[1], found[2], bool(found[3])) if found else None
 
     def auth_state(self, db: str) -> dict[str, KeyGrant]:
-        """The current auth state of a database: the fold of every auth entry it holds."""
+        """The current auth state of a database, resolved by authority from every auth entry
+        it holds (soft-failed ones apply nothing)."""
         graph = self.graphs.get(db)
         if graph is None or not self.tips(db):
             raise NotFound(f"no database {db}")
