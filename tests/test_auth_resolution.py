@@ -499,3 +499,36 @@ async def test_a_file_folded_by_height_is_caught_by_verify_and_settled_at_open(
         assert await reopened.verify() == []
     finally:
         await reopened.close()
+
+
+async def test_an_honest_writer_is_not_blocked_by_a_soft_failed_revocation_below_it(
+    tmp_path: Path,
+) -> None:
+    """Peer p took a demoted admin's revocation of a writer before it heard of the demotion,
+    and the owner wrote on top of it there. Once p hears, the revocation is soft-failed, and
+    the writer may write on p's tips again: an entry is checked against the state resolved
+    from its ancestry, not against the highest change in it."""
+    owner, demoted, writer = key(0x31), key(0x32), key(0x33)
+    p = await Ledger.open(tmp_path / "p.sqlite3")
+    q = await Ledger.open(tmp_path / "q.sqlite3")
+    try:
+        db = await p.create_db(
+            owner, {"name": "bank"}, [(demoted.public, ADMIN5), (writer.public, WRITE10)]
+        )
+        await relay(p, q, db)
+        await q.set_auth(db, owner, demoted.public, WRITE10)  # the demotion, on q
+        await p.set_auth(db, demoted, writer.public, WRITE10, active=False)  # p: not told yet
+        await p.write(db, owner, remember("plan", "the owner's, on top of it"))
+        await relay(q, p, db)
+        await relay(p, q, db)
+        for ledger in (p, q):
+            state = await ledger.auth_state(db)
+            assert state[writer.public] == KeyGrant(WRITE10) and state[demoted.public].active
+            assert len(await ledger.soft_failed_auth()) == 1
+        done = await p.write(db, writer, remember("note", "the writer's"))  # refused before
+        assert len(done.entries) == 1
+        await relay(p, q, db)
+        assert (await snapshot(p, db)) == (await snapshot(q, db))
+    finally:
+        await p.close()
+        await q.close()

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from chazbot.ledger.auth import KeyGrant, Level, Permission, change_refusal
 
 Order = tuple[int, str, int]  # (height, entry id, op index)
+MAX_POINTS_CACHED = 64  # resolved states of points of history other than the current one
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class AuthGraph:
     power: list[tuple[int, int]] = field(default_factory=list)  # author's rank at parents
     settled: Resolution | None = None  # the resolution the file holds (LedgerCore's)
     _resolved: Resolution | None = None
+    _at: dict[int, dict[str, KeyGrant]] = field(default_factory=dict)  # resolved, per point
 
     def __contains__(self, eid: str) -> bool:
         return eid in self.index
@@ -108,7 +110,7 @@ class AuthGraph:
             return
         heads = tuple(self.index[b] for b in below)
         closure = self.closure(below)
-        held = self.grant_at(closure, author)
+        held = self.resolved_at(closure).get(author) if below else None
         rank = held.perm.rank() if held is not None and held.active else (0, 0)
         n = len(self.ids)
         self.index[eid] = n
@@ -144,6 +146,7 @@ class AuthGraph:
                 del self.ops[key]
         if self._resolved is not None and n in self._resolved.order:
             self._resolved = None
+        self._at.clear()  # its index may be given to another entry
 
     def grant_at(self, closure: int, key: str) -> KeyGrant | None:
         """Key's grant in the state whose ancestry bitset is ``closure`` (None: never set)."""
@@ -200,15 +203,31 @@ class AuthGraph:
         self._resolved = found
         return found
 
-    def _order(self) -> list[int]:
+    def resolved_at(self, closure: int) -> dict[str, KeyGrant]:
+        """The state resolved by authority from the auth entries in ``closure`` only: what an
+        entry whose ancestry that is is checked against (do not change the dict)."""
+        total = len(self.ids)
+        if closure == (1 << total) - 1:
+            return self.resolution().grants
+        found = self._at.get(closure)
+        if found is None:
+            members = [n for n in range(total) if closure >> n & 1]
+            found = self._resolve(members).grants
+            if len(self._at) >= MAX_POINTS_CACHED:
+                del self._at[next(iter(self._at))]
+            self._at[closure] = found
+        return found
+
+    def _order(self, members: list[int] | None = None) -> list[int]:
         """Parents first; among entries ready, the strongest author (at its parents) first,
-        then lower height, then lower id."""
-        children: list[list[int]] = [[] for _ in self.ids]
-        waiting = [len(set(b)) for b in self.below]
-        for n, heads in enumerate(self.below):
-            for parent in set(heads):
+        then lower height, then lower id. ``members`` (closed under ancestry): only those."""
+        chosen = list(range(len(self.ids))) if members is None else members
+        children: dict[int, list[int]] = {n: [] for n in chosen}
+        waiting = {n: len(set(self.below[n])) for n in chosen}
+        for n in chosen:
+            for parent in set(self.below[n]):
                 children[parent].append(n)
-        ready = [self._priority(n) for n, count in enumerate(waiting) if count == 0]
+        ready = [self._priority(n) for n, count in waiting.items() if count == 0]
         heapq.heapify(ready)
         out: list[int] = []
         while ready:
@@ -224,8 +243,8 @@ class AuthGraph:
         level, prio = self.power[n]
         return (-level, -prio, self.heights[n], self.ids[n], n)
 
-    def _resolve(self) -> Resolution:
-        order = tuple(self._order())
+    def _resolve(self, members: list[int] | None = None) -> Resolution:
+        order = tuple(self._order(members))
         excluded: frozenset[int] = frozenset()
         while True:  # each round soft-fails at least one more entry, so this ends
             found, victims = self._pass(order, excluded)

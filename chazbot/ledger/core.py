@@ -286,10 +286,10 @@ class LedgerCore:
         if entry.height != max(heights) + 1:
             raise IntegrityError("entry height is not one more than its highest parent")
         heads = graph.heads_of(members)
-        closure = graph.closure(heads)
+        at_parents = graph.resolved_at(graph.closure(heads))
 
         def grant_of(key: str) -> KeyGrant | None:
-            return graph.grant_at(closure, key)
+            return at_parents.get(key)
 
         author = grant_of(entry.author)
         perm = permission_of({entry.author: author} if author else {}, entry.author)
