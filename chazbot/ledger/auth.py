@@ -4,10 +4,9 @@ Permissions form a lattice: ``read`` < ``write(p)`` < ``admin(p)``, and within a
 lower ``p`` is stronger. A key is active or revoked; a revoked key grants nothing.
 
 Auth changes are ``_auth`` operations ``{"op": "set_key", "key", "perm", "prio", "status"}``.
-The state at a point of history (what an entry is checked against at its parents) is the fold
-of every auth operation in its ancestry, applied in (height, entry id) order. The *current*
-state of a database is not that fold: it is resolved by authority (``authgraph``), so that a
-chain of entries cannot out-height a revocation.
+What an entry is checked against (the state at its parents) and the current state of a
+database are both resolved by authority from the auth entries concerned (``authgraph``), not
+folded by height, so that a chain of entries cannot out-height a revocation.
 """
 
 from __future__ import annotations

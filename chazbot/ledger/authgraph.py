@@ -1,19 +1,17 @@
-"""The auth entries of one database as a small DAG: the state at a point of history, and the
-current state resolved by authority.
+"""The auth entries of one database as a small DAG, and the auth state resolved by authority.
 
-**At a point of history** (what an entry is checked against at its parents): the fold, in
-(height, entry id, op index) order, of every auth operation in its ancestry (see ``auth``).
-Instead of materialising that state for every point (which grows as auth changes x members),
-each auth entry gets a bit index and the set of its auth ancestors as a Python int bitset; a
+Each auth entry gets a bit index and the set of its auth ancestors as a Python int bitset; a
 point of history is named by its *heads* (the antichain of auth entries at the top of its
-ancestry, usually one). The grant of key k at a point is then the last operation on k whose
-entry is in the heads' ancestry: a walk over k's own operations, newest first. Memory grows
-with auth entries squared over 8 bits (250 KB for 2,000 changes).
+ancestry, usually one). Memory grows with auth entries squared over 8 bits (250 KB for 2,000
+changes); nothing else grows with members. ``grant_at`` is the plain (height, entry id, op
+index) fold of a point's ancestry (kept for display); what entries are checked against is
+the state *resolved* from the auth entries of their ancestry (``resolved_at``), and the
+current state is the one resolved from every auth entry held.
 
-**Current** (``resolution``): resolved by authority, never by height (SPEC §2; the model is
-Matrix state resolution v2). The auth entries are put in one order: parents before children,
-and among entries whose parents are all placed, the one whose author held the strongest
-permission at its parents first, then lower height, then lower id (Matrix's reverse
+**Resolved** (``resolution``, ``resolved_at``): by authority, never by height (SPEC §2; the
+model is Matrix state resolution v2). The auth entries are put in one order: parents before
+children, and among entries whose parents are all placed, the one whose author held the
+strongest permission at its parents first, then lower height, then lower id (Matrix's reverse
 topological power ordering). They are then applied one by one, each checked against the
 state resolved so far (Matrix's iterative auth checks): an entry whose author does not hold
 the authority for every one of its changes there is *soft-failed*, never applied. When an
