@@ -71,7 +71,7 @@ class AuthGraph:
     power: list[tuple[int, int]] = field(default_factory=list)  # author's rank at parents
     settled: Resolution | None = None  # the resolution the file holds (LedgerCore's)
     _resolved: Resolution | None = None
-    _at: dict[int, dict[str, KeyGrant]] = field(default_factory=dict)  # resolved, per point
+    _at: dict[int, Resolution] = field(default_factory=dict)  # resolved, per point
 
     def __contains__(self, eid: str) -> bool:
         return eid in self.index
@@ -144,7 +144,8 @@ class AuthGraph:
                 del self.ops[key]
         if self._resolved is not None and n in self._resolved.order:
             self._resolved = None
-        self._at.clear()  # its index may be given to another entry
+        if self._at:  # its index may be given to another entry
+            self._at = {c: found for c, found in self._at.items() if not c >> n & 1}
 
     def grant_at(self, closure: int, key: str) -> KeyGrant | None:
         """Key's grant in the state whose ancestry bitset is ``closure`` (None: never set)."""
@@ -209,12 +210,25 @@ class AuthGraph:
             return self.resolution().grants
         found = self._at.get(closure)
         if found is None:
-            members = [n for n in range(total) if closure >> n & 1]
-            found = self._resolve(members).grants
+            found = self._point(closure)
             if len(self._at) >= MAX_POINTS_CACHED:
                 del self._at[next(iter(self._at))]
             self._at[closure] = found
-        return found
+        return found.grants
+
+    def _point(self, closure: int) -> Resolution:
+        """Resolve a point of history: in one step from the point below its one head when
+        that is known (a branch growing entry by entry), else from its entries."""
+        top = closure.bit_length() - 1  # a single head is the newest entry of its ancestry
+        if top >= 0 and self.bits[top] == closure:
+            base = closure & ~(1 << top)
+            below = self._at.get(base)
+            done = self._resolved
+            if below is None and done is not None and base == (1 << len(done.order)) - 1:
+                below = done
+            if below is not None:
+                return self._extend(below, top)
+        return self._resolve([n for n in range(len(self.ids)) if closure >> n & 1])
 
     def _order(self, members: list[int] | None = None) -> list[int]:
         """Parents first; among entries ready, the strongest author (at its parents) first,

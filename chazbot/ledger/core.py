@@ -819,7 +819,10 @@ class LedgerCore:
                 auth_set = self._validate(entry, batch)
                 failed = self._store(entry, auth_set, applied)
                 if failed and refuse_soft_failed:
-                    built_on = self._built_on(entry.id, children, memo)
+                    # An auth entry is kept (within the bound): whether it is soft-failed can
+                    # change with entries that build on it (a revocation of its author that
+                    # is soft-failed in turn), so a peer refusing it could never agree.
+                    built_on = AUTH_STORE in entry.ops or self._built_on(entry.id, children, memo)
                     reason = self._refuse_soft_failed(entry, built_on)
                     wait = not built_on
             except ChazError as exc:
@@ -885,13 +888,12 @@ class LedgerCore:
 
     def _built_on(self, eid: str, children: dict[str, list[Entry]], memo: dict[str, bool]) -> bool:
         """Whether an entry of this batch builds on ``eid``, directly or through others of the
-        batch, and is by a key that holds now (in the resolved state so far) what it needs:
-        admin for an auth entry, write for any other. A chain of a revoked key's entries
-        counts only with such an entry at its end."""
+        batch, and is an auth entry (kept, within the bound: see ``_ingest_round``) or by a key
+        that holds write now (in the resolved state so far). A chain of a revoked key's data
+        entries counts only with such an entry at its end."""
 
         def trusted(child: Entry) -> bool:
-            needs = Level.ADMIN if AUTH_STORE in child.ops else Level.WRITE
-            return self._holds(child.db_id, child.author, needs)
+            return AUTH_STORE in child.ops or self._holds(child.db_id, child.author, Level.WRITE)
 
         stack = [(eid, False)]
         while stack:
