@@ -198,7 +198,10 @@ class AuthGraph:
             for n in range(len(done.order), total):
                 found = self._extend(found, n)
         else:
-            found = self._resolve()
+            quick = (
+                self._failing(done, total - 1) if done and len(done.order) == total - 1 else None
+            )
+            found = quick if quick is not None else self._resolve()
         self._resolved = found
         return found
 
@@ -263,6 +266,32 @@ class AuthGraph:
             if not victims:
                 return found
             excluded = excluded | victims
+
+    def _failing(self, done: Resolution, n: int) -> Resolution | None:
+        """``done`` and entry ``n`` when ``n`` surely fails, without a new pass (a revoked
+        key's concurrent entries, one by one, each cost O(entries), not a resolution): its
+        author is no admin in ``done``, ``done`` needed no restart, and ``n`` comes after the
+        entry that decided its author. Then every step before ``n`` is as it was, its author
+        holds there what it holds in the end, so ``n`` fails and changes nothing. Else None."""
+        author = self.authors[n]
+        held = done.grants.get(author)
+        if done.excluded or not self.below[n] or (held is not None and _holds(held, None)):
+            return None
+        place = {m: i for i, m in enumerate(done.order)}
+        ready = max(place[b] for b in self.below[n]) + 1
+        mine = self._priority(n)
+        at = next(
+            (i for i in range(ready, len(done.order)) if mine < self._priority(done.order[i])),
+            len(done.order),
+        )
+        decider = done.decider.get(author)
+        if decider is not None and at <= place[decider]:
+            return None
+        why = self._apply(n, dict(done.grants), dict(done.decider))
+        if why is None:
+            return None
+        order = (*done.order[:at], n, *done.order[at:])
+        return Resolution(order, done.grants, done.decider, {**done.failed, n: why}, done.excluded)
 
     def _extend(self, done: Resolution, n: int) -> Resolution:
         """``done`` and entry ``n``, which builds on every entry ``done`` holds."""
@@ -331,6 +360,8 @@ class AuthGraph:
         return needed
 
 
-def _holds(grant: KeyGrant, needed: Permission) -> bool:
-    """Whether ``grant`` is an active admin at least as strong as ``needed``."""
-    return grant.active and grant.perm.level is Level.ADMIN and not needed.stronger_than(grant.perm)
+def _holds(grant: KeyGrant, needed: Permission | None) -> bool:
+    """Whether ``grant`` is an active admin at least as strong as ``needed`` (any admin)."""
+    if not grant.active or grant.perm.level is not Level.ADMIN:
+        return False
+    return needed is None or not needed.stronger_than(grant.perm)
