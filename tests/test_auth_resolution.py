@@ -410,6 +410,12 @@ async def play(tmp: Path, steps: list[tuple[str, int, int, int, int]], rnd: rand
             assert state == mine == model  # every peer, whatever it got and in what order
             check_revocation_wins(entries, state)
             assert {eid for eid, _ in await ledger.soft_failed_auth()} == failed
+            # what was built step by step (extended, or a failing entry placed) is what one
+            # resolution from scratch gives
+            fresh_pass = await ledger.run(
+                lambda core: core.graphs[db].resolution() == core.graphs[db]._resolve()
+            )
+            assert fresh_pass
             assert await ledger.verify() == []
             rows = await ledger.rows(db, "memory")
             views.append(
