@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, Ledger
+from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, Ledger, Permission
 from chazbot.ledger.auth import parse_auth_op
 from tests.ledger_support import ADMIN1, READ, WRITE0, key
 from tests.sync_support import live_entries
@@ -107,22 +107,120 @@ def history() -> tuple[str, tuple[Entry, ...], dict[str, Any]]:
     return db, tuple(Entry.decode(d) for d in raw), agreed
 
 
+def resolve_auth(
+    entries: tuple[Entry, ...],
+) -> tuple[dict[str, KeyGrant], dict[str, str], set[str]]:
+    """A naive model of auth resolution by authority (SPEC §2, issue #33), from the entries
+    alone: ancestor sets instead of bitsets, no caching, no incremental step.
+
+    Auth entries are ordered parents first and, among those whose auth ancestors are all
+    placed, by the strength of the author's permission at its parents (the (height, id)
+    fold of its ancestry), then height, then id. They are applied in that order, each
+    checked against the state so far; when one lowers a key, that key's applied entries
+    which are not its ancestors and needed more than the key now holds are soft-failed and
+    the pass starts again without them. Returns (state, deciding entry per key, soft-failed
+    auth entry ids).
+    """
+    by_id = {e.id: e for e in entries}
+
+    def ancestors(eid: str) -> set[str]:
+        seen, todo = set(), list(by_id[eid].parents)
+        while todo:
+            parent = todo.pop()
+            if parent not in seen:
+                seen.add(parent)
+                todo.extend(by_id[parent].parents)
+        return seen
+
+    auth = [e for e in entries if AUTH_STORE in e.ops]
+    below = {e.id: {a for a in ancestors(e.id) if AUTH_STORE in by_id[a].ops} for e in auth}
+    ops = {e.id: [parse_auth_op(op) for op in e.ops[AUTH_STORE]] for e in auth}
+
+    def rank_at_parents(e: Entry) -> tuple[int, int]:
+        grant = None
+        for a in sorted((by_id[x] for x in below[e.id]), key=Entry.sort_key):
+            for k, g in ops[a.id]:
+                if k == e.author:
+                    grant = g
+        return grant.perm.rank() if grant is not None and grant.active else (0, 0)
+
+    order: list[str] = []
+    while len(order) < len(auth):
+        ready = [e for e in auth if e.id not in order and below[e.id] <= set(order)]
+        best = min(ready, key=lambda e: (tuple(-x for x in rank_at_parents(e)), e.height, e.id))
+        order.append(best.id)
+
+    def needed(eid: str, state: dict[str, KeyGrant]) -> Permission:
+        need = Permission.parse("admin", 2**31)
+        for k, g in ops[eid]:
+            now = state.get(k)
+            for p in (g.perm, now.perm if now is not None and now.active else None):
+                if p is not None and p.name == "admin" and p.stronger_than(need):
+                    need = p
+        return need
+
+    excluded: set[str] = set()
+    while True:
+        state: dict[str, KeyGrant] = {}
+        decider: dict[str, str] = {}
+        failed: set[str] = set()
+        done: list[tuple[str, str, Permission]] = []  # (entry, author, needed)
+        victims: set[str] = set()
+        for eid in order:
+            entry = by_id[eid]
+            if eid in excluded:
+                failed.add(eid)
+                continue
+            need = needed(eid, state)
+            trial = dict(state)
+            ok = True
+            if entry.parents:  # the root applies as validated
+                for k, g in ops[eid]:
+                    mine = trial.get(entry.author)
+                    now = trial.get(k)
+                    if (
+                        mine is None
+                        or not mine.active
+                        or mine.perm.name != "admin"
+                        or g.perm.stronger_than(mine.perm)
+                        or (now is not None and now.active and now.perm.stronger_than(mine.perm))
+                    ):
+                        ok = False
+                        break
+                    trial[k] = g
+            if not ok:
+                failed.add(eid)
+                continue
+            for k, g in ops[eid]:
+                state[k], decider[k] = g, eid
+            done.append((eid, entry.author, need))
+            for k in {k for k, _ in ops[eid]}:
+                g = state[k]
+                for m, author, need_m in done:
+                    if author != k or m == eid or m in below[eid]:
+                        continue
+                    holds = g.active and g.perm.name == "admin"
+                    if not holds or need_m.stronger_than(g.perm):
+                        victims.add(m)
+            if victims:
+                break
+        if not victims:
+            return state, decider, failed
+        excluded |= victims
+
+
 def expected_settings(
     entries: tuple[Entry, ...],
 ) -> tuple[dict[str, Any], dict[str, KeyGrant], list[str], set[str]]:
     """A naive model of the merge rule: the entry last by (height, id) wins, and within one
-    entry the later operation wins; and of revocation (SPEC §2): a data entry whose author
-    lacks write in the final state, and that is not the deciding auth entry or one of its
+    entry the later operation wins; of auth resolution (``resolve_auth``); and of revocation
+    (SPEC §2): an entry whose auth changes are soft-failed, or a data entry whose author
+    lacks write in the resolved state and that is not the deciding auth entry or one of its
     ancestors, is soft-failed: its rows and settings do not count.
 
     Returns (meta, auth, visible row values, soft-failed entry ids).
     """
-    auth: dict[str, KeyGrant] = {}
-    decider: dict[str, str] = {}
-    for entry in sorted(entries, key=Entry.sort_key):
-        for op in entry.ops.get(AUTH_STORE, []):
-            k, grant = parse_auth_op(op)
-            auth[k], decider[k] = grant, entry.id
+    auth, decider, failed = resolve_auth(entries)
     by_id = {e.id: e for e in entries}
 
     def ancestors(eid: str) -> set[str]:
@@ -134,12 +232,12 @@ def expected_settings(
                     todo.append(parent)
         return seen
 
-    failed = set()
     for entry in entries:
         is_data = any(s != AUTH_STORE for s in entry.ops) or AUTH_STORE not in entry.ops
         grant = auth.get(entry.author)
         writes = grant is not None and grant.active and grant.perm.name in ("write", "admin")
-        if is_data and not writes and entry.id not in ancestors(decider[entry.author]):
+        deciding = decider.get(entry.author)
+        if is_data and not writes and (deciding is None or entry.id not in ancestors(deciding)):
             failed.add(entry.id)
     meta: dict[str, Any] = {}
     values = []
@@ -164,13 +262,20 @@ def test_peers_agree_and_follow_the_merge_rule() -> None:
     assert sorted(v for _, _, v in agreed["rows"]) == sorted(
         json.dumps({"value": v}) for v in values
     )
-    # the writer was demoted to read on branch a while branch b promoted it; the demotion
-    # wins the merge, so what it wrote on branch b (unseen by the demotion) is soft-failed,
-    # while a1, written before the demotion on branch a, stays. Likewise the admin's rename
+    # Auth is resolved by authority (issue #33): the owner's revocation of the admin on
+    # branch c wins over the admin's concurrent promotion of the writer on branch b, which
+    # is soft-failed; so the writer is only what the owner made it on branch a (read), its
+    # grant to the stranger is soft-failed too and the stranger never held write: s1 is
+    # hidden. What the writer wrote on branch b (unseen by the demotion) is soft-failed,
+    # while a1, written before the demotion on branch a, stays; likewise the admin's rename
     # on branch b, concurrent with its revocation on branch c.
-    assert sorted(values) == ["a1", "c1", "c2", "s1"]
+    assert sorted(values) == ["a1", "c1", "c2"]
+    assert STRANGER.public not in auth and auth[WRITER.public].perm == READ
     hidden = [e for e in entries if e.id in failed]
-    assert sorted(e.author for e in hidden) == sorted([WRITER.public] * 2 + [ADMIN.public])
+    assert sorted(e.author for e in hidden) == sorted(
+        [WRITER.public] * 3 + [ADMIN.public] * 2 + [STRANGER.public]
+    )
+    assert sum(AUTH_STORE in e.ops for e in hidden) == 2  # the promotion and the grant
     assert agreed["meta"]["colour"] != "blue"
     assert len(agreed["live"]) == len(entries) - len(failed)
     # the conflict is real: five entries set "name", three of them at the same height

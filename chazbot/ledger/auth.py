@@ -4,8 +4,9 @@ Permissions form a lattice: ``read`` < ``write(p)`` < ``admin(p)``, and within a
 lower ``p`` is stronger. A key is active or revoked; a revoked key grants nothing.
 
 Auth changes are ``_auth`` operations ``{"op": "set_key", "key", "perm", "prio", "status"}``.
-The state at a point of history is the fold of every auth operation in its ancestry, applied
-in (height, entry id) order, so that peers holding the same entries agree.
+What an entry is checked against (the state at its parents) and the current state of a
+database are both resolved by authority from the auth entries concerned (``authgraph``), not
+folded by height, so that a chain of entries cannot out-height a revocation.
 """
 
 from __future__ import annotations
@@ -114,20 +115,28 @@ def auth_op(key: str, perm: Permission, active: bool = True) -> dict[str, Any]:
     }
 
 
-def check_auth_change(state: AuthState, author: str, key: str, new: KeyGrant) -> None:
-    """Raise PermissionDenied unless ``author`` may set ``key`` to ``new`` in ``state``.
+def change_refusal(state: AuthState, author: str, key: str, new: KeyGrant) -> str | None:
+    """Why ``author`` may not set ``key`` to ``new`` in ``state``, or None if it may.
 
     The author must be an active admin; it cannot grant a permission stronger than its own,
     nor change a key that is currently stronger than itself.
     """
     mine = permission_of(state, author)
     if mine.level is not Level.ADMIN:
-        raise PermissionDenied(f"key {author[:20]}… is not an admin of this database")
+        return f"key {author[:20]}… is not an admin of this database"
     if new.perm.stronger_than(mine):
-        raise PermissionDenied(f"an admin({mine.prio}) cannot grant {new.perm}")
+        return f"an admin({mine.prio}) cannot grant {new.perm}"
     current = state.get(key)
     if current is not None and current.active and current.perm.stronger_than(mine):
-        raise PermissionDenied(f"an admin({mine.prio}) cannot change a key holding {current.perm}")
+        return f"an admin({mine.prio}) cannot change a key holding {current.perm}"
+    return None
+
+
+def check_auth_change(state: AuthState, author: str, key: str, new: KeyGrant) -> None:
+    """Raise PermissionDenied unless ``author`` may set ``key`` to ``new`` in ``state``."""
+    refusal = change_refusal(state, author, key, new)
+    if refusal is not None:
+        raise PermissionDenied(refusal)
 
 
 def fold(ops: Iterable[tuple[str, KeyGrant]], base: AuthState | None = None) -> dict[str, KeyGrant]:

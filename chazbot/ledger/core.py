@@ -14,14 +14,17 @@ Operations an entry may carry, per store:
   sets a single-valued field; concurrent sets resolve to the entry last by (height, id).
 
 Revocation wins (SPEC §2): a data entry whose author lacks write in the current auth state
-(the fold of every auth entry), and that is not an ancestor of the auth entry that took the
-write away, is *soft-failed*: kept in the DAG, its rows hidden (``rows.hidden``), its field
-sets ignored, and never chosen as a parent. Whether an entry is soft-failed depends only on
-the entries present, so peers holding the same entries show the same rows.
+(resolved by authority: ``AuthGraph.resolution``), and that is not an ancestor of the auth
+entry that took the write away, is *soft-failed*: kept in the DAG, its rows hidden
+(``rows.hidden``), its field sets ignored, and never chosen as a parent. An auth entry whose
+author lacks the authority for it in the resolution is soft-failed likewise (never applied;
+what it granted gains nothing). Whether an entry is soft-failed depends only on the entries
+present, so peers holding the same entries show the same rows and the same auth state.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -42,7 +45,7 @@ from chazbot.ledger.auth import (
     parse_auth_op,
     permission_of,
 )
-from chazbot.ledger.authgraph import AuthGraph
+from chazbot.ledger.authgraph import AuthGraph, Resolution
 from chazbot.ledger.entry import MAX_PARENTS, Entry
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.limbo import Limbo
@@ -55,10 +58,12 @@ MAX_FIELD_NAME = 128
 # database and per revocation (the auth entry deciding the key's current grant).
 MAX_KEPT_SOFT_FAILED = 1000
 MAX_KEPT_SOFT_FAILED_BYTES = 8 * 1024 * 1024
-# Refused soft-failed entries are kept in memory a while, in case an entry built on one
+# Refused soft-failed entries are kept on disk a while, in case an entry built on one
 # arrives later (a writer that had not yet heard of the revocation): per key, and in all.
 LIMBO_BYTES_PER_KEY = 4 * 1024 * 1024
 LIMBO_BYTES = 32 * 1024 * 1024
+# Rounds of taking in limbo entries whose author may write again, in one ingest.
+MAX_LIMBO_ROUNDS = 4
 RowCheck = Callable[[dict[str, Any]], None]
 Undo = Callable[[], object]
 _ROW_CHECKS: dict[str, RowCheck] = {}
@@ -144,7 +149,7 @@ class LedgerCore:
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._undo: list[Undo] | None = None
         self.commits = 0  # write transactions committed (a group of writes is one)
-        self.limbo = Limbo(LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
+        self.limbo = Limbo(conn, LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
         self.load_errors: list[tuple[str, str]] = []
         for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
             heads = tuple(json.loads(members))
@@ -152,11 +157,11 @@ class LedgerCore:
             self._head_ids[(db, heads)] = n
         wanted = {eid for heads in self._heads.values() for eid in heads}
         rows = conn.execute(
-            "SELECT id, db, height, parents, data FROM entries WHERE id IN "
+            "SELECT id, db, height, parents, author, data FROM entries WHERE id IN "
             "(SELECT value FROM json_each(?)) ORDER BY height, id",
             (json.dumps(sorted(wanted)),),
         ).fetchall()
-        for eid, db, height, parents, data in rows:
+        for eid, db, height, parents, author, data in rows:
             below = self._heads_below(db, parents.split() if parents else [])
             try:
                 grants = _auth_grants(Entry.decode(bytes(data), eid))
@@ -165,7 +170,10 @@ class LedgerCore:
                 # ``verify`` can name it.
                 grants = []
                 self.load_errors.append((eid, str(exc)))
-            self.graphs.setdefault(db, AuthGraph()).add(eid, int(height), below, grants)
+            graph = self.graphs.setdefault(db, AuthGraph())
+            graph.add(eid, int(height), below, grants, str(author))
+        for db in sorted(self.graphs):
+            self._settle_stored(db)
 
     # ---- auth heads ---------------------------------------------------------------------
 
@@ -230,7 +238,8 @@ class LedgerCore:
         return _Tip(found[0], found[1], found[2], bool(found[3])) if found else None
 
     def auth_state(self, db: str) -> dict[str, KeyGrant]:
-        """The current auth state of a database: the fold of every auth entry it holds."""
+        """The current auth state of a database, resolved by authority from every auth entry
+        it holds (soft-failed ones apply nothing)."""
         graph = self.graphs.get(db)
         if graph is None or not self.tips(db):
             raise NotFound(f"no database {db}")
@@ -256,7 +265,7 @@ class LedgerCore:
             if permission_of(state, entry.author) != Permission(Level.ADMIN, 0):
                 raise PermissionDenied("a root entry must make its author admin(0)")
             graph = AuthGraph()
-            graph.add(entry.id, 0, (), grants)
+            graph.add(entry.id, 0, (), grants, entry.author)
             self.graphs[db] = graph
             self._on_undo(lambda: self.graphs.pop(db, None))
             return self._intern(db, (entry.id,))
@@ -277,10 +286,10 @@ class LedgerCore:
         if entry.height != max(heights) + 1:
             raise IntegrityError("entry height is not one more than its highest parent")
         heads = graph.heads_of(members)
-        closure = graph.closure(heads)
+        at_parents = graph.resolved_at(graph.closure(heads))
 
         def grant_of(key: str) -> KeyGrant | None:
-            return graph.grant_at(closure, key)
+            return at_parents.get(key)
 
         author = grant_of(entry.author)
         perm = permission_of({entry.author: author} if author else {}, entry.author)
@@ -303,7 +312,7 @@ class LedgerCore:
         for key, grant in grants:
             check_auth_change(progressive, entry.author, key, grant)
             progressive[key] = grant
-        graph.add(entry.id, entry.height, heads, grants)
+        graph.add(entry.id, entry.height, heads, grants, entry.author)
         self._on_undo(lambda: graph.remove_last(entry.id))
         return self._intern(db, (entry.id,))
 
@@ -337,16 +346,15 @@ class LedgerCore:
         self.conn.execute("INSERT INTO tips (db, id) VALUES (?, ?)", (db, entry.id))
         order = (entry.height, entry.id)
         changed_keys: list[str] = []
-        for op in entry.ops.get(AUTH_STORE, []):
-            k, grant = parse_auth_op(op)
-            self._set_auth(db, k, grant, order)
-            applied.auth_dbs.add(db)
-            if k not in changed_keys and self._allows_write(db, k)[1] == entry.id:
-                changed_keys.append(k)
-        # Decide this entry first: it is soft-failed if, after its own auth operations, its
-        # author lacks write (it cannot be an ancestor of an auth entry already stored).
+        auth_failed = False
+        if AUTH_STORE in entry.ops:
+            changed_keys = self._settle_auth(db, applied)
+            auth_failed = entry.id in self.graphs[db].soft_failed()
+        # Decide this entry first: it is soft-failed if its own auth changes are (resolved
+        # by authority), or if, after them, its author lacks write (it cannot be an ancestor
+        # of an auth entry already stored).
         allows, decider = self._allows_write(db, entry.author)
-        failed = is_data and not allows and decider != entry.id
+        failed = auth_failed or (is_data and not allows and decider != entry.id)
         if failed:
             self.conn.execute("UPDATE entries SET soft_failed = 1 WHERE id = ?", (entry.id,))
             tips[entry.id].soft_failed = True
@@ -391,11 +399,115 @@ class LedgerCore:
         applied.entries.append(entry)
         return failed
 
-    def _set_auth(self, db: str, key: str, grant: KeyGrant, order: tuple[int, str]) -> bool:
-        state = "active" if grant.active else "revoked"
-        return self._set_if_later(
-            "auth", ("db", "key"), (db, key), (grant.perm.name, grant.perm.prio, state), order
+    # ---- the current auth state, resolved by authority ----------------------------------------
+
+    def _settle_auth(self, db: str, applied: Applied) -> list[str]:
+        """Bring the ``auth`` table and the soft-failed marks of auth entries in line with
+        the database's resolution (``AuthGraph.resolution``), after an auth entry was added.
+        Returns the keys whose data entries must be judged again (``_resettle``)."""
+        graph = self.graphs[db]
+        old = graph.settled or Resolution()
+        new = graph.resolution()
+        if new is old:
+            return []
+        prefix = len(old.order)
+        if new.excluded == old.excluded and new.order[:prefix] == old.order:
+            fresh = new.order[prefix:]  # the usual case: new entries resolved after the rest
+            keys = sorted({k for n in fresh for k in graph.keys_of[n]})
+            entries = [n for n in fresh if n in new.failed]
+        else:
+            keys = sorted(old.grants.keys() | new.grants.keys())
+            entries = sorted(old.failed.keys() ^ new.failed.keys())
+        changed = [
+            k
+            for k in keys
+            if (old.grants.get(k), old.decider.get(k)) != (new.grants.get(k), new.decider.get(k))
+        ]
+        for key in changed:
+            self._write_grant(db, graph, new, key)
+        if changed:
+            applied.auth_dbs.add(db)
+        resettle = set(changed)
+        resettle |= self._flag_auth_entries(db, [(graph.ids[n], n in new.failed) for n in entries])
+        graph.settled = new
+
+        self._on_undo(lambda: graph.restore(old if old.order else None))
+        return sorted(resettle)
+
+    def _write_grant(self, db: str, graph: AuthGraph, found: Resolution, key: str) -> None:
+        grant = found.grants.get(key)
+        if grant is None:
+            self.conn.execute("DELETE FROM auth WHERE db = ? AND key = ?", (db, key))
+            return
+        n = found.decider[key]
+        status = "active" if grant.active else "revoked"
+        self.conn.execute(
+            "INSERT OR REPLACE INTO auth VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (db, key, grant.perm.name, grant.perm.prio, status, graph.heights[n], graph.ids[n]),
         )
+
+    def _flag_auth_entries(self, db: str, changes: list[tuple[str, bool]]) -> set[str]:
+        """Mark auth entries soft-failed or not; an entry that carries data as well is left to
+        ``_resettle`` (its rows and fields), and its author is returned for that."""
+        authors: set[str] = set()
+        tips = self._tips.get(db, {})
+        for eid, failed in changes:
+            row = self.conn.execute(
+                "SELECT author, is_data FROM entries WHERE id = ?", (eid,)
+            ).fetchone()
+            if row is None:
+                continue
+            if row[1]:
+                authors.add(str(row[0]))
+                continue
+            self.conn.execute("UPDATE entries SET soft_failed = ? WHERE id = ?", (int(failed), eid))
+            if eid in tips:
+                tips[eid].soft_failed = failed
+        return authors
+
+    def _settle_stored(self, db: str) -> None:
+        """At open: make what the file holds agree with the resolution (a file written by an
+        older chazbot folded auth changes by height; one damaged may disagree too)."""
+        graph = self.graphs[db]
+        found = graph.resolution()
+        stored = {
+            str(k): (str(perm), int(prio), str(status), str(eid))
+            for k, perm, prio, status, eid in self.conn.execute(
+                "SELECT key, perm, prio, status, entry_id FROM auth WHERE db = ?", (db,)
+            )
+        }
+        wanted = {
+            k: (g.perm.name, g.perm.prio, "active" if g.active else "revoked", graph.ids[n])
+            for k, g in found.grants.items()
+            for n in (found.decider[k],)
+        }
+        flags = {
+            str(eid): bool(failed)
+            for eid, failed in self.conn.execute(
+                "SELECT id, soft_failed FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(graph.ids),),
+            )
+        }
+        wrong = [eid for eid in graph.ids if flags.get(eid) != (graph.index[eid] in found.failed)]
+        keys = sorted(k for k in stored.keys() | wanted.keys() if stored.get(k) != wanted.get(k))
+        graph.settled = found
+        if not keys and not wrong:
+            return
+        log.warning(
+            "database %s: auth state resolved by authority differs from the file; settling "
+            "%d keys and %d auth entries",
+            db[:19],
+            len(keys),
+            len(wrong),
+        )
+        applied = Applied()
+        with self._transaction():
+            for key in keys:
+                self._write_grant(db, graph, found, key)
+            flagged = [(eid, graph.index[eid] in found.failed) for eid in wrong]
+            resettle = set(keys) | self._flag_auth_entries(db, flagged)
+            for key in sorted(resettle):
+                self._resettle(db, key, applied)
 
     def _set_if_later(
         self,
@@ -429,6 +541,12 @@ class LedgerCore:
         grant, decider = found
         return grant.active and grant.perm.allows(Level.WRITE), decider
 
+    def _holds(self, db: str, key: str, level: Level) -> bool:
+        """Whether ``key`` holds ``level`` or better in the resolved current state."""
+        graph = self.graphs.get(db)
+        found = graph.current(key) if graph is not None else None
+        return found is not None and found[0].active and found[0].perm.allows(level)
+
     def _resettle(self, db: str, key: str, applied: Applied) -> None:
         """Key's current grant changed: soft-fail or restore its data entries accordingly."""
         candidates = self.conn.execute(
@@ -439,11 +557,17 @@ class LedgerCore:
         if not candidates:
             return
         allows, decider = self._allows_write(db, key)
-        if allows or decider is None:
+        if allows:
             want = dict.fromkeys((c[0] for c in candidates), 0)
+        elif decider is None:  # every grant it had was soft-failed: it never held write
+            want = dict.fromkeys((c[0] for c in candidates), 1)
         else:
             seen = self._ancestors_among(decider, {c[0]: c[1] for c in candidates})
             want = {c[0]: 0 if c[0] in seen else 1 for c in candidates}
+        auth_failed = self.graphs[db].soft_failed()
+        for eid in want:
+            if eid in auth_failed:  # carries auth changes that are soft-failed
+                want[eid] = 1
         changed = [(eid, want[eid]) for eid, _, failed in candidates if want[eid] != failed]
         if changed:
             self._mark_soft_failed(db, changed, applied)
@@ -629,74 +753,112 @@ class LedgerCore:
 
         An entry that would be soft-failed on arrival (its author's write was taken away
         before it came) is refused, and so never relayed, unless an entry of a key holding
-        write builds on it (in this batch, or later: refused ones wait in ``limbo``); what
-        is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
-        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. ``verify`` replays the
+        write builds on it (in this batch, or later: refused ones wait in ``limbo``, on disk);
+        what is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
+        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. When the resolved auth
+        state changes, entries waiting in limbo whose author may now write are taken in (a
+        revocation that turns out soft-failed takes nothing away). ``verify`` replays the
         file with ``refuse_soft_failed=False``: what was stored then is judged, not when.
         """
         result, applied = IngestResult(), Applied()
+        with self._transaction() as undo_log:
+            batch: dict[str, _Tip] = {}
+            self._ingest_round(entries, refuse_soft_failed, result, applied, undo_log, batch)
+            if refuse_soft_failed:
+                for _ in range(MAX_LIMBO_ROUNDS):
+                    revived = [
+                        entry
+                        for db in sorted(applied.auth_dbs)
+                        for entry in self.limbo.ready(db, functools.partial(self._may, db))
+                    ]
+                    before = len(result.accepted)
+                    if not revived:
+                        break
+                    self._ingest_round(revived, True, result, applied, undo_log, batch)
+                    if len(result.accepted) == before:
+                        break
+            taken = set(result.accepted)
+            result.rejected = [(eid, why) for eid, why in result.rejected if eid not in taken]
+        return result, applied
+
+    def _may(self, db: str, key: str) -> bool:
+        """Whether ``key`` holds write (so it may write data, or be judged again)."""
+        return self._holds(db, key, Level.WRITE)
+
+    def _ingest_round(
+        self,
+        entries: Iterable[Entry],
+        refuse_soft_failed: bool,
+        result: IngestResult,
+        applied: Applied,
+        undo_log: list[Undo],
+        batch: dict[str, _Tip],
+    ) -> None:
         todo = sorted(self._with_limbo(list(entries)), key=Entry.sort_key)
         children: dict[str, list[Entry]] = {}
         for entry in todo:
             for parent in entry.parents:
                 children.setdefault(parent, []).append(entry)
         memo: dict[str, bool] = {}
-        with self._transaction() as undo_log:
-            batch: dict[str, _Tip] = {}
-            seen: set[str] = set()
-            for entry in todo:
-                if entry.id in seen or self._known(entry.id):
-                    result.duplicates += 1
-                    if entry.id not in seen:
-                        self.limbo.pop(entry.id)  # stored meanwhile (by a local write's merge)
-                    continue
-                seen.add(entry.id)
-                self.conn.execute("SAVEPOINT one")
-                marks = (len(applied.entries), len(applied.rows), len(applied.fields))
-                undo_mark = len(undo_log)
-                reset_before = set(applied.reset_dbs)
-                reason: str | None = None
-                try:
-                    auth_set = self._validate(entry, batch)
-                    failed = self._store(entry, auth_set, applied)
-                    if failed and refuse_soft_failed:
-                        built_on = self._built_on(entry.id, children, memo)
-                        reason = self._refuse_soft_failed(entry, built_on)
-                except ChazError as exc:
-                    reason = str(exc) or type(exc).__name__
-                except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
-                    reason = f"could not be stored: {type(exc).__name__}: {exc}"
-                except Exception as exc:
-                    log.exception("bug while ingesting entry %s", entry.id)
-                    reason = f"internal error: {type(exc).__name__}"
-                if reason is not None:
-                    if (
-                        refuse_soft_failed
-                        and "is not known" in reason
-                        and self._waits_on_limbo(entry)
-                    ):
-                        self.limbo.put(entry)  # built on a refused entry: refused alike
-                        reason = (
-                            "soft-failed on arrival: it builds on an entry refused as "
-                            "soft-failed, and no entry of a key that may write builds on it"
-                        )
-                    self.conn.execute("ROLLBACK TO one")
-                    self.conn.execute("RELEASE one")
-                    del applied.entries[marks[0] :], applied.rows[marks[1] :]
-                    del applied.fields[marks[2] :]
-                    applied.reset_dbs = reset_before
-                    for undo in reversed(undo_log[undo_mark:]):
-                        undo()
-                    del undo_log[undo_mark:]
-                    self._tips.pop(entry.db_id, None)
-                    result.rejected.append((entry.id, reason))
-                    continue
+        seen: set[str] = set()
+        for entry in todo:
+            if entry.id in seen or self._known(entry.id):
+                result.duplicates += 1
+                if entry.id not in seen and self.limbo.pop(entry.id):  # stored meanwhile
+                    self._on_undo(self.limbo.reset)
+                continue
+            seen.add(entry.id)
+            self.conn.execute("SAVEPOINT one")
+            marks = (len(applied.entries), len(applied.rows), len(applied.fields))
+            undo_mark = len(undo_log)
+            reset_before = set(applied.reset_dbs)
+            auth_before = set(applied.auth_dbs)
+            reason: str | None = None
+            wait = False
+            try:
+                auth_set = self._validate(entry, batch)
+                failed = self._store(entry, auth_set, applied)
+                if failed and refuse_soft_failed:
+                    # An auth entry is kept (within the bound): whether it is soft-failed can
+                    # change with entries that build on it (a revocation of its author that
+                    # is soft-failed in turn), so a peer refusing it could never agree.
+                    built_on = AUTH_STORE in entry.ops or self._built_on(entry.id, children, memo)
+                    reason = self._refuse_soft_failed(entry, built_on)
+                    wait = not built_on
+            except ChazError as exc:
+                reason = str(exc) or type(exc).__name__
+            except (sqlite3.DatabaseError, MemoryError, RecursionError, OverflowError) as exc:
+                reason = f"could not be stored: {type(exc).__name__}: {exc}"
+            except Exception as exc:
+                log.exception("bug while ingesting entry %s", entry.id)
+                reason = f"internal error: {type(exc).__name__}"
+            if reason is not None:
+                if refuse_soft_failed and "is not known" in reason and self._waits_on_limbo(entry):
+                    wait = True  # built on a refused entry: refused alike
+                    reason = (
+                        "soft-failed on arrival: it builds on an entry refused as "
+                        "soft-failed, and no entry of a key that may write builds on it"
+                    )
+                self.conn.execute("ROLLBACK TO one")
                 self.conn.execute("RELEASE one")
-                self.limbo.pop(entry.id)
-                batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
-                result.accepted.append(entry.id)
-                result.soft_failed += int(failed)
-        return result, applied
+                del applied.entries[marks[0] :], applied.rows[marks[1] :]
+                del applied.fields[marks[2] :]
+                applied.reset_dbs, applied.auth_dbs = reset_before, auth_before
+                for undo in reversed(undo_log[undo_mark:]):
+                    undo()
+                del undo_log[undo_mark:]
+                self._tips.pop(entry.db_id, None)
+                if wait:  # after the rollback: it stays, in this transaction
+                    self.limbo.put(entry)
+                    self._on_undo(self.limbo.reset)
+                result.rejected.append((entry.id, reason))
+                continue
+            self.conn.execute("RELEASE one")
+            if self.limbo.pop(entry.id):
+                self._on_undo(self.limbo.reset)
+            batch[entry.id] = _Tip(entry.height, auth_set, entry.db_id, failed)
+            result.accepted.append(entry.id)
+            result.soft_failed += int(failed)
 
     # ---- soft-failed on arrival ---------------------------------------------------------
 
@@ -707,7 +869,7 @@ class LedgerCore:
         todo = [p for e in entries for p in e.parents if p not in ids]
         while todo:
             parent = todo.pop()
-            waiting = self.limbo.get(parent)
+            waiting = self.limbo.get(parent) if parent not in ids else None
             if waiting is not None and parent not in ids:
                 ids.add(parent)
                 out.append(waiting)
@@ -715,18 +877,23 @@ class LedgerCore:
         return out
 
     def _waits_on_limbo(self, entry: Entry) -> bool:
-        """Whether ``entry`` builds on an entry in limbo, and on nothing else unknown."""
-        waiting = [p for p in entry.parents if self.limbo.get(p) is not None]
+        """Whether ``entry`` builds on an entry in limbo, and on nothing else unknown, and is
+        by a key the database's auth entries name (only such a key's entry can ever be
+        valid, so a stranger cannot fill limbo with fresh keys)."""
+        graph = self.graphs.get(entry.db_id)
+        if graph is None or entry.author not in graph.ops:
+            return False
+        waiting = [p for p in entry.parents if self.limbo.has(p)]
         return bool(waiting) and all(p in waiting or self._known(p) for p in entry.parents)
 
     def _built_on(self, eid: str, children: dict[str, list[Entry]], memo: dict[str, bool]) -> bool:
         """Whether an entry of this batch builds on ``eid``, directly or through others of the
-        batch, and is an auth entry (never soft-failed) or by a key that may write now (in
-        the state so far): a chain of a revoked key's entries counts only with such an entry
-        at its end."""
+        batch, and is an auth entry (kept, within the bound: see ``_ingest_round``) or by a key
+        that holds write now (in the resolved state so far). A chain of a revoked key's data
+        entries counts only with such an entry at its end."""
 
         def trusted(child: Entry) -> bool:
-            return not _is_data(child) or self._allows_write(child.db_id, child.author)[0]
+            return AUTH_STORE in child.ops or self._holds(child.db_id, child.author, Level.WRITE)
 
         stack = [(eid, False)]
         while stack:
@@ -745,8 +912,7 @@ class LedgerCore:
     def _refuse_soft_failed(self, entry: Entry, built_on: bool) -> str | None:
         """Why a stored-but-soft-failed arrival is refused after all, or None to keep it."""
         db = entry.db_id
-        if not built_on:
-            self.limbo.put(entry)
+        if not built_on:  # it waits in limbo (``ingest`` puts it there, after its rollback)
             return (
                 f"soft-failed on arrival: key {entry.author[:24]}… may not write here now, "
                 "and no entry of a key that may builds on this one"

@@ -379,6 +379,19 @@ class Ledger:
         authorisation, and the tables derived from them (``rebuild``); return the failures."""
         return await self.run(_verify_all)
 
+    async def soft_failed_auth(self) -> list[tuple[str, str]]:
+        """Auth entries held but soft-failed by the resolution by authority (kept so that
+        peers converge, never applied): (entry id, why), per database."""
+
+        def read(core: LedgerCore) -> list[tuple[str, str]]:
+            return [
+                (eid, why)
+                for _, graph in sorted(core.graphs.items())
+                for eid, why in sorted(graph.soft_failed().items())
+            ]
+
+        return await self.run(read)
+
 
 _PEER_LOCAL_TABLES = frozenset(
     {"local_kv", "credentials", "local_keys", "registry"}

@@ -161,7 +161,26 @@ def _v3_linear_auth_and_soft_fail(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_ledger, _v2_sync, _v3_linear_auth_and_soft_fail]
+def _v4_limbo(conn: sqlite3.Connection) -> None:
+    """Refused soft-failed entries that may still gain an honest child (``ledger/limbo.py``),
+    peer-local: kept across a restart, bounded per author key and in all, oldest out first
+    (``seq``). Auth entries' ``soft_failed`` marks and the ``auth`` table are settled by the
+    resolution by authority when the file is next opened (``LedgerCore``)."""
+    conn.execute(
+        """CREATE TABLE limbo (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            db TEXT NOT NULL,
+            author TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX limbo_author ON limbo (author, seq)")
+    conn.execute("CREATE INDEX limbo_db ON limbo (db, author)")
+
+
+MIGRATIONS: list[Migration] = [_v1_ledger, _v2_sync, _v3_linear_auth_and_soft_fail, _v4_limbo]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

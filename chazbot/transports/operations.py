@@ -180,6 +180,14 @@ async def verify(ledger: Ledger, state_dir: Path, sink: Sink) -> int:
     report(checked, sink)
     for eid, reason in index:
         sink.out(f"FAIL {eid}: {reason}")
+    soft_failed = await ledger.soft_failed_auth()
+    for eid, reason in soft_failed:
+        sink.out(f"SOFT-FAILED {eid}: {reason}")
+    if soft_failed:
+        sink.out(
+            f"{len(soft_failed)} auth entries soft-failed: kept so that peers agree, never "
+            "applied (a key acting after its authority was taken away, or on what it granted)"
+        )
     sink.out(
         f"{snapshots} index snapshots and the compiled-code cache checked, {len(index)} failed"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from chazbot.ledger import KeyPair
+from chazbot.ledger.core import LIMBO_BYTES_PER_KEY
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.entry import MAX_INT
 from chazbot.memory.rows import MAX_EXTRA_BYTES, MAX_TAGS, MAX_VALUE_BYTES
@@ -100,7 +101,12 @@ async def test_a_downgraded_writer_cannot_flood_the_peers_disks(arena: Arena) ->
     await arena.b.replicator.sync_now(db)
     for node in (a, b):
         assert await node.ledger.count_entries(db) == counts[node.path]
-        assert disk(node.path) - sizes[node.path] < 1024 * 1024  # 9.6 MB pushed
+        # 9.6 MB pushed: nothing stored but what waits in limbo (on disk since issue #33,
+        # in case an honest child comes), within its bound for one key; the write-ahead
+        # log is folded back first (it holds what was written and dropped meanwhile)
+        await node.ledger.run(lambda core: core.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+        assert disk(node.path) - sizes[node.path] < LIMBO_BYTES_PER_KEY + 512 * 1024
+        assert (await node.ledger.run(lambda core: core.limbo.size)) <= LIMBO_BYTES_PER_KEY
     await wait_until(arena.converged, what="a and b to agree")
 
 
