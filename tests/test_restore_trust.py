@@ -150,15 +150,8 @@ TAMPERS = {
         ["rows"],
     ),
     "a row removed": ("DELETE FROM rows WHERE data LIKE '%plan%';", ["rows"]),
-    "a key made admin": (
-        "INSERT INTO auth SELECT db, 'ed25519:' || lower(hex(zeroblob(32))), 'admin', 0, "
-        "'active', height, entry_id FROM auth LIMIT 1;",
-        ["auth"],
-    ),
-    "a key's grant changed": ("UPDATE auth SET status = 'revoked';", ["auth"]),
     "a field forged": ("UPDATE fields SET value = '\"forged\"';", ["fields"]),
     "a field set forged": ("UPDATE field_sets SET value = '\"forged\"';", ["field_sets"]),
-    "entries soft-failed": ("UPDATE entries SET soft_failed = 1 WHERE is_data = 1;", ["entries"]),
     "an entry's author column": (
         "UPDATE entries SET author = 'ed25519:' || lower(hex(zeroblob(32))) WHERE height = 1;",
         ["entries"],
@@ -183,6 +176,18 @@ TAMPERS = {
         "WHERE name = 'rows';",
         ["table rows"],
     ),
+}
+
+
+RESOLVED = {
+    # what the resolution of auth by authority derives (#33): every start settles it from the
+    # signed entries, so a restore takes the signed truth, never the file's claim
+    "a key made admin": (
+        "INSERT INTO auth SELECT db, 'ed25519:' || lower(hex(zeroblob(32))), 'admin', 0, "
+        "'active', height, entry_id FROM auth LIMIT 1;"
+    ),
+    "a key's grant changed": "UPDATE auth SET status = 'revoked';",
+    "entries soft-failed": "UPDATE entries SET soft_failed = 1 WHERE is_data = 1;",
 }
 
 
@@ -212,6 +217,27 @@ async def test_restore_refuses_a_backup_altered_beside_its_signed_entries(
         assert any(word in line for line in sink.stdout), (word, sink.stdout)
     # nothing half-written: no state file, no unpacked copy left in the state dir
     assert sorted(p.name for p in state.iterdir()) == ["chazbot.lock"]
+
+
+@pytest.mark.parametrize("name", list(RESOLVED))
+async def test_auth_claimed_by_a_backup_is_settled_from_its_signatures(
+    tmp_path: Path, backup_file: Path, name: str
+) -> None:
+    """The auth table and the soft-failed marks are what the resolution by authority derives
+    from the signed entries; the open that restore does settles them from those, so a backup
+    that claims otherwise restores to the signed truth (and verify finds nothing)."""
+    forged = with_state_file(backup_file, tmp_path / "forged.backup", run_sql(RESOLVED[name]))
+    state = write_config(tmp_path / "other")
+    sink = Captured()
+    assert await ops.restore(state, forged, False, sink) == ops.EXIT_OK, sink.stdout
+    cfg = Config(state_dir=state, embedding=None, sync_listen="", http_listen="")
+    async with chazbot.open(state, cfg) as peer:
+        agent = next(iter(peer.agents.values()))
+        assert [h.value for h in await agent.recall("locker")][:1] == ["code 1234"]
+        state_now = await peer.ledger.auth_state(agent.db)
+        assert all(not k.endswith("0" * 64) for k in state_now)  # no forged admin key
+        assert all(g.active for g in state_now.values())
+        assert await peer.ledger.verify() == []
 
 
 async def test_an_untouched_backup_restores_and_serves_what_was_signed(
