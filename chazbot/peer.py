@@ -118,6 +118,7 @@ class Peer(HostingMixin, SharingMixin):
             peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
             peer.state_lock = lock
             await peer.load_agents()
+            await peer.memory.resume_vectors()  # owed at the last stop: written in the background
         except BaseException:
             await ledger.close()
             lock.release()
@@ -127,6 +128,7 @@ class Peer(HostingMixin, SharingMixin):
     async def close(self) -> None:
         await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
         await self.stop_sync()
+        await self.memory.stop_vectors(0)  # what is left is recorded as owed
         await asyncio.gather(*self.redefining, return_exceptions=True)
         if self._llm is not None:
             await self._llm.aclose()
@@ -303,8 +305,8 @@ class Peer(HostingMixin, SharingMixin):
         """Wait until every capture started so far is done (cancel what is left at timeout),
         its rows' vectors written included (they follow in background batches)."""
         await self.captures.wait(timeout)
-        if not await self.memory.wait_vectors(timeout):
-            log.warning("memory: vectors of captured rows still being written; /memory reindex")
+        if not await self.memory.wait_vectors(timeout, backlog=False):
+            log.info("memory: captured rows' vectors still being written (owed if stopped)")
 
     async def describe(self) -> str:
         """Which chat model, embedder and capture mode are active (the start line says it)."""
