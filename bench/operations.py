@@ -168,7 +168,7 @@ async def after_import(peer: Peer, db: str, rows: int) -> dict[str, Any]:
     """Right after the import returned: the last row found at once, then the background
     vectors' rate and the loop's lag for ``VECTOR_SECONDS``."""
     started = time.perf_counter()
-    found = await peer.memory.recall(db, f"row {rows - 1} about", limit=5)
+    found = await peer.memory.recall(db, f"k{rows - 1}", limit=5)
     search_ms = (time.perf_counter() - started) * 1000
     assert any(r.row.key == f"k{rows - 1}" for r in found), [r.row.key for r in found]
     queue = peer.memory.vectors_later

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from chazbot.errors import InputError
 from chazbot.memory.audience import Audience, GroupKey, group_of
 from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.current import newest_first, told_of
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
@@ -303,7 +304,8 @@ class MemoryView:
 
         Time-aware: when the query names a month, the rows about that month (``when``) go
         first among the fused top ``DATE_WINDOW``, each part keeping its fused order and
-        score; BM25 alone keeps its exact order (SPEC §3).
+        score; BM25 alone keeps its exact order (SPEC §3). Last, one teller's statements
+        about one subject go together, the newest first (``current``).
 
         Returns [] when the query has tokens or a vector but nothing matches.
         """
@@ -351,7 +353,7 @@ class MemoryView:
         ][:window]
         if months:  # rows of a named month first, each part in fused order (a stable sort)
             ranked.sort(key=lambda r: not in_months(r.row, months))
-        return ranked[:limit]
+        return [r for r, _ in newest_first(ranked[:limit], lambda r: told_of(r.row))]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""

@@ -1,0 +1,182 @@
+"""The newest statement first (issue 35): the update set ``tests/data/updates.json`` through
+the product's ranking (``MemoryView.search``: BM25 and vectors fused, then ``memory.current``).
+
+Run: ``.venv/bin/python bench/updates.py [--split dev|heldout|both] [--hashed]``.
+Not a timed test; CI does not run it (``tests/test_current.py`` checks the held-out figures
+with the hashed vectors).
+
+Per split, one view holds every statement of that split's cases, as captured rows are stored
+(key ``<speaker>/<date>/<id>``, value ``<speaker> (<date>): <text>``, the speaker in the row's
+provenance; a case without a speaker as the operator's rows, key and value), each case's old
+statement a day before its new one, the cases a week apart. Vectors: the default local
+embedder, or with ``--hashed`` the tests' hashed bag of words. Each case's question is
+recalled (top 10) and scored:
+
+- ``update`` (one teller, one subject): newer first = the new row above the old one, both
+  returned, and the old one marked earlier; anchor: the same ranking without the step.
+- ``cross`` (two people): a cross-person replacement = the older marked earlier (target 0).
+- ``other`` (one person, two subjects): a false update = the older marked earlier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chazbot.memory import view as view_module
+from chazbot.memory.audience import Provenance
+from chazbot.memory.current import newest_first, told_of
+from chazbot.memory.engine import embed_text
+from chazbot.memory.rows import MemoryRow
+from chazbot.memory.view import MemoryView
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "updates.json"
+DAY_US = 86_400 * 1_000_000
+START_US = 1_764_547_200 * 1_000_000  # 2025-12-01
+
+
+def hashed(text: str, dim: int = 64) -> np.ndarray:
+    """The tests' stand-in embedder (tests/standin_embeddings.py): a hashed bag of words."""
+    vec = np.zeros(dim, dtype=np.float64)
+    words = [w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) > 1]
+    for word in words:
+        value = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+        vec[value % dim] += 1.0 if (value >> 32) & 1 else -1.0
+    if not vec.any():
+        vec[dim - 1] = 1.0
+    out: np.ndarray = (vec / np.linalg.norm(vec)).astype(np.float32)
+    return out
+
+
+def load_cases(split: str) -> list[dict[str, Any]]:
+    cases = json.loads(DATA.read_text())["cases"]
+    return [c for c in cases if split in ("both", c["split"])]
+
+
+def rows_of(cases: list[dict[str, Any]]) -> list[tuple[MemoryRow, int, str]]:
+    """``(row, case index, "old"|"new")`` for every statement, the old a day before the new."""
+    out = []
+    for i, case in enumerate(cases):
+        for side, (speaker, day) in {
+            "old": (case["speaker"], 0),
+            "new": (case.get("other", case["speaker"]), 1),
+        }.items():
+            ts = START_US + (7 * i + day) * DAY_US
+            doc = len(out)
+            text = case[side]
+            if speaker is None:
+                key, value, origin = f"note_{doc}", text, None
+            else:
+                date = f"2025-12-{1 + (7 * i + day) % 28:02d}"
+                key, value = f"{speaker}/{date}/$ev{doc}", f"{speaker} ({date}): {text}"
+                origin = Provenance("!room:example.org", speaker, None)
+            row = MemoryRow(
+                doc,
+                f"e/{doc}",
+                key,
+                value,
+                ("captured",),
+                ts,
+                (doc, f"e{doc}", 0),
+                "bench",
+                scope="",
+                origin=origin,
+            )
+            out.append((row, i, side))
+    return out
+
+
+async def vectors_for(texts: list[str], use_hashed: bool) -> tuple[str, list[np.ndarray], Any]:
+    if use_hashed:
+        return "hashed/bag-of-words", [hashed(t) for t in texts], hashed
+    from chazbot.config import EmbeddingConfig
+    from chazbot.memory.embedders import make_embedder
+
+    embedder = make_embedder(EmbeddingConfig(backend="local"))
+    assert embedder is not None
+    docs = await embedder.embed_documents(texts)
+    return embedder.name, list(docs), embedder
+
+
+async def run(split: str, use_hashed: bool) -> dict[str, Any]:
+    cases = load_cases(split)
+    rows = rows_of(cases)
+    model, vecs, embedder = await vectors_for(
+        [embed_text(r.key, r.value) for r, _, _ in rows], use_hashed
+    )
+    view = MemoryView(model)
+    pairs = [(r.row_id, v) for (r, _, _), v in zip(rows, vecs, strict=True)]
+    view.load([r for r, _, _ in rows], pairs, 0)
+    ids = {(i, side): r.row_id for r, i, side in rows}
+    result: dict[str, Any] = {"model": model, "split": split}
+    counts = {"update": [0, 0, 0], "cross": [0, 0], "other": [0, 0]}
+    misses = []
+    for i, case in enumerate(cases):
+        qvec = hashed(case["query"]) if use_hashed else await embedder.embed_query(case["query"])
+        with_step = view.search(case["query"], (), 10, qvec)
+        marks = {r.row.row_id: e for r, e in newest_first(with_step, lambda r: told_of(r.row))}
+        order = [r.row.row_id for r in with_step]
+        old, new = ids[(i, "old")], ids[(i, "new")]
+        kind = case["kind"]
+        if kind == "update":
+            first = old in order and new in order and order.index(new) < order.index(old)
+            ok = first and marks.get(old, False)
+            saved = view_module.newest_first
+            view_module.newest_first = lambda items, told, threshold=0.0: [
+                (x, False) for x in items
+            ]
+            try:
+                plain = [r.row.row_id for r in view.search(case["query"], (), 10, qvec)]
+            finally:
+                view_module.newest_first = saved
+            anchor = old in plain and new in plain and plain.index(new) < plain.index(old)
+            counts["update"][0] += ok
+            counts["update"][1] += anchor
+            counts["update"][2] += 1
+            if not ok:
+                misses.append(f"{case['split']}: {case['old']!r} -> {case['new']!r}")
+        else:
+            counts[kind][0] += bool(marks.get(old, False))
+            counts[kind][1] += 1
+    if not use_hashed:
+        await embedder.aclose()
+    u, other = counts["update"], counts["other"]
+    result.update(
+        {
+            "newer first": f"{u[0]}/{u[2]} ({100 * u[0] / max(1, u[2]):.0f} %)",
+            "anchor: newer first without the step": f"{u[1]}/{u[2]}",
+            "cross-person replacements": f"{counts['cross'][0]}/{counts['cross'][1]}",
+            "false updates (one person, two subjects)": f"{other[0]}/{other[1]}",
+            "misses": misses,
+        }
+    )
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--split", choices=("dev", "heldout", "both"), default="dev")
+    parser.add_argument("--hashed", action="store_true", help="the tests' hashed vectors")
+    args = parser.parse_args()
+    splits = ("dev", "heldout") if args.split == "both" else (args.split,)
+    for split in splits:
+        result = asyncio.run(run(split, args.hashed))
+        for name, value in result.items():
+            if name != "misses":
+                print(f"{name:42} {value}")
+        for miss in result["misses"]:
+            print(f"  missed: {miss}")
+        print(json.dumps(result), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

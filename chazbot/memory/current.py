@@ -1,0 +1,353 @@
+"""The newest statement about the same thing first (SPEC §3, after fusion; issue 35).
+
+"Our wifi code is tulip-42" and, a week later, "The wifi code is now rose-7" are two rows
+under two keys; recall returns them in whatever order the scores give. This step runs after
+the ranking: among the results, rows told by the same person (their provenance's speaker; the
+operator's rows, and a bank's rows without provenance, count as one teller) that say something
+about the same subject are put together at the place of the best ranked one, the newest first,
+and the older ones are marked as earlier. Nothing is hidden or deleted; rows told by two
+different people are never updates of each other.
+
+Same subject, judged on the words (no model call on the ranking path): a statement's subject
+is its content words with the value taken out. In a clause with a copula ("is", "are", "was",
+":", "'m" …) it is what stands before it ("our wifi code"), or, when that is only a pronoun,
+the words after it up to the value ("I am allergic to …" → allergic); without one, the words
+up to the first preposition or value ("I live in …" → live; "the team meeting moved to …" →
+team meeting). Values are words with digits, '@' or '.', and capitalised words inside a
+sentence (names). Stopwords, update words ("now", "new", "actually", "changed" …) and verbs
+in the past tense (an event: "I went to …" twice is two events, both true) go too. Two
+statements are about the same subject when, for some clause of each, the shared subject
+words are at least ``SAME_SUBJECT`` of the smaller subject. A row's teller is its speaker;
+a row without provenance whose value starts "Name: " is that name's. Tuned on the dev half
+of ``tests/data/updates.json``; figures in docs/memory.md ("The newest statement first").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from chazbot.memory.rows import MemoryRow
+
+T = TypeVar("T")
+
+SAME_SUBJECT = 0.66
+"""The share of the smaller subject two statements must share to be about one thing (2 of
+3 words; on the dev half: 0.5 judged 4 of 6 other-subject pairs the same, 0.66 none, 1.0
+missed one more update)."""
+MAX_SUBJECT_WORDS = 6
+"""A longer subject is not a statement of one fact: never judged an update."""
+
+_COPULAS = frozenset({"is", "are", "was", "were", "am", "be", "'s", "'m", "'re", ":", "="})
+_PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "this", "that", "there"})
+_PREPOSITIONS = frozenset(
+    {"at", "in", "to", "on", "for", "from", "with", "as", "by", "into", "near", "of", "about"}
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "our",
+        "your",
+        "his",
+        "her",
+        "their",
+        "its",
+        "me",
+        "us",
+        "and",
+        "or",
+        "but",
+        "so",
+        "not",
+        "no",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "also",
+        "too",
+        "very",
+        "just",
+        "really",
+        "than",
+        "then",
+        "up",
+        "out",
+        "there",
+        "here",
+        "am",
+        "be",
+        "been",
+        "being",
+        "ones",
+        "one",
+    ]
+)
+_UPDATE_WORDS = frozenset(
+    [
+        "now",
+        "new",
+        "newer",
+        "actually",
+        "changed",
+        "change",
+        "moved",
+        "move",
+        "switched",
+        "again",
+        "since",
+        "instead",
+        "anymore",
+        "longer",
+        "still",
+        "today",
+        "currently",
+        "these",
+        "days",
+        "turns",
+        "turned",
+        "got",
+        "became",
+        "become",
+        "updated",
+        "update",
+        "from",
+        "old",
+        "former",
+        "previously",
+        "before",
+        "later",
+        "this",
+        "year",
+        "week",
+        "sold",
+        "quit",
+        "raised",
+        "pushed",
+        "was",
+        "were",
+    ]
+)
+_CLAUSE = re.compile(r"[,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s")
+_WORD = re.compile(r"[^\s]+")
+_INNER = re.compile(r"[^\w@.:'=-]+")
+_CAPTURED = re.compile(r"^\S+ \(\d{4}-\d{2}-\d{2}\): ")  # a captured row: "<who> (<date>): "
+_REPLYING = re.compile(r" \[replying to [^\]]*\]$")
+_NAMED = re.compile(r"^([A-Z][\w'-]*(?: [A-Z][\w'-]*)?): ")  # "Caroline: …", "Jon Snow: …"
+_EVENTS = frozenset(
+    [
+        "went",
+        "saw",
+        "made",
+        "took",
+        "met",
+        "bought",
+        "did",
+        "had",
+        "came",
+        "ate",
+        "ran",
+        "told",
+        "said",
+        "gave",
+        "found",
+        "left",
+        "felt",
+        "thought",
+        "visited",
+        "tried",
+        "started",
+    ]
+)
+"""Verbs of something that happened: two events are both true, never one an update."""
+
+
+@dataclass(frozen=True)
+class Told:
+    """What the step needs of a result: who told it, when, and the statement."""
+
+    teller: str  # a speaker's MXID, or "" for the operator (and a bank's rows)
+    ts: int
+    order: tuple[int, str, int]
+    text: str
+
+
+def told_of(row: MemoryRow) -> Told:
+    """A memory row as a statement (``statement``)."""
+    speaker = row.origin.speaker if row.origin is not None else ""
+    return statement(row.key, row.value, speaker, row.ts, row.order)
+
+
+def statement(
+    key: str, value: str, teller: str, ts: int, order: tuple[int, str, int] = (0, "", 0)
+) -> Told:
+    """A row as a statement: a captured row's message without its "<who> (<date>): " and
+    "[replying to …]" parts; another row's key (underscores as spaces) and value."""
+    named = _NAMED.match(value)
+    if _CAPTURED.match(value):
+        text = _REPLYING.sub("", _CAPTURED.sub("", value, count=1))
+    elif named:  # "Caroline: …": a row written for someone, whose name tells who said it
+        teller = teller or named.group(1)
+        text = value[named.end() :]
+    else:
+        key = key.rsplit("/", 1)[-1]  # a fact's "<speaker>/<key>"
+        text = f"{key.replace('_', ' ')}: {value}" if _is_word_key(key) else value
+    return Told(teller, ts, order, text)
+
+
+def _is_word_key(key: str) -> bool:
+    """A key that names a subject (``wifi_code``), not an id or a date."""
+    return bool(key) and not any(c.isdigit() for c in key) and len(key) <= 64
+
+
+def subjects(text: str) -> list[frozenset[str]]:
+    """The subject of each clause of ``text`` (empty clauses left out)."""
+    found = []
+    for clause in _CLAUSE.split(text):
+        subject = _clause_subject(clause)
+        if subject:
+            found.append(subject)
+    return found
+
+
+def _clause_subject(clause: str) -> frozenset[str]:
+    words = _words(clause)
+    cut = next((i for i, (w, _) in enumerate(words) if w in _COPULAS), None)
+    if cut is not None:
+        head = _content(words[:cut])
+        if head:
+            return head
+        words = words[cut + 1 :]  # "I am allergic to …": the predicate up to its value
+    end = next((i for i, (w, value) in enumerate(words) if value or w in _PREPOSITIONS), len(words))
+    return _content(words[:end])
+
+
+def _words(clause: str) -> list[tuple[str, bool]]:
+    """``(word, is a value)`` of a clause, lower case; contractions split off ("i", "'m")."""
+    out: list[tuple[str, bool]] = []
+    for position, raw in enumerate(_WORD.findall(clause.replace("’", "'"))):
+        raw = raw.strip('"()[]{}<>!?,;')
+        if not raw:
+            continue
+        if raw.endswith(":") and len(raw) > 1:
+            out += _words(raw[:-1])
+            out.append((":", False))
+            continue
+        low = raw.lower()
+        for tail in ("'m", "'s", "'re"):
+            if low.endswith(tail) and len(low) > len(tail):
+                out.append((low[: -len(tail)], False))
+                out.append((tail, False))
+                break
+        else:
+            value = (
+                any(c.isdigit() for c in raw)
+                or "@" in raw
+                or "." in raw.strip(".")
+                or (position > 0 and raw[:1].isupper() and low != "i")
+            )
+            word = _INNER.sub("", low).strip(".'-")
+            if word:
+                out.append((word, value))
+    return out
+
+
+def _content(words: Sequence[tuple[str, bool]]) -> frozenset[str]:
+    return frozenset(
+        _stem(w)
+        for w, value in words
+        if not value
+        and w not in _STOP
+        and w not in _UPDATE_WORDS
+        and w not in _PRONOUNS
+        and w not in _COPULAS
+        and w not in _EVENTS
+        and not (w.endswith("ed") and len(w) > 4)  # past tense: an event
+        and len(w) > 1
+    )
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def same_subject(a: str, b: str, threshold: float = SAME_SUBJECT) -> bool:
+    """Whether statements ``a`` and ``b`` say something about the same subject."""
+    for sa in subjects(a):
+        if len(sa) > MAX_SUBJECT_WORDS:
+            continue
+        for sb in subjects(b):
+            if len(sb) > MAX_SUBJECT_WORDS:
+                continue
+            shared = len(sa & sb)
+            if shared and shared / min(len(sa), len(sb)) >= threshold:
+                return True
+    return False
+
+
+def newest_first(
+    items: Sequence[T], told: Callable[[T], Told], threshold: float = SAME_SUBJECT
+) -> list[tuple[T, bool]]:
+    """``items`` (ranked) with the statements of one teller about one subject together at
+    the place of the best ranked one, the newest first; each with whether it is an earlier
+    statement (a newer one of the same teller about the same subject is among ``items``)."""
+    stated = [told(item) for item in items]
+    parent = list(range(len(items)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    subject_of = [subjects(s.text) for s in stated]
+    for i in range(len(items)):
+        if not subject_of[i]:
+            continue
+        for j in range(i + 1, len(items)):
+            if stated[i].teller != stated[j].teller or not subject_of[j]:
+                continue
+            if stated[i].text != stated[j].text and same_subject(
+                stated[i].text, stated[j].text, threshold
+            ):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(items)):
+        groups.setdefault(root(i), []).append(i)
+    out: list[tuple[T, bool]] = []
+    placed: set[int] = set()
+    for i in range(len(items)):
+        group = groups[root(i)]
+        if root(i) in placed:
+            continue
+        placed.add(root(i))
+        ordered = sorted(group, key=lambda k: (stated[k].ts, stated[k].order), reverse=True)
+        out += [(items[k], n > 0) for n, k in enumerate(ordered)]
+    return out
+
+
+def earlier_mark(text: str, earlier: bool) -> str:
+    """``text`` as shown: an earlier statement says so ("earlier: …")."""
+    return f"earlier: {text}" if earlier else text
+
+
+__all__ = [
+    "SAME_SUBJECT",
+    "Told",
+    "earlier_mark",
+    "newest_first",
+    "same_subject",
+    "statement",
+    "told_of",
+]
