@@ -56,6 +56,11 @@ def hashed(text: str, dim: int = 64) -> np.ndarray:
     return out
 
 
+def without_step(items: Any, told: Any, threshold: float = 0.0, pool: Any = ()) -> Any:
+    """The anchor: the ranking as fused, nothing moved or marked."""
+    return [(x, False) for x in items]
+
+
 def load_cases(split: str) -> list[dict[str, Any]]:
     cases = json.loads(DATA.read_text())["cases"]
     return [c for c in cases if split in ("both", c["split"])]
@@ -130,9 +135,7 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
             first = old in order and new in order and order.index(new) < order.index(old)
             ok = first and marks.get(old, False)
             saved = view_module.newest_first
-            view_module.newest_first = lambda items, told, threshold=0.0: [
-                (x, False) for x in items
-            ]
+            view_module.newest_first = without_step
             try:
                 plain = [r.row.row_id for r in view.search(case["query"], (), 10, qvec)]
             finally:
@@ -142,10 +145,18 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
             counts["update"][1] += anchor
             counts["update"][2] += 1
             if not ok:
-                misses.append(f"{case['split']}: {case['old']!r} -> {case['new']!r}")
+                why = (
+                    "not both in the top 10"
+                    if old not in order or new not in order
+                    else "not judged the same subject"
+                )
+                misses.append(f"{case['old']!r} -> {case['new']!r} ({why})")
         else:
-            counts[kind][0] += bool(marks.get(old, False))
+            marked = bool(marks.get(old, False))
+            counts[kind][0] += marked
             counts[kind][1] += 1
+            if marked:
+                misses.append(f"{kind}: {case['old']!r} marked earlier")
     if not use_hashed:
         await embedder.aclose()
     u, other = counts["update"], counts["other"]

@@ -24,6 +24,7 @@ of ``tests/data/updates.json``; figures in docs/memory.md ("The newest statement
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ SAME_SUBJECT = 0.66
 """The share of the smaller subject two statements must share to be about one thing (2 of
 3 words; on the dev half: 0.5 judged 4 of 6 other-subject pairs the same, 0.66 none, 1.0
 missed one more update)."""
+SUBJECT_CACHE = 8192
+"""Statements whose subjects are kept (the rows recall keeps returning)."""
 MAX_SUBJECT_WORDS = 6
 """A longer subject is not a statement of one fact: never judged an update."""
 
@@ -139,10 +142,17 @@ _UPDATE_WORDS = frozenset(
         "were",
     ]
 )
+_NUMBERS = frozenset(
+    (
+        "zero one two three four five six seven eight nine ten eleven twelve twenty hundred "
+        "first second third fourth fifth once twice half"
+    ).split()
+)
+"""Number words: values, like digits."""
 _CLAUSE = re.compile(r"[,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s")
 _WORD = re.compile(r"[^\s]+")
 _INNER = re.compile(r"[^\w@.:'=-]+")
-_CAPTURED = re.compile(r"^\S+ \(\d{4}-\d{2}-\d{2}\): ")  # a captured row: "<who> (<date>): "
+_CAPTURED = re.compile(r"^(\S+) \(\d{4}-\d{2}-\d{2}\): ")  # a captured row: "<who> (<date>): "
 _REPLYING = re.compile(r" \[replying to [^\]]*\]$")
 _NAMED = re.compile(r"^([A-Z][\w'-]*(?: [A-Z][\w'-]*)?): ")  # "Caroline: …", "Jon Snow: …"
 _EVENTS = frozenset(
@@ -195,8 +205,10 @@ def statement(
     """A row as a statement: a captured row's message without its "<who> (<date>): " and
     "[replying to …]" parts; another row's key (underscores as spaces) and value."""
     named = _NAMED.match(value)
-    if _CAPTURED.match(value):
-        text = _REPLYING.sub("", _CAPTURED.sub("", value, count=1))
+    captured = _CAPTURED.match(value)
+    if captured:  # its value names who said it, whoever reads it (a hit without provenance)
+        teller = teller or captured.group(1)
+        text = _REPLYING.sub("", value[captured.end() :])
     elif named:  # "Caroline: …": a row written for someone, whose name tells who said it
         teller = teller or named.group(1)
         text = value[named.end() :]
@@ -211,14 +223,16 @@ def _is_word_key(key: str) -> bool:
     return bool(key) and not any(c.isdigit() for c in key) and len(key) <= 64
 
 
-def subjects(text: str) -> list[frozenset[str]]:
-    """The subject of each clause of ``text`` (empty clauses left out)."""
+@functools.lru_cache(maxsize=SUBJECT_CACHE)
+def subjects(text: str) -> tuple[frozenset[str], ...]:
+    """The subject of each clause of ``text`` (empty clauses left out); cached, as the same
+    rows come back query after query."""
     found = []
     for clause in _CLAUSE.split(text):
         subject = _clause_subject(clause)
         if subject:
             found.append(subject)
-    return found
+    return tuple(found)
 
 
 def _clause_subject(clause: str) -> frozenset[str]:
@@ -230,7 +244,8 @@ def _clause_subject(clause: str) -> frozenset[str]:
             return head
         words = words[cut + 1 :]  # "I am allergic to …": the predicate up to its value
     end = next((i for i, (w, value) in enumerate(words) if value or w in _PREPOSITIONS), len(words))
-    return _content(words[:end])
+    # "I have two cats": nothing before the value but a verb; the thing counted is after it
+    return _content(words[:end]) or _content(words[end:])
 
 
 def _words(clause: str) -> list[tuple[str, bool]]:
@@ -253,6 +268,7 @@ def _words(clause: str) -> list[tuple[str, bool]]:
         else:
             value = (
                 any(c.isdigit() for c in raw)
+                or low.strip(".,") in _NUMBERS
                 or "@" in raw
                 or "." in raw.strip(".")
                 or (position > 0 and raw[:1].isupper() and low != "i")
@@ -272,6 +288,7 @@ def _content(words: Sequence[tuple[str, bool]]) -> frozenset[str]:
         and w not in _UPDATE_WORDS
         and w not in _PRONOUNS
         and w not in _COPULAS
+        and w not in _PREPOSITIONS
         and w not in _EVENTS
         and not (w.endswith("ed") and len(w) > 4)  # past tense: an event
         and len(w) > 1
@@ -284,10 +301,14 @@ def _stem(word: str) -> str:
 
 def same_subject(a: str, b: str, threshold: float = SAME_SUBJECT) -> bool:
     """Whether statements ``a`` and ``b`` say something about the same subject."""
-    for sa in subjects(a):
+    return _shares(subjects(a), subjects(b), threshold)
+
+
+def _shares(a: Sequence[frozenset[str]], b: Sequence[frozenset[str]], threshold: float) -> bool:
+    for sa in a:
         if len(sa) > MAX_SUBJECT_WORDS:
             continue
-        for sb in subjects(b):
+        for sb in b:
             if len(sb) > MAX_SUBJECT_WORDS:
                 continue
             shared = len(sa & sb)
@@ -297,13 +318,41 @@ def same_subject(a: str, b: str, threshold: float = SAME_SUBJECT) -> bool:
 
 
 def newest_first(
-    items: Sequence[T], told: Callable[[T], Told], threshold: float = SAME_SUBJECT
+    items: Sequence[T],
+    told: Callable[[T], Told],
+    threshold: float = SAME_SUBJECT,
+    pool: Sequence[T] = (),
 ) -> list[tuple[T, bool]]:
     """``items`` (ranked) with the statements of one teller about one subject together at
     the place of the best ranked one, the newest first; each with whether it is an earlier
-    statement (a newer one of the same teller about the same subject is among ``items``)."""
-    stated = [told(item) for item in items]
-    parent = list(range(len(items)))
+    statement (a newer one of the same teller about the same subject is shown).
+
+    ``pool``: more candidates of the same search (ranked lower, the same filters passed); one
+    that is a newer statement of an item's teller about the item's subject joins it, so the
+    current statement shows even when the question's words matched the older one best. The
+    list may then be longer than ``items``: the caller cuts it."""
+    members = list(items)
+    stated = [told(item) for item in members]
+    subject_of = [subjects(s.text) for s in stated]
+    shown = len(members)
+    for candidate in pool:
+        said = told(candidate)
+        subject = subjects(said.text)
+        if not subject:
+            continue
+        for i in range(shown):
+            base = stated[i]
+            if (
+                base.teller == said.teller
+                and (said.ts, said.order) > (base.ts, base.order)
+                and base.text != said.text
+                and _shares(subject_of[i], subject, threshold)
+            ):
+                members.append(candidate)
+                stated.append(said)
+                subject_of.append(subject)
+                break
+    parent = list(range(len(members)))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -311,29 +360,27 @@ def newest_first(
             i = parent[i]
         return i
 
-    subject_of = [subjects(s.text) for s in stated]
-    for i in range(len(items)):
+    for i in range(len(members)):
         if not subject_of[i]:
             continue
-        for j in range(i + 1, len(items)):
+        for j in range(i + 1, len(members)):
             if stated[i].teller != stated[j].teller or not subject_of[j]:
                 continue
-            if stated[i].text != stated[j].text and same_subject(
-                stated[i].text, stated[j].text, threshold
+            if stated[i].text != stated[j].text and _shares(
+                subject_of[i], subject_of[j], threshold
             ):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
-    for i in range(len(items)):
+    for i in range(len(members)):
         groups.setdefault(root(i), []).append(i)
     out: list[tuple[T, bool]] = []
     placed: set[int] = set()
-    for i in range(len(items)):
-        group = groups[root(i)]
+    for i in range(shown):
         if root(i) in placed:
             continue
         placed.add(root(i))
-        ordered = sorted(group, key=lambda k: (stated[k].ts, stated[k].order), reverse=True)
-        out += [(items[k], n > 0) for n, k in enumerate(ordered)]
+        ordered = sorted(groups[root(i)], key=lambda k: (stated[k].ts, stated[k].order))
+        out += [(members[k], n > 0) for n, k in enumerate(reversed(ordered))]
     return out
 
 

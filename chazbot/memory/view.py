@@ -342,18 +342,18 @@ class MemoryView:
             if min_similarity is None
             else {d for d, c in near if c < min_similarity and d not in exact}
         )
-        fused = top_fused(
-            lists, window + len(weak), tiebreak=self._tiebreak, k=RRF_K, weights=weights
-        )
+        fused = top_fused(lists, 2 * depth, tiebreak=self._tiebreak, k=RRF_K, weights=weights)
         visible = self.visible
-        ranked = [
+        passed = [
             Ranked(visible[doc], score, exact.get(doc), cosine.get(doc))
             for doc, score in fused
             if doc not in weak
-        ][:window]
+        ]
+        ranked, pool = passed[:window], passed[window:]
         if months:  # rows of a named month first, each part in fused order (a stable sort)
             ranked.sort(key=lambda r: not in_months(r.row, months))
-        return [r for r, _ in newest_first(ranked[:limit], lambda r: told_of(r.row))]
+        current = newest_first(ranked[:limit], lambda r: told_of(r.row), pool=pool)
+        return [r for r, _ in current][:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""
