@@ -31,7 +31,8 @@ DAY = 86_400 * 1_000_000
 def row(doc: int, value: str, speaker: str | None, day: int, key: str = "") -> MemoryRow:
     origin = Provenance("!r:example.org", speaker, None) if speaker else None
     if speaker and not key:
-        key, value = f"{speaker}/2025-12-0{day + 1}/$e{doc}", f"{speaker} (2025-12-0{day + 1}): {value}"
+        date = f"2025-12-0{day + 1}"
+        key, value = f"{speaker}/{date}/$e{doc}", f"{speaker} ({date}): {value}"
     return MemoryRow(
         doc, f"e/{doc}", key or f"note{doc}", value, (), 1_764_547_200_000_000 + day * DAY,
         (doc, f"e{doc}", 0), "a", origin=origin,

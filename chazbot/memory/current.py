@@ -143,10 +143,31 @@ _UPDATE_WORDS = frozenset(
     ]
 )
 _NUMBERS = frozenset(
-    (
-        "zero one two three four five six seven eight nine ten eleven twelve twenty hundred "
-        "first second third fourth fifth once twice half"
-    ).split()
+    [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "twenty",
+        "hundred",
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "once",
+        "twice",
+        "half",
+    ]
 )
 """Number words: values, like digits."""
 _CLAUSE = re.compile(r"[,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s")
@@ -225,27 +246,40 @@ def _is_word_key(key: str) -> bool:
 
 @functools.lru_cache(maxsize=SUBJECT_CACHE)
 def subjects(text: str) -> tuple[frozenset[str], ...]:
-    """The subject of each clause of ``text`` (empty clauses left out); cached, as the same
-    rows come back query after query."""
+    """The subject of each clause of ``text`` that states something (cached, as the same
+    rows come back query after query). A one-word subject needs a value in its clause or
+    the next one ("I got a new bike, a Gazelle"); "hiking again" states nothing."""
+    parts = [_clause_subject(clause) for clause in _CLAUSE.split(text)]
     found = []
-    for clause in _CLAUSE.split(text):
-        subject = _clause_subject(clause)
-        if subject:
+    for i, (subject, valued) in enumerate(parts):
+        if not subject:
+            continue
+        follows = i + 1 < len(parts) and not parts[i + 1][0] and parts[i + 1][1]
+        if valued or follows or len(subject) > 1:
             found.append(subject)
     return tuple(found)
 
 
-def _clause_subject(clause: str) -> frozenset[str]:
+def _clause_subject(clause: str) -> tuple[frozenset[str], bool]:
+    """The clause's subject and whether the clause gives it a value ("I live in Lisbon":
+    live, yes; "went hiking": hiking, no)."""
     words = _words(clause)
     cut = next((i for i, (w, _) in enumerate(words) if w in _COPULAS), None)
     if cut is not None:
         head = _content(words[:cut])
         if head:
-            return head
+            return head, _has_value(words[cut + 1 :])
         words = words[cut + 1 :]  # "I am allergic to …": the predicate up to its value
     end = next((i for i, (w, value) in enumerate(words) if value or w in _PREPOSITIONS), len(words))
+    before, after = _content(words[:end]), words[end:]
+    if before:
+        return before, _has_value(after)
     # "I have two cats": nothing before the value but a verb; the thing counted is after it
-    return _content(words[:end]) or _content(words[end:])
+    return _content(after), any(value for _, value in after)
+
+
+def _has_value(words: Sequence[tuple[str, bool]]) -> bool:
+    return any(value or (w not in _PREPOSITIONS and w not in _STOP) for w, value in words)
 
 
 def _words(clause: str) -> list[tuple[str, bool]]:

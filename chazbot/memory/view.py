@@ -304,8 +304,8 @@ class MemoryView:
 
         Time-aware: when the query names a month, the rows about that month (``when``) go
         first among the fused top ``DATE_WINDOW``, each part keeping its fused order and
-        score; BM25 alone keeps its exact order (SPEC §3). Last, one teller's statements
-        about one subject go together, the newest first (``current``).
+        score; BM25 alone keeps its exact order (SPEC §3). Otherwise, last, one teller's
+        statements about one subject go together, the newest first (``current``).
 
         Returns [] when the query has tokens or a vector but nothing matches.
         """
@@ -352,6 +352,7 @@ class MemoryView:
         ranked, pool = passed[:window], passed[window:]
         if months:  # rows of a named month first, each part in fused order (a stable sort)
             ranked.sort(key=lambda r: not in_months(r.row, months))
+            return ranked[:limit]  # asked about a time: not the newest statement first
         current = newest_first(ranked[:limit], lambda r: told_of(r.row), pool=pool)
         return [r for r, _ in current][:limit]
 
