@@ -22,6 +22,7 @@ import pytest
 import chazbot
 from chazbot import peer as peer_module
 from chazbot.config import AgentConfig, Config
+from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.memory import vector_queue
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
@@ -194,3 +195,55 @@ async def test_an_import_writes_rows_first_and_vectors_after(
         rows = await peer.ledger.rows(found.db, MEMORY_STORE, limit=1000)
         assert {r.row_id for r in rows} <= set(vectors)
         assert await marks(peer) == []
+
+
+async def test_rows_that_arrive_without_vectors_get_them_after_a_grace(
+    tmp_path: Path, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows synced in from a peer that wrote no vectors (``embedding: null`` there): this
+    peer, which may write the bank, owes them and writes them after the grace, once."""
+    monkeypatch.setattr(vector_queue, "ARRIVED_GRACE_S", 0.2)
+    cfg = config(tmp_path / "here", standin_embeddings)
+    other = await Ledger.open(tmp_path / "other.sqlite3")
+    writer = KeyPair.generate()
+    try:
+        async with chazbot.open(tmp_path / "here", cfg) as peer:
+            assert (await peer.command("/memory new notes")).ok
+            found = await peer.registry.get("bank", "notes")
+            assert found is not None
+            admin = await writer_key_for(peer.ledger, peer.registry, found.db)
+            await peer.ledger.set_auth(found.db, admin, writer.public, Permission.parse("write"))
+            # the other peer holds the bank's history and writes rows there, no vectors
+            await other.ingest([d for _, d in await peer.ledger.entries(found.db)])
+            ops = [
+                {"op": "insert", "row": {"key": f"far{i}", "value": f"{i} herons"}}
+                for i in range(5)
+            ]
+            await other.write(found.db, writer, {MEMORY_STORE: ops})
+            seen = {d for _, d in await peer.ledger.entries(found.db)}
+            fresh = [d for _, d in await other.entries(found.db) if d not in seen]
+            result = await peer.ledger.ingest(fresh)
+            assert len(result.accepted) == 1, result
+            hits = await peer.memory.recall(found.db, "far3")  # BM25 at once
+            assert hits and hits[0].row.key == "far3"
+            queue = peer.memory.vectors_later
+            assert queue is not None
+            await wait_until(lambda: found.db in queue.marked, what="the bank marked")
+            await wait_until(
+                lambda: found.db not in queue.marked and queue.pending == 0,
+                what="the arrived rows' vectors",
+            )
+            vectors = await vectors_of(peer, found.db)
+            rows = await peer.ledger.rows(found.db, MEMORY_STORE, limit=100)
+            assert {r.row_id for r in rows} <= set(vectors) and len(vectors) == 5
+            # a row written here whose embedding failed is owed the same way; one written
+            # with its vector in the same entry is not
+            agent = peer.agent("chaz")
+            await peer.memory.remember(agent.db, agent.key, "near", "a heron nests here")
+            standin_embeddings.fail(3, 500)
+            await peer.memory.remember(agent.db, agent.key, "nearer", "a heron fishes here")
+            await wait_until(lambda: agent.db in queue.marked, what="the failed one owed")
+            await wait_until(lambda: agent.db not in queue.marked, what="its vector written")
+            assert len(await vectors_of(peer, agent.db)) == 2  # one each, none twice
+    finally:
+        await other.close()

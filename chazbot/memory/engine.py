@@ -360,12 +360,32 @@ class MemoryEngine:
         wanted = [r for r in applied.rows if r.store == MEMORY_STORE] + [
             r for r in applied.rows if r.store == vector_store
         ]
+        if self.vectors_later is not None:
+            self._owe_arrived(applied, vector_store)
         for row in wanted:
             view = self._views.get(row.db)
             if view is not None:
                 self._apply_row(view, row)
             if row.db in self._pending:  # a load under way (``warm``: beside the live view)
                 self._pending[row.db].append(row)
+
+    def _owe_arrived(self, applied: Applied, vector_store: str | None) -> None:
+        """Memory rows committed without a vector and not owed by a write of ours (rows from
+        sync, say): handed to the queue, which looks at them again a little later."""
+        queue = self.vectors_later
+        assert queue is not None
+        with_vector = {r.data.get("ref") for r in applied.rows if r.store == vector_store}
+        first: dict[str, int] = {}
+        for row in applied.rows:
+            if (
+                row.store == MEMORY_STORE
+                and row.row_id not in with_vector
+                and not queue.writing(row.db)
+                and not row.data.get("forget")
+            ):
+                first[row.db] = min(first.get(row.db, row.n), row.n)
+        for db, n in first.items():
+            queue.arrived(db, n - 1)
 
     def _apply_row(self, view: MemoryView, row: Row) -> None:
         if row.store == MEMORY_STORE:

@@ -11,9 +11,15 @@ writes the vectors), so a crash at any point leaves them owed, not lost. Two way
   turn, so while rows keep arriving, one in the last ``QUIET_S``, the bot is busy answering and
   the embedder would take the CPU its turns need). Rows wait at most ``MAX_WAIT_S``. At most
   ``MAX_PENDING`` wait in memory; past that a row is left to the scan below (``skipped``).
-- ``settle(db, scan=True)``: a bulk write (an import, rows from sync) is done; the scan finds
-  the visible rows stored after the mark without a vector and embeds them, in batches,
-  in the same quiet moments.
+- ``settle(db, scan=True)``: a bulk write (an import) is done; the scan finds the visible
+  rows stored after the mark without a vector and embeds them, in batches, in the same quiet
+  moments.
+- ``arrived(db, after)``: rows came without their vectors from elsewhere (sync ingest, a
+  write straight on the ledger, a remember whose embedding failed). The database is marked
+  with a key this peer holds that may write it (none: nothing to do, the writer owes them)
+  and scanned ``ARRIVED_GRACE_S`` later: the writing peer's own vectors usually arrive by
+  then, and only what is still missing (another model, a peer without an embedder) is
+  embedded here.
 
 Once a database owes nothing (the scan found nothing left, nothing waits and no write is under
 way) its record is deleted. At a stop (``stop``) what waits in memory gets a bounded wait, then
@@ -36,7 +42,7 @@ from dataclasses import dataclass, field
 
 from chazbot import metrics
 from chazbot.errors import ChazError
-from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger import KeyPair, Ledger, Level
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import embeddings_store, encode_vector
 
@@ -52,6 +58,9 @@ MAX_PENDING = 4096
 """Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
 OWED_PREFIX = "vectors-owed/"
 """``local_kv`` key of a database that owes vectors: ``vectors-owed/<db>``."""
+ARRIVED_GRACE_S = 60.0
+"""Rows that arrived without vectors (sync) are looked at again this much later: the peer
+that wrote them owes their vectors too, and they usually follow by then."""
 TEXT_PREFIX = "vectors-owed-text/"
 """``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
 
@@ -101,6 +110,8 @@ class VectorQueue:
         self._to_scan: dict[str, None] = {}  # databases to scan, in order
         self._scan_db = ""
         self._scan_rows: list[tuple[str, str]] = []  # the scan under way: what is left
+        self._arrived: dict[str, int] = {}  # db -> row number before rows that came
+        self._arrive_task: asyncio.Task[None] | None = None
         self._bulk: dict[str, int] = {}  # rows of bulk writes not scanned yet (a count)
         self._failed_dbs: set[str] = set()  # a batch failed: stays marked until a restart
         self._mark = asyncio.Lock()
@@ -201,6 +212,54 @@ class VectorQueue:
             self._scan_since = self._scan_since or time.monotonic()
         self._start()
 
+    def writing(self, db: str) -> bool:
+        """Whether a write announced by ``owe`` is under way in ``db`` (its rows are owed)."""
+        return db in self._writing
+
+    def arrived(self, db: str, after: int) -> None:
+        """Rows of ``db`` stored after row number ``after`` came without their vectors from
+        elsewhere: mark it now, scan it ``ARRIVED_GRACE_S`` later."""
+        if self._stopped:
+            return
+        known = self._arrived.get(db)
+        self._arrived[db] = after if known is None else min(known, after)
+        if self._arrive_task is None or self._arrive_task.done():
+            self._arrive_task = asyncio.create_task(self._mark_arrived(), name="memory-arrived")
+
+    async def _mark_arrived(self) -> None:
+        while self._arrived and not self._stopped:
+            db, after = next(iter(self._arrived.items()))
+            del self._arrived[db]
+            try:
+                key = await self._writer(db)
+                if key is None:
+                    continue  # this peer may not write there: the writer owes them
+                async with self._mark:
+                    known = self._owed.get(db)
+                    if known is None or after < known.after:
+                        mark = Owed(
+                            after if known is None else min(after, known.after), key.public, key
+                        )
+                        data = json.dumps({"after": mark.after, "by": mark.by})
+                        await self.ledger.kv.set(OWED_PREFIX + db, data)
+                        self._owed[db] = mark
+            except ChazError as exc:
+                log.warning("memory: could not mark the vectors %s owes: %s", db, exc)
+                continue
+            asyncio.get_running_loop().call_later(ARRIVED_GRACE_S, self._scan_later, db)
+
+    def _scan_later(self, db: str) -> None:
+        if not self._stopped and db in self._owed:
+            self._to_scan[db] = None
+            self._start()
+
+    async def _writer(self, db: str) -> KeyPair | None:
+        """A key this peer holds that may write to ``db``."""
+        for _, key in await self.ledger.keys.all():
+            if (await self.ledger.permission(db, key.public)).allows(Level.WRITE):
+                return key
+        return None
+
     def _unwrite(self, db: str) -> None:
         left = self._writing.get(db, 0) - 1
         if left > 0:
@@ -234,9 +293,10 @@ class VectorQueue:
         if self._items or self._running_items:
             await self.wait(timeout, backlog=False)
         self._stopped = True
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._arrive_task):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         left, self._items = self._items, []
         records = [(f"{TEXT_PREFIX}{p.db}/{p.row_id}", p.text) for p in left]
         if records:
