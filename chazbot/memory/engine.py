@@ -142,7 +142,9 @@ class MemoryEngine:
         self._status: dict[str, LoadStatus] = {}
         self._kinds: dict[str, str] = {}
         self.vectors_later = (
-            VectorQueue(ledger, embedder, self._missing_vectors) if embedder is not None else None
+            VectorQueue(ledger, embedder, self._missing_vectors, has_vector=self._has_vector)
+            if embedder is not None
+            else None
         )
         self.fallbacks = Fallbacks()
         ledger.add_listener(self._on_applied)
@@ -466,6 +468,10 @@ class MemoryEngine:
         if self.vectors_later is None:
             return 0
         return await self.vectors_later.stop(timeout)
+
+    def _has_vector(self, db: str, row_id: str) -> bool:
+        view = self._views.get(db)
+        return view is not None and view.has_vector(row_id)
 
     async def _missing_vectors(self, db: str, after: int) -> list[tuple[str, str]]:
         """``(row id, text)`` of the visible rows of ``db`` stored after row number ``after``

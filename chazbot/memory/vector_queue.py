@@ -58,9 +58,10 @@ MAX_PENDING = 4096
 """Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
 OWED_PREFIX = "vectors-owed/"
 """``local_kv`` key of a database that owes vectors: ``vectors-owed/<db>``."""
-ARRIVED_GRACE_S = 60.0
+ARRIVED_GRACE_S = 300.0
 """Rows that arrived without vectors (sync) are looked at again this much later: the peer
-that wrote them owes their vectors too, and they usually follow by then."""
+that wrote them owes their vectors too, and they usually follow by then (a scan skips each
+row whose vector came meanwhile, batch by batch)."""
 TEXT_PREFIX = "vectors-owed-text/"
 """``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
 
@@ -98,12 +99,14 @@ class VectorQueue:
         embedder: Embedder,
         missing: Missing | None = None,
         batch: int = BATCH,
+        has_vector: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.ledger = ledger
         self.embedder = embedder
         self.store = embeddings_store(embedder.name)
         self.batch = batch
         self._missing = missing
+        self._has_vector = has_vector or (lambda db, row_id: False)
         self._items: list[Pending] = []
         self._owed: dict[str, Owed] = {}
         self._writing: dict[str, int] = {}  # writes under way whose rows will owe vectors
@@ -112,6 +115,7 @@ class VectorQueue:
         self._scan_rows: list[tuple[str, str]] = []  # the scan under way: what is left
         self._arrived: dict[str, int] = {}  # db -> row number before rows that came
         self._arrive_task: asyncio.Task[None] | None = None
+        self._grace: set[str] = set()  # marked on arrival, scanned after the grace
         self._bulk: dict[str, int] = {}  # rows of bulk writes not scanned yet (a count)
         self._failed_dbs: set[str] = set()  # a batch failed: stays marked until a restart
         self._mark = asyncio.Lock()
@@ -246,9 +250,11 @@ class VectorQueue:
             except ChazError as exc:
                 log.warning("memory: could not mark the vectors %s owes: %s", db, exc)
                 continue
+            self._grace.add(db)
             asyncio.get_running_loop().call_later(ARRIVED_GRACE_S, self._scan_later, db)
 
     def _scan_later(self, db: str) -> None:
+        self._grace.discard(db)
         if not self._stopped and db in self._owed:
             self._to_scan[db] = None
             self._start()
@@ -380,9 +386,16 @@ class VectorQueue:
                         self._scan_rows[: self.batch],
                         self._scan_rows[self.batch :],
                     )
+                    db = self._scan_db
                     if owed is None or owed.key is None:
                         continue
-                    chunk = [Pending(self._scan_db, owed.key, r, t) for r, t in rows]
+                    # a row whose vector came meanwhile (from the peer that wrote it) is done
+                    chunk = [
+                        Pending(db, owed.key, r, t) for r, t in rows if not self._has_vector(db, r)
+                    ]
+                    if not chunk:
+                        await self._clear_done({db})
+                        continue
                     self._scan_since = time.monotonic()
                 else:
                     break
@@ -453,6 +466,7 @@ class VectorQueue:
                 continue
             busy = (
                 db in self._writing
+                or db in self._grace
                 or db in self._to_scan
                 or (self._scan_db == db and self._scan_rows)
                 or any(p.db == db for p in self._items)
