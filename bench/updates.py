@@ -12,8 +12,10 @@ statement a day before its new one, the cases a week apart. Vectors: the default
 embedder, or with ``--hashed`` the tests' hashed bag of words. Each case's question is
 recalled (top 10) and scored:
 
-- ``update`` (one teller, one subject): newer first = the new row above the old one, both
-  returned, and the old one marked earlier; anchor: the same ranking without the step.
+- ``update`` (one teller, one subject): newer first = both returned, the old one marked
+  earlier and below the new one (or the new one marked earlier too: the same teller said
+  something still newer about it, in another case); anchor: the new row above the old one in
+  the same ranking without the step.
 - ``cross`` (two people): a cross-person replacement = the older marked earlier (target 0).
 - ``other`` (one person, two subjects): a false update = the older marked earlier.
 """
@@ -132,8 +134,10 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
         old, new = ids[(i, "old")], ids[(i, "new")]
         kind = case["kind"]
         if kind == "update":
+            # the old statement is shown as earlier, after the new one (or after a still newer
+            # one of the same teller, the new one then marked earlier too)
             first = old in order and new in order and order.index(new) < order.index(old)
-            ok = first and marks.get(old, False)
+            ok = old in order and new in order and marks[old] and (first or marks[new])
             saved = view_module.newest_first
             view_module.newest_first = without_step
             try:

@@ -40,6 +40,9 @@ SAME_SUBJECT = 0.66
 missed one more update)."""
 SUBJECT_CACHE = 8192
 """Statements whose subjects are kept (the rows recall keeps returning)."""
+MAX_STATEMENT_WORDS = 20
+"""A longer row is a conversation's turn or a note, not a statement of a fact: never judged
+an update (on LoCoMo's dev conversations, turns of chat, judging them marked most lists)."""
 MAX_SUBJECT_WORDS = 6
 """A longer subject is not a statement of one fact: never judged an update."""
 
@@ -170,7 +173,38 @@ _NUMBERS = frozenset(
     ]
 )
 """Number words: values, like digits."""
-_CLAUSE = re.compile(r"[,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s")
+_CLAUSE = re.compile(r"([,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s)")  # the separator kept
+_ASKING = frozenset(
+    [
+        "what",
+        "where",
+        "when",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "why",
+        "how",
+        "did",
+        "do",
+        "does",
+        "is",
+        "are",
+        "was",
+        "were",
+        "can",
+        "could",
+        "would",
+        "will",
+        "should",
+        "have",
+        "has",
+        "shall",
+        "may",
+        "might",
+    ]
+)
+"""A clause opening with one of these asks; a question states nothing."""
 _WORD = re.compile(r"[^\s]+")
 _INNER = re.compile(r"[^\w@.:'=-]+")
 _CAPTURED = re.compile(r"^(\S+) \(\d{4}-\d{2}-\d{2}\): ")  # a captured row: "<who> (<date>): "
@@ -249,7 +283,16 @@ def subjects(text: str) -> tuple[frozenset[str], ...]:
     """The subject of each clause of ``text`` that states something (cached, as the same
     rows come back query after query). A one-word subject needs a value in its clause or
     the next one ("I got a new bike, a Gazelle"); "hiking again" states nothing."""
-    parts = [_clause_subject(clause) for clause in _CLAUSE.split(text)]
+    if len(text.split()) > MAX_STATEMENT_WORDS:
+        return ()
+    pieces = _CLAUSE.split(text)
+    parts = []
+    for clause, after in zip(pieces[::2], [*pieces[1::2], ""], strict=True):
+        first = clause.split(maxsplit=1)[:1]
+        asking = after.strip() in ("?", "!") or (
+            bool(first) and first[0].lower().strip("\"'(") in _ASKING
+        )
+        parts.append((frozenset(), False) if asking else _clause_subject(clause))
     found = []
     for i, (subject, valued) in enumerate(parts):
         if not subject:
@@ -386,35 +429,37 @@ def newest_first(
                 stated.append(said)
                 subject_of.append(subject)
                 break
-    parent = list(range(len(members)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    # Each row's newest direct update (same teller, same subject, newer); not transitive, so
+    # one loose match cannot chain a whole conversation into one group.
+    update: dict[int, int] = {}
     for i in range(len(members)):
         if not subject_of[i]:
             continue
-        for j in range(i + 1, len(members)):
-            if stated[i].teller != stated[j].teller or not subject_of[j]:
-                continue
-            if stated[i].text != stated[j].text and _shares(
-                subject_of[i], subject_of[j], threshold
+        for j in range(len(members)):
+            if (
+                i != j
+                and stated[i].teller == stated[j].teller
+                and (stated[j].ts, stated[j].order) > (stated[i].ts, stated[i].order)
+                and stated[i].text != stated[j].text
+                and _shares(subject_of[i], subject_of[j], threshold)
             ):
-                parent[root(j)] = root(i)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(members)):
-        groups.setdefault(root(i), []).append(i)
+                best = update.get(i)
+                if best is None or (stated[j].ts, stated[j].order) > (
+                    stated[best].ts,
+                    stated[best].order,
+                ):
+                    update[i] = j
     out: list[tuple[T, bool]] = []
     placed: set[int] = set()
     for i in range(shown):
-        if root(i) in placed:
+        if i in placed:
             continue
-        placed.add(root(i))
-        ordered = sorted(groups[root(i)], key=lambda k: (stated[k].ts, stated[k].order))
-        out += [(members[k], n > 0) for n, k in enumerate(reversed(ordered))]
+        newer = update.get(i)
+        if newer is not None and newer not in placed:
+            placed.add(newer)
+            out.append((members[newer], newer in update))
+        placed.add(i)
+        out.append((members[i], i in update))
     return out
 
 
