@@ -1,7 +1,10 @@
 """The newest statement first (issue 35): the update set ``tests/data/updates.json`` through
 the product's ranking (``MemoryView.search``: BM25 and vectors fused, then ``memory.current``).
 
-Run: ``.venv/bin/python bench/updates.py [--split dev|heldout|both] [--hashed]``.
+Run: ``.venv/bin/python bench/updates.py [--split dev|heldout|both] [--hashed]``, or
+``--locomo 20,15,12 [--cache DIR]``: the step's effect on LoCoMo's dev conversations (the
+bench's rows, hybrid top 10, the local embedder) at each ``MAX_STATEMENT_WORDS``: how many
+result lists get a row marked earlier, and recall/nDCG with and without the step.
 Not a timed test; CI does not run it (``tests/test_current.py`` checks the held-out figures
 with the hashed vectors).
 
@@ -176,11 +179,63 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
     return result
 
 
+async def locomo_effect(words: list[int], cache: Path | None) -> None:
+    """LoCoMo dev (chat turns, hardly any updates): marks there are mostly false ones."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import locomo  # the bench's rows and scores
+
+    from chazbot.config import EmbeddingConfig
+    from chazbot.memory import current
+    from chazbot.memory.embedders.local import LocalEmbedder
+
+    args = argparse.Namespace(
+        key="speaker-date-dia", value="speaker-caption", context="none", tags="none"
+    )
+    convs = [c for c in locomo.load_locomo(locomo.DEFAULT_DATA) if c.index in range(5)]
+    local = LocalEmbedder(EmbeddingConfig(backend="local", model=locomo.DEFAULT_LOCAL_MODEL))
+    embedder = locomo.CachedEmbedder(local, cache)
+    await embedder.load()
+    views = [
+        (
+            c,
+            await locomo.build_view(c, args, embedder),
+            await embedder.queries([q.text for q in c.questions]),
+        )
+        for c in convs
+    ]
+    for limit in words:
+        current.MAX_STATEMENT_WORDS = limit
+        current.subjects.cache_clear()
+        step, plain = locomo.Scores([], [], []), locomo.Scores([], [], [])
+        marked = lists = 0
+        for conv, view, qvecs in views:
+            for qi, q in enumerate(conv.questions):
+                got = view.search(q.text, (), 10, qvecs[qi])
+                saved, view_module.newest_first = view_module.newest_first, without_step
+                try:
+                    anchor = view.search(q.text, (), 10, qvecs[qi])
+                finally:
+                    view_module.newest_first = saved
+                step.add([conv.turns[r.row.doc].dia_id for r in got], q.relevant)
+                plain.add([conv.turns[r.row.doc].dia_id for r in anchor], q.relevant)
+                marks = newest_first(got, lambda r: told_of(r.row))
+                marked += any(e for _, e in marks)
+                lists += 1
+        print(f"MAX_STATEMENT_WORDS {limit}: lists with a row marked earlier {marked}/{lists}")
+        print(f"  with the step    {step.summary()}")
+        print(f"  without the step {plain.summary()}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--split", choices=("dev", "heldout", "both"), default="dev")
     parser.add_argument("--hashed", action="store_true", help="the tests' hashed vectors")
+    parser.add_argument("--locomo", default="", help="MAX_STATEMENT_WORDS values, e.g. 20,12")
+    parser.add_argument("--cache", type=Path, default=None, help="cached LoCoMo vectors")
     args = parser.parse_args()
+    if args.locomo:
+        asyncio.run(locomo_effect([int(w) for w in args.locomo.split(",")], args.cache))
+        return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
     for split in splits:
         result = asyncio.run(run(split, args.hashed))
