@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 STATE_FILE = "chazbot.sqlite3"
 CAPTURE_CLOSE_WAIT_S = 30.0
 PEER_KEY = "peer"
+ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
+"""A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
 
 
 class Peer(HostingMixin, SharingMixin):
@@ -118,7 +120,8 @@ class Peer(HostingMixin, SharingMixin):
             peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
             peer.state_lock = lock
             await peer.load_agents()
-            await peer.memory.resume_vectors()  # owed at the last stop: written in the background
+            if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
+                await peer.memory.resume_vectors()
         except BaseException:
             await ledger.close()
             lock.release()
