@@ -439,8 +439,8 @@ class MemoryEngine:
                 remember_ops(mkey, value, clean_tags, vector, self.model, agent, origin, scope),
             )
         except BaseException:
-            if later is not None:
-                later.settle(db, scan=False)
+            if later is not None:  # cancelled, the row may be stored all the same: look
+                later.settle(db, scan=True)
             raise
         row_id = next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
         if later is not None:

@@ -376,7 +376,10 @@ class VectorQueue:
                     chunk, self._items = self._items[: self.batch], self._items[self.batch :]
                 elif self._scan_rows or self._to_scan:
                     if not self._scan_rows:
-                        await self._next_scan()
+                        try:
+                            await self._next_scan()
+                        except Exception as exc:  # the mark stays: the next start tries again
+                            log.warning("memory: a scan for owed vectors failed: %r", exc)
                         continue
                     await self._quiet_moment(self._scan_since)
                     if self._items:
@@ -430,6 +433,10 @@ class VectorQueue:
         owed = self._owed.get(db)
         if owed is None or self._missing is None:
             return
+        if owed.key is None or not (await self.ledger.permission(db, owed.key.public)).allows(
+            Level.WRITE
+        ):
+            owed.key = await self._writer(db)  # the marking key lost write: another one
         if owed.key is None:
             log.warning(
                 "memory: %s owes vectors but no key held here writes it; /memory reindex adds"
