@@ -183,7 +183,7 @@ class VectorQueue:
                     stored = await self.ledger.kv.get(OWED_PREFIX + db)
                     self._owed[db] = _parse_mark(stored or mark, key)
         except BaseException:
-            self._writing[db] -= 1
+            self._unwrite(db)
             raise
 
     def add(self, item: Pending) -> None:
