@@ -1,25 +1,27 @@
 """The newest statement about the same thing first (SPEC §3, after fusion; issue 35).
 
 "Our wifi code is tulip-42" and, a week later, "The wifi code is now rose-7" are two rows
-under two keys; recall returns them in whatever order the scores give. This step runs after
-the ranking: among the results, rows told by the same person (their provenance's speaker; the
-operator's rows, and a bank's rows without provenance, count as one teller) that say something
-about the same subject are put together at the place of the best ranked one, the newest first,
-and the older ones are marked as earlier. Nothing is hidden or deleted; rows told by two
-different people are never updates of each other.
+under two keys; recall returned them in whatever order the scores gave. This step runs after
+the ranking: a row that has a newer statement of the same teller about the same subject
+among the results (or among the same search's lower candidates, which then come in) is
+marked earlier and has its newest update placed just before it. Nothing is hidden or
+deleted; rows told by two different people are never updates of each other. A row's teller
+is its provenance's speaker, else the speaker a captured row's value names, else the name of
+a value "Name: …"; the operator's other rows (and a bank's) count as one teller.
 
 Same subject, judged on the words (no model call on the ranking path): a statement's subject
-is its content words with the value taken out. In a clause with a copula ("is", "are", "was",
+is its content words with the value taken out. In a clause with a copula ("is", "are",
 ":", "'m" …) it is what stands before it ("our wifi code"), or, when that is only a pronoun,
 the words after it up to the value ("I am allergic to …" → allergic); without one, the words
 up to the first preposition or value ("I live in …" → live; "the team meeting moved to …" →
-team meeting). Values are words with digits, '@' or '.', and capitalised words inside a
-sentence (names). Stopwords, update words ("now", "new", "actually", "changed" …) and verbs
-in the past tense (an event: "I went to …" twice is two events, both true) go too. Two
-statements are about the same subject when, for some clause of each, the shared subject
-words are at least ``SAME_SUBJECT`` of the smaller subject. A row's teller is its speaker;
-a row without provenance whose value starts "Name: " is that name's. Tuned on the dev half
-of ``tests/data/updates.json``; figures in docs/memory.md ("The newest statement first").
+team meeting). Values are words with digits, '@' or '.', number words and capitalised words
+inside a sentence (names). Stopwords, update words ("now", "new", "actually", "changed" …)
+and verbs in the past tense (an event: "I went to …" twice is two events, both true) go too.
+Two statements are about the same subject when, for a clause of each, the shared subject
+words are at least ``SAME_SUBJECT`` of the smaller subject. Questions, exclamations, a
+one-word subject given no value, and rows of more than ``MAX_STATEMENT_WORDS`` words state
+nothing here. Tuned on the dev half of ``tests/data/updates.json`` and LoCoMo's dev
+conversations; figures in docs/memory.md ("The newest statement first").
 """
 
 from __future__ import annotations
@@ -49,163 +51,36 @@ is the same at all three."""
 MAX_SUBJECT_WORDS = 6
 """A longer subject is not a statement of one fact: never judged an update."""
 
+
+def _set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
 _COPULAS = frozenset({"is", "are", "was", "were", "am", "be", "'s", "'m", "'re", ":", "="})
 _PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "this", "that", "there"})
 _PREPOSITIONS = frozenset(
     {"at", "in", "to", "on", "for", "from", "with", "as", "by", "into", "near", "of", "about"}
 )
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "our",
-        "your",
-        "his",
-        "her",
-        "their",
-        "its",
-        "me",
-        "us",
-        "and",
-        "or",
-        "but",
-        "so",
-        "not",
-        "no",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "will",
-        "would",
-        "can",
-        "could",
-        "also",
-        "too",
-        "very",
-        "just",
-        "really",
-        "than",
-        "then",
-        "up",
-        "out",
-        "there",
-        "here",
-        "am",
-        "be",
-        "been",
-        "being",
-        "ones",
-        "one",
-    ]
+_STOP = _set(
+    "a an the my our your his her their its me us and or but so not no do does did "
+    "has have had will would can could also too very just really than then up out "
+    "there here am be been being ones one"
 )
-_UPDATE_WORDS = frozenset(
-    [
-        "now",
-        "new",
-        "newer",
-        "actually",
-        "changed",
-        "change",
-        "moved",
-        "move",
-        "switched",
-        "again",
-        "since",
-        "instead",
-        "anymore",
-        "longer",
-        "still",
-        "today",
-        "currently",
-        "these",
-        "days",
-        "turns",
-        "turned",
-        "got",
-        "became",
-        "become",
-        "updated",
-        "update",
-        "from",
-        "old",
-        "former",
-        "previously",
-        "before",
-        "later",
-        "this",
-        "year",
-        "week",
-        "sold",
-        "quit",
-        "raised",
-        "pushed",
-        "was",
-        "were",
-    ]
+_UPDATE_WORDS = _set(
+    "now new newer actually changed change moved move switched again since instead "
+    "anymore longer still today currently these days turns turned got became become "
+    "updated update from old former previously before later this year week sold quit "
+    "raised pushed was were"
 )
-_NUMBERS = frozenset(
-    [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "twenty",
-        "hundred",
-        "first",
-        "second",
-        "third",
-        "fourth",
-        "fifth",
-        "once",
-        "twice",
-        "half",
-    ]
+_NUMBERS = _set(
+    "zero one two three four five six seven eight nine ten eleven twelve twenty "
+    "hundred first second third fourth fifth once twice half"
 )
 """Number words: values, like digits."""
 _CLAUSE = re.compile(r"([,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s)")  # the separator kept
-_ASKING = frozenset(
-    [
-        "what",
-        "where",
-        "when",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "why",
-        "how",
-        "did",
-        "do",
-        "does",
-        "is",
-        "are",
-        "was",
-        "were",
-        "can",
-        "could",
-        "would",
-        "will",
-        "should",
-        "have",
-        "has",
-        "shall",
-        "may",
-        "might",
-    ]
+_ASKING = _set(
+    "what where when who whom whose which why how did do does is are was were can "
+    "could would will should have has shall may might"
 )
 """A clause opening with one of these asks; a question states nothing."""
 _WORD = re.compile(r"[^\s]+")
@@ -213,30 +88,9 @@ _INNER = re.compile(r"[^\w@.:'=-]+")
 _CAPTURED = re.compile(r"^(\S+) \(\d{4}-\d{2}-\d{2}\): ")  # a captured row: "<who> (<date>): "
 _REPLYING = re.compile(r" \[replying to [^\]]*\]$")
 _NAMED = re.compile(r"^([A-Z][\w'-]*(?: [A-Z][\w'-]*)?): ")  # "Caroline: …", "Jon Snow: …"
-_EVENTS = frozenset(
-    [
-        "went",
-        "saw",
-        "made",
-        "took",
-        "met",
-        "bought",
-        "did",
-        "had",
-        "came",
-        "ate",
-        "ran",
-        "told",
-        "said",
-        "gave",
-        "found",
-        "left",
-        "felt",
-        "thought",
-        "visited",
-        "tried",
-        "started",
-    ]
+_EVENTS = _set(
+    "went saw made took met bought did had came ate ran told said gave found left "
+    "felt thought visited tried started"
 )
 """Verbs of something that happened: two events are both true, never one an update."""
 
