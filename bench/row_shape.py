@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import locomo  # noqa: E402
+import locomo
 
 MONTH = re.compile(
     r"(January|February|March|April|May|June|July|August|September|October|November|December),?"
