@@ -179,8 +179,30 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
     return result
 
 
-async def locomo_effect(words: list[int], cache: Path | None) -> None:
-    """LoCoMo dev (chat turns, hardly any updates): marks there are mostly false ones."""
+async def captured_view(conv: Any, args: Any, embedder: Any) -> MemoryView:
+    """The conversation's turns as ``messages`` capture stores them: key
+    ``<speaker>/<date>/<id>``, value ``<speaker> (<date>): <text>``, the speaker in the row's
+    provenance, each turn a second after the one before; vectors of ``key value``."""
+    rows = []
+    for doc, turn in enumerate(conv.turns):
+        speaker = f"@{turn.speaker.lower()}:example.org"
+        text = turn.text + (f" [shares a photo: {turn.caption}]" if turn.caption else "")
+        key = f"{speaker}/2023-01-01/{turn.dia_id}"
+        value = f"{speaker} (2023-01-01): {text}"
+        origin = Provenance("!room:example.org", speaker, None)
+        rows.append(
+            MemoryRow(doc, f"c/{doc}", key, value, ("captured",), START_US + doc * 1_000_000,
+                      (doc, f"c{doc}", 0), "bench", origin=origin)
+        )  # fmt: skip
+    vectors = await embedder.documents([embed_text(r.key, r.value) for r in rows])
+    view = MemoryView(embedder.embedder.name)
+    view.load(rows, [(r.row_id, v) for r, v in zip(rows, vectors, strict=True)], 0)
+    return view
+
+
+async def locomo_effect(words: list[int], cache: Path | None, shape: str = "rows") -> None:
+    """LoCoMo dev (chat turns, hardly any updates): marks there are mostly false ones.
+    ``shape``: the bench's rows, or ``captured`` (rows as capture stores them)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import locomo  # the bench's rows and scores
 
@@ -195,10 +217,11 @@ async def locomo_effect(words: list[int], cache: Path | None) -> None:
     local = LocalEmbedder(EmbeddingConfig(backend="local", model=locomo.DEFAULT_LOCAL_MODEL))
     embedder = locomo.CachedEmbedder(local, cache)
     await embedder.load()
+    build = captured_view if shape == "captured" else locomo.build_view
     views = [
         (
             c,
-            await locomo.build_view(c, args, embedder),
+            await build(c, args, embedder),
             await embedder.queries([q.text for q in c.questions]),
         )
         for c in convs
@@ -232,9 +255,11 @@ def main() -> int:
     parser.add_argument("--hashed", action="store_true", help="the tests' hashed vectors")
     parser.add_argument("--locomo", default="", help="MAX_STATEMENT_WORDS values, e.g. 20,12")
     parser.add_argument("--cache", type=Path, default=None, help="cached LoCoMo vectors")
+    parser.add_argument("--shape", choices=("rows", "captured"), default="rows")
     args = parser.parse_args()
     if args.locomo:
-        asyncio.run(locomo_effect([int(w) for w in args.locomo.split(",")], args.cache))
+        words = [int(w) for w in args.locomo.split(",")]
+        asyncio.run(locomo_effect(words, args.cache, args.shape))
         return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
     for split in splits:
