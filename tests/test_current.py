@@ -9,6 +9,7 @@ and embedder on loopback.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import chazbot
 from bench import updates
 from chazbot.config import AgentConfig, Config, local_embedder_installed
-from chazbot.memory.audience import Provenance
+from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.current import earlier_mark, newest_first, same_subject, statement, told_of
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.view import MemoryView
@@ -154,3 +155,25 @@ async def test_the_block_and_the_recall_tool_show_the_newest_first(
         assert text.index("rose-7") < text.index("tulip-42"), text
         assert "earlier: @alice:example.org" in text and "earlier: @bob" not in text, text
         assert len(await agent.recall("wifi code", None, 10)) >= 3  # nothing deleted
+
+
+def test_a_newer_statement_the_room_may_not_hear_is_never_pulled_in() -> None:
+    """The candidates the step may bring in passed the same audience filter (SPEC §5c): Alice's
+    newer code said in her DM is not told in the group, nor does it mark the group's row."""
+    group = Audience("!group:x", frozenset({ALICE, BOB}))
+    said_in_group = replace(
+        row(0, "Our wifi code is tulip-42", ALICE, 0),
+        origin=Provenance("!group:x", ALICE, (ALICE, BOB)),
+    )
+    said_in_dm = replace(
+        row(1, "The wifi code is now rose-7", ALICE, 1),
+        origin=Provenance("!dm:x", ALICE, (ALICE,)),
+    )
+    view = MemoryView("hashed/bag-of-words")
+    rows = [said_in_group, said_in_dm]
+    view.load(rows, [(r.row_id, updates.hashed(f"{r.key} {r.value}")) for r in rows], 0)
+    query = "wifi code"
+    found = view.search(query, (), 1, updates.hashed(query), group)
+    assert [r.row.doc for r in found] == [0]
+    everyone = view.search(query, (), 1, updates.hashed(query))  # the operator's full view
+    assert [r.row.doc for r in everyone] == [1]
