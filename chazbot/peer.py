@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 STATE_FILE = "chazbot.sqlite3"
 CAPTURE_CLOSE_WAIT_S = 30.0
 PEER_KEY = "peer"
+ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
+"""A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
 
 
 class Peer(HostingMixin, SharingMixin):
@@ -125,6 +127,8 @@ class Peer(HostingMixin, SharingMixin):
             peer.state_lock = lock
             await peer.load_agents()
             await peer.people.load()
+            if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
+                await peer.memory.resume_vectors()
         except BaseException:
             await ledger.close()
             lock.release()
@@ -134,6 +138,7 @@ class Peer(HostingMixin, SharingMixin):
     async def close(self) -> None:
         await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
         await self.stop_sync()
+        await self.memory.stop_vectors(0)  # what is left is recorded as owed
         await asyncio.gather(*self.redefining, return_exceptions=True)
         if self._llm is not None:
             await self._llm.aclose()
@@ -390,8 +395,8 @@ class Peer(HostingMixin, SharingMixin):
         """Wait until every capture started so far is done (cancel what is left at timeout),
         its rows' vectors written included (they follow in background batches)."""
         await self.captures.wait(timeout)
-        if not await self.memory.wait_vectors(timeout):
-            log.warning("memory: vectors of captured rows still being written; chazbot reindex")
+        if not await self.memory.wait_vectors(timeout, backlog=False):
+            log.info("memory: captured rows' vectors still being written (owed if stopped)")
 
     async def describe(self) -> str:
         """Which chat model, embedder and capture mode are active (the start line says it)."""

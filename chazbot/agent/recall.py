@@ -15,10 +15,11 @@ alone loses the context of a short follow-up ("and hers?").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from chazbot.memory.audience import Audience
+from chazbot.memory.current import earlier_mark, newest_first, told_of
 from chazbot.memory.embedders.floors import AGENT_CONFIG_STORE, FLOOR_FIELD, stored_floor
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow, to_datetime
@@ -149,6 +150,15 @@ def memory_line(row: MemoryRow, audience: Audience | None = None, reader: str = 
     return f"- [{row.key}] ({said}): {row.value}"
 
 
+def _lines(rows: Sequence[MemoryRow], audience: Audience | None, reader: str) -> list[str]:
+    """One store's rows as lines: one teller's statements about one subject together, the
+    newest first, the older ones marked "earlier: …" (``memory.current``)."""
+    return [
+        memory_line(replace(r, value=earlier_mark(r.value, earlier)), audience, reader)
+        for r, earlier in newest_first(rows, told_of)
+    ]
+
+
 def format_block(
     own: Sequence[MemoryRow],
     banks: Sequence[tuple[str, Sequence[MemoryRow]]],
@@ -157,13 +167,13 @@ def format_block(
 ) -> str | None:
     """The ``## Relevant Memories`` block, or None when nothing matched. Each row says who
     said it, where (this room or another; the operator's rows say so) and when."""
-    lines = [memory_line(r, audience, reader) for r in own]
+    lines = _lines(own, audience, reader)
     for name, rows in banks:
         if rows:
             if lines:
                 lines.append("")
             lines.append(f"_(from bank: {name})_")
-            lines += [memory_line(r, audience, reader) for r in rows]
+            lines += _lines(rows, audience, reader)
     if not lines:
         return None
     return HEADING + "\n" + NOTE + "\n" + "\n".join(lines)

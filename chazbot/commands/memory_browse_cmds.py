@@ -168,7 +168,7 @@ async def stats(ctx: Context, bank: str = "self") -> Reply:
         f"visible keys   = {keys}\n"
         f"index          = {_index_line(status)}\n"
         f"search         = {bm25_kernel.describe()}\n"
-        f"vectors        = {', '.join(vectors) or 'none'}\n"
+        f"vectors        = {', '.join(vectors) or 'none'}{_owed_note(engine, db)}\n"
         f"recall         = {_recall_line(engine)}\n"
         f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
         f"size           = {size} bytes\n" + await _access_lines(ctx, db)
@@ -203,8 +203,21 @@ def _recall_line(engine: MemoryEngine) -> str:
         line += " (" + ", ".join(f"{n} {r}" for r, n in sorted(falls.by_reason.items())) + ")"
     waiting = engine.vectors_later.pending if engine.vectors_later is not None else 0
     if waiting:
-        line += f"; {waiting} captured rows waiting for their vectors"
+        line += f"; {waiting} rows waiting for their vectors (all databases)"
     return line
+
+
+def _owed_note(engine: MemoryEngine, db: str) -> str:
+    """How many of ``db``'s rows still owe their vector (written in the background)."""
+    queue = engine.vectors_later
+    if queue is None or db not in queue.marked:
+        return ""
+    if queue.failed_in(db):
+        return "; vectors owed after a failed batch, tried again after the next start"
+    owed = queue.owed_in(db)
+    if owed is None:
+        return "; vectors owed (being counted), written in the background"
+    return f"; {owed} vectors owed, written in the background"
 
 
 def _index_line(status: LoadStatus | None) -> str:

@@ -144,7 +144,11 @@ class MemoryEngine:
         self._restart: set[str] = set()  # loads to start over (their DB's view was reset)
         self._status: dict[str, LoadStatus] = {}
         self._kinds: dict[str, str] = {}
-        self.vectors_later = VectorQueue(ledger, embedder) if embedder is not None else None
+        self.vectors_later = (
+            VectorQueue(ledger, embedder, self._missing_vectors, has_vector=self._has_vector)
+            if embedder is not None
+            else None
+        )
         self.fallbacks = Fallbacks()
         # big views are searched on worker threads; their updates wait for those searches
         self.searches: OffLoopSearches[MemoryView] = OffLoopSearches(lambda v: len(v.visible))
@@ -315,6 +319,30 @@ class MemoryEngine:
         )
         return view
 
+    async def warm(self, db: str) -> None:
+        """After a bulk write: ``db``'s index loaded and, when big, its snapshot current, so
+        the next open and first recall read the snapshot instead of every row. A view that
+        was live during the write is rebuilt beside it (it keeps serving) and swapped in."""
+        view = self._views.get(db)
+        if view is None or db in self._loading or self._snapshot_path(db) is None:
+            await self.view(db)
+            return
+        if len(view.visible) < self.snapshot_min_rows:
+            return
+        self._pending[db] = []
+        _gc_pause()
+        try:
+            fresh = await self._load(db)
+            rows = self._pending.pop(db, [])
+        finally:
+            _gc_resume()
+            self._pending.pop(db, None)
+        if self._views.get(db) is not view:
+            return  # dropped or replaced meanwhile: that one stands
+        for row in rows:
+            self._apply_row(fresh, row)
+        self._views[db] = fresh
+
     def _snapshot_path(self, db: str) -> Path | None:
         if self.snapshot_dir is None:
             return None
@@ -341,12 +369,32 @@ class MemoryEngine:
         wanted = [r for r in applied.rows if r.store == MEMORY_STORE] + [
             r for r in applied.rows if r.store == vector_store
         ]
+        if self.vectors_later is not None:
+            self._owe_arrived(applied, vector_store)
         for row in wanted:
             view = self._views.get(row.db)
             if view is not None:
                 self._apply_row(view, row)
-            elif row.db in self._pending:
+            if row.db in self._pending:  # a load under way (``warm``: beside the live view)
                 self._pending[row.db].append(row)
+
+    def _owe_arrived(self, applied: Applied, vector_store: str | None) -> None:
+        """Memory rows committed without a vector and not owed by a write of ours (rows from
+        sync, say): handed to the queue, which looks at them again a little later."""
+        queue = self.vectors_later
+        assert queue is not None
+        with_vector = {r.data.get("ref") for r in applied.rows if r.store == vector_store}
+        first: dict[str, int] = {}
+        for row in applied.rows:
+            if (
+                row.store == MEMORY_STORE
+                and row.row_id not in with_vector
+                and not queue.writing(row.db)
+                and not row.data.get("forget")
+            ):
+                first[row.db] = min(first.get(row.db, row.n), row.n)
+        for db, n in first.items():
+            queue.arrived(db, n - 1)
 
     def _apply_row(self, view: MemoryView, row: Row) -> None:
         if self.searches.hold(view, partial(self._apply_row, view, row)):
@@ -385,25 +433,63 @@ class MemoryEngine:
         mkey, value, clean_tags = check_key(mkey), check_value(value), check_tags(tags)
         text = embed_as if embed_as is not None else embed_text(mkey, value)
         vector = None
-        if self.embedder is not None and not vector_later:
+        later = self.vectors_later if vector_later else None
+        if self.embedder is not None and later is None:
             try:
                 vector = (await self.embedder.embed_documents([text]))[0]
             except BackendError as exc:
                 log.warning("embedding failed, memory stored without a vector: %s", exc)
-        applied = await self.ledger.write(
-            db, key, remember_ops(mkey, value, clean_tags, vector, self.model, agent, origin, scope)
-        )
+        if later is not None:
+            await later.owe(db, key)  # marked before the row: a crash leaves it owed
+        try:
+            applied = await self.ledger.write(
+                db,
+                key,
+                remember_ops(mkey, value, clean_tags, vector, self.model, agent, origin, scope),
+            )
+        except BaseException:
+            if later is not None:  # cancelled, the row may be stored all the same: look
+                later.settle(db, scan=True)
+            raise
         row_id = next(r.row_id for r in applied.rows if r.store == MEMORY_STORE)
-        if vector_later and self.vectors_later is not None:
-            self.vectors_later.add(Pending(db, key, row_id, text))
+        if later is not None:
+            later.add(Pending(db, key, row_id, text))
         return row_id
 
-    async def wait_vectors(self, timeout: float | None = None) -> bool:
-        """Wait until every vector queued by ``remember(vector_later=True)`` is written (or
-        failed); False when ``timeout`` ran out first."""
+    async def wait_vectors(self, timeout: float | None = None, backlog: bool = True) -> bool:
+        """Wait until every vector owed (queued by ``remember(vector_later=True)``, a bulk
+        write or found owed at the start) is written (or failed); False when ``timeout`` ran
+        out first. ``backlog=False``: only the captured rows waiting in memory."""
         if self.vectors_later is None:
             return True
-        return await self.vectors_later.wait(timeout)
+        return await self.vectors_later.wait(timeout, backlog)
+
+    async def resume_vectors(self) -> int:
+        """At a start: write in the background the vectors owed at the last stop or crash;
+        how many databases owe some."""
+        if self.vectors_later is None:
+            return 0
+        return await self.vectors_later.resume()
+
+    async def stop_vectors(self, timeout: float | None = None) -> int:
+        """Before the ledger closes: the captured rows' vectors get ``timeout`` to be written,
+        what is left is recorded as owed (the next start writes it); how many were left."""
+        if self.vectors_later is None:
+            return 0
+        return await self.vectors_later.stop(timeout)
+
+    def _has_vector(self, db: str, row_id: str) -> bool:
+        view = self._views.get(db)
+        return view is not None and view.has_vector(row_id)
+
+    async def _missing_vectors(self, db: str, after: int) -> list[tuple[str, str]]:
+        """``(row id, text)`` of the visible rows of ``db`` stored after row number ``after``
+        without a vector of the active model (the owed-vectors scan)."""
+        if not await self.ledger.exists(db):
+            return []
+        view = await self.view(db)
+        rows = await asyncio.to_thread(view.missing_vectors)
+        return [(r.row_id, embed_text(r.key, r.value)) for r in rows if r.doc > after]
 
     async def forget(
         self,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chazbot.errors import ChazError, InputError
+from chazbot.memory.current import Told, earlier_mark, newest_first, statement
 from chazbot.memory.rows import MAX_KEY_CHARS, MAX_LIMIT, MAX_TAGS, Hit
 from chazbot.memory.scope import MemoryScope
 
@@ -67,10 +68,19 @@ def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[s
 
 
 def format_hits(hits: list[Hit]) -> str:
+    """One line a hit, in recall's order; an earlier statement of the same teller about the
+    same subject as a newer hit says so ("earlier: …", ``memory.current``)."""
+    marks = {id(h): e for h, e in newest_first(hits, _told)}
     return "\n".join(
-        f"- [{h.key}]: {h.value}" + (f" (tags: {', '.join(h.tags)})" if h.tags else "")
+        f"- [{h.key}]: {earlier_mark(h.value, marks[id(h)])}"
+        + (f" (tags: {', '.join(h.tags)})" if h.tags else "")
         for h in hits
     )
+
+
+def _told(hit: Hit) -> Told:
+    speaker = hit.origin.speaker if hit.origin is not None else ""
+    return statement(hit.key, hit.value, speaker, int(hit.timestamp.timestamp() * 1_000_000))
 
 
 async def _remember(scope: MemoryScope, args: dict[str, Any]) -> str:

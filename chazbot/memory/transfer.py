@@ -15,15 +15,13 @@ from typing import Any
 
 from chazbot.errors import ChazError, InputError
 from chazbot.ledger import KeyPair
-from chazbot.memory.engine import MemoryEngine, embed_text
+from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import (
     MEMORY_STORE,
     MemoryRow,
     check_key,
     check_tags,
     check_value,
-    embeddings_store,
-    encode_vector,
     to_datetime,
 )
 
@@ -129,29 +127,30 @@ async def write_parsed(
     progress: Callable[[int], None] | None = None,
     batch_size: int = BATCH,
 ) -> None:
-    """Write checked rows in entries of ``batch_size``, counting them in ``report``."""
-    for start in range(0, len(parsed), batch_size):
-        batch = parsed[start : start + batch_size]
-        ops: dict[str, list[Any]] = {
-            MEMORY_STORE: [
-                {"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in batch
-            ]
-        }
-        if engine.embedder is not None and engine.model is not None:
-            try:
-                vectors = await engine.embedder.embed_documents(
-                    [embed_text(k, v) for k, v, _ in batch]
-                )
-                ops[embeddings_store(engine.model)] = [
-                    {
-                        "op": "insert",
-                        "row": {"ref": f"@{MEMORY_STORE}/{i}", "vec": encode_vector(vec)},
-                    }
-                    for i, vec in enumerate(vectors)
+    """Write checked rows in entries of ``batch_size``, counting them in ``report``.
+
+    Rows first, at disk speed (BM25 finds them at once); their vectors are owed to the
+    background queue (marked before the first row, so a stop or a crash leaves them owed, not
+    lost). When it returns, the database's index is loaded and its snapshot saved."""
+    later = engine.vectors_later
+    if later is not None:
+        await later.owe(db, key)
+    try:
+        for start in range(0, len(parsed), batch_size):
+            batch = parsed[start : start + batch_size]
+            ops: dict[str, list[Any]] = {
+                MEMORY_STORE: [
+                    {"op": "insert", "row": {"key": k, "value": v, "tags": t}} for k, v, t in batch
                 ]
-            except ChazError:
-                pass  # rows are kept; /memory reindex backfills the vectors
-        await engine.ledger.write(db, key, ops)
-        report.written += len(batch)
-        if progress is not None:
-            progress(report.written)
+            }
+            await engine.ledger.write(db, key, ops)
+            report.written += len(batch)
+            if later is not None:
+                later.wrote(db, len(batch))
+            if progress is not None:
+                progress(report.written)
+    finally:
+        if later is not None:
+            later.settle(db, scan=report.written > 0)
+    if report.written:
+        await engine.warm(db)

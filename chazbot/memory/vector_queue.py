@@ -1,36 +1,48 @@
-"""Vectors written after their rows: captured rows are embedded in batches, off the turn's path
-and out of busy moments.
+"""Vectors written after their rows: captured and bulk-written rows are embedded in background
+batches, off the turn's path and out of busy moments, and a vector owed is never lost.
 
-A captured row is stored at once (BM25 finds it in the next turn) and handed here; one
-background task embeds what has gathered, in calls of at most ``BATCH`` texts, and writes each
-database's vectors as one entry in ``embeddings:<model>``, the shape ``MemoryEngine.reindex``
-writes for existing rows.
+A row whose vector comes later is stored at once (BM25 finds it in the next turn). Before it is
+written, its database is marked as owing vectors in a peer-local record (``local_kv``,
+``vectors-owed/<db>``: the ledger's row number before the first such row and the key that
+writes the vectors), so a crash at any point leaves them owed, not lost. Two ways in:
 
-It waits for a quiet moment first: a captured row comes with every chat turn, so while rows
-keep arriving (one in the last ``QUIET_S``) the bot is busy answering and the embedder would
-take the CPU its turns need (a captured row's vector costs about three times a turn's query
-on a small CPU). Rows wait at most ``MAX_WAIT_S``: under load that never pauses, the oldest
-are embedded anyway, so the vectors lag by at most that much and the work is the same as
-without the wait. At most ``MAX_PENDING`` rows wait; a row beyond it is stored without a
-vector (counted, BM25 finds it, ``/memory reindex`` adds it). ``wait`` (shutdown, tests)
-embeds what waits at once.
+- ``add``: one captured row with the text its vector is of, kept in memory and embedded in
+  calls of at most ``BATCH`` texts, after a quiet moment (a captured row comes with every chat
+  turn, so while rows keep arriving, one in the last ``QUIET_S``, the bot is busy answering and
+  the embedder would take the CPU its turns need). Rows wait at most ``MAX_WAIT_S``. At most
+  ``MAX_PENDING`` wait in memory; past that a row is left to the scan below (``skipped``).
+- ``settle(db, scan=True)``: a bulk write (an import) is done; the scan finds the visible
+  rows stored after the mark without a vector and embeds them, in batches, in the same quiet
+  moments.
+- ``arrived(db, after)``: rows came without their vectors from elsewhere (sync ingest, a
+  write straight on the ledger, a remember whose embedding failed). The database is marked
+  with a key this peer holds that may write it (none: nothing to do, the writer owes them)
+  and scanned ``ARRIVED_GRACE_S`` later: the writing peer's own vectors usually arrive by
+  then, and only what is still missing (another model, a peer without an embedder) is
+  embedded here.
+
+Once a database owes nothing (the scan found nothing left, nothing waits and no write is under
+way) its record is deleted. At a stop (``stop``) what waits in memory gets a bounded wait, then
+the task ends before the ledger closes and the texts still waiting are recorded beside the mark;
+the next start (``resume``) scans each marked database and writes what is owed, without a
+reindex. A failed batch keeps its database marked: the next start tries again.
 
 Nothing here is on a turn's path: the embedder runs documents on their own worker (the local
-one) so a turn's query embedding never waits behind this (SPEC §3). A failed batch loses no
-memory: its rows stay stored without a vector (BM25 still finds them; ``/memory reindex``
-adds them), and the failure is one log line.
+one) so a turn's query embedding never waits behind this (SPEC §3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from chazbot import metrics
 from chazbot.errors import ChazError
-from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger import KeyPair, Ledger, Level
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import embeddings_store, encode_vector
 
@@ -43,7 +55,19 @@ QUIET_S = 2.0
 MAX_WAIT_S = 60.0
 """The longest a row waits for a quiet moment before it is embedded anyway."""
 MAX_PENDING = 4096
-"""Rows that may wait at once; one more is stored without a vector (``skipped``)."""
+"""Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
+OWED_PREFIX = "vectors-owed/"
+"""``local_kv`` key of a database that owes vectors: ``vectors-owed/<db>``."""
+ARRIVED_GRACE_S = 300.0
+"""Rows that arrived without vectors (sync) are looked at again this much later: the peer
+that wrote them owes their vectors too, and they usually follow by then (a scan skips each
+row whose vector came meanwhile, batch by batch)."""
+TEXT_PREFIX = "vectors-owed-text/"
+"""``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
+
+Missing = Callable[[str, int], Awaitable[list[tuple[str, str]]]]
+"""``missing(db, after)``: ``(row id, text)`` of the visible rows of ``db`` stored after row
+number ``after`` that have no vector of the active model."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,15 @@ class Pending:
     since: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class Owed:
+    """A database marked as owing vectors (its peer-local record)."""
+
+    after: int  # rows stored after this row number may owe one
+    by: str  # the public key that writes them
+    key: KeyPair | None  # that key, when this peer holds it
+
+
 class VectorQueue:
     """Rows waiting for their vectors, and the one task that embeds and writes them."""
 
@@ -64,69 +97,267 @@ class VectorQueue:
         self,
         ledger: Ledger,
         embedder: Embedder,
+        missing: Missing | None = None,
         batch: int = BATCH,
+        has_vector: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.ledger = ledger
         self.embedder = embedder
         self.store = embeddings_store(embedder.name)
         self.batch = batch
+        self._missing = missing
+        self._has_vector = has_vector or (lambda db, row_id: False)
         self._items: list[Pending] = []
+        self._owed: dict[str, Owed] = {}
+        self._writing: dict[str, int] = {}  # writes under way whose rows will owe vectors
+        self._to_scan: dict[str, None] = {}  # databases to scan, in order
+        self._scan_db = ""
+        self._scan_rows: list[tuple[str, str]] = []  # the scan under way: what is left
+        self._arrived: dict[str, int] = {}  # db -> row number before rows that came
+        self._arrive_task: asyncio.Task[None] | None = None
+        self._grace: set[str] = set()  # marked on arrival, scanned after the grace
+        self._bulk: dict[str, int] = {}  # rows of bulk writes not scanned yet (a count)
+        self._failed_dbs: set[str] = set()  # a batch failed: stays marked until a restart
+        self._mark = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._running = 0
+        self._chunk: list[Pending] = []  # the batch under way
         self._last_add = 0.0
+        self._scan_since = 0.0
         self._waiters = 0  # callers of ``wait`` under way: no waiting for a quiet moment
         self._wake = asyncio.Event()
+        self._tick = asyncio.Event()  # a batch ended or the task stopped
+        self._running_items = False  # the batch under way is of rows waiting in memory
+        self._stopped = False
         self.written = 0
         self.failed = 0
         self.skipped = 0
+        self.recorded = 0  # texts recorded as owed at the last stop
+
+    # ---- counts -------------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
-        """Rows stored whose vector is not written yet (the batch under way included)."""
-        return len(self._items) + self._running
+        """Rows stored whose vector is known to be owed and not written yet: what waits in
+        memory, the batch under way and what the scan under way has left."""
+        return len(self._items) + self._running + len(self._scan_rows)
+
+    def owed_in(self, db: str) -> int | None:
+        """How many vectors ``db`` owes as far as known (None: marked, not counted yet)."""
+        count = sum(1 for p in self._items + self._chunk if p.db == db) + self._bulk.get(db, 0)
+        if self._scan_db == db:
+            count += len(self._scan_rows)
+        if db in self._owed and not count:
+            return None
+        return count
+
+    def failed_in(self, db: str) -> bool:
+        """Whether a batch of ``db`` failed (it stays owed until the next start)."""
+        return db in self._failed_dbs
+
+    def wrote(self, db: str, rows: int) -> None:
+        """A bulk write under ``owe`` stored ``rows`` more rows without their vectors."""
+        self._bulk[db] = self._bulk.get(db, 0) + rows
+
+    @property
+    def marked(self) -> list[str]:
+        """Databases whose peer-local record says they owe vectors."""
+        return list(self._owed)
+
+    # ---- marking ------------------------------------------------------------------------
+
+    async def owe(self, db: str, key: KeyPair) -> None:
+        """Before a write whose rows get their vectors later: mark ``db`` durably (once per
+        busy stretch). Pair with ``add`` per row or ``settle`` when the write is done."""
+        self._writing[db] = self._writing.get(db, 0) + 1
+        if db in self._owed:
+            return
+        try:
+            async with self._mark:
+                if db not in self._owed:
+                    after = await self.ledger.last_row_number()
+                    mark = json.dumps({"after": after, "by": key.public})
+                    await self.ledger.kv.setdefault(OWED_PREFIX + db, mark)
+                    stored = await self.ledger.kv.get(OWED_PREFIX + db)
+                    self._owed[db] = _parse_mark(stored or mark, key)
+        except BaseException:
+            self._unwrite(db)
+            raise
 
     def add(self, item: Pending) -> None:
-        """Queue a stored row for its vector; returns at once."""
+        """Queue a stored row for its vector (its ``owe`` is done); returns at once."""
+        self._unwrite(item.db)
         self._last_add = time.monotonic()
+        if self._stopped:
+            return  # stays owed: the mark is stored, the next start writes it
         if len(self._items) >= MAX_PENDING:
             self.skipped += 1
             metrics.VECTORS_LATER.labels("skipped").inc()
             if self.skipped == 1 or self.skipped % 1000 == 0:
                 log.warning(
-                    "%d captured memories stored without a vector: over %d waited for one"
-                    " (BM25 still finds them; /memory reindex adds them)",
+                    "%d captured memories wait for a vector beyond the %d held in memory"
+                    " (BM25 finds them; a scan adds their vectors)",
                     self.skipped,
                     MAX_PENDING,
                 )
-            return
-        self._items.append(item)
-        self._idle.clear()
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._drain(), name="memory-vectors")
+            self._to_scan[item.db] = None
+        else:
+            self._items.append(item)
+        self._start()
 
-    async def wait(self, timeout: float | None = None) -> bool:
+    def settle(self, db: str, scan: bool = True) -> None:
+        """A write announced by ``owe`` is done (or failed); ``scan``: its rows still need
+        their vectors, find them in the database."""
+        self._unwrite(db)
+        if scan and not self._stopped:
+            self._to_scan[db] = None
+            self._scan_since = self._scan_since or time.monotonic()
+        self._start()
+
+    def writing(self, db: str) -> bool:
+        """Whether a write announced by ``owe`` is under way in ``db`` (its rows are owed)."""
+        return db in self._writing
+
+    def arrived(self, db: str, after: int) -> None:
+        """Rows of ``db`` stored after row number ``after`` came without their vectors from
+        elsewhere: mark it now, scan it ``ARRIVED_GRACE_S`` later."""
+        if self._stopped:
+            return
+        known = self._arrived.get(db)
+        self._arrived[db] = after if known is None else min(known, after)
+        if self._arrive_task is None or self._arrive_task.done():
+            self._arrive_task = asyncio.create_task(self._mark_arrived(), name="memory-arrived")
+
+    async def _mark_arrived(self) -> None:
+        while self._arrived and not self._stopped:
+            db, after = next(iter(self._arrived.items()))
+            del self._arrived[db]
+            try:
+                key = await self._writer(db)
+                if key is None:
+                    continue  # this peer may not write there: the writer owes them
+                async with self._mark:
+                    known = self._owed.get(db)
+                    if known is None or after < known.after:
+                        mark = Owed(
+                            after if known is None else min(after, known.after), key.public, key
+                        )
+                        data = json.dumps({"after": mark.after, "by": mark.by})
+                        await self.ledger.kv.set(OWED_PREFIX + db, data)
+                        self._owed[db] = mark
+            except ChazError as exc:
+                log.warning("memory: could not mark the vectors %s owes: %s", db, exc)
+                continue
+            self._grace.add(db)
+            asyncio.get_running_loop().call_later(ARRIVED_GRACE_S, self._scan_later, db)
+
+    def _scan_later(self, db: str) -> None:
+        self._grace.discard(db)
+        if not self._stopped and db in self._owed:
+            self._to_scan[db] = None
+            self._start()
+
+    async def _writer(self, db: str) -> KeyPair | None:
+        """A key this peer holds that may write to ``db``."""
+        for _, key in await self.ledger.keys.all():
+            if (await self.ledger.permission(db, key.public)).allows(Level.WRITE):
+                return key
+        return None
+
+    def _unwrite(self, db: str) -> None:
+        left = self._writing.get(db, 0) - 1
+        if left > 0:
+            self._writing[db] = left
+        else:
+            self._writing.pop(db, None)
+
+    # ---- start and stop -----------------------------------------------------------------
+
+    async def resume(self) -> int:
+        """At a start: scan every database marked as owing vectors (in the background);
+        returns how many are marked."""
+        marks = await self.ledger.kv.with_prefix(OWED_PREFIX)
+        keys = {k.public: k for _, k in await self.ledger.keys.all()}
+        for name, value in marks:
+            db = name.removeprefix(OWED_PREFIX)
+            mark = _parse_mark(value, None)
+            mark.key = keys.get(mark.by)
+            self._owed[db] = mark
+            self._to_scan[db] = None
+        if marks:
+            self._scan_since = time.monotonic()
+            log.info("memory: %d database(s) owe vectors, written in the background", len(marks))
+            self._start()
+        return len(marks)
+
+    async def stop(self, timeout: float | None = None) -> int:
+        """Before the ledger closes: give what waits in memory ``timeout`` to be written, end
+        the task, and record the texts still waiting as owed (their databases are marked);
+        returns how many were recorded."""
+        if self._items or self._running_items:
+            await self.wait(timeout, backlog=False)
+        self._stopped = True
+        for task in (self._task, self._arrive_task):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        left, self._items = self._items, []
+        records = [(f"{TEXT_PREFIX}{p.db}/{p.row_id}", p.text) for p in left]
+        if records:
+            await self.ledger.kv.set_many(records)
+            log.info(
+                "memory: %d vectors owed at the stop; they are written after the next start",
+                len(records),
+            )
+        self.recorded = len(records)
+        self._idle.set()
+        return len(records)
+
+    async def wait(self, timeout: float | None = None, backlog: bool = True) -> bool:
         """Wait until every row queued so far has its vector written (or failed); False when
-        ``timeout`` ran out first. What waits for a quiet moment is embedded at once."""
+        ``timeout`` ran out first. What waits for a quiet moment is embedded at once.
+        ``backlog=False``: only the rows waiting in memory, not the scans."""
         self._waiters += 1
         self._wake.set()
         try:
             async with asyncio.timeout(timeout):
-                await self._idle.wait()
+                while True:
+                    self._tick.clear()
+                    if backlog:
+                        done = self._idle.is_set()
+                    else:
+                        done = not (self._items or self._running_items)
+                    if done or self._task is None or self._task.done():
+                        return True
+                    await self._tick.wait()
         except TimeoutError:
             return False
         finally:
             self._waiters -= 1
-        return True
 
-    async def _quiet_moment(self) -> None:
-        """Return when no row came for ``QUIET_S``, the oldest waited ``MAX_WAIT_S``, or
+    # ---- the task -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._stopped or not (self._items or self._to_scan or self._scan_rows):
+            self._maybe_idle()
+            return
+        self._idle.clear()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain(), name="memory-vectors")
+
+    def _maybe_idle(self) -> None:
+        if not (self._items or self._to_scan or self._scan_rows or self._running):
+            self._idle.set()
+
+    async def _quiet_moment(self, since: float) -> None:
+        """Return when no row came for ``QUIET_S``, ``since`` is ``MAX_WAIT_S`` ago, or
         ``wait`` was called."""
-        while not self._waiters and self._items:
+        while not self._waiters:
             now = time.monotonic()
             quiet_in = self._last_add + QUIET_S - now
-            overdue_in = self._items[0].since + MAX_WAIT_S - now
+            overdue_in = since + MAX_WAIT_S - now
             if quiet_in <= 0 or overdue_in <= 0:
                 return
             self._wake.clear()
@@ -138,26 +369,123 @@ class VectorQueue:
 
     async def _drain(self) -> None:
         try:
-            while self._items:
-                await self._quiet_moment()
-                chunk, self._items = self._items[: self.batch], self._items[self.batch :]
-                self._running = len(chunk)
+            while not self._stopped:
+                from_memory = bool(self._items)
+                if from_memory:
+                    await self._quiet_moment(self._items[0].since)
+                    chunk, self._items = self._items[: self.batch], self._items[self.batch :]
+                elif self._scan_rows or self._to_scan:
+                    if not self._scan_rows:
+                        try:
+                            await self._next_scan()
+                        except Exception as exc:  # the mark stays: the next start tries again
+                            log.warning("memory: a scan for owed vectors failed: %r", exc)
+                        continue
+                    await self._quiet_moment(self._scan_since)
+                    if self._items:
+                        continue  # captured rows came meanwhile: theirs first
+                    owed = self._owed.get(self._scan_db)
+                    rows, self._scan_rows = (
+                        self._scan_rows[: self.batch],
+                        self._scan_rows[self.batch :],
+                    )
+                    db = self._scan_db
+                    if owed is None or owed.key is None:
+                        continue
+                    # a row whose vector came meanwhile (from the peer that wrote it) is done
+                    chunk = [
+                        Pending(db, owed.key, r, t) for r, t in rows if not self._has_vector(db, r)
+                    ]
+                    if not chunk:
+                        await self._clear_done({db})
+                        continue
+                    self._scan_since = time.monotonic()
+                else:
+                    break
+                self._running, self._running_items = len(chunk), from_memory
+                self._chunk = chunk
                 try:
                     await self._embed_and_write(chunk)
-                except Exception as exc:  # never lose the task: one line, the rows stay
-                    self._failed(len(chunk))
+                except asyncio.CancelledError:
+                    if from_memory:  # a stop: recorded as owed with the rest
+                        self._items = chunk + self._items
+                    raise
+                except Exception as exc:  # never lose the task: one line, the rows stay owed
+                    self._failed(chunk)
                     log.warning(
                         "could not add vectors to %d stored memories (BM25 still finds them;"
-                        " /memory reindex adds them): %s: %s",
+                        " they stay owed and are tried again after the next start): %s: %s",
                         len(chunk),
                         type(exc).__name__,
                         exc,
                     )
                 finally:
-                    self._running = 0
+                    self._running, self._running_items, self._chunk = 0, False, []
+                    self._tick.set()
+                await self._clear_done({p.db for p in chunk})
         finally:
-            if not self._items:
-                self._idle.set()
+            self._maybe_idle()
+            self._tick.set()
+
+    async def _next_scan(self) -> None:
+        db = next(iter(self._to_scan))
+        del self._to_scan[db]
+        owed = self._owed.get(db)
+        if owed is None or self._missing is None:
+            return
+        if owed.key is None or not (await self.ledger.permission(db, owed.key.public)).allows(
+            Level.WRITE
+        ):
+            owed.key = await self._writer(db)  # the marking key lost write: another one
+        if owed.key is None:
+            log.warning(
+                "memory: %s owes vectors but no key held here writes it; /memory reindex adds"
+                " them with a key that may",
+                db,
+            )
+            await self._clear_done({db}, force=True)
+            return
+        try:
+            found = await self._missing(db, owed.after)
+            texts = dict(await self.ledger.kv.with_prefix(f"{TEXT_PREFIX}{db}/"))
+        except ChazError as exc:
+            log.warning("memory: could not look for the vectors %s owes: %s", db, exc)
+            await self._clear_done({db}, force=True)
+            return
+        waiting = {p.row_id for p in self._items}
+        prefix = f"{TEXT_PREFIX}{db}/"
+        self._scan_db = db
+        self._bulk.pop(db, None)
+        self._scan_rows = [
+            (row_id, texts.get(prefix + row_id, text))
+            for row_id, text in found
+            if row_id not in waiting
+        ]
+        if found:
+            log.info("memory: writing %d vectors %s owes", len(self._scan_rows), db)
+        if not self._scan_rows:
+            await self._clear_done({db})
+
+    async def _clear_done(self, dbs: set[str], force: bool = False) -> None:
+        """Delete the mark of each of ``dbs`` that owes nothing any more."""
+        for db in dbs:
+            if db not in self._owed:
+                continue
+            busy = (
+                db in self._writing
+                or db in self._grace
+                or db in self._to_scan
+                or (self._scan_db == db and self._scan_rows)
+                or any(p.db == db for p in self._items)
+            )
+            if not force and (busy or db in self._failed_dbs):
+                continue
+            async with self._mark:
+                if not force and db in self._writing:
+                    continue
+                self._owed.pop(db, None)
+                await self.ledger.kv.delete(OWED_PREFIX + db)
+                await self.ledger.kv.delete_prefix(f"{TEXT_PREFIX}{db}/")
 
     async def _embed_and_write(self, chunk: list[Pending]) -> None:
         # A row superseded or forgotten meanwhile still gets its vector: the view ignores a
@@ -175,15 +503,24 @@ class VectorQueue:
             try:
                 await self.ledger.write(first.db, first.key, {self.store: ops})
             except ChazError as exc:  # e.g. the key lost write meanwhile: these rows only
-                self._failed(len(indices))
+                self._failed([chunk[i] for i in indices])
                 log.warning("could not store %d vectors in %s: %s", len(indices), first.db, exc)
                 continue
             self.written += len(indices)
             metrics.VECTORS_LATER.labels("written").inc(len(indices))
 
-    def _failed(self, count: int) -> None:
-        self.failed += count
-        metrics.VECTORS_LATER.labels("failed").inc(count)
+    def _failed(self, chunk: list[Pending]) -> None:
+        self.failed += len(chunk)
+        self._failed_dbs.update(p.db for p in chunk)
+        metrics.VECTORS_LATER.labels("failed").inc(len(chunk))
 
 
-__all__ = ["BATCH", "Pending", "VectorQueue"]
+def _parse_mark(value: str, key: KeyPair | None) -> Owed:
+    try:
+        data = json.loads(value)
+        return Owed(int(data["after"]), str(data["by"]), key)
+    except (ValueError, KeyError, TypeError):
+        return Owed(0, "", key)  # a damaged record: scan the whole database
+
+
+__all__ = ["BATCH", "OWED_PREFIX", "Owed", "Pending", "VectorQueue"]

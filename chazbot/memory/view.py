@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from chazbot.errors import InputError
 from chazbot.memory.audience import Audience, GroupKey, group_of
 from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.current import newest_first, told_of
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
@@ -305,7 +306,8 @@ class MemoryView:
 
         Time-aware: when the query names a month, the rows about that month (``when``) go
         first among the fused top ``DATE_WINDOW``, each part keeping its fused order and
-        score; BM25 alone keeps its exact order (SPEC §3).
+        score; BM25 alone keeps its exact order (SPEC §3). Otherwise, last, one teller's
+        statements about one subject go together, the newest first (``current``).
 
         Returns [] when the query has tokens or a vector but nothing matches.
         """
@@ -342,18 +344,19 @@ class MemoryView:
             if min_similarity is None
             else {d for d, c in near if c < min_similarity and d not in exact}
         )
-        fused = top_fused(
-            lists, window + len(weak), tiebreak=self._tiebreak, k=RRF_K, weights=weights
-        )
+        fused = top_fused(lists, 2 * depth, tiebreak=self._tiebreak, k=RRF_K, weights=weights)
         visible = self.visible
-        ranked = [
+        passed = [
             Ranked(visible[doc], score, exact.get(doc), cosine.get(doc))
             for doc, score in fused
             if doc not in weak
-        ][:window]
+        ]
+        ranked, pool = passed[:window], passed[window:]
         if months:  # rows of a named month first, each part in fused order (a stable sort)
             ranked.sort(key=lambda r: not in_months(r.row, months))
-        return ranked[:limit]
+            return ranked[:limit]  # asked about a time: not the newest statement first
+        current = newest_first(ranked[:limit], lambda r: told_of(r.row), pool=pool)
+        return [r for r, _ in current][:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""
