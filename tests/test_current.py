@@ -164,10 +164,12 @@ def test_a_newer_statement_the_room_may_not_hear_is_never_pulled_in() -> None:
     said_in_group = replace(
         row(0, "Our wifi code is tulip-42", ALICE, 0),
         origin=Provenance("!group:x", ALICE, (ALICE, BOB)),
+        scope="!group:x",  # a room agent's rows are scoped to their room
     )
     said_in_dm = replace(
         row(1, "The wifi code is now rose-7", ALICE, 1),
         origin=Provenance("!dm:x", ALICE, (ALICE,)),
+        scope="!dm:x",
     )
     view = MemoryView("hashed/bag-of-words")
     rows = [said_in_group, said_in_dm]
