@@ -114,7 +114,7 @@ class Me:
 class Request:
     """What a message asks for: a command line (without the prefix) or an agent turn."""
 
-    kind: Literal["command", "chat"]
+    kind: Literal["command", "chat", "voice", "picture"]
     text: str
 
 
@@ -238,6 +238,36 @@ def route(
     if is_dm or mentioned:
         return Request("chat", text or body) if (text or body) else None
     return None
+
+
+MEDIA_KINDS: dict[str, Literal["voice", "picture"]] = {"m.audio": "voice", "m.image": "picture"}
+"""Media the bot takes (#39): a voice message is heard, a picture seen (or said unseen)."""
+
+
+def caption(content: dict[str, Any]) -> str:
+    """A media message's caption: since Matrix 1.10 ``body`` is one when ``filename`` is set
+    and differs from it; otherwise ``body`` is only the file's name."""
+    body, filename = _text(content, "body").strip(), _text(content, "filename").strip()
+    return body if filename and body and body != filename else ""
+
+
+def media_route(content: dict[str, Any], *, me: Me, prefix: str, is_dm: bool) -> Request | None:
+    """What a voice message or a picture from an allowed sender asks for: in a DM always; in
+    a group room only when its caption mentions the bot or starts with the prefix (or
+    ``m.mentions`` names it)."""
+    kind = MEDIA_KINDS.get(_text(content, "msgtype"))
+    if kind is None:
+        return None
+    text = caption(content)
+    mentioned = not is_dm and is_mentioned(content, me)
+    rest = _after_prefix(text, prefix)
+    if rest is not None:
+        text = rest
+    elif is_dm or mentioned:
+        text = strip_mention(text, me)
+    else:
+        return None
+    return Request(kind, text)
 
 
 # ---- replies --------------------------------------------------------------------------------
@@ -381,6 +411,7 @@ __all__ = [
     "BOUNDED_JOIN_RULES",
     "MAX_CONTENT_BYTES",
     "MAX_PART_CHARS",
+    "MEDIA_KINDS",
     "NOT_ALLOWED_NOTICE",
     "ROOM_CHANGED_NOTICE",
     "UNDECRYPTABLE_NOTICE",
@@ -388,9 +419,11 @@ __all__ = [
     "NoticeGate",
     "NoticeLimits",
     "Request",
+    "caption",
     "is_edit",
     "is_mentioned",
     "matches_any",
+    "media_route",
     "not_allowed_notice",
     "notice_contents",
     "relation",

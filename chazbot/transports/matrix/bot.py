@@ -30,8 +30,6 @@ from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
-from chazbot.reminders.runner import ReminderRunner
-from chazbot.reminders.store import Reminders
 from chazbot.transports.matrix import login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
@@ -40,6 +38,8 @@ from chazbot.transports.matrix.client import (
     NioClient,
     one_line,
 )
+from chazbot.transports.matrix.media import Heard, Media, heard_line
+from chazbot.transports.matrix.reminding import reminder_runner
 from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
 from chazbot.transports.matrix.sending import Sender
@@ -93,7 +93,8 @@ class MatrixBot:
         self.sync: SyncLoop | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._supervisor: asyncio.Task[None] | None = None
-        self.reminders = ReminderRunner(self._reminder_stores, self._deliver_reminder)
+        self.reminders = reminder_runner(peer, self._delivery_parts)
+        self.media: Media | None = None
 
     # ---- public state ------------------------------------------------------------------
 
@@ -147,6 +148,7 @@ class MatrixBot:
             self.cfg.homeserver_url, self.cfg.user_id, store_path=str(store), config=config
         )
         self.sender = Sender(client, self.cfg)
+        self.media = Media(client, self.peer.config)
 
         async def relogin() -> None:
             await login.relogin(client, self.cfg, self.credentials)
@@ -176,6 +178,8 @@ class MatrixBot:
 
     async def stop(self) -> None:
         await self.reminders.stop()
+        if self.media is not None:
+            await self.media.aclose()
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -195,24 +199,6 @@ class MatrixBot:
         room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX)) if self.client else None
         return None if room is None else str(room.display_name)
 
-    # ---- reminders (#37) ----------------------------------------------------------------
-
-    def _reminder_stores(self) -> list[Reminders]:
-        return [Reminders(self.peer.ledger, a.db, a.key) for a in self.peer.agents.values()]
-
-    async def _deliver_reminder(self, session: str, text: str, txn: str) -> bool:
-        """Send a due reminder into the room it was set in, only there (False: not a
-        Matrix room of this bot now, or not synced yet; it stays due)."""
-        if self.sender is None or self.sync is None or not self.sync.first_sync_done.is_set():
-            return False
-        if not session.startswith(SESSION_PREFIX):
-            return False
-        room_id = session.removeprefix(SESSION_PREFIX)
-        if self.client is None or room_id not in self.client.rooms:
-            return False
-        await self.sender.send(room_id, {"msgtype": "m.text", "body": text}, txn)
-        return True
-
     # ---- invites -----------------------------------------------------------------------
 
     def _on_invite(self, room_id: str, inviter: str) -> None:
@@ -228,6 +214,10 @@ class MatrixBot:
                     f"declining the invite to {room_id}", lambda: sender.client.room_leave(room_id)
                 )
             )
+
+    def _delivery_parts(self) -> tuple[Sender | None, Any, bool]:
+        synced = self.sync is not None and self.sync.first_sync_done.is_set()
+        return self.sender, self.client, synced
 
     async def _join(self, room_id: str) -> None:
         assert self.sender is not None
@@ -361,7 +351,9 @@ class MatrixBot:
 
     async def _handle(self, job: Job) -> None:
         assert self.sender is not None
-        if job.kind in ("command", "chat", "edit") and not self.router.allowed(job.sender):
+        if job.kind in ("command", "chat", "edit", "voice", "picture") and not self.router.allowed(
+            job.sender
+        ):
             log.info(
                 "matrix: %s from %s is no longer allowed; not answered", job.event_id, job.sender
             )
@@ -387,7 +379,10 @@ class MatrixBot:
             await self._reply(job, contents)
         else:
             async with self.sender.typing(job.room_id):
-                text, ok, heard, _ = await self._answer(job)
+                media = None
+                if job.kind in ("voice", "picture") and self.media is not None:
+                    media = await self.media.take(job.kind, job.content, job.text, job.event_id)
+                text, ok, heard, _ = await self._answer(job, media)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents
                 await self._reply(job, build(checked, job.event_id, job.content, job.sender))
@@ -446,7 +441,9 @@ class MatrixBot:
             history=room.history_visibility,
         )
 
-    async def _answer(self, job: Job) -> tuple[str, bool, Audience | None, bool]:
+    async def _answer(
+        self, job: Job, media: Heard | str | None = None
+    ) -> tuple[str, bool, Audience | None, bool]:
         """The text that answers a command or an agent turn, whether it is a success, the
         audience it was prepared for, and whether the text is Markdown to send with an HTML
         body (a command's ``help``)."""
@@ -464,15 +461,19 @@ class MatrixBot:
                     audience=audience,
                 )
                 return reply.text, reply.ok, audience, reply.markdown
+            if isinstance(media, str):
+                return media, False, audience, False
             result = await self.peer.chat(
-                job.text,
+                media.text if media is not None else job.text,
                 session=session,
                 sender=job.sender,
                 audience=audience,
                 prefix=f"{self.cfg.command_prefix} ",
                 message_id=job.event_id,
+                pictures=media.pictures if media is not None else (),
             )
-            return result.text, result.ok, audience, False
+            text = heard_line(media, result.text) if media is not None else result.text
+            return text, result.ok, audience, False
         except ChazError as exc:
             return str(exc), False, audience, False
         except Exception:

@@ -14,7 +14,15 @@ from collections.abc import Awaitable, Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nio import InviteMemberEvent, MegolmEvent, RoomMessageText
+from nio import (
+    InviteMemberEvent,
+    MegolmEvent,
+    RoomEncryptedAudio,
+    RoomEncryptedImage,
+    RoomMessageAudio,
+    RoomMessageImage,
+    RoomMessageText,
+)
 
 from chazbot import metrics
 from chazbot.config import MatrixConfig
@@ -25,11 +33,14 @@ from chazbot.transports.matrix_rules import (
     Request,
     is_edit,
     matches_any,
+    media_route,
     not_allowed_notice,
     route,
 )
 
 log = logging.getLogger(__name__)
+MEDIA_EVENTS = (RoomMessageAudio, RoomEncryptedAudio, RoomMessageImage, RoomEncryptedImage)
+"""Voice messages and pictures, plain or in encrypted rooms (#39)."""
 
 STOP_GRACE_S = 10.0
 
@@ -41,7 +52,16 @@ class Job:
     room_id: str
     event_id: str
     sender: str
-    kind: Literal["command", "chat", "undecryptable", "not_allowed_notice", "redaction", "edit"]
+    kind: Literal[
+        "command",
+        "chat",
+        "undecryptable",
+        "not_allowed_notice",
+        "redaction",
+        "edit",
+        "voice",
+        "picture",
+    ]
     text: str = ""
     content: dict[str, Any] = field(default_factory=dict)
     is_admin: bool = False
@@ -115,18 +135,28 @@ class Router:
                 return None
             noticed.add(room.room_id)
             return Job(room.room_id, event_id, sender, "undecryptable", content={})
-        if not isinstance(event, RoomMessageText):
-            return None  # notices (from bots), emotes, media, state: never answered
+        media = isinstance(event, MEDIA_EVENTS)
+        if not isinstance(event, RoomMessageText) and not media:
+            return None  # notices (from bots), emotes, files, state: never answered
         content = event.source.get("content", {})
         if not isinstance(content, dict) or is_edit(content):
             return None
-        request: Request | None = route(
-            content,
-            me=self.me(room),
-            prefix=self.cfg.command_prefix,
-            is_dm=room.member_count == 2,
-            command_words=self.command_words,
-        )
+        request: Request | None
+        if media:
+            request = media_route(
+                content,
+                me=self.me(room),
+                prefix=self.cfg.command_prefix,
+                is_dm=room.member_count == 2,
+            )
+        else:
+            request = route(
+                content,
+                me=self.me(room),
+                prefix=self.cfg.command_prefix,
+                is_dm=room.member_count == 2,
+                command_words=self.command_words,
+            )
         if not self.allowed(sender):
             metrics.MATRIX_EVENTS.labels(outcome="not_allowed").inc()
             if request is None:  # chatter in a group, not for the bot

@@ -32,7 +32,9 @@ MAX_STARTS = 3
 """A pending job started this many times without finishing is dropped (a poison event)."""
 _HANDLED = "matrix:handled:"
 _UNDECRYPTABLE = "matrix:undecryptable:"
-_JOB_KINDS = frozenset({"command", "chat", "undecryptable", "redaction", "edit"})
+_JOB_KINDS = frozenset(
+    {"command", "chat", "undecryptable", "redaction", "edit", "voice", "picture"}
+)
 
 
 @dataclasses.dataclass
