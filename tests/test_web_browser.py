@@ -197,11 +197,16 @@ async def test_a_person_sees_and_forgets_what_they_said(
     css(browser, "#q").send_keys("miso")
     press(browser, css(browser, "#search"))
     assert "1 row matching" in css(browser, "#total").text
-    assert [r.text.split()[0] for r in all_css(browser, "#rows tbody tr")] == ["pet"]
+    rows = all_css(browser, "#rows tbody tr")
+    assert [r.find_elements("css selector", "td.key")[0].text for r in rows] == ["pet"]
 
     # forget one: the command layer sees it gone and the rest kept
     press(browser, row_of(browser, "pet").find_element("css selector", "button.forget"))
-    assert flash(browser) == "Forgot 'pet' (1 row)."
+    assert flash(browser).startswith("Forgot 'pet' (1 row). Undo within 10 minutes")
+    press(browser, css(browser, "#undo"))
+    assert flash(browser) == "Brought back 1 row."
+    press(browser, row_of(browser, "pet").find_element("css selector", "button.forget"))
+    assert flash(browser).startswith("Forgot 'pet' (1 row).")
     mine = (await alice.ask(dm, "!chaz memory mine")).body
     assert "[pet]" not in mine and "[hostile]" in mine and "[big]" in mine
 
@@ -223,7 +228,7 @@ async def test_a_person_sees_and_forgets_what_they_said(
     browser.get(f"{base}/ui/me")
     css(browser, "#confirm-all").click()
     press(browser, css(browser, "#forget-all"))
-    assert flash(browser) == "Forgot everything you said (2 rows)."
+    assert flash(browser).startswith("Forgot everything you said (2 rows). Undo within")
     assert "I keep nothing you said" in (await alice.ask(dm, "!chaz memory mine")).body
 
     # not an admin: admin pages are closed, by URL too

@@ -153,6 +153,10 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             return await ui.act_done(f"{PREFIX}/me")
         return await ui.act(who, ["memory", "forget-mine", "all"], f"{PREFIX}/me")
 
+    async def undo(request: web.Request, who: Who) -> web.StreamResponse:
+        await ui.form(request)  # the CSRF check, as every POST
+        return await ui.act(who, ["memory", "undo"], f"{PREFIX}/me")
+
     async def export(request: web.Request, who: Who) -> web.StreamResponse:
         rows = [s.as_json() for s in await said_by(ui, who)]
         body = json.dumps({"person": who.person, "rows": rows}, ensure_ascii=False, indent=1)
@@ -165,6 +169,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
     r.add_get("/me", ui.signed_in(me))
     r.add_post("/me/forget", ui.signed_in(forget))
     r.add_post("/me/forget-all", ui.signed_in(forget_all))
+    r.add_post("/me/undo", ui.signed_in(undo))
     r.add_get("/me/export.json", ui.signed_in(export))
 
 
