@@ -20,7 +20,9 @@ said``, in Ann's DM), so each question is asked beside the others' facts. Then:
   reply has the answer's word.
 
 Also the words set (``tests/data/words_intents.json``): how many sentences the intent step
-reads as meant, per language (no model needed). Prints a table and JSON, with the median
+reads as meant, per language; and the reminder set
+(``tests/data/reminder_sentences.json``): how many times, recurrences and texts are
+understood (neither needs a model). Prints a table and JSON, with the median
 turn time and the load average (a shared machine: noisy).
 """
 
@@ -70,6 +72,39 @@ def words_score(half: str) -> dict[str, str]:
         else:
             ok = what in got.what.lower()
         for where in (lang, "all", kind):
+            total[where] += 1
+            right[where] += ok
+    return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
+
+
+def reminders_score(half: str, show: bool = False) -> dict[str, str]:
+    """The reminder sentences (``tests/data/reminder_sentences.json``): the first time, the
+    recurrence and the text understood, per language and in all (no model needed)."""
+    from datetime import datetime
+
+    from chazbot.errors import InputError
+    from chazbot.reminders.when import describe_rule, understand, zone
+
+    data = json.loads((DATA / "reminder_sentences.json").read_text())
+    tz = zone(data["tz"])
+    now = datetime.fromisoformat(data["now"]).replace(tzinfo=tz)
+    right: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for lang, text, first, rule, word in data[half]:
+        try:
+            got = understand(text, now, tz)
+            when = got.first.strftime("%Y-%m-%dT%H:%M")
+            ok = (
+                when == first
+                and (describe_rule(got.rule) if got.rule else None) == rule
+                and word.lower() in got.what.lower()
+            )
+            seen = f"{when} {got.rule} {got.what!r}"
+        except InputError as exc:
+            ok, seen = False, f"error: {exc}"
+        if show and not ok:
+            print(f"  reminder [BAD] {text} -> {seen}")
+        for where in (lang, "all"):
             total[where] += 1
             right[where] += ok
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
@@ -133,6 +168,7 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
         "turn_max_s": round(max(walls), 2),
         "load_avg": round(os.getloadavg()[0], 2),
         "words": words_score(half),
+        "reminders": reminders_score(half, show),
     }
 
 
@@ -141,10 +177,16 @@ def main() -> None:
     parser.add_argument("--half", choices=("dev", "held"), default="dev")
     parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
     parser.add_argument("--show", action="store_true")
-    parser.add_argument("--words-only", action="store_true", help="only the intent step")
+    parser.add_argument(
+        "--words-only", action="store_true", help="only the words and reminder sets (no model)"
+    )
     args = parser.parse_args()
     if args.words_only:
-        print(json.dumps({"half": args.half, "words": words_score(args.half)}, indent=1))
+        found = {
+            "words": words_score(args.half),
+            "reminders": reminders_score(args.half, args.show),
+        }
+        print(json.dumps({"half": args.half, **found}, indent=1))
         return
     out = asyncio.run(run(args.half, args.model, args.show))
     print(json.dumps(out, indent=1))

@@ -31,7 +31,7 @@ GROUP = "matrix:!group:example.org"
 def test_the_time_understood_in_five_languages(
     lang: str, text: str, first: str, rule: str | None, word: str
 ) -> None:
-    """The dev half of the sentence set (bench/honesty.py --reminders scores both halves)."""
+    """The dev half of the sentence set (bench/honesty.py --words-only scores both halves)."""
     got = understand(text, NOW, BERLIN)
     assert got.first.strftime("%Y-%m-%dT%H:%M") == first, (text, got)
     assert (describe_rule(got.rule) if got.rule else None) == rule, (text, got.rule)
