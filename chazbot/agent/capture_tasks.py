@@ -77,24 +77,37 @@ class CaptureTasks:
     ) -> int:
         agent = said.agent
         try:
-            found = await capture_message(
-                agent,
-                said.session,
-                llm,
-                mode,
-                said.text,
-                said.sender,
-                said.reply,
-                said.sent_at,
-                memory,
-            )
-            await self._record(said, found.n, list(found.rows))
-            return len(found.rows)
+            return await self._capture(said, llm, mode, memory)
         except Exception as exc:  # never let capture break anything; one line in the log
             log.error("capture for %s failed: %s: %s", agent.name, type(exc).__name__, exc)
             return 0
         finally:
             lock.release()
+
+    async def _capture(
+        self,
+        said: Said,
+        llm: ChatModel | None,
+        mode: Mode,
+        memory: MemoryScope,
+        n: int | None = None,
+    ) -> int:
+        """Capture ``said`` (``n``: the message's number when its words were edited) and record
+        which rows it wrote; the number of rows."""
+        found = await capture_message(
+            said.agent,
+            said.session,
+            llm,
+            mode,
+            said.text,
+            said.sender,
+            said.reply,
+            said.sent_at,
+            memory,
+            n=n,
+        )
+        await self._record(said, found.n if n is None else n, list(found.rows))
+        return len(found.rows)
 
     async def _record(self, said: Said, n: int | None, rows: list[str]) -> None:
         if self.sources is None or said.message_id is None or n is None:
@@ -173,27 +186,15 @@ class CaptureTasks:
         rows = await engine.visible_rows(db, source.rows)
         if rows:
             await engine.forget_rows(db, agent.memory.key, rows, memory.hearing.origin)
-        captured = await capture_message(
-            agent,
-            said.session,
-            llm,
-            mode,
-            said.text,
-            said.sender,
-            said.reply,
-            said.sent_at,
-            memory,
-            n=source.n,
-        )
-        await self._record(said, source.n, list(captured.rows))
+        captured = await self._capture(said, llm, mode, memory, source.n)
         log.info(
             "capture: %s was edited in %s; %d rows forgotten, %d captured from the new words",
             said.message_id,
             said.session.name,
             len(rows),
-            len(captured.rows),
+            captured,
         )
-        return len(captured.rows)
+        return captured
 
     async def wait(self, timeout: float | None = None) -> None:
         """Wait until every capture started so far is done (cancel what is left at timeout)."""
