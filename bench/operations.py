@@ -40,13 +40,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chazbot import operations as ops
 from chazbot.config import parse_config
 from chazbot.ledger.archive import write_backup
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import MEMORY_STORE
 from chazbot.peer import STATE_FILE, Peer
-from chazbot.transports import operations as ops
-from chazbot.transports.control import ControlServer, send_to_service
+from chazbot.transports.control import ControlServer
+from chazbot.transports.control_client import send_to_service
 
 LOAD_VIEW = True
 EMBEDDER = "none"  # or "default": the local embedder a config without ``embedding`` gets

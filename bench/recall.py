@@ -7,9 +7,10 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/recall.py --sizes 10000,300000 --queries 500 --json out.json
     .venv/bin/python bench/recall.py --quick --numpy  # chazbot's numpy loop only (no numba)
 
-Corpus, as in notes/retrieval-measurements.md: documents of 5-30 tokens drawn from a Zipf
-(1/rank) vocabulary of 500k words, so the commonest word is in ~69 % of documents. Queries are 3
-tokens from a random document, so most hold a very common word (the worst case for postings).
+Corpus (the one docs/measured.md's retrieval figures come from): documents of 5-30 tokens
+drawn from a Zipf (1/rank) vocabulary of 500k words, so the commonest word is in ~69 % of
+documents. Queries are 3 tokens from a random document, so most hold a very common word (the
+worst case for postings).
 Top-10 throughout. Per size and implementation it prints build time, query latency
 (mean / p50 / p95 wall, and p50 thread CPU time, which the noise of a shared machine disturbs
 less), top-10 agreement with an exact brute-force reference ("top10 %": share of the exact
@@ -67,7 +68,7 @@ from chazbot.memory.vectors import VectorIndex
 K1, B = 1.5, 0.75
 TOP = 10
 VOCAB_SIZE = 500_000
-ANCHOR_NOTE = "notes/retrieval-measurements.md"
+ANCHOR_NOTE = "docs/measured.md"
 
 
 # -- data --------------------------------------------------------------------------------------

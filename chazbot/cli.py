@@ -135,8 +135,8 @@ def _setup_logging(cfg: Config | None) -> None:
 async def _opened(cfg: Config, op: str, sink: Any, job: Callable[[Any], Any]) -> int:
     """``job(peer)`` on the state dir opened here (no service runs); Ctrl-C says what the
     interruption left, then goes on as an interrupt."""
+    from chazbot import operations as ops
     from chazbot.peer import Peer
-    from chazbot.transports import operations as ops
 
     peer = await Peer.open(cfg, role=op)
     try:
@@ -149,10 +149,10 @@ async def _opened(cfg: Config, op: str, sink: Any, job: Callable[[Any], Any]) ->
 
 
 async def _verify(cfg: Config) -> int:
+    from chazbot import operations as ops
     from chazbot.ledger import Ledger
     from chazbot.ledger.statelock import StateLock
     from chazbot.peer import STATE_FILE
-    from chazbot.transports import operations as ops
     from chazbot.transports.control_ops import operate
 
     sink = ops.TerminalSink()
@@ -175,7 +175,7 @@ async def _verify(cfg: Config) -> int:
 
 
 async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int:
-    from chazbot.transports import operations as ops
+    from chazbot import operations as ops
     from chazbot.transports.control_ops import operate
 
     sink = ops.TerminalSink()
@@ -189,7 +189,8 @@ async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int
 
 
 async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) -> int:
-    from chazbot.transports.control import ask, handle_request
+    from chazbot.transports.control import handle_request
+    from chazbot.transports.control_client import ask
 
     request = {"op": "tool", "name": name, "arguments": arguments, "agent": agent_name}
     reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
@@ -198,7 +199,8 @@ async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) 
 
 
 async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
-    from chazbot.transports.control import ask, handle_request
+    from chazbot.transports.control import handle_request
+    from chazbot.transports.control_client import ask
 
     request = {"op": "cmd", "text": text, "agent": agent, "session": session}
     reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
@@ -210,7 +212,7 @@ async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
 
 async def _export(cfg: Config, ref: str, file: str | None) -> int:
     """To ``file`` (written whole or not at all) or stdout."""
-    from chazbot.transports import operations as ops
+    from chazbot import operations as ops
     from chazbot.transports.control_ops import operate
 
     target = Path(file) if file else None
@@ -249,7 +251,7 @@ def read_jsonl(file: str) -> list[str]:
 
 
 async def _import_file(cfg: Config, ref: str, file: str) -> int:
-    from chazbot.transports import operations as ops
+    from chazbot import operations as ops
     from chazbot.transports.control_ops import MAX_LINE, operate
 
     lines = read_jsonl(file)
@@ -268,9 +270,9 @@ async def _import_file(cfg: Config, ref: str, file: str) -> int:
 
 
 async def _backup(cfg: Config, file: str) -> int:
+    from chazbot import operations as ops
     from chazbot.ledger.statelock import StateLock
     from chazbot.peer import STATE_FILE
-    from chazbot.transports import operations as ops
     from chazbot.transports.control_ops import operate
 
     target = Path(file).absolute()
@@ -293,7 +295,7 @@ async def _backup(cfg: Config, file: str) -> int:
 
 
 async def _restore(cfg: Config, file: str, force: bool) -> int:
-    from chazbot.transports import operations as ops
+    from chazbot import operations as ops
 
     return await ops.restore(Path(cfg.state_dir), Path(file), force, ops.TerminalSink())
 
@@ -308,7 +310,7 @@ async def _run(cfg: Config, config_path: str | None) -> int:
 async def _chat(cfg: Config, agent: str | None, session: str) -> int:
     """Through the running service when there is one, else on the state opened here."""
     from chazbot.peer import Peer
-    from chazbot.transports.control import ServiceChat, reach
+    from chazbot.transports.control_client import ServiceChat, reach
     from chazbot.transports.terminal import chat_loop
 
     found = await reach(cfg, {"op": "hello", "agent": agent, "session": session}, role="chat")

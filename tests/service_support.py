@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chazbot.config import load_config
-from chazbot.transports.control import send_to_service
+from chazbot.transports.control_client import send_to_service
 from tests.waits import wait_until
 
 

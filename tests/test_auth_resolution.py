@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chazbot import operations
 from chazbot.errors import ChazError
 from chazbot.ledger import AUTH_STORE, Entry, KeyGrant, KeyPair, Ledger, Permission
 from chazbot.ledger.auth import Level, auth_op, permission_of
 from chazbot.ledger.encoding import content_id
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
-from chazbot.transports import operations
 from tests.adversarial.harness import READ, Arena, forge, head, remember
 from tests.ledger_support import key
 from tests.sync_support import Node, snapshot, wait_until

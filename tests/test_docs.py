@@ -1,7 +1,9 @@
-"""The generated reference pages are current, and config.yaml.example is a valid config."""
+"""The generated reference pages are current, config.yaml.example is a valid config, and the
+docs and benches cite only repository paths that exist."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,68 @@ def test_every_metric_is_in_the_operations_guide() -> None:
     table = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `(chazbot_\w+)`", table, re.MULTILINE))
     assert documented == served
+
+
+# ---- paths the docs and benches cite exist ---------------------------------------------------
+
+CITING = ("docs/*.md", "README.md", "bench/*.py")
+ROOTED = re.compile(r"(?<![\w./-])((?:chazbot|bench|tests|docs|deploy)/[\w.*/-]*[\w*])")
+"""A path from the repository's root: ``chazbot/peer.py``, ``tests/standin_*.py``, ``deploy/``."""
+FILE_LIKE = re.compile(
+    r"(?<![\w./:~-])((?:[\w-][\w.-]*/)+[\w.-]*\.(?:py|md|sh|ya?ml|toml|json|jsonl))\b"
+)
+"""Any other ``dir/file.ext``: a module cited from chazbot/ (``memory/view.py``), a note."""
+NOT_PATHS = {
+    ("bench/time_aware.py", "bench/random"): "a memory view's name, not a file",
+    ("docs/web.md", "tests/screenshots"): "written by tests/test_web_browser.py, ignored by git",
+}
+
+
+def cited_paths(text: str) -> list[tuple[int, str]]:
+    """(line, path) of every path-like reference in ``text``."""
+    found: set[tuple[int, str]] = set()
+    for pattern in (ROOTED, FILE_LIKE):
+        for match in pattern.finditer(text):
+            found.add((text.count("\n", 0, match.start()) + 1, match.group(1)))
+    return sorted(found)
+
+
+def exists(cited: str, where: Path) -> bool:
+    """Whether ``cited`` names something in the repository: from its root, from chazbot/
+    (how the docs name modules), or beside the citing file; a glob matches something."""
+    for base in (ROOT, ROOT / "chazbot", where.parent):
+        if "*" in cited:
+            if any(base.glob(cited)):
+                return True
+        elif (base / cited).exists():
+            return True
+    return False
+
+
+def test_the_path_finder_finds_paths() -> None:
+    text = (
+        "see `chazbot/peer.py`, memory/view.py and notes/gone.md;\n"
+        "run bench/recall.py. https://example.org/a/b.md is no path\n"
+    )
+    assert cited_paths(text) == [
+        (1, "chazbot/peer.py"),
+        (1, "memory/view.py"),
+        (1, "notes/gone.md"),
+        (2, "bench/recall.py"),
+    ]
+    assert [p for _, p in cited_paths(text) if not exists(p, ROOT / "docs/x.md")] == [
+        "notes/gone.md"
+    ]
+
+
+def test_docs_and_benches_cite_only_paths_that_exist() -> None:
+    """docs/*.md, README.md and bench/*.py name no repository path that is not there (they
+    cited notes/retrieval-measurements.md, never in the repository; #38)."""
+    missing = []
+    for pattern in CITING:
+        for path in sorted(ROOT.glob(pattern)):
+            shown = path.relative_to(ROOT).as_posix()
+            for line, cited in cited_paths(path.read_text(encoding="utf-8")):
+                if (shown, cited) not in NOT_PATHS and not exists(cited, path):
+                    missing.append(f"{shown}:{line}: {cited}")
+    assert missing == []

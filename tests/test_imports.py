@@ -1,16 +1,32 @@
-"""Layers hold at import time, not just in the drawing.
+"""Layers hold at import time and in the source, and no chazbot modules import each other in a
+circle.
 
-Every chazbot module is imported in an interpreter that has loaded no chazbot layer yet (a
-child forked from a parent that loaded only libraries and leaves, or nothing at all for the
-lowest layers), and what it pulled in is checked: a layer loads nothing
-above it, the ledger and the leaf modules load no aiohttp, numpy or nio, and only transports
-load nio. Layers, lowest first: ledger < sync < memory < agent < commands < peer <
-transports < service/cli; ``errors``, ``config``, ``metrics`` and ``backends`` are leaves any
-layer may use, and they load no layer.
+Two checks. At run time: every chazbot module is imported in an interpreter that has loaded no
+chazbot layer yet (a child forked from a parent that loaded only libraries and leaves, or
+nothing at all for the lowest layers), and what it pulled in is checked: a layer loads nothing
+above it, the ledger and the leaf modules load no aiohttp, numpy or nio, the pure-computation
+modules of memory (BM25, tokenizer, fusion) load no aiohttp, and only transports load nio.
+
+In the source: every ``import`` statement of every chazbot module is read with ``ast``, those
+inside functions and methods and under ``if TYPE_CHECKING:`` included (an import deferred into
+a function, or made for type hints only, still ties the two modules: the run-time check cannot
+see it until the function runs). From them: no import names a module of a higher layer, and
+the graph of chazbot modules has no circle (no strongly connected component of two or more).
+Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``: those implicit edges are not
+drawn (else every package whose ``__init__`` names its own modules would be a circle with each
+of them); what an ``__init__`` imports itself is drawn like any module's imports.
+
+Layers, lowest first: ledger < sync < memory/reminders < agent < commands < peer (and the
+operator's jobs on it, ``operations``) < transports < service/cli; ``errors``, ``config``,
+``metrics`` and ``backends`` are leaves any layer may use, and they load no layer. The package
+root ``chazbot`` loads only leaves when imported (run-time check), but its lazy names and
+``chazbot.open`` reach into the peer inside functions: in the source it ranks as the top, with
+the CLI (it is the Python API's front door; no chazbot module imports it but ``cli``).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -28,8 +44,8 @@ PRELOAD = (
     *("chazbot.errors", "chazbot.config", "chazbot.metrics", "chazbot.backends"),
 )
 """Loaded by the parent before the upper layers' children fork, to keep the test quick (every
-layer may use these); the ledger, sync and the leaves fork from the bare parent, where every
-library and every chazbot module still counts."""
+layer may use these); the ledger, sync, the leaves and ``NO_HTTP`` fork from the bare parent,
+where every library and every chazbot module still counts."""
 
 LEAF = -1
 RANKS = {
@@ -42,6 +58,7 @@ RANKS = {
     "peer": 5,
     "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
     "peer_hosting": 5,
+    "operations": 5,  # the operator's long jobs on a peer: export, import, verify, backup (#38)
     "transports": 6,
     "service": 7,
     "cli": 7,
@@ -52,6 +69,9 @@ RANKS = {
     "backends": LEAF,
 }
 NO_HEAVY = {"ledger", "errors", "config", "metrics"}  # no aiohttp, numpy, nio, tenacity, yarl
+NO_HTTP = {"chazbot.memory.bm25", "chazbot.memory.tokenize", "chazbot.memory.fusion"}
+"""Pure computation: they load no aiohttp (``import chazbot.memory.bm25`` loaded 630 modules,
+aiohttp among them, through the memory package's re-exports; #38)."""
 
 _PROBE = r"""
 import importlib, json, os, sys
@@ -121,7 +141,7 @@ MODULES = chazbot_modules()
 
 @pytest.fixture(scope="module")
 def loaded() -> dict[str, list[str]]:
-    bare = [m for m in MODULES if rank(m) <= RANKS["sync"]]
+    bare = [m for m in MODULES if rank(m) <= RANKS["sync"] or m in NO_HTTP]
     rest = [m for m in MODULES if m not in bare]
     script = (
         f"LIBS = {WATCHED_LIBS!r}\nPRELOAD = {PRELOAD!r}\nBARE = {bare!r}\nREST = {rest!r}\n"
@@ -160,6 +180,12 @@ def test_module_loads_nothing_above_its_layer(module: str, loaded: dict[str, lis
         assert libs == set(), f"{module} loads {sorted(libs)}"
     if layer(module) not in ("transports", "service", "cli"):
         assert "nio" not in libs, f"{module} loads matrix-nio"
+    if module in NO_HTTP:
+        assert "aiohttp" not in libs, f"{module} loads aiohttp"
+
+
+def test_the_light_modules_are_checked() -> None:
+    assert set(MODULES) >= NO_HTTP
 
 
 def test_importing_the_ledger_encoding_loads_no_upper_layer_or_heavy_library() -> None:
@@ -224,3 +250,129 @@ def test_the_drawn_error_tree_lists_every_error_class(loaded: dict[str, Any]) ->
     architecture = (Path(__file__).resolve().parent.parent / "docs/architecture.md").read_text()
     assert sorted(n for n in found if n not in drawing) == []
     assert sorted(n for n in found if n.lstrip("_") not in architecture) == []
+
+
+# ---- in the source: every import statement, those inside functions included ---------------
+
+PATHS = {m: path for m, path in zip(MODULES, sorted((ROOT / "chazbot").rglob("*.py")), strict=True)}
+SOURCE_RANKS = {"chazbot": RANKS["cli"]}
+"""The package root's imports inside functions reach the peer (``chazbot.open``): in the
+source it ranks with the CLI (see the module's docstring)."""
+
+
+def source_rank(module: str) -> int:
+    return SOURCE_RANKS.get(module, rank(module))
+
+
+def owner(name: str) -> str | None:
+    """The chazbot module an imported name lives in (``chazbot.memory.rows.Hit`` →
+    ``chazbot.memory.rows``), or None for a library."""
+    while name and name not in PATHS:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str) -> list[tuple[str, int]]:
+    """(chazbot module, line) for each module an import statement of ``module`` names:
+    module level, inside functions and under ``if TYPE_CHECKING:`` alike. ``from a import b``
+    names ``a.b`` when that is a module, else ``a``."""
+    path = PATHS[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            named = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            named = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in PATHS else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in named:
+            target = owner(name) if name.split(".")[0] == "chazbot" else None
+            if target is not None and target != module:
+                found.append((target, node.lineno))
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_the_source_reader_sees_imports_inside_functions() -> None:
+    """The reader is not blind to what it is here to find: ``cli`` imports the transports
+    inside its functions only, and ``chazbot.open`` imports the peer inside a function."""
+    assert "chazbot.transports.control" in {m for m, _ in GRAPH["chazbot.cli"]}
+    assert "chazbot.peer" in {m for m, _ in GRAPH["chazbot"]}
+    assert "chazbot.metrics" in {m for m, _ in GRAPH["chazbot.peer"]}  # from chazbot import x
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_import_goes_up_a_layer(module: str) -> None:
+    mine = source_rank(module)
+    if mine == LEAF:  # a leaf imports only leaves
+        up = [(m, line) for m, line in GRAPH[module] if source_rank(m) != LEAF]
+    else:
+        up = [(m, line) for m, line in GRAPH[module] if source_rank(m) > mine]
+    assert up == [], f"{module} imports a higher layer: " + ", ".join(
+        f"{m} (line {line})" for m, line in up
+    )
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of two or more modules (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle() -> None:
+    graph = {module: {m for m, _ in edges} for module, edges in GRAPH.items()}
+    assert circles(graph) == []

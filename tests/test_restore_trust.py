@@ -31,12 +31,12 @@ import pytest
 import yaml
 
 import chazbot
+from chazbot import operations as ops
 from chazbot.config import Config
 from chazbot.errors import InputError
 from chazbot.ledger import Ledger
 from chazbot.ledger.archive import NOTES, Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
-from chazbot.transports import operations as ops
 from tests.service_support import chazbot_cli as cli
 from tests.service_support import start_service
 from tests.waits import wait_until

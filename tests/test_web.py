@@ -495,3 +495,35 @@ async def test_the_persons_page_speaks_like_a_person(tmp_path: Path) -> None:
         assert "your DM with chaz" in body and "a group room of 2 people" in body, body
         assert "!room:example.org" not in body and "!grp" not in body
         assert "My cat is Miso." in body and f"{ALICE} (2026-12-04): My cat" not in body
+
+
+async def test_the_pages_name_the_configured_command_prefix(tmp_path: Path) -> None:
+    """The pages tell a visitor how to ask for a link with the Matrix command prefix the
+    config sets, never a hard-coded "!chaz" (#38); without Matrix, the operator's command."""
+    async with serving(tmp_path) as (peer, base):
+        matrix = peer.config.matrix
+        assert matrix is not None
+        peer.config = peer.config.model_copy(
+            update={"matrix": matrix.model_copy(update={"command_prefix": "!bot"})}
+        )
+        async with browser_session() as client:
+            for path in ("/ui/", "/ui/me"):
+                async with client.get(base + path) as page:
+                    text = await page.text()
+                    assert page.status == 401, path
+                    assert "“!bot web”" in text and "!chaz" not in text, path
+            async with client.post(
+                f"{base}/ui/login", data={"t": "spent"}, allow_redirects=False
+            ) as refused:
+                text = await refused.text()
+                assert refused.status == 403 and "used already" in text
+                assert "“!bot web”" in text and "!chaz" not in text
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin") as page:
+                html = await page.text()
+                assert page.status == 200
+                assert "!bot people allow" in html and "!chaz" not in html
+        peer.config = peer.config.model_copy(update={"matrix": None})
+        async with browser_session() as client, client.get(f"{base}/ui/") as page:
+            text = await page.text()
+            assert page.status == 401 and "chazbot web-link" in text and "!chaz" not in text

@@ -30,6 +30,20 @@ LOGIN_PATH = "/ui/login"
 
 COMMANDS = CommandTree()
 
+NOT_SIGNED_IN = "You are not signed in (or your sign-in ended)."
+LINK_NOT_VALID = "This sign-in link was used already, has expired or is unknown."
+"""What the memory page says to someone without a session or with a spent link, before
+``ask_for_link``."""
+
+
+def ask_for_link(cfg: Config) -> str:
+    """How to get a sign-in link, as the memory page tells a visitor: this command with the
+    Matrix command prefix configured, or the operator's ``chazbot web-link`` without Matrix."""
+    if cfg.matrix is None:
+        return "The operator gets a sign-in link with “chazbot web-link”."
+    command = f"{cfg.matrix.command_prefix} web"
+    return f"Send “{command}” to the bot in a direct message for a sign-in link."
+
 
 def digest(secret: str) -> str:
     """How a link or session secret is stored and looked up: its sha256, hex."""
@@ -112,4 +126,15 @@ async def web(ctx: Context) -> Reply:
     )
 
 
-__all__ = ["COMMANDS", "LINK_TTL_S", "base_url", "digest", "in_dm", "issue_link", "web"]
+__all__ = [
+    "COMMANDS",
+    "LINK_NOT_VALID",
+    "LINK_TTL_S",
+    "NOT_SIGNED_IN",
+    "ask_for_link",
+    "base_url",
+    "digest",
+    "in_dm",
+    "issue_link",
+    "web",
+]

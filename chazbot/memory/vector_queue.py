@@ -439,8 +439,8 @@ class VectorQueue:
             owed.key = await self._writer(db)  # the marking key lost write: another one
         if owed.key is None:
             log.warning(
-                "memory: %s owes vectors but no key held here writes it; /memory reindex adds"
-                " them with a key that may",
+                "memory: %s owes vectors but no key held here writes it; `chazbot reindex"
+                " --bank BANK --agent AGENT` adds them once that agent may write it",
                 db,
             )
             await self._clear_done({db}, force=True)

@@ -10,14 +10,17 @@ line, one JSON reply per line. Requests (``agent`` is optional everywhere):
 - ``export``, ``import``, ``reindex``, ``verify``, ``backup``: long jobs that stream their
   progress back (``control_ops``)
 
+This module is the server; the client side (``chazbot cmd``, ``ask``, ``ServiceChat``) is
+``control_client``, which both this module and ``control_ops`` use.
+
 Connections are capped (a tenth of the descriptors, ``sync.guard.descriptor_budget``; past
 it a newcomer is closed at once) and each must send its request line within
 ``READ_TIMEOUT_S``, so idle or trickling clients cannot hold descriptors the service needs.
 
 Only the process holding the state dir's lock (``chazbot run``) serves the socket, so only
-it ever replaces or removes it. When no service listens, the client side (``ask``) opens the
-state directory itself, taking the lock, so a ``run`` started meanwhile refuses instead of
-diverging.
+it ever replaces or removes it. When no service listens, the client side
+(``control_client.ask``) opens the state directory itself, taking the lock, so a ``run``
+started meanwhile refuses instead of diverging.
 """
 
 from __future__ import annotations
@@ -28,30 +31,21 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from chazbot.config import Config
-from chazbot.errors import BackendError, ChazError, ConflictError, InputError
-from chazbot.ledger.statelock import ROLE_SERVICE, StateLocked
+from chazbot.errors import ChazError, ConflictError, InputError
+from chazbot.memory.tools import run_tool
 from chazbot.peer import Peer
 from chazbot.sync.guard import descriptor_budget
+from chazbot.transports.control_client import MAX_REQUEST, socket_path
+from chazbot.transports.control_ops import is_streaming, serve_streaming
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-SOCKET_NAME = "control.sock"
-MAX_REQUEST = 1024 * 1024
 READ_TIMEOUT_S = 30.0
 """A connection must send its request line within this (an idle one is closed)."""
 SENDERS = ("cli", "terminal")
-START_WAIT_S = 60.0
-"""How long a client waits for a service that holds the lock but is still starting."""
-
-
-def socket_path(cfg: Config) -> Path:
-    return Path(cfg.state_dir) / SOCKET_NAME
 
 
 def _text(request: dict[str, Any], name: str, default: str | None = None) -> str:
@@ -65,8 +59,6 @@ def _text(request: dict[str, Any], name: str, default: str | None = None) -> str
 
 async def handle_request(peer: Peer, request: Any) -> dict[str, Any]:
     """Answer one control request (shared by the socket and tests)."""
-    from chazbot.memory.tools import run_tool
-
     if not isinstance(request, dict):
         raise InputError("a control request is a JSON object")
     op = request.get("op")
@@ -156,8 +148,6 @@ class ControlServer:
         self._inode = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from chazbot.transports.control_ops import is_streaming, serve_streaming
-
         if self.open >= self.max_connections:
             self.refused += 1
             now = time.monotonic()
@@ -191,120 +181,3 @@ class ControlServer:
         finally:
             self.open -= 1
             writer.close()
-
-
-async def send_to_service(cfg: Config, request: dict[str, Any]) -> dict[str, Any] | None:
-    """Send one request to a running service; None when no service listens."""
-    path = socket_path(cfg)
-    if not path.exists():
-        return None
-    try:
-        reader, writer = await asyncio.open_unix_connection(str(path), limit=MAX_REQUEST)
-    except (ConnectionRefusedError, FileNotFoundError):
-        return None
-    try:
-        writer.write(json.dumps(request).encode() + b"\n")
-        await writer.drain()
-        line = await reader.readline()
-    except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
-        raise BackendError(f"the running service failed to answer: {exc}") from exc
-    finally:
-        writer.close()
-    return decode_reply(line, "the running service stopped before answering")
-
-
-def decode_reply(line: bytes, stopped: str) -> dict[str, Any]:
-    """One reply line from the service as a JSON object; ``stopped`` when the line is empty
-    (the service closed the connection), a one-line BackendError when it is malformed."""
-    if not line:
-        raise BackendError(stopped)
-    try:
-        reply = json.loads(line)
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
-        raise BackendError("the running service sent a malformed reply")
-    return reply
-
-
-async def reach(cfg: Config, request: dict[str, Any], role: str) -> dict[str, Any] | Peer:
-    """The running service's reply to ``request``; with no service, the peer opened here
-    (holding the state dir's lock, so no service starts beside it: close it when done).
-
-    A service that holds the lock but does not listen yet is still starting: wait for it.
-    """
-
-    async def open_here() -> Peer:
-        return await Peer.open(cfg, role=role)
-
-    return await service_or_locally(lambda: send_to_service(cfg, request), open_here)
-
-
-R = TypeVar("R")
-L = TypeVar("L")
-
-
-async def service_or_locally(
-    service: Callable[[], Awaitable[R | None]], locally: Callable[[], Awaitable[L]]
-) -> R | L:
-    """``service()`` when the running service answers (not None), else ``locally()`` (which
-    opens the state dir, taking its lock). A service that holds the lock but does not listen
-    yet is still starting: poll for its socket until ``START_WAIT_S``."""
-    deadline = time.monotonic() + START_WAIT_S
-    told = False
-    while True:
-        answered = await service()
-        if answered is not None:
-            return answered
-        try:
-            return await locally()
-        except StateLocked as busy:
-            if busy.role != ROLE_SERVICE or time.monotonic() > deadline:
-                raise
-            if not told:
-                log.info("waiting for chazbot run (pid %d) to start listening", busy.pid)
-                told = True
-            await asyncio.sleep(0.1)  # poll for its socket
-
-
-async def ask(
-    cfg: Config,
-    request: dict[str, Any],
-    locally: Callable[[Peer], Awaitable[dict[str, Any]]],
-    role: str = "cli",
-) -> dict[str, Any]:
-    """``request`` answered by the running service, or by ``locally(peer)`` without one."""
-    found = await reach(cfg, request, role)
-    if not isinstance(found, Peer):
-        return found
-    try:
-        return await locally(found)
-    finally:
-        await found.close()
-
-
-class ServiceChat:
-    """``chazbot chat`` through a running service (see ``terminal.ChatTarget``)."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
-
-    async def _send(self, request: dict[str, Any]) -> dict[str, Any]:
-        reply = await send_to_service(self.cfg, request)
-        if reply is None:
-            raise BackendError("the running service has stopped")
-        return reply
-
-    async def agent_name(self, agent: str | None, session: str) -> str:
-        reply = await self._send({"op": "hello", "agent": agent, "session": session})
-        if not reply.get("ok") or not isinstance(reply.get("agent"), str):
-            raise InputError(str(reply.get("text") or "the service named no agent"))
-        return str(reply["agent"])
-
-    async def command(self, text: str, agent: str, session: str) -> str:
-        request = {"op": "cmd", "text": text, "agent": agent, "session": session}
-        return str((await self._send({**request, "sender": "terminal"}))["text"])
-
-    async def chat(self, text: str, agent: str, session: str) -> str:
-        request = {"op": "chat", "text": text, "agent": agent, "session": session}
-        return str((await self._send(request))["text"])

@@ -1,6 +1,7 @@
 """Long jobs over the control socket: ``export``, ``import``, ``reindex``, ``verify``, ``backup``.
 
-The socket's other ops answer one line with one line (``control``). These stream: the client
+The socket's other ops answer one line with one line (``control``, whose server hands these
+over; both ends here use ``control_client``, never ``control``). These stream: the client
 sends its request line (``import`` then sends the file's lines, each one a JSON string on a
 line of its own, as many as its ``lines`` said), and the service answers with messages, one
 JSON object a line, until the last:
@@ -27,11 +28,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from chazbot import operations as ops
 from chazbot.config import Config
 from chazbot.errors import BackendError, ChazError, InputError
 from chazbot.peer import Peer
-from chazbot.transports import operations as ops
-from chazbot.transports.control import decode_reply
+from chazbot.transports.control_client import (
+    MAX_REQUEST,
+    decode_reply,
+    service_or_locally,
+    socket_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +183,6 @@ async def _exchange(
 ) -> int | None:
     """Send ``request`` (and the lines) to the service at ``path`` and show what it sends
     back; the job's exit code, or None when nobody listens there."""
-    from chazbot.transports.control import MAX_REQUEST
-
     try:
         reader, writer = await asyncio.open_unix_connection(str(path), limit=MAX_REQUEST)
     except (ConnectionRefusedError, FileNotFoundError):
@@ -237,7 +241,6 @@ async def operate(
     """Run a job through the running service when one listens, else ``locally()`` (which
     opens the state dir, taking its lock). A service that holds the lock but does not
     listen yet is still starting: wait for its socket."""
-    from chazbot.transports.control import service_or_locally, socket_path
 
     async def through_service() -> int | None:
         if not socket_path(cfg).exists():

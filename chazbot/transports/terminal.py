@@ -1,7 +1,7 @@
 """The terminal transport: ``chazbot chat``. Lines starting with ``/`` are commands.
 
 The loop talks to a ``ChatTarget``: the peer opened in this process (``LocalChat``), or a
-running service through its control socket (``control.ServiceChat``), so a chat beside
+running service through its control socket (``control_client.ServiceChat``), so a chat beside
 ``chazbot run`` goes through the service instead of opening the state a second time.
 """
 

@@ -23,7 +23,7 @@ from chazbot.memory.rows import MAX_LIMIT, MemoryRow
 from chazbot.memory.transfer import export_lines
 from chazbot.sync.outcomes import ago
 from chazbot.transports.web import charts
-from chazbot.transports.web.app import PREFIX, WebUI, Who, page_number, query, shown_when
+from chazbot.transports.web.pages import PREFIX, Pages, Who, page_number, query, shown_when
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
@@ -76,7 +76,7 @@ class Shown:
         return "operator" if o is None else f"{o.speaker} in {o.room.removeprefix('matrix:')}"
 
 
-async def holders(ui: WebUI, db: str) -> list[Holder]:
+async def holders(ui: Pages, db: str) -> list[Holder]:
     peer = ui.peer
     state = await peer.ledger.auth_state(db)
     agents = {ag.key.public: ag.name for ag in peer.agents.values()}
@@ -98,7 +98,7 @@ async def holders(ui: WebUI, db: str) -> list[Holder]:
     return found
 
 
-def routes(ui: WebUI, r: UrlDispatcher) -> None:
+def routes(ui: Pages, r: UrlDispatcher) -> None:
     peer = ui.peer
 
     async def overview(request: web.Request, who: Who) -> web.StreamResponse:

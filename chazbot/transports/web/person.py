@@ -17,10 +17,10 @@ from aiohttp import web
 
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
 from chazbot.reminders.store import Reminders
-from chazbot.transports.web.app import (
+from chazbot.transports.web.pages import (
     PREFIX,
     WEB_SESSION,
-    WebUI,
+    Pages,
     Who,
     page_number,
     query,
@@ -80,7 +80,7 @@ class Said:
         }
 
 
-async def said_by(ui: WebUI, who: Who) -> list[Said]:
+async def said_by(ui: Pages, who: Who) -> list[Said]:
     """Every row ``who`` said, newest first, as ``/memory mine`` finds them in a DM."""
     peer = ui.peer
     audience = ui.own_audience(who)
@@ -111,7 +111,7 @@ def matching(rows: list[Said], text: str) -> list[Said]:
     ]
 
 
-def routes(ui: WebUI, r: UrlDispatcher) -> None:
+def routes(ui: Pages, r: UrlDispatcher) -> None:
     async def me(request: web.Request, who: Who) -> web.StreamResponse:
         text = request.query.get("q", "")[:QUERY_MAX_CHARS]
         rows = matching(await said_by(ui, who), text.strip())

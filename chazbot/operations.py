@@ -1,10 +1,12 @@
-"""The operator's long jobs on a peer: export, import, reindex, verify and backup.
+"""The operator's long jobs on a peer: export, import, reindex, verify, backup and restore.
 
-Each job runs the same code whether ``chazbot run`` runs it for a client of the control
-socket (``control_ops``) or the command line runs it on a state dir it opened itself. A job
-reports through a ``Sink``: progress, data (export lines), and lines for stdout and stderr;
-``TerminalSink`` draws them on this terminal, ``control_ops.SocketSink`` sends them to the
-client, which draws them with a ``TerminalSink`` too, so the display is the same either way.
+Use-cases, not a transport: they sit on the peer's layer, above the peer they work on and
+below every way in. Each job runs the same code whether ``chazbot run`` runs it for a client
+of the control socket (``transports/control_ops``) or the command line runs it on a state dir
+it opened itself (the web page's import shares ``IMPORT_BATCH``). A job reports through a
+``Sink``: progress, data (export lines), and lines for stdout and stderr; ``TerminalSink``
+draws them on this terminal, ``control_ops.SocketSink`` sends them to the client, which draws
+them with a ``TerminalSink`` too, so the display is the same either way.
 
 None of them holds the event loop: parsing, formatting, copying and checking run on worker
 threads, the entry check of ``verify`` and the copy of ``backup`` on connections of their own
