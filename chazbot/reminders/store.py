@@ -217,6 +217,17 @@ class Reminders:
             {REMINDERS_STORE: [{"op": "set", "field": reminder.id, "value": data}]},
         )
 
+    async def cancel_mine(self, person: str, rid: str) -> Reminder:
+        """Cancel ``person``'s own active reminder ``rid`` (their page's Cancel); NotFound for
+        anything else, whoever set it, so nothing about others' reminders is told."""
+        found = next(
+            (r for r in await self.all() if r.id == rid and r.by == person and r.active), None
+        )
+        if found is None:
+            raise NotFound("no such reminder of yours (already cancelled or delivered?)")
+        await self.cancel(found)
+        return found
+
     async def mark_sent(self, reminder: Reminder, occurrence: datetime) -> None:
         await self.ledger.write(
             self.db,
