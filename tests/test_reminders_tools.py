@@ -7,6 +7,7 @@ emptied room's list."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,84 @@ async def test_an_emptied_room_lists_nothing_private(tmp_path: Path, cfg: Config
         public = room_audience(GROUP, [BOB], not_admin, public=True, history="joined")
         listed = await call(peer, "list_schedules", {}, who=BOB, room=GROUP, heard=public)
         assert "DM secret" not in listed and "other room" not in listed, listed
+
+
+VALID: dict[str, dict[str, Any]] = {
+    "schedule_once": {"when": "in 3 days at 9", "what": "fuzz"},
+    "schedule_every": {"frequency": "weekly", "weekday": "monday", "time": "08:00", "what": "f"},
+    "cancel_schedule": {"number": 1},
+}
+
+
+def hostile_value(rng: random.Random) -> Any:
+    pick = rng.randrange(12)
+    if pick == 0:
+        return rng.choice([None, True, False, 0, -1, 10**30, float("inf"), float("nan"), 2.5])
+    if pick == 1:
+        return [hostile_value(rng) for _ in range(rng.randrange(3))]
+    if pick == 2:
+        return {"when": "tomorrow", "x": hostile_value(rng)}
+    if pick == 3:
+        return "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(0, 140)))
+    if pick == 4:
+        return rng.choice(["daily", "weekly", "monthly", "yearly", "secondly", "DAILY"])
+    if pick == 5:
+        return f"{rng.randrange(-5, 30)}:{rng.randrange(-5, 70):02d}"
+    if pick == 6:
+        year = rng.choice([1, 1970, 2026, 2027, 2031, 9999])
+        return f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}T09:00"
+    if pick == 7:
+        return rng.choice(["monday", "Sunday", "funday", "", "mo"])
+    if pick == 8:
+        return rng.choice([1, 2, 3, 4, -1, 0, 5, -2, "1"])
+    if pick == 9:
+        return rng.choice(["r00000000", "r" + "f" * 8, "R12345678", "r0", "x" * 10])
+    if pick == 10:
+        return rng.choice(
+            ["in 3 days at 9", "tomorrow at 25:00", "every day", "yesterday at 9", "at 9"]
+        )
+    return "x" * rng.choice([0, 1, 499, 500, 501, 10_000])
+
+
+async def test_random_hostile_calls_never_raise_and_a_refusal_writes_nothing(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """Direct calls (no model in between), 400 of them, seeded: every reply is one line, no
+    call raises, a refused one adds no entry to the agent's DB, an accepted one adds one."""
+    rng = random.Random(37)
+    names = [*REMINDER_TOOLS, "remember", "nope"]
+    keys = ["when", "what", "frequency", "time", "weekday", "week", "interval", "id", "number"]
+    async with chazbot.open(tmp_path, cfg) as peer:
+        agent = peer.agent("chaz")
+        asking = reminder_tools.Asking(
+            Reminders(peer.ledger, agent.db, agent.key),
+            GROUP,
+            BOB,
+            False,
+            "Europe/Berlin",
+            GROUP_HEARD,
+            GROUP_HEARD.origin(BOB),
+        )
+        accepted = 0
+        for _ in range(400):
+            name = rng.choice(names)
+            args: Any = dict(VALID.get(name, {}))
+            for k in rng.sample(keys, rng.randrange(0, 3)):  # a few hostile values, or none
+                args[k] = hostile_value(rng)
+            if rng.random() < 0.1:
+                args = json.dumps(args)[: rng.randrange(0, 60)]  # cut JSON text
+            before = await peer.ledger.count_entries(agent.db)
+            ok, text = await reminder_tools.run_reminder_tool(asking, names, name, args)
+            after = await peer.ledger.count_entries(agent.db)
+            assert (text.strip() and "\n" not in text) or text.startswith(("Reminders", "Set ")), (
+                name,
+                args,
+                text,
+            )
+            assert "Traceback" not in text
+            assert after - before == (1 if ok and name.startswith(("schedule", "cancel")) else 0)
+            accepted += ok and name.startswith("schedule")
+        made = await stored(peer)
+        assert accepted >= 5, accepted  # the run reaches past the checks, not only refusals
+        assert len(made) == accepted and len([r for r in made if r.active]) <= 20
+        assert all(r.room == GROUP and r.by == BOB for r in made)
