@@ -263,6 +263,28 @@ async def test_an_emptied_room_lists_nothing_private(tmp_path: Path, cfg: Config
             "reminders", session=GROUP, sender=BOB, audience=emptied, is_admin=False
         )
         assert "DM secret" not in reply.text and "other room" not in reply.text, reply.text
+        # set by the command, the same rule: a newcomer under "joined" history is not told
+        said = await peer.command(
+            "remind in 2 days at 12 to bring the cake",
+            session=GROUP,
+            sender=ALICE,
+            audience=closed,
+            is_admin=False,
+        )
+        assert said.ok and "bring the cake" in said.text, said.text
+        later = room_audience(GROUP, [ALICE, BOB, CAROL], not_admin, history="joined")
+        reply = await peer.command(
+            "reminders", session=GROUP, sender=CAROL, audience=later, is_admin=False
+        )
+        assert "cake" not in reply.text and "said among us" not in reply.text, reply.text
+        refused = await peer.command(
+            "reminders cancel 1", session=GROUP, sender=CAROL, audience=later, is_admin=False
+        )
+        assert "no reminder" in refused.text and "cake" not in refused.text, refused.text
+        reply = await peer.command(
+            "reminders", session=GROUP, sender=ALICE, audience=closed, is_admin=False
+        )
+        assert "cake" in reply.text and "said among us" in reply.text, reply.text
         # nobody there to bound: a public room (anyone may join and read) is the same
         public = room_audience(GROUP, [BOB], not_admin, public=True, history="joined")
         listed = await call(peer, "list_schedules", {}, who=BOB, room=GROUP, heard=public)
