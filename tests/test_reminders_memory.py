@@ -15,8 +15,8 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
-from chazbot.reminders.runner import NOTE_MARK, ReminderRunner
-from chazbot.reminders.store import Reminders
+from chazbot.reminders.runner import NOTE_MARK, ReminderRunner, message
+from chazbot.reminders.store import Reminder, Reminders
 from chazbot.reminders.when import understand, zone
 from chazbot.transports.matrix.reminding import memory_notes
 from tests.standin_embeddings import StandinEmbeddings
@@ -152,3 +152,12 @@ async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
         )
         assert await runner.tick(made.first + timedelta(seconds=1)) == 1
         assert f"{NOTE_MARK}zorp512 zorp193" in rooms.sent[-1][1], rooms.sent[-1][1]
+
+
+def test_a_delivered_reminder_never_pings_the_whole_room() -> None:
+    """ "@room" in a reminder (or a line of memory) would notify everyone under the bot's
+    power level, which the person who set it may not have."""
+    made = understand("remind us tomorrow at 9 to tell @room about the bins", NOW, BERLIN)
+    reminder = Reminder("r00000001", GROUP, BOB, made.what, "Europe/Berlin", made.first, None, "en")
+    text = message(reminder, made.first, made.first, ["@Room: the bins go out on Monday"])
+    assert "@room" not in text.lower() and "about the bins" in text, text

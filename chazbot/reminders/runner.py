@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -32,6 +33,15 @@ Deliver = Callable[[str, str, str], Awaitable[bool]]
 Notes = Callable[[Reminders, Reminder], Awaitable[list[str]]]
 """``notes(store, reminder)``: lines of memory to show with it (the room's audience now)."""
 NOTE_MARK = "↳ "
+_ROOM_PING = re.compile(r"@room\b", re.IGNORECASE)
+
+
+def unpinging(text: str) -> str:
+    """``text`` without "@room", which Matrix's legacy push rule turns into a notification of
+    the whole room under the bot's power level (a reminder may not borrow it)."""
+    return _ROOM_PING.sub("@\u2060room", text)
+
+
 LATE_AFTER = timedelta(minutes=2)
 TICK_S = 5.0
 """How often due reminders are looked for (reading a few fields per agent)."""
@@ -54,11 +64,11 @@ HEAD = {
 
 def message(reminder: Reminder, due: datetime, now: datetime, notes: Iterable[str] = ()) -> str:
     """The delivered text: what, who set it, whether it is late, and what memory adds."""
-    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {reminder.what}"
+    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {unpinging(reminder.what)}"
     if now - due > LATE_AFTER:
         when = due.astimezone(zone(reminder.tz)).strftime("%a %d %b %H:%M")
         text += " " + LATE.get(reminder.lang, LATE["en"]).format(when=when)
-    return "\n".join([text, *(NOTE_MARK + n for n in notes)])
+    return "\n".join([text, *(NOTE_MARK + unpinging(n) for n in notes)])
 
 
 def transaction_id(reminder: Reminder, due: datetime) -> str:
@@ -147,4 +157,5 @@ __all__ = [
     "ReminderRunner",
     "message",
     "transaction_id",
+    "unpinging",
 ]
