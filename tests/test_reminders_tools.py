@@ -6,8 +6,10 @@ emptied room's list."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,9 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
         assert set(REMINDER_TOOLS) <= set(offered), offered
         said = await call(peer, "schedule_once", {"when": "in 3 days at 10", "what": "bins"})
         assert "10:00 (Europe/Berlin)" in said and "bins" in said, said
+        # words in the other languages of the words issue, when English reads nothing
+        said = await call(peer, "schedule_once", {"when": "morgen um 18:30 Uhr", "what": "Müll"})
+        assert " 18:30 (Europe/Berlin)" in said and "Müll" in said, said
         every = {
             "frequency": "monthly",
             "weekday": "monday",
@@ -82,10 +87,10 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
         said = await call(peer, "schedule_every", every)
         assert "monthly 1MO" in said and " 08:00 (Europe/Berlin)" in said, said
         made = await stored(peer)
-        assert [r.by for r in made] == [ALICE] * 3 and {r.room for r in made} == {DM}
+        assert [r.by for r in made] == [ALICE] * 4 and {r.room for r in made} == {DM}
         assert all(r.origin is not None and r.origin.audience == (ALICE,) for r in made)
         listed = await call(peer, "list_schedules", {})
-        assert listed.count("\n") == 3 and "pay rent" in listed and "call Ines" in listed
+        assert listed.count("\n") == 4 and "pay rent" in listed and "call Ines" in listed
         rent = next(r for r in made if r.what == "pay rent")
         assert f"[{rent.id}]" in listed
         said = await call(peer, "cancel_schedule", {"id": rent.id})
@@ -370,3 +375,43 @@ async def test_random_hostile_calls_never_raise_and_a_refusal_writes_nothing(
         assert accepted >= 5, accepted  # the run reaches past the checks, not only refusals
         assert len(made) == accepted and len([r for r in made if r.active]) <= 20
         assert all(r.room == GROUP and r.by == BOB for r in made)
+
+
+async def test_reading_a_long_hostile_time_does_not_hold_the_event_loop(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """dateparser takes about a second on some 100-character texts (read in five languages):
+    on the loop, every room's turns would wait. The loop's longest pause while it is read
+    stays short."""
+    async with chazbot.open(tmp_path, cfg) as peer:
+        agent = peer.agent("chaz")
+        asking = reminder_tools.Asking(
+            Reminders(peer.ledger, agent.db, agent.key),
+            DM,
+            ALICE,
+            False,
+            "Europe/Berlin",
+            DM_HEARD,
+        )
+        slow = " ".join(["12:30"] * 16)
+        started = time.perf_counter()
+        pauses: list[float] = []
+        done = asyncio.Event()
+
+        async def ticking() -> None:
+            last = time.perf_counter()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                now = time.perf_counter()
+                pauses.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(ticking())
+        ok, text = await reminder_tools.run_reminder_tool(
+            asking, list(REMINDER_TOOLS), "schedule_once", {"when": slow, "what": "x"}
+        )
+        took = time.perf_counter() - started
+        done.set()
+        await ticker
+        assert not ok and text.startswith("Error: "), text
+        assert max(pauses) < max(0.25, took / 3), (max(pauses), took)

@@ -27,10 +27,12 @@ from chazbot.reminders.when import (
     FREQUENCIES,
     MAX_INTERVAL,
     MAX_TEXT,
+    TRIGGERS,
     WEEKDAY_NAMES,
     Understood,
     describe_rule,
     localise,
+    off_loop,
     recurring,
     understand,
     zone,
@@ -141,19 +143,28 @@ def _once(when: str, what: str, now: datetime, tz_name: str) -> Understood:
         else:
             first, note = moment.astimezone(tz), ""
         return Understood(first, None, what, "en", note)
-    try:
-        understood = understand(f"{when} {_SENTINEL}", now, tz, "en")
-    except InputError as exc:
-        if "is in the past" in str(exc):
-            raise
+    understood: Understood | None = None
+    leftover = False
+    for lang in TRIGGERS:  # English first, then the other languages of the words
+        try:
+            found = understand(f"{when} {_SENTINEL}", now, tz, lang)
+        except InputError as exc:
+            if "in the past" in str(exc) or "does not exist" in str(exc):
+                raise
+            continue
+        if found.what == _SENTINEL:
+            understood = found
+            break
+        leftover = True  # words not read as the time: another language may read them
+    if understood is None:
+        if leftover:
+            raise InputError("when must hold only the time; put what to say in what")
         raise InputError(
             "when is not a time I can read: give ISO 8601 (2027-01-05T09:00) or words "
             "such as 'tomorrow at 9' or 'in 20 minutes'"
-        ) from None
+        )
     if understood.rule is not None:
         raise InputError("when is a recurrence; use schedule_every for repeating reminders")
-    if understood.what != _SENTINEL:
-        raise InputError("when must hold only the time; put what to say in what")
     return Understood(understood.first, None, what, "en", understood.note)
 
 
@@ -168,7 +179,7 @@ async def _schedule_once(asking: Asking, args: dict[str, Any]) -> str:
     when = _text(a, "when", MAX_WHEN_CHARS)
     what = _text(a, "what", MAX_TEXT)
     now = asking.clock()
-    understood = _once(when, what, now, await _zone(asking))
+    understood = await off_loop(_once, when, what, now, await _zone(asking))
     _in_bounds(understood.first, now)
     return await _add(asking, understood)
 

@@ -19,14 +19,30 @@ passes now and the zone.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil import rrule
 
 from chazbot.errors import InputError
+
+T = TypeVar("T")
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-time")
+"""One thread reads times: dateparser is pure Python and takes up to a second or two on a
+long hostile text, which must not hold the event loop (every room's turns wait on it)."""
+
+
+async def off_loop(read: Callable[..., T], *args: object) -> T:
+    """``read(*args)`` on the time-reading thread, one at a time (dateparser's caches are
+    shared), while the event loop goes on."""
+    return await asyncio.get_running_loop().run_in_executor(_READER, read, *args)
+
 
 MAX_TEXT = 500
 """Characters of a reminder's text (what to remind of)."""
@@ -419,6 +435,7 @@ __all__ = [
     "describe_rule",
     "localise",
     "occurrences_after",
+    "off_loop",
     "recurring",
     "understand",
     "zone",
