@@ -282,8 +282,9 @@ TOOLS: dict[str, ReminderTool] = {
         ReminderTool(
             "schedule_once",
             "Set a reminder delivered once, in this room only, for the person speaking. when: "
-            "ISO 8601 local time (2027-01-05T09:00, in their time zone) or words ('tomorrow "
-            "at 9', 'in 20 minutes'). The reply says the time understood: tell them.",
+            "the person's own words for the time ('tomorrow at 9', 'in 20 minutes', 'on 24 "
+            "December at 18:00'), or ISO 8601 local time (2027-01-05T09:00, their time zone) "
+            "for a date they gave. The reply says the time understood: tell them.",
             {
                 "type": "object",
                 "properties": {
