@@ -1,7 +1,8 @@
 """#37: a delivered reminder may carry a line or two of memory ("call Ines ↳ Ines moved to
 Porto last month"), recalled with the audience of the room it goes to, now: the rule of a
 reply (SPEC §5c, fail closed). A relevant row the room may see is shown; a row from a DM never
-in a group; nothing when nothing is relevant; an emptied room is told only its own rows; a
+in a group; nothing when nothing is relevant; an emptied room nothing, a public one only its
+own rows; a
 failing lookup delivers the reminder without memory. Real SQLite, a real peer; delivery and
 the room's audience are functions the test holds, as the Matrix transport's are
 (``transports.matrix.reminding``)."""
@@ -106,7 +107,11 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
         # everyone left the group: nobody bounds it, only its own rows (fail closed)
         rooms.now[GROUP] = room_audience(GROUP, [], nobody_admin)
         emptied = await deliver_once("remind me tomorrow at 12 to call Ines", GROUP, group)
-        assert "Porto" not in emptied, emptied
+        assert emptied == f"⏰ Reminder ({ALICE}): call Ines", emptied  # nobody to tell
+        # a public room with someone in it: unbounded, so only the room's own rows
+        rooms.now[GROUP] = room_audience(GROUP, [BOB], nobody_admin, public=True)
+        public = await deliver_once("remind me tomorrow at 12:30 to call Ines", GROUP, group)
+        assert "Porto" not in public and "ending 42" in public, public
         # Bob joined the DM-turned-group under "joined" history: the DM row is not his to see
         rooms.now[DM] = room_audience(DM, [ALICE, BOB], nobody_admin, history="joined")
         widened = await deliver_once("remind me tomorrow at 13 to call Ines", DM, dm)

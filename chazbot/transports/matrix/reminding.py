@@ -26,7 +26,8 @@ AudienceOf = Callable[[str], Awaitable[Audience]]
 def memory_notes(peer: Peer, audience_of: AudienceOf) -> Notes:
     """``notes`` for the runner: the reminder's text recalled in the agent's memory as heard
     by the room's audience now (``peer.hearing``, the rule of a reply); nothing in the
-    operator's full view or for an audience of another room (fail closed)."""
+    operator's full view, for an audience of another room, or with nobody in the room to
+    tell (fail closed; and no recall for a reminder that cannot be delivered)."""
 
     async def notes(store: Reminders, reminder: Reminder) -> list[str]:
         agent = next((a for a in peer.agents.values() if a.db == store.db), None)
@@ -35,6 +36,8 @@ def memory_notes(peer: Peer, audience_of: AudienceOf) -> Notes:
         heard = await audience_of(reminder.room)
         if heard.full or heard.room != reminder.room:
             return []
+        if not heard.present:
+            return []  # nobody there (everyone left, or a room the bot is not in): nothing
         memory = agent.memory.within(peer.hearing(agent, reminder.by, heard))
         return await related(memory, reminder.what)
 
