@@ -10,7 +10,7 @@ from pathlib import Path
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.store import Reminder, Reminders
 from chazbot.reminders.when import recurring, understand, zone
-from chazbot.transports.web.person import repeat_text
+from chazbot.transports.web.reminders import repeat_text
 from tests.web_support import ALICE, BOB, browser_session, csrf_of, link, serving, sign_in
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(2)>'

@@ -1,5 +1,5 @@
 """A person's page: what the bot keeps that they said (SPEC §5c), with search, forget one,
-forget all and a JSON download; and the reminders they set (#37), each cancellable.
+forget all and a JSON download; and the reminders they set, each cancellable (``reminders``).
 
 It reads exactly what ``/memory mine`` reads in a DM (every agent the page's session may
 use, the person's own view), and forgets through ``/memory forget-mine``: one rule for the
@@ -15,10 +15,8 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from chazbot.errors import NotFound
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
-from chazbot.reminders.store import Reminder, Reminders
-from chazbot.reminders.when import WEEKDAY_NAMES, describe_rule
+from chazbot.reminders.store import Reminders
 from chazbot.transports.web.app import (
     PREFIX,
     WEB_SESSION,
@@ -27,6 +25,7 @@ from chazbot.transports.web.app import (
     page_number,
     query,
 )
+from chazbot.transports.web.reminders import cancel_own, reminders_of
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
@@ -82,88 +81,14 @@ class Said:
         }
 
 
-_DAYS = {name[:2].upper(): name.capitalize() for name in WEEKDAY_NAMES}
-_NTH = {"1": "1st", "2": "2nd", "3": "3rd", "4": "4th", "-1": "last"}
-
-
-def repeat_text(rule: str | None) -> str:
-    """A recurrence as a person says it: once, every day, every Monday, 1st Monday monthly."""
-    plain = describe_rule(rule)
-    kind, _, every = plain.partition(" (every ")
-    also = f" (every {every}" if every else ""
-    if kind == "none":
-        return "once"
-    if kind == "daily":
-        return "every day" + also
-    if kind.startswith("weekly:"):
-        return f"every {_DAYS.get(kind[7:], kind[7:])}" + also
-    if kind.startswith("monthly:"):
-        day = kind[8:]
-        nth, name = day[:-2], day[-2:]
-        return f"{_NTH.get(nth, nth)} {_DAYS.get(name, name)} of the month" + also
-    return plain
-
-
-@dataclass(frozen=True)
-class Upcoming:
-    """One active reminder the person set (#37), as their page shows it: what, when next in
-    their zone, where (as ``Said.room`` names rooms), how often."""
-
-    agent: str
-    reminder: Reminder
-    zone: str = "UTC"
-    room_name: str | None = None
-
-    @property
-    def when(self) -> str:
-        due = self.reminder.next_due() or self.reminder.first
-        return due.astimezone(ZoneInfo(self.zone)).strftime("%a %d %b %Y, %H:%M")
-
-    @property
-    def repeat(self) -> str:
-        return repeat_text(self.reminder.rule)
-
-    @property
-    def room(self) -> str:
-        origin = self.reminder.origin
-        if origin is not None and origin.audience == (self.reminder.by,):
-            return f"your DM with {self.agent}"
-        if self.room_name:
-            return self.room_name
-        if self.reminder.room == WEB_SESSION:
-            return "this page"
-        if origin is None or origin.audience is None:
-            return "a room"
-        return f"a group room of {len(origin.audience)} people"
-
-
-async def zone_of(ui: WebUI, who: Who) -> str:
-    """The person's zone (``tz``), as the page shows times."""
-    peer = ui.peer
-    zone = peer.config.timezone
-    for agent in peer.allowed_agents(WEB_SESSION):
-        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
-    return zone
-
-
-async def reminders_of(ui: WebUI, who: Who) -> list[Upcoming]:
-    """Every active reminder ``who`` set, with any agent of this peer, soonest first."""
-    peer = ui.peer
-    zone = await zone_of(ui, who)
-    found: list[Upcoming] = []
-    for agent in peer.agents.values():
-        for r in await Reminders(peer.ledger, agent.db, agent.key).of_person(who.person):
-            found.append(Upcoming(agent.name, r, zone, ui.room_name(r.room)))
-    found.sort(key=lambda u: (u.reminder.next_due() or u.reminder.first, u.reminder.id))
-    return found
-
-
 async def said_by(ui: WebUI, who: Who) -> list[Said]:
     """Every row ``who`` said, newest first, as ``/memory mine`` finds them in a DM."""
     peer = ui.peer
     audience = ui.own_audience(who)
     found: list[Said] = []
-    zone = await zone_of(ui, who)
+    zone = peer.config.timezone
+    for agent in peer.allowed_agents(WEB_SESSION):
+        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
     for agent in peer.allowed_agents(WEB_SESSION):
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
@@ -207,24 +132,14 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             prev=query(path, q=text, page=page - 1) if page > 0 else None,
             next=query(path, q=text, page=page + 1) if page < last else None,
             back=query(path, q=text, page=page),
-            reminders=await reminders_of(ui, who),
+            reminders=await reminders_of(ui.peer, who.person, ui.room_name),
         )
 
     async def cancel_reminder(request: web.Request, who: Who) -> web.StreamResponse:
-        """Cancel one of the person's own reminders (the CSRF check first, as every POST);
-        anyone else's, or one that does not exist, is the same "no such reminder"."""
+        """Cancel one of the person's own reminders (the CSRF check first, as every POST)."""
         form = await ui.form(request)
-        name, rid = form.get("agent", ""), form.get("id", "")
-        agent = ui.peer.agents.get(name)
-        try:
-            if agent is None:
-                raise NotFound("no such reminder of yours (already cancelled or delivered?)")
-            store = Reminders(ui.peer.ledger, agent.db, agent.key)
-            gone = await store.cancel_mine(who.person, rid)
-        except NotFound as exc:
-            ui.flash(who, False, str(exc))
-        else:
-            ui.flash(who, True, f"Cancelled the reminder: {gone.what}")
+        ok, said = await cancel_own(ui.peer, who.person, form.get("agent", ""), form.get("id", ""))
+        ui.flash(who, ok, said)
         return await ui.act_done(f"{PREFIX}/me")
 
     async def forget(request: web.Request, who: Who) -> web.StreamResponse:
@@ -268,13 +183,4 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
     r.add_get("/me/export.json", ui.signed_in(export))
 
 
-__all__ = [
-    "PAGE_ROWS",
-    "Said",
-    "Upcoming",
-    "matching",
-    "reminders_of",
-    "repeat_text",
-    "routes",
-    "said_by",
-]
+__all__ = ["PAGE_ROWS", "Said", "matching", "routes", "said_by"]
