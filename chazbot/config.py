@@ -27,6 +27,8 @@ from pydantic import (
 from chazbot.errors import ConfigError
 
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
+REMINDER_TOOLS = ("schedule_once", "schedule_every", "list_schedules", "cancel_schedule")
+"""The reminder tools (#37, ``reminders.tools``), offered by default with the memory ones."""
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """An agent's name, for pydantic's ``pattern`` (Rust's regex: ``$`` is the very end) and
@@ -193,7 +195,7 @@ class AgentConfig(_Model):
     name: str = Field(pattern=NAME_PATTERN)
     system_prompt: str = "You are chaz, a helpful assistant with a long-term memory."
     model: str | None = None
-    allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS))
+    allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS + REMINDER_TOOLS))
     default_memory_banks: list[str] = Field(default_factory=list)
     max_iterations: int = Field(default=6, ge=1, le=50)
     capture: CaptureMode = "auto"
@@ -457,6 +459,7 @@ def load_config(path: str | Path | None = None) -> Config:
 
 __all__ = [
     "MEMORY_TOOLS",
+    "REMINDER_TOOLS",
     "AgentConfig",
     "CaptureMode",
     "Config",

@@ -50,3 +50,42 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
     assert "No reminders here" in listed.body, listed.body
     # never in another room
     assert not [s for s in alice.messages(group, sender=bot.user_id) if "⏰" in s.body]
+
+
+async def test_a_delivered_reminder_carries_only_what_its_room_may_be_told(
+    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+) -> None:
+    """Alice tells the bot in her DM where Ines lives; the same reminder delivered in her DM
+    carries it, delivered in a group with Bob it does not (the bot's own reckoning of who
+    reads the room at delivery, as for a reply)."""
+    alice, bob = await humans("alice"), await humans("bob")
+    _, bot = await chazbot(
+        standin_llm.url,
+        [alice.user_id, bob.user_id],
+        [],
+        top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
+    )
+    dm = await alice.create_room([bot.user_id], direct=True)
+    await alice.wait_member(dm, bot.user_id)
+    group = await alice.create_room([bot.user_id, bob.user_id], name="family")
+    await bob.wait_invite(group)
+    await bob.join(group)
+    await alice.wait_member(group, bot.user_id)
+    await alice.wait_member(group, bob.user_id)
+    told = await alice.ask(dm, "remember that ines.city is Ines moved to Porto last month")
+    assert told.body.startswith("Noted"), told.body
+    for room in (dm, group):
+        said = await alice.ask(room, "!chaz remind in 2 seconds to call Ines", timeout=30)
+        assert said.body.startswith("OK, I'll remind you here on"), said.body
+
+    def delivered(room: str) -> list[str]:
+        return [
+            s.body
+            for s in alice.messages(room, sender=bot.user_id)
+            if s.body.startswith("⏰ Reminder")
+        ]
+
+    in_dm = await wait_until(lambda: delivered(dm), 40, "the reminder in the DM")
+    in_group = await wait_until(lambda: delivered(group), 40, "the reminder in the group")
+    assert in_dm == [f"⏰ Reminder ({alice.user_id}): call Ines\n↳ Ines moved to Porto last month"]
+    assert in_group == [f"⏰ Reminder ({alice.user_id}): call Ines"], in_group

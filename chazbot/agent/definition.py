@@ -25,7 +25,10 @@ from pydantic import ValidationError
 
 from chazbot.config import NAME_PATTERN, AgentConfig
 from chazbot.errors import InputError
-from chazbot.memory.tools import TOOLS
+from chazbot.memory.tools import TOOLS as MEMORY_TOOLS
+from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
+
+TOOLS = [*MEMORY_TOOLS, *REMINDER_TOOLS]
 
 NAME_FIELD = "agent_name"
 """Written by ``/agent new``: the agent was made in chat (it is hosted without config.yaml)."""

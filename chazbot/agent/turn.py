@@ -31,6 +31,8 @@ from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
 from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.store import Reminders
+from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
+from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder
 
 if TYPE_CHECKING:
@@ -185,7 +187,9 @@ async def run_turn(
         store = Reminders(peer.ledger, agent.db, agent.key)
         said: str | None
         try:
-            said = await set_reminder(store, text, session.name, sender, timezone, False)
+            said = await set_reminder(
+                store, text, session.name, sender, timezone, False, origin=memory.hearing.origin
+            )
         except InputError as exc:
             said = None if asks(text) else f"{exc} (nothing was set)"
         if said is not None:
@@ -235,8 +239,18 @@ async def run_turn(
     if block is not None:
         messages.append({"role": "user", "content": block})
         log.debug("auto-recall for %s in %s:\n%s", agent.name, session.name, block)
-    allowed = [t for t in agent.config.allowed_tools if t in TOOLS]
-    tools = [TOOLS[t].schema() for t in allowed] or None
+    allowed = [t for t in agent.config.allowed_tools if t in TOOLS or t in REMINDER_TOOLS]
+    tools = [(TOOLS.get(t) or REMINDER_TOOLS[t]).schema() for t in allowed] or None
+    heard = memory.hearing.audience  # reminder tools act for the sender, in this room (#37)
+    asking = Asking(
+        Reminders(peer.ledger, agent.db, agent.key),
+        session.name,
+        sender,
+        heard is None or heard.full,  # the operator's turn; a room's model never acts as admin
+        timezone,
+        heard,
+        memory.hearing.origin,
+    )
     result = TurnResult("", recalled=hits)
     told = [evidence(r) for r in shown]  # what the model was shown of memory
     reply: str | None = None
@@ -267,9 +281,14 @@ async def run_turn(
             }
         )
         for call in answer.tool_calls:
-            ok, output = await run_tool(
-                memory, agent.config.allowed_tools, call.name, call.arguments
-            )
+            if call.name in REMINDER_TOOLS:
+                ok, output = await run_reminder_tool(
+                    asking, agent.config.allowed_tools, call.name, call.arguments
+                )
+            else:
+                ok, output = await run_tool(
+                    memory, agent.config.allowed_tools, call.name, call.arguments
+                )
             result.tool_calls.append((call.name, ok))
             if call.name == "recall" and ok:
                 told.append(output)

@@ -37,7 +37,13 @@ async def remind(ctx: Context, when_and_what: str) -> Reply:
     store = reminders_of(ctx)
     zone_name = ctx.peer.config.timezone
     text = await set_reminder(
-        store, when_and_what, ctx.session.name, ctx.sender, zone_name, ctx.is_admin
+        store,
+        when_and_what,
+        ctx.session.name,
+        ctx.sender,
+        zone_name,
+        ctx.is_admin,
+        origin=ctx.hearing.origin,
     )
     return Reply(True, text)
 
@@ -45,7 +51,7 @@ async def remind(ctx: Context, when_and_what: str) -> Reply:
 @command("reminders", (), "list this room's reminders, numbered")
 async def reminders(ctx: Context) -> Reply:
     store = reminders_of(ctx)
-    listed = await store.in_room(ctx.session.name)
+    listed = await store.in_room(ctx.session.name, ctx.hearing.audience)
     if not listed:
         return Reply(True, f"No reminders here. Set one with {ctx.prefix}remind <when> <what>.")
     lines = []
@@ -67,7 +73,7 @@ async def reminders(ctx: Context) -> Reply:
 @command("reminders cancel", (Arg("number"),), "cancel one of this room's reminders")
 async def cancel(ctx: Context, number: str) -> Reply:
     store = reminders_of(ctx)
-    found = await store.by_number(ctx.session.name, number)
+    found = await store.by_number(ctx.session.name, number, ctx.hearing.audience)
     if found.by != ctx.sender and not ctx.is_admin:
         raise PermissionDenied(f"only {found.by} (who set it) or an admin may cancel it")
     await store.cancel(found)

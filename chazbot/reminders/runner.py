@@ -7,6 +7,9 @@ due at ``now`` it sends one message, only in the room it was set in, through ``d
 occurrence, so a send repeated after a crash at the moment of delivery is the same event),
 and then records the occurrence as sent. Occurrences missed while the bot was down are one
 late delivery that says so. The clock is passed in: tests move it, nobody sleeps until 9.
+
+``notes`` (the transport's, ``reminders.remembering``) gives a line or two of memory the room
+may be told now, shown under the reminder; its failure delivers the reminder without them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +30,18 @@ log = logging.getLogger(__name__)
 
 Deliver = Callable[[str, str, str], Awaitable[bool]]
 """``deliver(room, text, transaction_id)``: True once the message is sent."""
+Notes = Callable[[Reminders, Reminder], Awaitable[list[str]]]
+"""``notes(store, reminder)``: lines of memory to show with it (the room's audience now)."""
+NOTE_MARK = "↳ "
+_ROOM_PING = re.compile(r"@room\b", re.IGNORECASE)
+
+
+def unpinging(text: str) -> str:
+    """``text`` without "@room", which Matrix's legacy push rule turns into a notification of
+    the whole room under the bot's power level (a reminder may not borrow it)."""
+    return _ROOM_PING.sub("@\u2060room", text)
+
+
 LATE_AFTER = timedelta(minutes=2)
 TICK_S = 5.0
 """How often due reminders are looked for (reading a few fields per agent)."""
@@ -46,13 +62,13 @@ HEAD = {
 }
 
 
-def message(reminder: Reminder, due: datetime, now: datetime) -> str:
-    """The delivered text: what, who set it, and whether it is late."""
-    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {reminder.what}"
+def message(reminder: Reminder, due: datetime, now: datetime, notes: Iterable[str] = ()) -> str:
+    """The delivered text: what, who set it, whether it is late, and what memory adds."""
+    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {unpinging(reminder.what)}"
     if now - due > LATE_AFTER:
         when = due.astimezone(zone(reminder.tz)).strftime("%a %d %b %H:%M")
         text += " " + LATE.get(reminder.lang, LATE["en"]).format(when=when)
-    return text
+    return "\n".join([text, *(NOTE_MARK + unpinging(n) for n in notes)])
 
 
 def transaction_id(reminder: Reminder, due: datetime) -> str:
@@ -68,10 +84,12 @@ class ReminderRunner:
         stores: Callable[[], Iterable[Reminders]],
         deliver: Deliver,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        notes: Notes | None = None,
     ) -> None:
         self.stores = stores
         self.deliver = deliver
         self.clock = clock
+        self.notes = notes
         self._task: asyncio.Task[None] | None = None
 
     async def tick(self, now: datetime | None = None) -> int:
@@ -90,7 +108,7 @@ class ReminderRunner:
                     continue
                 metrics.REMINDERS.labels("due").inc()
                 late = now - due > LATE_AFTER
-                text = message(reminder, due, now)
+                text = message(reminder, due, now, await self._notes(store, reminder))
                 try:
                     ok = await self.deliver(reminder.room, text, transaction_id(reminder, due))
                 except Exception as exc:  # the transport's failure: retried at the next tick
@@ -102,6 +120,15 @@ class ReminderRunner:
                 metrics.REMINDERS.labels("late" if late else "delivered").inc()
                 sent += 1
         return sent
+
+    async def _notes(self, store: Reminders, reminder: Reminder) -> list[str]:
+        if self.notes is None:
+            return []
+        try:
+            return await self.notes(store, reminder)
+        except Exception as exc:  # memory is extra: the reminder goes out without it
+            log.warning("reminders: no memory for %s: %s", reminder.id, exc)
+            return []
 
     async def _loop(self) -> None:
         while True:
@@ -122,4 +149,13 @@ class ReminderRunner:
             self._task = None
 
 
-__all__ = ["LATE_AFTER", "Deliver", "ReminderRunner", "message", "transaction_id"]
+__all__ = [
+    "LATE_AFTER",
+    "NOTE_MARK",
+    "Deliver",
+    "Notes",
+    "ReminderRunner",
+    "message",
+    "transaction_id",
+    "unpinging",
+]

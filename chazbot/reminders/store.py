@@ -3,7 +3,9 @@ backups and travel with the agent.
 
 - ``reminders``: a field per reminder (``r<hex>``) holding what was understood: the room it
   was set in (its session), who set it, what to say, the zone, the first time (ISO with its
-  offset), the recurrence (an RRULE or null), the language; cancelling sets ``cancelled``.
+  offset), the recurrence (an RRULE or null), the language, and ``from``: the provenance of
+  what was said (the room, who, its audience then; SPEC §5c), so a list obeys the same
+  audience rule as a row; cancelling sets ``cancelled``.
 - ``reminders_sent``: per reminder, the last occurrence delivered (ISO): what ``runner``
   advances after each delivery, so a restart never delivers an occurrence twice.
 - ``people_tz``: per person (MXID), the zone they chose with ``tz``.
@@ -20,6 +22,7 @@ from typing import Any
 
 from chazbot.errors import InputError, NotFound
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.memory.audience import Audience, Provenance
 from chazbot.reminders.when import MAX_TEXT, Understood, occurrences_after, zone
 
 REMINDERS_STORE = "reminders"
@@ -43,6 +46,21 @@ class Reminder:
     lang: str
     cancelled: bool = False
     sent: datetime | None = None
+    origin: Provenance | None = None
+    """Where it was set and who heard it then (None: set before this was kept, or by the
+    operator)."""
+
+    def told_in(self, audience: Audience | None) -> bool:
+        """Whether this reminder may be listed where ``audience`` hears (None or the full
+        view: the operator's): only in the room it was set in, and only when the row rule
+        (SPEC §5c) lets that room's readers now see what was said (fail closed: a reminder
+        with no provenance counts as said to the room's members of its time)."""
+        if audience is None or audience.full:
+            return True
+        if audience.room != self.room:
+            return False
+        origin = self.origin or Provenance(self.room, self.by, None)
+        return audience.sees(origin, self.room)
 
     @property
     def active(self) -> bool:
@@ -81,7 +99,7 @@ class Reminder:
         return due
 
     def to_data(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "room": self.room,
             "by": self.by,
             "what": self.what,
@@ -91,6 +109,9 @@ class Reminder:
             "lang": self.lang,
             "cancelled": self.cancelled,
         }
+        if self.origin is not None:
+            data["from"] = self.origin.to_data()
+        return data
 
     @classmethod
     def from_data(cls, rid: str, data: Any, sent: Any) -> Reminder | None:
@@ -106,6 +127,7 @@ class Reminder:
                 return None
             zone(tz)
             done = datetime.fromisoformat(sent) if isinstance(sent, str) else None
+            origin = Provenance.from_data(data.get("from"))
         except (KeyError, ValueError, InputError):
             return None
         return cls(
@@ -119,6 +141,7 @@ class Reminder:
             str(data.get("lang") or "en"),
             data.get("cancelled") is True,
             done,
+            origin if origin is not None and origin.room == room else None,
         )
 
 
@@ -137,12 +160,27 @@ class Reminders:
         found = [Reminder.from_data(rid, data, sent.get(rid)) for rid, data in fields.items()]
         return sorted((r for r in found if r is not None), key=lambda r: (r.first, r.id))
 
-    async def in_room(self, room: str) -> list[Reminder]:
-        """The active reminders set in ``room``, soonest first (what ``reminders`` numbers)."""
-        active = [r for r in await self.all() if r.room == room and r.active]
+    async def in_room(self, room: str, audience: Audience | None = None) -> list[Reminder]:
+        """The active reminders set in ``room`` that ``audience`` may be told (None: the
+        operator's view), soonest first (what ``reminders`` numbers)."""
+        active = [
+            r for r in await self.all() if r.room == room and r.active and r.told_in(audience)
+        ]
         return sorted(active, key=lambda r: (r.next_due() or r.first, r.id))
 
-    async def add(self, understood: Understood, room: str, by: str, limit: int | None) -> Reminder:
+    async def of_person(self, person: str) -> list[Reminder]:
+        """The active reminders ``person`` set, wherever, soonest first (their own page)."""
+        mine = [r for r in await self.all() if r.by == person and r.active]
+        return sorted(mine, key=lambda r: (r.next_due() or r.first, r.id))
+
+    async def add(
+        self,
+        understood: Understood,
+        room: str,
+        by: str,
+        limit: int | None,
+        origin: Provenance | None = None,
+    ) -> Reminder:
         """Store a new reminder; InputError past ``limit`` active ones of ``by``."""
         if limit is not None:
             mine = [r for r in await self.all() if r.by == by and r.active]
@@ -162,6 +200,7 @@ class Reminders:
             understood.first,
             understood.rule,
             understood.lang,
+            origin=origin if origin is not None and origin.room == room else None,
         )
         await self.ledger.write(
             self.db,
@@ -177,6 +216,17 @@ class Reminders:
             self.key,
             {REMINDERS_STORE: [{"op": "set", "field": reminder.id, "value": data}]},
         )
+
+    async def cancel_mine(self, person: str, rid: str) -> Reminder:
+        """Cancel ``person``'s own active reminder ``rid`` (their page's Cancel); NotFound for
+        anything else, whoever set it, so nothing about others' reminders is told."""
+        found = next(
+            (r for r in await self.all() if r.id == rid and r.by == person and r.active), None
+        )
+        if found is None:
+            raise NotFound("no such reminder of yours (already cancelled or delivered?)")
+        await self.cancel(found)
+        return found
 
     async def mark_sent(self, reminder: Reminder, occurrence: datetime) -> None:
         await self.ledger.write(
@@ -195,9 +245,9 @@ class Reminders:
             self.db, self.key, {ZONES_STORE: [{"op": "set", "field": person, "value": name}]}
         )
 
-    async def by_number(self, room: str, number: str) -> Reminder:
+    async def by_number(self, room: str, number: str, audience: Audience | None = None) -> Reminder:
         """The ``number``-th of ``in_room`` (as ``reminders`` lists them)."""
-        listed = await self.in_room(room)
+        listed = await self.in_room(room, audience)
         if not number.isdigit() or not 1 <= int(number) <= len(listed):
             raise NotFound(
                 f"no reminder {number[:12]!r} here; the list has {len(listed)} (see reminders)"

@@ -19,14 +19,30 @@ passes now and the zone.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dateutil import rrule
 
 from chazbot.errors import InputError
+
+T = TypeVar("T")
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-time")
+"""One thread reads times: dateparser is pure Python and takes up to a second or two on a
+long hostile text, which must not hold the event loop (every room's turns wait on it)."""
+
+
+async def off_loop(read: Callable[..., T], *args: object) -> T:
+    """``read(*args)`` on the time-reading thread, one at a time (dateparser's caches are
+    shared), while the event loop goes on."""
+    return await asyncio.get_running_loop().run_in_executor(_READER, read, *args)
+
 
 MAX_TEXT = 500
 """Characters of a reminder's text (what to remind of)."""
@@ -331,6 +347,51 @@ def _rule_text(rule: rrule.rrule) -> str:
     ).removeprefix("RRULE:")
 
 
+FREQUENCIES = {"daily": rrule.DAILY, "weekly": rrule.WEEKLY, "monthly": rrule.MONTHLY}
+"""The recurrences a reminder may have: at most one occurrence a day."""
+MAX_INTERVAL = 12
+WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def recurring(
+    frequency: str,
+    hour: int,
+    minute: int,
+    now: datetime,
+    tz: ZoneInfo,
+    what: str,
+    weekday: int | None = None,
+    week: int | None = None,
+    interval: int = 1,
+    lang: str = "en",
+) -> Understood:
+    """A recurrence from its parts (the ``schedule_every`` tool): ``frequency`` one of
+    ``FREQUENCIES``, at ``hour``:``minute`` in ``tz``; ``weekday`` (0 = Monday) for weekly and
+    monthly, ``week`` (1-4, or -1 for the last) for monthly; every ``interval``-th. The
+    caller checks the bounds; dateutil builds the rule and finds the first occurrence."""
+    freq = FREQUENCIES[frequency]
+    base = now.astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
+    day: rrule.weekday | None = None
+    if weekday is not None:
+        day = rrule.weekdays[weekday]
+        if week is not None:
+            day = day(week)
+    rule = rrule.rrule(
+        freq,
+        dtstart=base,
+        interval=interval,
+        byweekday=day,
+        byhour=hour,
+        byminute=minute,
+        bysecond=0,
+    )
+    first_naive = rule.after(base)
+    if first_naive is None:
+        raise InputError("that recurrence never happens after now")
+    first, note = localise(first_naive, tz)
+    return Understood(first, _rule_text(rule), what, lang, note)
+
+
 def occurrences_after(rule: str, first: datetime, after: datetime, tz: ZoneInfo) -> datetime:
     """The first occurrence of ``rule`` (from ``first``) later than ``after``, in ``tz``:
     dateutil steps the local wall clock (DST-correct: 08:00 stays 08:00 across a change)."""
@@ -352,23 +413,30 @@ def describe_rule(rule: str | None) -> str:
         return "none"
     parts = dict(p.split("=", 1) for p in rule.split(";") if "=" in p)
     freq = parts.get("FREQ", "")
+    every = parts.get("INTERVAL", "1")
+    also = "" if every == "1" else f" (every {every})"
     if freq == "DAILY":
-        return "daily"
+        return "daily" + also
     if freq == "WEEKLY":
-        return f"weekly:{parts.get('BYDAY', '')}"
+        return f"weekly:{parts.get('BYDAY', '')}" + also
     if freq == "MONTHLY":
-        return f"monthly:{parts.get('BYDAY', '').lstrip('+')}"
-    return freq.lower()
+        return f"monthly:{parts.get('BYDAY', '').lstrip('+')}" + also
+    return freq.lower() + also
 
 
 __all__ = [
+    "FREQUENCIES",
+    "MAX_INTERVAL",
     "MAX_TEXT",
     "TRIGGERS",
+    "WEEKDAY_NAMES",
     "Understood",
     "asks_for_reminder",
     "describe_rule",
     "localise",
     "occurrences_after",
+    "off_loop",
+    "recurring",
     "understand",
     "zone",
 ]

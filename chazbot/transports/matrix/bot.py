@@ -93,7 +93,7 @@ class MatrixBot:
         self.sync: SyncLoop | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._supervisor: asyncio.Task[None] | None = None
-        self.reminders = reminder_runner(peer, self._delivery_parts)
+        self.reminders = reminder_runner(peer, self._delivery_parts, self.audience)
         self.media: Media | None = None
 
     # ---- public state ------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A person's page: what the bot keeps that they said (SPEC §5c), with search, forget one,
-forget all and a JSON download.
+forget all and a JSON download; and the reminders they set, each cancellable (``reminders``).
 
 It reads exactly what ``/memory mine`` reads in a DM (every agent the page's session may
 use, the person's own view), and forgets through ``/memory forget-mine``: one rule for the
@@ -25,6 +25,7 @@ from chazbot.transports.web.pages import (
     page_number,
     query,
 )
+from chazbot.transports.web.reminders import cancel_own, reminders_of
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
@@ -131,7 +132,15 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             prev=query(path, q=text, page=page - 1) if page > 0 else None,
             next=query(path, q=text, page=page + 1) if page < last else None,
             back=query(path, q=text, page=page),
+            reminders=await reminders_of(ui.peer, who.person, ui.room_name),
         )
+
+    async def cancel_reminder(request: web.Request, who: Who) -> web.StreamResponse:
+        """Cancel one of the person's own reminders (the CSRF check first, as every POST)."""
+        form = await ui.form(request)
+        ok, said = await cancel_own(ui.peer, who.person, form.get("agent", ""), form.get("id", ""))
+        ui.flash(who, ok, said)
+        return await ui.act_done(f"{PREFIX}/me")
 
     async def forget(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)
@@ -170,6 +179,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
     r.add_post("/me/forget", ui.signed_in(forget))
     r.add_post("/me/forget-all", ui.signed_in(forget_all))
     r.add_post("/me/undo", ui.signed_in(undo))
+    r.add_post("/me/cancel-reminder", ui.signed_in(cancel_reminder))
     r.add_get("/me/export.json", ui.signed_in(export))
 
 

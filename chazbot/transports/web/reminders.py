@@ -1,0 +1,101 @@
+"""A person's reminders on their memory page (#37): each active reminder they set, with any
+agent of this peer, as a person reads it (what, when next in their zone, how often, where),
+and cancelling one of their own (``Reminders.cancel_mine``: only theirs; any other id gets
+the same "no such reminder")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from chazbot.errors import NotFound
+from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.when import WEEKDAY_NAMES, describe_rule
+
+if TYPE_CHECKING:
+    from chazbot.peer import Peer
+
+_DAYS = {name[:2].upper(): name.capitalize() for name in WEEKDAY_NAMES}
+_NTH = {"1": "1st", "2": "2nd", "3": "3rd", "4": "4th", "-1": "last"}
+
+
+def repeat_text(rule: str | None) -> str:
+    """A recurrence as a person says it: once, every day, every Monday, 1st Monday monthly."""
+    plain = describe_rule(rule)
+    kind, _, every = plain.partition(" (every ")
+    also = f" (every {every}" if every else ""
+    if kind == "none":
+        return "once"
+    if kind == "daily":
+        return "every day" + also
+    if kind.startswith("weekly:"):
+        return f"every {_DAYS.get(kind[7:], kind[7:])}" + also
+    if kind.startswith("monthly:"):
+        day = kind[8:]
+        nth, name = day[:-2], day[-2:]
+        return f"{_NTH.get(nth, nth)} {_DAYS.get(name, name)} of the month" + also
+    return plain
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """One active reminder the person set, as their page shows it; where is named as the
+    page names the rooms of rows (``person.Said.room``)."""
+
+    agent: str
+    reminder: Reminder
+    zone: str = "UTC"
+    room_name: str | None = None
+
+    @property
+    def when(self) -> str:
+        due = self.reminder.next_due() or self.reminder.first
+        return due.astimezone(ZoneInfo(self.zone)).strftime("%a %d %b %Y, %H:%M")
+
+    @property
+    def repeat(self) -> str:
+        return repeat_text(self.reminder.rule)
+
+    @property
+    def room(self) -> str:
+        origin = self.reminder.origin
+        if origin is not None and origin.audience == (self.reminder.by,):
+            return f"your DM with {self.agent}"
+        if self.room_name:
+            return self.room_name
+        if origin is None or origin.audience is None:
+            return "a room"
+        return f"a group room of {len(origin.audience)} people"
+
+
+async def reminders_of(
+    peer: Peer, person: str, room_name: Callable[[str], str | None]
+) -> list[Upcoming]:
+    """Every active reminder ``person`` set, with any agent of ``peer``, soonest first, in
+    their zone (``tz``, as the page shows rows)."""
+    zone = peer.config.timezone
+    for agent in peer.agents.values():
+        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(person, zone)
+    found: list[Upcoming] = []
+    for agent in peer.agents.values():
+        for r in await Reminders(peer.ledger, agent.db, agent.key).of_person(person):
+            found.append(Upcoming(agent.name, r, zone, room_name(r.room)))
+    found.sort(key=lambda u: (u.reminder.next_due() or u.reminder.first, u.reminder.id))
+    return found
+
+
+async def cancel_own(peer: Peer, person: str, agent_name: str, rid: str) -> tuple[bool, str]:
+    """Cancel ``person``'s own reminder ``rid`` of agent ``agent_name``: (ok, what to say)."""
+    agent = peer.agents.get(agent_name)
+    try:
+        if agent is None:
+            raise NotFound("no such reminder of yours (already cancelled or delivered?)")
+        gone = await Reminders(peer.ledger, agent.db, agent.key).cancel_mine(person, rid)
+    except NotFound as exc:
+        return False, str(exc)
+    return True, f"Cancelled the reminder: {gone.what}"
+
+
+__all__ = ["Upcoming", "cancel_own", "reminders_of", "repeat_text"]
