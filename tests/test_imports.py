@@ -42,6 +42,7 @@ RANKS = {
     "peer": 5,
     "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
     "peer_hosting": 5,
+    "peer_models": 5,
     "transports": 6,
     "service": 7,
     "cli": 7,

@@ -29,8 +29,8 @@ async def test_walkthrough_share_import_grant_replicate(tmp_path: Path) -> None:
         chazbot.open(tmp_path / "a", cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         assert (await a.command('/memory new project-notes "Shared notes"')).ok
         assert (await a.command("/memory grant project-notes alpha write")).ok
         await a.agent("alpha").remember(
@@ -76,8 +76,8 @@ async def test_read_only_import_says_a_way_out_that_works(tmp_path: Path) -> Non
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         await a.command("/memory new notes")
         ticket = (await a.command("/memory share notes")).text.split()[-1]
         await b.command(f"/memory import {ticket} read")
@@ -138,8 +138,8 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha", "beta")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma", "delta")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         assert (await a.command("/memory new project-notes")).ok
         assert (await a.command("/memory grant project-notes alpha write")).ok
         await share_and_import(a, b, "project-notes")
@@ -191,9 +191,9 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
         await alpha.remember("after.a", "alpha still writes", bank="project-notes")
 
         async def b_is_turned_away() -> bool:
-            assert b.replicator is not None
+            assert b.sync.replicator is not None
             return any(
-                s.failing and "may not" in (s.last_error or "") for s in b.replicator.status()
+                s.failing and "may not" in (s.last_error or "") for s in b.sync.replicator.status()
             )
 
         await wait_until(b_is_turned_away)  # A no longer serves B's key: neither pull nor push
@@ -214,14 +214,14 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         await a.command("/memory new project-notes")
         await a.command("/memory grant project-notes alpha write")
         await share_and_import(a, b, "project-notes")
         assert (await b.command("/memory grant project-notes gamma write")).ok
         bank_db = (await a.registry.get("bank", "project-notes")).db  # type: ignore[union-attr]
-        await b.stop_sync()  # B keeps the auth state from before the revocation
+        await b.sync.stop()  # B keeps the auth state from before the revocation
         assert (await a.command(f"/memory revoke project-notes {b.key.public}")).ok
         await b.agent("gamma").remember("after.revoke", "reaches no one", bank="project-notes")
         late = [d for _, d in await b.ledger.entries(bank_db) if b"after.revoke" in d]
@@ -229,9 +229,9 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         await a.ledger.ingest(late)
         assert "after.revoke" not in await keys(a, "alpha", "project-notes")
         # when B syncs again, A refuses its key: that is how B learns, and it stops writing
-        await b.start_sync()
-        assert b.replicator is not None
-        replicator = b.replicator
+        await b.sync.start()
+        assert b.sync.replicator is not None
+        replicator = b.sync.replicator
 
         async def refused() -> bool:
             return replicator.withdrawn(bank_db) is not None
@@ -249,7 +249,7 @@ async def test_bad_tickets_and_unshare(tmp_path: Path) -> None:
         await a.command("/memory new notes")
         r = await a.command("/memory unshare notes")
         assert not r.ok and "not shared" in r.text
-        await a.start_sync()
+        await a.sync.start()
         assert (await a.command("/memory share notes")).ok
         assert (await a.command("/memory unshare notes")).ok
 
@@ -267,8 +267,8 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
     a = await a_cm.__aenter__()
     try:
         async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
-            await a.start_sync()
-            await b.start_sync()
+            await a.sync.start()
+            await b.sync.start()
             assert (await a.command("/memory new notes")).ok
             await share_and_import(a, b, "notes")
             assert (await b.command("/memory grant notes gamma write")).ok
@@ -277,7 +277,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
             async def heard() -> bool:
                 return all(
                     p.last_pull is not None and p.last_push is not None and p.pushed > 0
-                    for p in await b.sync_pairs()
+                    for p in await b.sharing.sync_pairs()
                 )
 
             await wait_until(heard)
@@ -298,7 +298,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
             await b.agent("gamma").remember("k2", "v2", bank="notes")
 
             async def failing() -> bool:
-                return [p.state for p in await b.sync_pairs()] == ["failing"]
+                return [p.state for p in await b.sharing.sync_pairs()] == ["failing"]
 
             await wait_until(failing)
             r = await b.command("/sharing status")

@@ -63,13 +63,14 @@ class SyncCollector(Collector):
         family = CounterMetricFamily(
             "chazbot_sync_entries", "Sync entries by direction", labels=["direction"]
         )
-        for direction, value in self.peer.sync_counters().items():
+        for direction, value in self.peer.sync.counters().items():
             family.add_metric([direction], value)
         yield family
         pairs = GaugeMetricFamily(
             "chazbot_sync_pairs", "Synced (bank, peer) pairs by state", labels=["state"]
         )
-        status = self.peer.replicator.status() if self.peer.replicator is not None else []
+        replicator = self.peer.sync.replicator
+        status = replicator.status() if replicator is not None else []
         failing = sum(p.failing for p in status)
         pairs.add_metric(["ok"], len(status) - failing)
         pairs.add_metric(["failing"], failing)
@@ -131,7 +132,7 @@ class HttpServer:
         self._guards: GuardCollector | None = None
 
     def guards(self) -> list[ConnectionGuard]:
-        sync = self.peer.sync_server
+        sync = self.peer.sync.server
         return [self.guard] + ([sync.guard] if sync is not None else [])
 
     @web.middleware
@@ -224,7 +225,7 @@ class HttpServer:
         return out
 
     async def _llm_check(self) -> dict[str, Any]:
-        llm = self.peer.llm
+        llm = self.peer.models.llm
         if llm is None:
             return {"ok": True, "note": "no LLM configured"}
         cached = self._llm_checked
