@@ -135,7 +135,7 @@ async def test_bad_input_is_one_line_and_changes_nothing(
         "/agent new gull system_prompt": "expected key=value",
         '/agent new gull system_prompt="unclosed': "cannot parse the settings",
         "/agent new 'bad name'": "bad agent name",
-        "/agent new reload": "is an /agent verb",
+        "/agent new reload": "is a word of the agent command",
         "/agent new parrot": "exists already",
         "/agent new chaz": "exists already",
         "/agent set parrot colour grey": "key must be one of",

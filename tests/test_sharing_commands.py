@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,22 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import PermissionDenied
 from chazbot.peer import Peer
+from chazbot.transports.web import admin
 from tests.waits import wait_until
+
+
+async def holders_worded_once(peer: Peer, bank: str, expected: str) -> None:
+    """ "Who holds this key" reads the same in ``/memory stats`` and on the web's bank page:
+    one function words it (``key_holders``)."""
+    hosted = await peer.registry.get("bank", bank)
+    assert hosted is not None
+    ui: Any = SimpleNamespace(peer=peer)
+    shown = await admin.holders(ui, hosted.db)
+    stats = await peer.command(f"/memory stats {bank}")
+    assert stats.ok, stats.text
+    assert any(expected in h.who for h in shown), shown
+    for h in shown:
+        assert f"- {h.key} {h.perm.name} — {h.who}" in stats.text, (h, stats.text)
 
 
 def cfg(path: Path, agent: str) -> Config:
@@ -49,6 +66,7 @@ async def test_walkthrough_share_import_grant_replicate(tmp_path: Path) -> None:
         not_admin = await a.command(f"/sharing approve {request_id.group(1)}", is_admin=False)
         assert not not_admin.ok
         assert (await a.command(f"/sharing approve {request_id.group(1)}")).ok
+        await holders_worded_once(a, "project-notes", f"import request {request_id.group(1)}")
         done = await b.command(f"/memory import {ticket.group(0)} admin")
         assert done.ok and "Imported bank project-notes" in done.text, done.text
 
@@ -318,7 +336,7 @@ def pair_states(peer: Peer) -> dict[str, float]:
     """``chazbot_sync_pairs`` as ``/metrics`` shows it, by state."""
     from chazbot.transports.http import SyncCollector
 
-    (family,) = [f for f in SyncCollector(peer).collect() if f.name == "chazbot_sync_pairs"]
+    (family,) = [f for f in SyncCollector(peer.sync).collect() if f.name == "chazbot_sync_pairs"]
     return {s.labels["state"]: s.value for s in family.samples}
 
 

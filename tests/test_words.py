@@ -291,3 +291,17 @@ async def test_forget_mine_is_undone_like_a_forget_in_words(tmp_path: Path, cfg:
         assert "Brought back 1 row" in await cmd("/memory undo")
         assert [h.value for h in await chaz.recall("wifi")] == ["My wifi password is tulip-42."]
         assert "nothing of yours" in await cmd("/memory undo")  # once
+
+
+async def test_the_prefix_travels_in_the_hearing_from_chat_to_the_answer(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """``peer.chat(prefix=…)`` puts the prefix in the turn's ``Hearing``; the answer in words
+    names commands as they are written there (no loose parameter down the turn)."""
+    async with chazbot.open(tmp_path, cfg) as peer:
+        matrix = await peer.chat("What can you do?", session="m", sender=ALICE, prefix="!chaz ")
+        assert "!chaz help" in matrix.text and "/help" not in matrix.text, matrix.text
+        terminal = await peer.chat("What can you do?", session="t")
+        assert "/help" in terminal.text and "!chaz" not in terminal.text, terminal.text
+        chaz = peer.agent("chaz")
+        assert peer.hearing(chaz, ALICE, None, "!chaz ").prefix == "!chaz "
