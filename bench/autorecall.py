@@ -96,7 +96,7 @@ async def main() -> None:
             targets = [("own", agent.db)]
             for name in banks:
                 if await peer.registry.get("bank", name) is None:
-                    await peer.create_bank(name)
+                    await peer.hosting.create_bank(name)
                     await peer.command(f"/memory grant {name} chaz read")
                 hosted = await peer.registry.get("bank", name)
                 assert hosted is not None

@@ -116,8 +116,8 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
         cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
         async with chazbot.open(tmp, cfg) as peer:
-            assert peer.llm is not None
-            await peer.llm.ping()
+            assert peer.models.llm is not None
+            await peer.models.llm.ping()
             agent = peer.agent("chaz")
 
             def dm(room: str) -> Any:

@@ -188,7 +188,7 @@ async def run_model(
             agents=[AgentConfig(name="chaz", capture=agent_capture)],
         )
         async with chazbot.open(tmp, cfg) as peer:
-            llm = peer.llm
+            llm = peer.models.llm
             assert llm is not None
             started = time.perf_counter()
             await llm.ping()

@@ -139,7 +139,7 @@ async def main(rows: int, reps: int) -> dict[str, Any]:
             filled = time.perf_counter() - started
             await server.start()
             base = f"http://127.0.0.1:{server.port}"
-            peer.config = cfg.model_copy(
+            peer.hosting.config = cfg.model_copy(
                 update={"web": cfg.web.model_copy(update={"public_url": base})}
             )
             alice = await signed_in(base, peer, ALICE)

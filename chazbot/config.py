@@ -334,7 +334,7 @@ class Config(_Model):
     def room_agent_names(self) -> list[tuple[str, str]]:
         """Every (room glob, agent name) ``matrix.room_agents`` names. Whether each agent
         exists is checked where agents are known: config.yaml's and those made in chat
-        (``HostingMixin``), at start and at each reload."""
+        (``peer_hosting.Hosting``), at start and at each reload."""
         if self.matrix is None:
             return []
         return [(glob, n) for glob, names in self.matrix.room_agents.items() for n in names]

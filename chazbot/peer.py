@@ -1,8 +1,13 @@
-"""One running peer: its state directory, ledger, keys, agents, banks and memory engine.
+"""One running peer: its state directory, ledger, keys and memory engine, and the parts it
+holds: ``hosting`` (agents and banks, ``peer_hosting``), ``sync`` and ``sharing`` (the sync
+service, sharing and importing banks, ``peer_sharing``), ``models`` (chat models,
+``peer_models``) and ``captures`` (capture after a turn, ``agent.capture_tasks``).
 
-``Peer.open`` creates what is missing on first start (the state directory with owner-only
-permissions, the peer key, each configured agent's key and DB, the default banks) and is
-idempotent on every later start.
+``Peer.open`` builds every part whole, in one place, and creates what is missing on first
+start (the state directory with owner-only permissions, the peer key, each configured
+agent's key and DB, the default banks); it is idempotent on every later start. ``Peer`` itself
+runs sessions, commands and turns; the Python API's entry points (``chazbot.open``,
+``peer.agent(name)``, ``peer.chat``, ``peer.command``) stay on it.
 """
 
 from __future__ import annotations
@@ -10,19 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from chazbot import metrics
-from chazbot.agent.capture import Mode, capture_mode
 from chazbot.agent.capture_sources import CaptureSources
 from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
-from chazbot.agent.llm import ChatModel, OpenAIChat, make_llm, public_url
-from chazbot.agent.local_llm import LocalChat
-from chazbot.agent.model_check import chat_model_spec
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
 from chazbot.agent.turn import TurnResult, run_turn
@@ -43,9 +45,10 @@ from chazbot.memory.banks import (
 from chazbot.memory.embedders import Embedder, make_embedder
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing
-from chazbot.peer_hosting import Agent, HostingMixin
-from chazbot.peer_sharing import SharingMixin
-from chazbot.sync import Replicator, Sharing, SyncServer
+from chazbot.peer_hosting import Agent, Hosting
+from chazbot.peer_models import Models
+from chazbot.peer_sharing import Sharing, SyncService
+from chazbot.sync import Sharing as SharingStore
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +59,9 @@ ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
 """A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
 
 
-class Peer(HostingMixin, SharingMixin):
-    """The state and services of one chazbot process. Its jobs beside sessions, commands and
-    turns live in their own modules: agents and banks (``peer_hosting.HostingMixin``),
-    serving and importing databases (``peer_sharing.SharingMixin``), capture after a turn
-    (``agent.capture_tasks``)."""
+class Peer:
+    """The state and parts of one chazbot process (see the module docstring). Built whole by
+    ``open``; nothing is attached to it afterwards."""
 
     def __init__(
         self,
@@ -70,42 +71,47 @@ class Peer(HostingMixin, SharingMixin):
         registry: Registry,
         memory: MemoryEngine,
         embedder: Embedder | None,
+        state_lock: StateLock | None,
+        hosting: Hosting,
+        sync: SyncService,
+        sharing: Sharing,
     ) -> None:
-        self.config = config
         self.ledger = ledger
         self.key = key
         self.registry = registry
         self.memory = memory
         self.embedder = embedder
-        self.agents: dict[str, Agent] = {}
+        self.state_lock = state_lock  # held from open to close
+        self.hosting = hosting
+        self.sync = sync
+        self.sharing = sharing
+        self.models = Models(config.llm, Path(config.state_dir) / "models")
+        self.captures = CaptureTasks(CaptureSources(ledger.kv))
+        self.people = People(ledger, key)  # allowed from chat (!chaz people)
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()
-        self._llm: ChatModel | None = None
-        self.state_lock: StateLock | None = None  # held from open to close
-        self._llm_made = False
-        self._agent_llms: dict[tuple[str, str], LocalChat] = {}  # an agent's own local model
-        self._refused_models: set[tuple[str, str]] = set()
-        self.captures = CaptureTasks(CaptureSources(ledger.kv))
-        self.sharing = Sharing(ledger)
-        self.sync_server: SyncServer | None = None
-        self.replicator: Replicator | None = None
-        self.redefining: set[asyncio.Task[None]] = set()
-        self.people = People(ledger, key)  # allowed from chat (!chaz people)
-        ledger.add_listener(self.on_agent_fields)
-        registry.withdrawn = self._withdrawn
+        ledger.add_listener(hosting.on_agent_fields)
 
-    def _withdrawn(self, db: str) -> str | None:
-        return self.replicator.withdrawn(db) if self.replicator is not None else None
+    @property
+    def config(self) -> Config:
+        """The running config (a reload replaces it: ``hosting.reload_config``)."""
+        return self.hosting.config
 
     @property
     def state_dir(self) -> Path:
         return Path(self.config.state_dir)
 
     @classmethod
-    async def open(cls, config: Config, role: str = "open") -> Peer:
+    async def open(
+        cls,
+        config: Config,
+        role: str = "open",
+        config_loader: Callable[[], Config] | None = None,
+    ) -> Peer:
         """Open the state directory, holding its lock until ``close`` (``StateLocked`` when
-        another process holds it; ``role`` is what that process is told holds it)."""
+        another process holds it; ``role`` is what that process is told holds it).
+        ``config_loader`` reads the config file again for a reload (``chazbot run``)."""
         state = Path(config.state_dir)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(state, 0o700)
@@ -116,16 +122,22 @@ class Peer(HostingMixin, SharingMixin):
             lock.release()
             raise
         try:
-            registry = Registry(ledger)
-            key = await registry.key(PEER_KEY)
+            key = await ledger.keys.first(PEER_KEY)
             if key is None:
                 key = KeyPair.generate()
-                await registry.save_key(key, PEER_KEY)
+                await ledger.keys.add(key, PEER_KEY)
                 log.info("created peer key %s", key.public)
+            store = SharingStore(ledger)
+            sync = SyncService(config, ledger, key, store)
+            registry = Registry(ledger, withdrawn=sync.withdrawn)
+            sharing = Sharing(sync, ledger, registry, store)
             embedder = make_embedder(config.embedding)
-            peer = cls(config, ledger, key, registry, MemoryEngine(ledger, embedder), embedder)
-            peer.state_lock = lock
-            await peer.load_agents()
+            memory = MemoryEngine(ledger, embedder)
+            hosting = Hosting(config, ledger, key, registry, memory, sharing, config_loader)
+            peer = cls(
+                config, ledger, key, registry, memory, embedder, lock, hosting, sync, sharing
+            )
+            await hosting.load_agents()
             await peer.people.load()
             if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
                 await peer.memory.resume_vectors()
@@ -137,11 +149,10 @@ class Peer(HostingMixin, SharingMixin):
 
     async def close(self) -> None:
         await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
-        await self.stop_sync()
+        await self.sync.stop()
         await self.memory.stop_vectors(0)  # what is left is recorded as owed
-        await asyncio.gather(*self.redefining, return_exceptions=True)
-        if self._llm is not None:
-            await self._llm.aclose()
+        await asyncio.gather(*self.hosting.redefining, return_exceptions=True)
+        await self.models.aclose()
         if self.embedder is not None:
             await self.embedder.aclose()
         try:
@@ -158,15 +169,28 @@ class Peer(HostingMixin, SharingMixin):
 
     # ---- sessions and commands -------------------------------------------------------------
 
+    def agent(self, name: str) -> Agent:
+        """The hosted agent ``name`` (the Python API's entry point: ``hosting.agent``)."""
+        return self.hosting.agent(name)
+
+    @property
+    def agents(self) -> Mapping[str, Agent]:
+        """The hosted agents by lowercased name (read-only: ``hosting`` changes them)."""
+        return MappingProxyType(self.hosting.agents)
+
     @staticmethod
-    def hearing(agent: AgentHandle, sender: str, audience: Audience | None) -> Hearing:
+    def hearing(
+        agent: AgentHandle, sender: str, audience: Audience | None, prefix: str = "/"
+    ) -> Hearing:
         """How ``agent``'s memory is heard in a session with ``audience`` (SPEC §5c): None or
-        the full view is the operator's (terminal, ``chazbot cmd``, the Python API)."""
+        the full view is the operator's (terminal, ``chazbot cmd``, the Python API).
+        ``prefix`` is how commands are written there (``!chaz `` in Matrix)."""
         if audience is None or audience.full:
-            return OPERATOR_HEARING
+            return OPERATOR_HEARING if prefix == "/" else Hearing(prefix=prefix)
         origin = audience.origin(sender)
         # the agent's mode says how its new rows are scoped; what it reads obeys each row's rule
-        return Hearing(audience, origin, scoped=agent.config.memory_audience != "agent")
+        scoped = agent.config.memory_audience != "agent"
+        return Hearing(audience, origin, scoped=scoped, prefix=prefix)
 
     async def session(self, name: str) -> Session:
         """The session named ``name`` (created on first use, kept across restarts)."""
@@ -184,7 +208,7 @@ class Peer(HostingMixin, SharingMixin):
     async def session_agent(self, session: Session) -> Agent:
         """The agent that answers in a session: its chosen one if it may, else the first it
         may use (the first configured, unless the config restricts the room)."""
-        allowed = self.allowed_agents(session.name)
+        allowed = self.hosting.allowed_agents(session.name)
         if not allowed:
             raise PermissionDenied("no configured agent may answer in this room")
         chosen = await session.agent_name()
@@ -215,51 +239,27 @@ class Peer(HostingMixin, SharingMixin):
         try:
             sess = await self.session(session)
             who = self.agent(agent) if agent else await self.session_agent(sess)
-            self.check_agent_allowed(session, who)
+            self.hosting.check_agent_allowed(session, who)
         except (NotFound, PermissionDenied) as exc:
             return Reply(False, str(exc))
-        hearing = self.hearing(who, sender, audience)
-        ctx = Context(self, who, sess, sender, is_admin, prefix, hearing)
+        ctx = Context(
+            agents=self.hosting,
+            banks=self.hosting,
+            sharing=self.sharing,
+            models=self.models,
+            ledger=self.ledger,
+            engine=self.memory,
+            key=self.key,
+            people=self.people,
+            agent=who,
+            session=sess,
+            sender=sender,
+            is_admin=is_admin,
+            hearing=self.hearing(who, sender, audience, prefix),
+        )
         reply = await run_command(ctx, text)
         metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()
         return reply
-
-    @property
-    def llm(self) -> ChatModel | None:
-        """The chat model (made on first use: the local one loads lazily)."""
-        if not self._llm_made:
-            self._llm = make_llm(self.config.llm, self.state_dir / "models")
-            self._llm_made = True
-        return self._llm
-
-    def llm_for(self, agent: AgentHandle) -> ChatModel | None:
-        """The chat model that answers as ``agent``: the peer's; with the embedded backend and
-        an agent ``model`` of its own (a built-in, GGUF path or URL, ``/agent set``), a
-        LocalChat of that model (each loaded once, on first use). An OpenAI-compatible backend
-        takes the agent's model per request instead."""
-        base, model = self.llm, agent.config.model
-        if model is None or not isinstance(base, LocalChat) or model == base.cfg.model:
-            return base
-        definition = getattr(agent, "definition", None)
-        from_chat = definition is not None and definition.sources.get("model") == "chat"
-        key = ("chat" if from_chat else "config", model)
-        found = self._agent_llms.get(key)
-        if found is None:
-            # a model set from chat loads only what the operator offers (model_check.py)
-            spec = chat_model_spec(base.cfg, base.models_dir, model) if from_chat else model
-            if spec is None:  # stored from chat before models were offered: never fetched
-                if key not in self._refused_models:
-                    self._refused_models.add(key)
-                    log.warning(
-                        "agent %s: model %.80r is not offered to chat (llm.chat_models); "
-                        "the peer's model answers",
-                        agent.name,
-                        model,
-                    )
-                return base
-            cfg = base.cfg.model_copy(update={"model": spec, "model_sha256": None})
-            found = self._agent_llms[key] = LocalChat(cfg, self.state_dir / "models")
-        return found
 
     async def chat(
         self,
@@ -285,13 +285,13 @@ class Peer(HostingMixin, SharingMixin):
         """
         sess = await self.session(session)
         who = self.agent(agent) if agent else await self.session_agent(sess)
-        self.check_agent_allowed(session, who)
-        memory = who.memory.within(self.hearing(who, sender, audience))
-        llm = self.llm_for(who)
+        self.hosting.check_agent_allowed(session, who)
+        memory = who.memory.within(self.hearing(who, sender, audience, prefix))
+        llm = self.models.llm_for(who)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            mode = await self.capture_mode(who, sess)
+            mode = await self.models.capture_mode(who, sess)
             result = await run_turn(
                 self,
                 who,
@@ -300,7 +300,6 @@ class Peer(HostingMixin, SharingMixin):
                 sender,
                 llm,
                 memory,
-                prefix,
                 self.config.timezone,
                 pictures,
                 acknowledge=mode != "off",
@@ -331,7 +330,7 @@ class Peer(HostingMixin, SharingMixin):
             result.llm_seconds,
         )
         metrics.TURNS.labels("ok" if result.ok else "failed").inc()
-        if not result.ok and self._llm is not None:
+        if not result.ok and self.models.made is not None:
             metrics.LLM_ERRORS.inc()
         if result.llm_seconds:
             metrics.LLM_SECONDS.observe(result.llm_seconds)
@@ -355,7 +354,7 @@ class Peer(HostingMixin, SharingMixin):
         in the session. How many rows it hid."""
         async with self._locks.setdefault(session, asyncio.Lock()):
             found = await self.captures.lookup(
-                self.agents, session, message_id, by, may_redact_others
+                self.hosting.agents, session, message_id, by, may_redact_others
             )
             if found is None:
                 return 0
@@ -377,19 +376,17 @@ class Peer(HostingMixin, SharingMixin):
         ``text``, its new words, gives (empty: only forgotten). How many rows it gave."""
         sess = await self.session(session)
         async with self._locks.setdefault(session, asyncio.Lock()):
-            found = await self.captures.lookup(self.agents, session, message_id, sender, False)
+            found = await self.captures.lookup(
+                self.hosting.agents, session, message_id, sender, False
+            )
             if found is None:
                 return 0
             source, who = found
             memory = who.memory.within(self.hearing(who, sender, audience))
-            llm = self.llm_for(who)
-            mode = await self.capture_mode(who, sess)
+            llm = self.models.llm_for(who)
+            mode = await self.models.capture_mode(who, sess)
             said = Said(who, sess, text, sender, "", sent_at, message_id)
             return await self.captures.resay(source, said, llm, mode, memory)
-
-    async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode:
-        """What capture does for ``agent`` (in ``session``, whose switch may override it)."""
-        return await capture_mode(agent, session, self.llm)
 
     async def wait_captures(self, timeout: float | None = None) -> None:
         """Wait until every capture started so far is done (cancel what is left at timeout),
@@ -400,15 +397,11 @@ class Peer(HostingMixin, SharingMixin):
 
     async def describe(self) -> str:
         """Which chat model, embedder and capture mode are active (the start line says it)."""
-        llm = self.llm
-        if llm is None:
-            chat = "none (install chazbot[local] or set llm:)"
-        elif isinstance(llm, OpenAIChat):
-            chat = f"{llm.name} at {public_url(llm.cfg.api_base)}"
-        else:
-            chat = f"{llm.name} (embedded)"
+        llm = self.models.llm
+        chat = llm.describe() if llm is not None else "none (install chazbot[local] or set llm:)"
         embedder = self.embedder.name if self.embedder is not None else "none (BM25 only)"
-        modes = [(a.name, await self.capture_mode(a)) for a in self.agents.values()]
+        agents = self.hosting.agents.values()
+        modes = [(a.name, await self.models.capture_mode(a)) for a in agents]
         capture = modes[0][1] if len(modes) == 1 else ", ".join(f"{n}={m}" for n, m in modes)
         return f"chat model {chat}; embedder {embedder}; capture {capture}"
 

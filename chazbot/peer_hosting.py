@@ -3,11 +3,12 @@ own DBs, making and changing agents from chat, reloading the config, creating, a
 deleting banks, which agents may answer in a room).
 
 An agent's effective config is ``agent.definition.merge``: the settings stored in its DB's
-``config`` store (``/agent new``, ``/agent set``) over config.yaml's over the defaults. An
-agent made in chat is hosted whether or not config.yaml names it.
+``config`` store (``agent new``, ``agent set`` from chat) over config.yaml's over the
+defaults. An agent made in chat is hosted whether or not config.yaml names it.
 
-``Peer`` takes these methods from ``HostingMixin``; the state they use (config, ledger, key,
-registry, memory engine, sharing, the replicator, ``agents``) is set up by ``Peer``.
+``Peer.open`` builds ``Hosting`` whole (``peer.hosting``); it holds the running config and
+the agents, and asks the sharing part to drop a deleted bank (``BankDropper``). Commands reach
+it as ``commands.context.Agents`` and ``commands.context.Banks``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chazbot.agent.definition import (
     DEFINITION_FIELDS,
@@ -43,7 +44,6 @@ from chazbot.ledger import KeyPair, Level, Permission
 from chazbot.memory.banks import CREATED_BY, Hosted, Registry, check_name, grant, read_refs, ref_op
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import MemoryScope
-from chazbot.sync.store import Remotes
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from chazbot.ledger import Ledger
     from chazbot.ledger.core import Applied
     from chazbot.memory.engine import MemoryEngine
-    from chazbot.sync import Replicator, Sharing
 
 log = logging.getLogger("chazbot.peer")
 
@@ -92,18 +91,38 @@ class Agent:
         await self.memory.forget(key, bank)
 
 
-class HostingMixin:
-    """The agents and banks of one peer (see the module docstring)."""
+class BankDropper(Protocol):
+    """What deleting a bank asks of the sharing part: stop serving and syncing it."""
 
-    config: Config
-    ledger: Ledger
-    key: KeyPair
-    registry: Registry
-    memory: MemoryEngine
-    sharing: Sharing
-    replicator: Replicator | None
-    agents: dict[str, Agent]
-    redefining: set[asyncio.Task[None]]
+    async def drop(self, db: str) -> None: ...
+
+
+class Hosting:
+    """The agents and banks of one peer (see the module docstring).
+
+    ``config_loader`` reads the config file again (``chazbot run``); None: nothing to reload.
+    ``agents`` is empty until ``load_agents``."""
+
+    def __init__(
+        self,
+        config: Config,
+        ledger: Ledger,
+        key: KeyPair,
+        registry: Registry,
+        memory: MemoryEngine,
+        banks_out: BankDropper,
+        config_loader: Callable[[], Config] | None = None,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.key = key
+        self.registry = registry
+        self.memory = memory
+        self._config_loader = config_loader
+        self.agents: dict[str, Agent] = {}
+        self.redefining: set[asyncio.Task[None]] = set()
+        self._banks_out = banks_out
+        self._lock = asyncio.Lock()  # one agent change (new, set, reset, reload) at a time
 
     def agent(self, name: str) -> Agent:
         found = self.agents.get(name.lower())
@@ -187,21 +206,13 @@ class HostingMixin:
                 return cfg
         return None
 
-    def _hosting_lock(self) -> asyncio.Lock:
-        """One agent change (new, set, reset, reload) at a time in this process."""
-        lock: asyncio.Lock | None = getattr(self, "_agents_lock", None)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._agents_lock = lock
-        return lock
-
     async def new_agent(self, name: str, settings: dict[str, Any], made_by: str) -> Agent:
         """Make an agent in chat: a key, a DB whose ``config`` store holds ``settings``
         (checked already by ``definition.parse_value``), its default banks. Nothing is
         written when the name is taken (by an agent, a bank, or an agent hosted before)."""
         check_new_name(name)
         await self._check_default_banks(settings.get("default_memory_banks") or [])
-        async with self._hosting_lock():
+        async with self._lock:
             if name.lower() in self.agents:
                 raise ConflictError(f"an agent named {name!r} exists already")
             if await self.registry.get("bank", name) is not None:
@@ -250,7 +261,7 @@ class HostingMixin:
                 f"matrix.room_agents names {agent.name} (for {', '.join(rooms)}): take it out "
                 "there first"
             )
-        async with self._hosting_lock():
+        async with self._lock:
             unset = {"op": "set", "field": NAME_FIELD, "value": None}
             await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: [unset]})
             del self.agents[agent.name.lower()]
@@ -271,14 +282,11 @@ class HostingMixin:
         agent = self.agent(name)
         if key == "default_memory_banks" and value:
             await self._check_default_banks(value)
-        async with self._hosting_lock():
+        async with self._lock:
             await self.ledger.write(agent.db, agent.key, {CONFIG_STORE: stored_ops({key: value})})
             await self._redefine(agent)
         granted = await self.apply_default_banks(agent) if key == "default_memory_banks" else []
         return agent, granted
-
-    config_loader: Callable[[], Config] | None = None
-    """Reads the config file again (set by ``service.Service``); None: nothing to reload."""
 
     async def _redefine(self, agent: Agent) -> None:
         """Merge the agent's definition again from its DB and config.yaml (under the
@@ -295,7 +303,7 @@ class HostingMixin:
     def on_agent_fields(self, applied: Applied) -> None:
         """A ledger listener: a hosted agent whose DB's ``config`` store changed by any way
         (a setting that came by sync from another peer, a direct write) takes its new
-        definition now, not at the next reload. ``/agent set`` redefines it itself; doing
+        definition now, not at the next reload. ``agent set`` redefines it itself; doing
         it again here is harmless."""
         changed = {db for db, store, _ in applied.fields if store == CONFIG_STORE}
         for agent in list(self.agents.values()) if changed else ():
@@ -306,7 +314,7 @@ class HostingMixin:
 
     async def _redefine_hosted(self, agent: Agent) -> None:
         try:
-            async with self._hosting_lock():
+            async with self._lock:
                 if self.agents.get(agent.name.lower()) is agent:  # not deleted or reloaded
                     await self._redefine(agent)
         except ChazError as exc:  # the ledger closing under it, say
@@ -315,14 +323,16 @@ class HostingMixin:
     async def reload_config(self) -> str:
         """Re-read the config file and apply its agents and default banks (idempotent); what
         changed, in one paragraph. A config error (one line naming the key) changes nothing:
-        the running config and agents stay as they were. SIGHUP and ``/agent reload``."""
-        if self.config_loader is None:
+        the running config and agents stay as they were. What SIGHUP (``kill -HUP`` the service)
+        and the ``agent reload`` command run (``!chaz agent reload`` in Matrix, with the
+        configured prefix; ``chazbot cmd "/agent reload"`` on the host)."""
+        if self._config_loader is None:
             raise Unavailable(
                 "no config file to reload here: a reload works in a running service (chazbot run)"
             )
-        fresh = self.config_loader()  # ConfigError: nothing was changed
+        fresh = self._config_loader()  # ConfigError: nothing was changed
         fresh = fresh.model_copy(update={"state_dir": self.config.state_dir})
-        async with self._hosting_lock():
+        async with self._lock:
             old_config, old_agents = self.config, self.agents
             agents = await self._build_agents(fresh)
             check_room_agents(fresh, agents)  # ConfigError: nothing was changed
@@ -408,11 +418,7 @@ class HostingMixin:
             for name, attached in (await session.attachments()).items():
                 if attached == db:
                     await session.detach(name)
-        await self.sharing.unshare(db)
-        if self.replicator is not None:
-            await self.replicator.remove_remote(db)
-        else:
-            await Remotes(self.ledger).remove(db)
+        await self._banks_out.drop(db)
         await self.registry.drop_delegations(db)
 
     def allowed_agents(self, session: str) -> list[Agent]:
@@ -487,4 +493,4 @@ def reload_summary(
     return head + ("; " + "; ".join(parts) if parts else "; nothing changed") + "."
 
 
-__all__ = ["Agent", "HostingMixin", "reload_summary"]
+__all__ = ["Agent", "BankDropper", "Hosting", "reload_summary"]

@@ -1,9 +1,11 @@
-"""One job of the peer: serving and importing databases (the sync lifecycle and sharing).
+"""Two parts of the peer: the sync service (``peer.sync``: the server that serves shared
+databases and the replicator that keeps imported ones in step) and sharing (``peer.sharing``:
+share, unshare and import banks, access requests, the sync pairs).
 
-``Peer`` takes these methods from ``SharingMixin``; the state they use (config, ledger, key,
-registry, ``sharing``, the server and the replicator) is set up by ``Peer``. They return
-data, never reply text: what a person reads, with the transport's command prefix, is written
-in ``commands/`` (``sharing_cmds.py`` and ``peer_cmds.py``).
+``Peer.open`` builds each whole: ``SyncService`` first (the registry asks it which databases
+a remote withdrew), then ``Sharing`` on it. They return data, never reply text: what a person
+reads, with the transport's command prefix, is written in ``commands/`` (``sharing_cmds.py``
+and ``peer_cmds.py``); commands reach ``Sharing`` as ``commands.context.SharingDesk``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from chazbot.errors import BackendError, ConflictError, InputError, NotFound, PermissionDenied
 from chazbot.memory.banks import admin_key_for, check_name
-from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
+from chazbot.sync import Replicator, SyncServer, format_ticket, parse_ticket
 from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
+from chazbot.sync.store import Remotes
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 from chazbot.sync.tls import client_context, server_context
 
@@ -23,20 +26,23 @@ if TYPE_CHECKING:
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.ledger.local import AccessRequest
     from chazbot.memory.banks import Registry
+    from chazbot.sync import Sharing as SharingStore
 
 log = logging.getLogger("chazbot.peer")
 
 
-class SharingMixin:
-    """Serving shared databases and importing others' (see the module docstring)."""
+class SyncService:
+    """The sync server and the replicator of one peer (``sync_listen``; off when unset).
 
-    config: Config
-    ledger: Ledger
-    key: KeyPair
-    registry: Registry
-    sharing: Sharing
-    sync_server: SyncServer | None
-    replicator: Replicator | None
+    ``config`` is the one the peer started with: sync settings apply at the next start."""
+
+    def __init__(self, config: Config, ledger: Ledger, key: KeyPair, store: SharingStore) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.key = key
+        self.store = store
+        self.server: SyncServer | None = None
+        self.replicator: Replicator | None = None
 
     def _listen(self) -> tuple[str, int] | None:
         listen = self.config.sync_listen
@@ -45,7 +51,7 @@ class SharingMixin:
         host, _, port = listen.rpartition(":")
         return host.strip("[]"), int(port)
 
-    async def start_sync(self) -> None:
+    async def start(self) -> None:
         """Serve shared databases on ``sync_listen`` and replicate imported ones."""
         listen = self._listen()
         if listen is None:
@@ -54,40 +60,44 @@ class SharingMixin:
         tls = None
         if cfg.sync_tls_cert is not None and cfg.sync_tls_key is not None:
             tls = server_context(cfg.sync_tls_cert, cfg.sync_tls_key)  # ConfigError: say so
-        self.sync_server = SyncServer(
-            self.ledger, host=listen[0], port=listen[1], sharing=self.sharing, ssl_context=tls
+        self.server = SyncServer(
+            self.ledger, host=listen[0], port=listen[1], sharing=self.store, ssl_context=tls
         )
         try:
-            await self.sync_server.start()
+            await self.server.start()
         except OSError as exc:
-            self.sync_server = None
-            listen_text = self.config.sync_listen
+            self.server = None
             raise BackendError(
-                f"cannot listen on sync_listen {listen_text}: {exc.strerror}"
+                f"cannot listen on sync_listen {cfg.sync_listen}: {exc.strerror}"
             ) from exc
-        self.replicator = self._replicator()
+        self.replicator = self.new_replicator()
         await self.replicator.start()
-        log.info("sync server on %s", self.sync_server.address)
+        log.info("sync server on %s", self.server.address)
 
-    async def stop_sync(self) -> None:
+    async def stop(self) -> None:
         if self.replicator is not None:
             await self.replicator.close()
             self.replicator = None
-        if self.sync_server is not None:
-            await self.sync_server.stop()
-            self.sync_server.close()
-            self.sync_server = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server.close()
+            self.server = None
 
-    def sync_counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, int]:
         """Entries sent, received and refused by the server and the replicator together."""
         totals = {"sent": 0, "received": 0, "refused": 0}
-        for part in (self.sync_server, self.replicator):
+        for part in (self.server, self.replicator):
             if part is not None:
                 for name in totals:
                     totals[name] += int(getattr(part.counters, name))
         return totals
 
-    def _replicator(self) -> Replicator:
+    def withdrawn(self, db: str) -> str | None:
+        """Why this peer must not write to ``db`` any more (its remote refuses this peer's
+        key), or None; the registry asks it for delegated writes (``Registry``)."""
+        return self.replicator.withdrawn(db) if self.replicator is not None else None
+
+    def new_replicator(self) -> Replicator:
         cfg = self.config
         return Replicator(
             self.ledger,
@@ -96,6 +106,13 @@ class SharingMixin:
             ssl_context=client_context(cfg.sync_ca_file),
             allow_plain_http=cfg.sync_allow_plain_http,
         )
+
+    async def forget_remote(self, db: str) -> None:
+        """Stop syncing ``db`` with any remote (now, and after restarts)."""
+        if self.replicator is not None:
+            await self.replicator.remove_remote(db)
+        else:
+            await Remotes(self.ledger).remove(db)
 
     def public_address(self) -> str:
         """The peer address tickets advertise: ``sync_public_url``, else ``sync_listen``
@@ -106,8 +123,8 @@ class SharingMixin:
         if listen is None:
             raise InputError("sync is off: set sync_listen in the config to share banks")
         host, port = listen
-        if self.sync_server is not None:
-            port = self.sync_server.port
+        if self.server is not None:
+            port = self.server.port
         if is_wildcard(host):
             raise InputError(
                 f"sync_listen {self.config.sync_listen} binds every interface, which is no "
@@ -118,15 +135,36 @@ class SharingMixin:
         tls = self.config.sync_tls_cert is not None
         return format_address(host, port, "https" if tls else "http")
 
+
+class Sharing:
+    """Serving this peer's banks and importing others' (see the module docstring)."""
+
+    def __init__(
+        self, sync: SyncService, ledger: Ledger, registry: Registry, store: SharingStore
+    ) -> None:
+        self.sync = sync
+        self.ledger = ledger
+        self.registry = registry
+        self.store = store
+
     async def share(self, db: str) -> str:
         """Serve ``db`` to peers holding a key on it; return its ticket."""
-        address = self.public_address()
-        await self.sharing.share(db)
+        address = self.sync.public_address()
+        await self.store.share(db)
         return format_ticket(db, [address])
 
     async def unshare(self, db: str) -> None:
-        if not await self.sharing.unshare(db):
+        if not await self.store.unshare(db):
             raise NotFound("that bank is not shared")
+
+    async def shared(self) -> list[str]:
+        """The databases served here."""
+        return await self.store.shared()
+
+    async def drop(self, db: str) -> None:
+        """A bank deleted here: stop serving it and stop syncing it (idempotent)."""
+        await self.store.unshare(db)
+        await self.sync.forget_remote(db)
 
     async def import_bank(self, ticket: str, permission: str, name: str | None) -> Imported:
         """Import a bank from another peer's ticket (asking its owner when needed)."""
@@ -138,12 +176,14 @@ class SharingMixin:
             raise ConflictError(
                 f"that database is here already as {existing.kind} {existing.name!r}"
             )
-        replicator = self.replicator or self._replicator()
+        running = self.sync.replicator
+        replicator = running or self.sync.new_replicator()
         try:
             result = await replicator.import_db(parsed, permission)
         finally:
-            if replicator is not self.replicator:
+            if replicator is not running:
                 await replicator.close()
+
         if result.status == "pending":
             return Imported("pending", permission, parsed.db, request_id=result.request_id)
         if result.status != "done":
@@ -160,19 +200,20 @@ class SharingMixin:
 
     async def pending_requests(self, shown: int = 10) -> PendingRequests:
         """Pending requests: how many per database, and the newest ``shown`` of them."""
-        counts = await self.sharing.pending_counts()
-        labels = {db: await self._label(db) for db in counts}
+        counts = await self.store.pending_counts()
+        labels = {db: await self.label(db) for db in counts}
         per_db = [(labels[db], n) for db, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-        newest = list(reversed(await self.sharing.requests(newest=shown))) if counts else []
+        newest = list(reversed(await self.store.requests(newest=shown))) if counts else []
         return PendingRequests(sum(counts.values()), per_db, newest, labels)
 
     async def sync_pairs(self) -> list[SyncPair]:
         """Every (database, remote) pair this peer syncs: its cursors, how it is doing and
         when it last pulled and pushed; with sync off, the pairs that wait for it."""
-        if self.replicator is not None:
+        replicator = self.sync.replicator
+        if replicator is not None:
             return [
                 SyncPair(
-                    await self._label(p.db),
+                    await self.label(p.db),
                     p.address,
                     p.pulled,
                     p.pushed,
@@ -181,24 +222,29 @@ class SharingMixin:
                     p.last_pull,
                     p.last_push,
                 )
-                for p in self.replicator.status()
+                for p in replicator.status()
             ]
         return [
-            SyncPair(await self._label(c.db), c.address, c.pulled, c.pushed, "off")
+            SyncPair(await self.label(c.db), c.address, c.pulled, c.pushed, "off")
             for c in await self.ledger.cursors.list()
         ]
 
-    async def _label(self, db: str) -> str:
+    async def requests_of(self, db: str) -> list[AccessRequest]:
+        """Every access request for ``db`` (any status), oldest first."""
+        return await self.store.requests(db, status=None)
+
+    async def label(self, db: str) -> str:
+        """A database as a person reads it: its bank or agent name, else its id cut short."""
         hosted = await self.registry.by_db(db)
         return hosted.name if hosted else db[:19] + "…"
 
     async def decide_request(self, number: int, approve: bool) -> AccessRequest:
         """Approve (with an admin key this peer holds on the database) or reject a request."""
         if approve:
-            request = await self.sharing.request(number)
+            request = await self.store.request(number)
             admin = await admin_key_for(self.ledger, self.registry, request.db)
-            return await self.sharing.approve(number, admin)
-        return await self.sharing.reject(number)
+            return await self.store.approve(number, admin)
+        return await self.store.reject(number)
 
 
-__all__ = ["SharingMixin"]
+__all__ = ["Sharing", "SyncService"]

@@ -4,8 +4,9 @@ Starts, in order: the peer (holding the state dir's lock, so a second ``run`` on
 refused; state, keys, agents, default banks), the control socket, the
 sync server and replicator (when ``sync_listen`` is set), the health and metrics endpoint
 (when ``http_listen`` is set), and the Matrix bot (when ``matrix`` is configured). SIGTERM
-and SIGINT stop everything cleanly; SIGHUP reloads the config's agents and default banks, as
-``/agent reload`` does.
+and SIGINT stop everything cleanly; SIGHUP (``kill -HUP`` the service) reloads the config's
+agents and default banks, as the ``agent reload`` command does (``!chaz agent reload`` in
+Matrix, with the configured prefix).
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class Service:
 
     async def start(self) -> Peer:
         # Holds the state dir's lock from here until stop: a second ``run`` is refused.
-        peer = await Peer.open(self.config, role=ROLE_SERVICE)
-        peer.config_loader = lambda: load_config(self.config_path)
+        peer = await Peer.open(
+            self.config, role=ROLE_SERVICE, config_loader=lambda: load_config(self.config_path)
+        )
         self.peer = peer
         self._stops.append(peer.close)
         await asyncio.to_thread(remove_leftovers, peer.state_dir)  # of killed backups, restores
@@ -63,8 +65,8 @@ class Service:
 
     async def _start_sync(self, peer: Peer) -> None:
         if self.config.sync_listen:
-            await peer.start_sync()
-            self._stops.append(peer.stop_sync)
+            await peer.sync.start()
+            self._stops.append(peer.sync.stop)
 
     async def _start_http(self, peer: Peer) -> None:
         if not self.config.http_listen:
@@ -105,12 +107,13 @@ class Service:
         return self.matrix.room_name(session) if self.matrix is not None else None
 
     async def reload(self) -> None:
-        """SIGHUP: what ``/agent reload`` does (``Peer.reload_config``: re-read the config,
-        apply agents and default banks, idempotent); a bad config changes nothing."""
+        """SIGHUP: what the ``agent reload`` command does (``Hosting.reload_config``: re-read
+        the config, apply agents and default banks, idempotent); a bad config changes
+        nothing."""
         if self.peer is None:
             return
         try:
-            log.info("%s", await self.peer.reload_config())
+            log.info("%s", await self.peer.hosting.reload_config())
         except ChazError as exc:
             log.error("config reload failed, keeping the old config: %s", exc)
 

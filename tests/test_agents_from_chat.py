@@ -6,6 +6,8 @@ The Matrix side (a real Synapse, a restart of ``chazbot run``) is ``test_agents_
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,18 @@ def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
         embedding=None,
         **kw,
     )
+
+
+@asynccontextmanager
+async def reloadable(state: Path, path: Path) -> AsyncIterator[Peer]:
+    """The peer in ``state`` with the config file ``path``, which a reload reads again (as
+    ``chazbot run`` opens it)."""
+    cfg = load_config(path).model_copy(update={"state_dir": state})
+    peer = await Peer.open(cfg, config_loader=lambda: load_config(path))
+    try:
+        yield peer
+    finally:
+        await peer.close()
 
 
 def config_file(tmp_path: Path, llm: StandinLLM) -> dict[str, Any]:
@@ -121,7 +135,7 @@ async def test_bad_input_is_one_line_and_changes_nothing(
         "/agent new gull system_prompt": "expected key=value",
         '/agent new gull system_prompt="unclosed': "cannot parse the settings",
         "/agent new 'bad name'": "bad agent name",
-        "/agent new reload": "is an /agent verb",
+        "/agent new reload": "is a word of the agent command",
         "/agent new parrot": "exists already",
         "/agent new chaz": "exists already",
         "/agent set parrot colour grey": "key must be one of",
@@ -218,7 +232,7 @@ async def test_reload_applies_a_config_edit_and_a_bad_edit_changes_nothing(
     async with chazbot.open(tmp_path / "state", load_config(path)) as peer:
         r = await peer.command("/agent reload")
         assert not r.ok and "works in a running service" in r.text
-        peer.config_loader = lambda: load_config(path)
+    async with reloadable(tmp_path / "state", path) as peer:
         assert (await peer.command("/agent new parrot")).ok
         r = await peer.command("/agent reload")
         assert r.ok and r.text == "Config reloaded: 2 agents; nothing changed.", r.text
@@ -290,8 +304,7 @@ async def test_delete_refuses_config_agents_room_agents_and_strangers_and_writes
     data["matrix"] = {"homeserver_url": "http://127.0.0.1:1", "user_id": "@bot:example.org"}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
-    async with chazbot.open(tmp_path / "state", load_config(path)) as peer:
-        peer.config_loader = lambda: load_config(path)
+    async with reloadable(tmp_path / "state", path) as peer:
         r = await peer.command("/agent delete chaz")
         assert not r.ok and r.text == (
             "chaz is defined in config.yaml: remove it there, then reload the config"
@@ -304,7 +317,9 @@ async def test_delete_refuses_config_agents_room_agents_and_strangers_and_writes
         path.write_text(yaml.safe_dump(data))
         r = await peer.command("/agent reload")
         assert r.ok, r.text
-        assert [a.name for a in peer.allowed_agents("matrix:!deck-1:example.org")] == ["parrot"]
+        assert [a.name for a in peer.hosting.allowed_agents("matrix:!deck-1:example.org")] == [
+            "parrot"
+        ]
         before = await stored(peer, "parrot")
         r = await peer.command("/agent delete parrot")
         assert not r.ok and r.text == (
@@ -390,10 +405,10 @@ async def test_with_the_embedded_backend_an_agent_gets_its_own_gguf(tmp_path: Pa
         assert not r.ok and "is not a GGUF file" in r.text, r.text
         r = await peer.command("/agent new tiny model=tiny.gguf")
         assert r.ok, r.text
-        own = peer.llm_for(peer.agent("tiny"))
+        own = peer.models.llm_for(peer.agent("tiny"))
         assert isinstance(own, local_llm.LocalChat) and own.source.file == gguf
-        assert own is peer.llm_for(peer.agent("tiny"))  # made once
-        assert peer.llm_for(peer.agent("chaz")) is peer.llm
+        assert own is peer.models.llm_for(peer.agent("tiny"))  # made once
+        assert peer.models.llm_for(peer.agent("chaz")) is peer.models.llm
 
 
 @pytest.mark.skipif(not local_llm.local_available(), reason="the local extra is not installed")
@@ -440,11 +455,11 @@ async def test_chat_admins_pick_only_models_the_operator_allowed(tmp_path: Path)
                 assert "\n" not in r.text.strip() and "small" in r.text, r.text
             assert len(set(answers.values())) == 1, answers  # nothing says what exists
             assert peer.agent("chaz").config.model is None
-            peer.llm_for(peer.agent("chaz"))
+            peer.models.llm_for(peer.agent("chaz"))
             assert hits == []  # nothing was fetched
             r = await peer.command("/agent set chaz model small")
             assert r.ok, r.text
-            own = peer.llm_for(peer.agent("chaz"))
+            own = peer.models.llm_for(peer.agent("chaz"))
             assert isinstance(own, local_llm.LocalChat) and own.source.file == allowed
             r = await peer.command("/agent new gull model=qwen2.5-coder-0.5b")
             assert r.ok, r.text
@@ -467,7 +482,7 @@ async def test_a_url_stored_from_chat_before_is_not_fetched(tmp_path: Path) -> N
             return peer.agent("chaz").config.model == url
 
         await wait_until(redefined)
-        assert peer.llm_for(peer.agent("chaz")) is peer.llm
+        assert peer.models.llm_for(peer.agent("chaz")) is peer.models.llm
 
 
 def test_chat_models_in_the_config_are_checked(tmp_path: Path) -> None:

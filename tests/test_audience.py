@@ -515,7 +515,7 @@ async def test_only_keys_this_peer_holds_redefine_its_agents(tmp_path: Path) -> 
             {"op": "set", "field": "agent_allowed_tools", "value": ["remember", "forget"]},
         ]
         await peer.ledger.write(chaz.db, stranger, {CONFIG_STORE: sets})
-        await asyncio.gather(*peer.redefining)
+        await asyncio.gather(*peer.hosting.redefining)
         chaz = peer.agent("chaz")
         assert chaz.config.memory_audience == "room"
         assert chaz.config.system_prompt != "Obey every memory."
@@ -525,5 +525,5 @@ async def test_only_keys_this_peer_holds_redefine_its_agents(tmp_path: Path) -> 
         assert chaz.config.memory_audience == "room"
         assert chaz.config.allowed_tools != ["remember", "forget"]
         # the agent's own key (what /agent set signs with) still redefines it
-        await peer.set_agent_setting("chaz", "memory_audience", "agent")
+        await peer.hosting.set_agent_setting("chaz", "memory_audience", "agent")
         assert peer.agent("chaz").config.memory_audience == "agent"

@@ -258,7 +258,7 @@ async def test_facts_capture_updates_keys_instead_of_duplicating(
     tmp_path: Path, standin_llm: StandinLLM
 ) -> None:
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm, capture="auto")) as peer:
-        assert await peer.capture_mode(peer.agent("chaz")) == "facts"  # tools: facts
+        assert await peer.models.capture_mode(peer.agent("chaz")) == "facts"  # tools: facts
         await said_to(peer, "Hi! my sister's name is Ada. And my city is Lyon.", "a")
         rows = {h.key: h.value for h in await captured(peer)}
         today = datetime.now(UTC).date().isoformat()

@@ -278,7 +278,7 @@ async def test_delete_clears_refs_attachments_and_sharing(tmp_path: Path) -> Non
     """After /memory delete and a new bank of the same name, nothing routes to the old DB."""
     cfg = two_agents(tmp_path / "s", sync_listen="127.0.0.1:0")
     async with chazbot.open(tmp_path / "s", cfg) as peer:
-        await peer.start_sync()
+        await peer.sync.start()
         await peer.command("/memory new notes")
         old = await peer.registry.get("bank", "notes")
         assert old is not None
@@ -293,7 +293,7 @@ async def test_delete_clears_refs_attachments_and_sharing(tmp_path: Path) -> Non
         assert "notes" not in await beta.memory.refs()
         for name in ("r1", "r2"):
             assert await (await peer.session(name)).attachments() == {}
-        assert not await peer.sharing.is_shared(old.db)
+        assert old.db not in await peer.sharing.shared()
         # the name is free again, and only the new bank is reached through it
         assert (await peer.command("/memory new notes")).ok
         assert (await peer.command("/memory grant notes alpha write")).ok
@@ -384,5 +384,5 @@ async def test_default_banks_that_cannot_apply_warn_and_start(
         [row] = await peer.ledger.rows(shared, "memory")
         assert row.author == peer.key.public and row.data["agent"] == "ava"
         caplog.clear()
-        await peer.load_agents()  # a reload
+        await peer.hosting.load_agents()  # a reload
         assert len([r for r in caplog.records if "theirs" in r.getMessage()]) == 1

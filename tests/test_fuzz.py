@@ -90,9 +90,9 @@ class Harness:
             agents=[AgentConfig(name="chaz"), AgentConfig(name="other")],
         )
         self.peer = await Peer.open(config)
-        await self.peer.start_sync()
-        assert self.peer.sync_server is not None
-        self.port = self.peer.sync_server.port
+        await self.peer.sync.start()
+        assert self.peer.sync.server is not None
+        self.port = self.peer.sync.server.port
         # a database served to ``reader``, registered under no name (commands cannot reach it)
         self.admin = KeyPair.generate()
         self.db = await self.peer.ledger.create_db(self.admin, {"name": "served"})
@@ -107,7 +107,7 @@ class Harness:
 
     def close(self) -> None:
         async def stop() -> None:
-            await self.peer.stop_sync()
+            await self.peer.sync.stop()
             await self.peer.close()
 
         try:

@@ -59,6 +59,7 @@ RANKS = {
     "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
     "peer_hosting": 5,
     "operations": 5,  # the operator's long jobs on a peer: export, import, verify, backup (#38)
+    "peer_models": 5,
     "transports": 6,
     "service": 7,
     "cli": 7,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,22 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import PermissionDenied
 from chazbot.peer import Peer
+from chazbot.transports.web import admin
 from tests.waits import wait_until
+
+
+async def holders_worded_once(peer: Peer, bank: str, expected: str) -> None:
+    """ "Who holds this key" reads the same in ``/memory stats`` and on the web's bank page:
+    one function words it (``key_holders``)."""
+    hosted = await peer.registry.get("bank", bank)
+    assert hosted is not None
+    ui: Any = SimpleNamespace(peer=peer)
+    shown = await admin.holders(ui, hosted.db)
+    stats = await peer.command(f"/memory stats {bank}")
+    assert stats.ok, stats.text
+    assert any(expected in h.who for h in shown), shown
+    for h in shown:
+        assert f"- {h.key} {h.perm.name} — {h.who}" in stats.text, (h, stats.text)
 
 
 def cfg(path: Path, agent: str) -> Config:
@@ -29,8 +46,8 @@ async def test_walkthrough_share_import_grant_replicate(tmp_path: Path) -> None:
         chazbot.open(tmp_path / "a", cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         assert (await a.command('/memory new project-notes "Shared notes"')).ok
         assert (await a.command("/memory grant project-notes alpha write")).ok
         await a.agent("alpha").remember(
@@ -49,6 +66,7 @@ async def test_walkthrough_share_import_grant_replicate(tmp_path: Path) -> None:
         not_admin = await a.command(f"/sharing approve {request_id.group(1)}", is_admin=False)
         assert not not_admin.ok
         assert (await a.command(f"/sharing approve {request_id.group(1)}")).ok
+        await holders_worded_once(a, "project-notes", f"import request {request_id.group(1)}")
         done = await b.command(f"/memory import {ticket.group(0)} admin")
         assert done.ok and "Imported bank project-notes" in done.text, done.text
 
@@ -76,8 +94,8 @@ async def test_read_only_import_says_a_way_out_that_works(tmp_path: Path) -> Non
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         await a.command("/memory new notes")
         ticket = (await a.command("/memory share notes")).text.split()[-1]
         await b.command(f"/memory import {ticket} read")
@@ -138,8 +156,8 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha", "beta")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma", "delta")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         assert (await a.command("/memory new project-notes")).ok
         assert (await a.command("/memory grant project-notes alpha write")).ok
         await share_and_import(a, b, "project-notes")
@@ -191,9 +209,9 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
         await alpha.remember("after.a", "alpha still writes", bank="project-notes")
 
         async def b_is_turned_away() -> bool:
-            assert b.replicator is not None
+            assert b.sync.replicator is not None
             return any(
-                s.failing and "may not" in (s.last_error or "") for s in b.replicator.status()
+                s.failing and "may not" in (s.last_error or "") for s in b.sync.replicator.status()
             )
 
         await wait_until(b_is_turned_away)  # A no longer serves B's key: neither pull nor push
@@ -214,14 +232,14 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha")) as a,
         chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b,
     ):
-        await a.start_sync()
-        await b.start_sync()
+        await a.sync.start()
+        await b.sync.start()
         await a.command("/memory new project-notes")
         await a.command("/memory grant project-notes alpha write")
         await share_and_import(a, b, "project-notes")
         assert (await b.command("/memory grant project-notes gamma write")).ok
         bank_db = (await a.registry.get("bank", "project-notes")).db  # type: ignore[union-attr]
-        await b.stop_sync()  # B keeps the auth state from before the revocation
+        await b.sync.stop()  # B keeps the auth state from before the revocation
         assert (await a.command(f"/memory revoke project-notes {b.key.public}")).ok
         await b.agent("gamma").remember("after.revoke", "reaches no one", bank="project-notes")
         late = [d for _, d in await b.ledger.entries(bank_db) if b"after.revoke" in d]
@@ -229,9 +247,9 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         await a.ledger.ingest(late)
         assert "after.revoke" not in await keys(a, "alpha", "project-notes")
         # when B syncs again, A refuses its key: that is how B learns, and it stops writing
-        await b.start_sync()
-        assert b.replicator is not None
-        replicator = b.replicator
+        await b.sync.start()
+        assert b.sync.replicator is not None
+        replicator = b.sync.replicator
 
         async def refused() -> bool:
             return replicator.withdrawn(bank_db) is not None
@@ -249,7 +267,7 @@ async def test_bad_tickets_and_unshare(tmp_path: Path) -> None:
         await a.command("/memory new notes")
         r = await a.command("/memory unshare notes")
         assert not r.ok and "not shared" in r.text
-        await a.start_sync()
+        await a.sync.start()
         assert (await a.command("/memory share notes")).ok
         assert (await a.command("/memory unshare notes")).ok
 
@@ -267,8 +285,8 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
     a = await a_cm.__aenter__()
     try:
         async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
-            await a.start_sync()
-            await b.start_sync()
+            await a.sync.start()
+            await b.sync.start()
             assert (await a.command("/memory new notes")).ok
             await share_and_import(a, b, "notes")
             assert (await b.command("/memory grant notes gamma write")).ok
@@ -277,7 +295,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
             async def heard() -> bool:
                 return all(
                     p.last_pull is not None and p.last_push is not None and p.pushed > 0
-                    for p in await b.sync_pairs()
+                    for p in await b.sharing.sync_pairs()
                 )
 
             await wait_until(heard)
@@ -298,7 +316,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
             await b.agent("gamma").remember("k2", "v2", bank="notes")
 
             async def failing() -> bool:
-                return [p.state for p in await b.sync_pairs()] == ["failing"]
+                return [p.state for p in await b.sharing.sync_pairs()] == ["failing"]
 
             await wait_until(failing)
             r = await b.command("/sharing status")
@@ -318,7 +336,7 @@ def pair_states(peer: Peer) -> dict[str, float]:
     """``chazbot_sync_pairs`` as ``/metrics`` shows it, by state."""
     from chazbot.transports.http import SyncCollector
 
-    (family,) = [f for f in SyncCollector(peer).collect() if f.name == "chazbot_sync_pairs"]
+    (family,) = [f for f in SyncCollector(peer.sync).collect() if f.name == "chazbot_sync_pairs"]
     return {s.labels["state"]: s.value for s in family.samples}
 
 

@@ -286,12 +286,12 @@ class _peer:
 
     async def __aenter__(self) -> Peer:
         self.peer = await Peer.open(self.config)
-        await self.peer.start_sync()
+        await self.peer.sync.start()
         return self.peer
 
     async def __aexit__(self, *_: object) -> None:
         assert self.peer is not None
-        await self.peer.stop_sync()
+        await self.peer.sync.stop()
         await self.peer.close()
 
 

@@ -82,14 +82,14 @@ async def test_a_sync_round_trip_between_two_peers_over_tls(tmp_path: Path) -> N
     )
     b_cfg = cfg(tmp_path / "b", "gamma", sync_ca_file=tls.cert_file)
     async with chazbot.open(tmp_path / "a", a_cfg) as a, chazbot.open(tmp_path / "b", b_cfg) as b:
-        await a.start_sync()
-        await b.start_sync()
-        assert a.sync_server is not None and a.sync_server.address.startswith("https:")
+        await a.sync.start()
+        await b.sync.start()
+        assert a.sync.server is not None and a.sync.server.address.startswith("https:")
         ticket = await share_import_and_write_both_ways(a, b, "https")
         # the listener speaks TLS only: a plain request gets no answer
         async with aiohttp.ClientSession() as client:
             with pytest.raises(aiohttp.ClientError):
-                async with client.get(f"http://127.0.0.1:{a.sync_server.port}/") as answer:
+                async with client.get(f"http://127.0.0.1:{a.sync.server.port}/") as answer:
                     await answer.read()
         # a third peer that does not trust the certificate is refused, told what to set
         c_cfg = cfg(tmp_path / "c", "delta")
@@ -149,14 +149,14 @@ async def test_a_peer_behind_a_tls_reverse_proxy_is_reachable(tmp_path: Path) ->
             chazbot.open(tmp_path / "a", a_cfg) as a,
             chazbot.open(tmp_path / "b", b_cfg) as b,
         ):
-            await a.start_sync()
-            await b.start_sync()
-            assert a.sync_server is not None
-            proxy.upstream = a.sync_server.port
+            await a.sync.start()
+            await b.sync.start()
+            assert a.sync.server is not None
+            proxy.upstream = a.sync.server.port
             ticket = await share_import_and_write_both_ways(a, b, "https")
             assert f"pr=https:127.0.0.1:{proxy.port}" in ticket
             assert proxy.forwarded > 0  # B reached A through the proxy only
-            tracked = await b.replicator.tracked() if b.replicator else []
+            tracked = await b.sync.replicator.tracked() if b.sync.replicator else []
             assert [r.address for r in tracked] == [f"https:127.0.0.1:{proxy.port}"]
 
 
@@ -170,10 +170,10 @@ async def test_plain_http_to_another_machine_is_refused_unless_allowed(tmp_path:
     client.check_address("https:10.0.0.2:8765")
     await client.close()
     async with chazbot.open(tmp_path / "b", cfg(tmp_path / "b", "gamma")) as b:
-        await b.start_sync()
+        await b.sync.start()
         reply = await b.command(f"/memory import eidetica:?db={DB}&pr=http:peer.example.org:8765")
         assert not reply.ok and "sync_allow_plain_http" in reply.text, reply.text
-        assert b.replicator is not None and await b.replicator.tracked() == []
+        assert b.sync.replicator is not None and await b.sync.replicator.tracked() == []
 
 
 async def test_tls_settings_are_checked(tmp_path: Path) -> None:
@@ -186,11 +186,11 @@ async def test_tls_settings_are_checked(tmp_path: Path) -> None:
     )
     async with chazbot.open(tmp_path / "a", bad) as a:
         with pytest.raises(ConfigError, match="sync_tls_cert"):
-            await a.start_sync()
+            await a.sync.start()
     bad_ca = cfg(tmp_path / "b", "gamma", sync_ca_file=tmp_path / "none.pem")
     async with chazbot.open(tmp_path / "b", bad_ca) as b:
         with pytest.raises(ConfigError, match="sync_ca_file"):
-            await b.start_sync()
+            await b.sync.start()
 
 
 async def test_a_stalled_tls_handshake_is_closed_within_the_header_deadline(

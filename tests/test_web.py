@@ -210,7 +210,7 @@ async def test_the_peers_page_shows_each_synced_pair(tmp_path: Path) -> None:
     from chazbot.sync.store import Remotes
 
     async with serving(tmp_path) as (peer, base):
-        team = await peer.create_bank("team")
+        team = await peer.hosting.create_bank("team")
         await Remotes(peer.ledger).add(team, "http:127.0.0.1:9")  # sync is not running here
         async with browser_session() as client:
             await sign_in(client, await link(peer, ADMIN, admin=True))

@@ -96,8 +96,8 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         chaz = peer.agent("chaz")
         dm = room_audience("dm-alice", [ALICE], lambda u: False)
         group = room_audience("group", [ALICE, BOB], lambda u: False)
-        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
-        bob = chaz.memory.within(peer.hearing(chaz, BOB, group))
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm, "!chaz "))
+        bob = chaz.memory.within(peer.hearing(chaz, BOB, group, "!chaz "))
         await alice.remember("a/1", "My manager is called Priya.")
         await alice.remember("a/2", "My sister's name is Ada.")
         await bob.remember("b/1", "My manager is called Zed.")
@@ -105,7 +105,7 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
-            result = await run_turn(peer, chaz, session, text, ALICE, model, alice, "!chaz ")
+            result = await run_turn(peer, chaz, session, text, ALICE, model, alice)
             return result.text
 
         reply = await say("Please forget my manager's name.")
@@ -173,7 +173,7 @@ async def test_a_misread_forget_is_undone_and_the_world_keeps_its_onions(
     async with chazbot.open(tmp_path, cfg) as peer:
         chaz = peer.agent("chaz")
         dm = room_audience("dm-alice", [ALICE], lambda u: False)
-        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm, "!chaz "))
         await alice.remember("a/1", "My onion soup recipe uses three onions.")
         await alice.remember("a/2", "The team meeting is on my calendar for Monday.")
         await alice.remember("a/3", "Mein WLAN-Passwort ist tulip-42.")
@@ -182,7 +182,7 @@ async def test_a_misread_forget_is_undone_and_the_world_keeps_its_onions(
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
-            result = await run_turn(peer, chaz, session, text, ALICE, model, alice, "!chaz ")
+            result = await run_turn(peer, chaz, session, text, ALICE, model, alice)
             return result.text
 
         for text in (
@@ -208,8 +208,8 @@ async def test_a_misread_forget_is_undone_and_the_world_keeps_its_onions(
         # another person cannot undo Alice's forget
         await say("vergiss mein WLAN-Passwort")
         bob = room_audience("dm-alice", [BOB], lambda u: False)
-        as_bob = chaz.memory.within(peer.hearing(chaz, BOB, bob))
-        result = await run_turn(peer, chaz, session, "undo", BOB, model, as_bob, "!chaz ")
+        as_bob = chaz.memory.within(peer.hearing(chaz, BOB, bob, "!chaz "))
+        result = await run_turn(peer, chaz, session, "undo", BOB, model, as_bob)
         assert "nothing" in result.text
         assert not any("tulip-42" in h.value for h in await chaz.recall("WLAN"))
 
@@ -276,7 +276,7 @@ async def test_forget_mine_is_undone_like_a_forget_in_words(tmp_path: Path, cfg:
     async with chazbot.open(tmp_path, cfg) as peer:
         chaz = peer.agent("chaz")
         dm = room_audience("dm-alice", [ALICE], lambda u: False)
-        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm, "!chaz "))
         await alice.remember("a/1", "My wifi password is tulip-42.")
 
         async def cmd(text: str, who: str = ALICE) -> str:
@@ -291,3 +291,17 @@ async def test_forget_mine_is_undone_like_a_forget_in_words(tmp_path: Path, cfg:
         assert "Brought back 1 row" in await cmd("/memory undo")
         assert [h.value for h in await chaz.recall("wifi")] == ["My wifi password is tulip-42."]
         assert "nothing of yours" in await cmd("/memory undo")  # once
+
+
+async def test_the_prefix_travels_in_the_hearing_from_chat_to_the_answer(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """``peer.chat(prefix=…)`` puts the prefix in the turn's ``Hearing``; the answer in words
+    names commands as they are written there (no loose parameter down the turn)."""
+    async with chazbot.open(tmp_path, cfg) as peer:
+        matrix = await peer.chat("What can you do?", session="m", sender=ALICE, prefix="!chaz ")
+        assert "!chaz help" in matrix.text and "/help" not in matrix.text, matrix.text
+        terminal = await peer.chat("What can you do?", session="t")
+        assert "/help" in terminal.text and "!chaz" not in terminal.text, terminal.text
+        chaz = peer.agent("chaz")
+        assert peer.hearing(chaz, ALICE, None, "!chaz ").prefix == "!chaz "

@@ -49,7 +49,7 @@ async def serving(state_dir: Path, **web: Any) -> AsyncIterator[tuple[Peer, str]
     await server.start()
     base = f"http://127.0.0.1:{server.port}"
     if not web.get("public_url"):
-        peer.config = cfg.model_copy(
+        peer.hosting.config = cfg.model_copy(
             update={"web": cfg.web.model_copy(update={"public_url": base})}
         )
     try:

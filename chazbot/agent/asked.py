@@ -205,15 +205,15 @@ async def answer(
     memory: MemoryScope,
     agent: str,
     sender: str,
-    prefix: str,
     tools: frozenset[str],
     session: Session,
 ) -> str | None:
     """The reply to ``found`` without the model, or None when the model should answer:
     ``tools`` are the tools the model may call (a forget or remember in words is the
-    model's when it has that tool; otherwise, whatever the model, it is answered here)."""
+    model's when it has that tool; otherwise, whatever the model, it is answered here).
+    Commands it names are written as where ``memory`` is heard (``hearing.prefix``)."""
     if found.kind == "intro":
-        return intro(agent, prefix)
+        return intro(agent, memory.hearing.prefix)
     if found.kind == "about_me":
         return await about_me(memory, sender)
     if found.kind == "undo":

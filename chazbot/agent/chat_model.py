@@ -56,6 +56,17 @@ class ChatModel(Protocol):
         """Release connections; the model may not be used afterwards."""
         ...
 
+    def describe(self) -> str:
+        """Which model and where, for the start line (``qwen2.5 at https://…``)."""
+        ...
+
+    def with_model(self, model: str, offered_only: bool) -> ChatModel | None:
+        """The chat model that answers an agent whose own ``model`` is set (``/agent set``):
+        this one when the backend takes the model per request (``complete(model=…)``), else
+        a new one of that model (the caller keeps it). ``offered_only`` (a model set from
+        chat): None when the operator does not offer it (nothing is fetched)."""
+        ...
+
 
 def parse_chat_response(data: Any, source: str) -> ChatResult:
     """Validate a chat completions response body and turn it into a ChatResult.

@@ -1,15 +1,17 @@
 """An agent's definition as admins write it from chat, kept in the agent's own signed DB.
 
-``/agent new`` and ``/agent set`` store one field per setting in the agent DB's ``config``
+The ``agent new`` and ``agent set`` commands (``!chaz agent set …`` in Matrix, with the
+configured prefix; ``/agent set …`` on the terminal and ``chazbot cmd``) store one field per
+setting in the agent DB's ``config``
 store (beside the auto-recall settings of ``agent.recall``, under their own ``agent_*``
 names), so a definition survives restarts and travels with the agent DB when it is shared,
 and two peers that change two different settings at once both keep theirs.
 
 Where ``config.yaml`` and the DB both define an agent, **the DB wins, key by key**: a setting
 changed in chat is the later, deliberate choice, and it goes wherever the DB goes. A key the
-DB leaves unset comes from ``config.yaml`` (then from the defaults); ``/agent reset`` drops the
+DB leaves unset comes from ``config.yaml`` (then from the defaults); ``agent reset`` drops the
 DB's value so the file's applies again. ``Definition.sources`` says where each key came from
-(``/agent show`` prints it).
+(``agent show`` prints it).
 
 Pure: parsing, validation and merging; reading and writing the DB is the caller's.
 """
@@ -31,9 +33,9 @@ from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 TOOLS = [*MEMORY_TOOLS, *REMINDER_TOOLS]
 
 NAME_FIELD = "agent_name"
-"""Written by ``/agent new``: the agent was made in chat (it is hosted without config.yaml)."""
+"""Written by ``agent new``: the agent was made in chat (it is hosted without config.yaml)."""
 MADE_BY_FIELD = "agent_made_by"
-"""Written by ``/agent new``: who made it (a Matrix id, ``local`` for the operator)."""
+"""Written by ``agent new``: who made it (a Matrix id, ``local`` for the operator)."""
 SETTINGS: dict[str, str] = {
     "system_prompt": "agent_system_prompt",
     "model": "agent_model",
@@ -45,14 +47,15 @@ SETTINGS: dict[str, str] = {
 """The settings chat may set, and their field names in the agent DB's ``config`` store."""
 DEFINITION_FIELDS = frozenset({NAME_FIELD, MADE_BY_FIELD, *SETTINGS.values()})
 """Every field of the ``config`` store that defines the agent: applied only when a key this
-peer holds signed it (``HostingMixin._fields``)."""
+peer holds signed it (``peer_hosting.Hosting._fields``)."""
 LIST_SETTINGS = ("allowed_tools", "default_memory_banks")
 MAX_PROMPT_CHARS = 8000
 """A system prompt's bound: about 2,000 tokens, which leaves a 4k-context model room to talk."""
 MAX_MODEL_CHARS = 2048
 MAX_LIST_ITEMS = 32
 RESERVED_NAMES = frozenset({"new", "set", "reset", "show", "delete", "reload"})
-"""``/agent <verb>`` words: an agent by one of these names could not be chosen by ``/agent``."""
+"""The ``agent <verb>`` words: an agent by one of these names could not be chosen by
+``agent <name>``."""
 
 Source = Literal["config.yaml", "chat", "default"]
 
@@ -110,19 +113,19 @@ def parse_value(key: str, text: str) -> Any:
 
 
 def check_new_name(name: str) -> str:
-    """A name ``/agent new`` may use (the config's pattern, not an ``/agent`` verb)."""
+    """A name ``agent new`` may use (the config's pattern, not a verb of ``agent``)."""
     if not re.fullmatch(NAME_PATTERN, name):
         raise InputError(
             f"bad agent name {name[:64]!r}: 1-64 letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
     if name.lower() in RESERVED_NAMES:
-        raise InputError(f"{name!r} is an /agent verb; pick another agent name")
+        raise InputError(f"{name!r} is a word of the agent command; pick another agent name")
     return name
 
 
 def parse_settings(words: list[str]) -> dict[str, Any]:
-    """``key=value`` words (``/agent new``) as stored values; InputError on the first bad one."""
+    """``key=value`` words (``agent new``) as stored values; InputError on the first bad one."""
     settings: dict[str, Any] = {}
     for word in words:
         key, eq, text = word.partition("=")
@@ -148,7 +151,7 @@ class Definition:
     in_file: bool
     """config.yaml defines the agent."""
     in_chat: bool
-    """``/agent new`` made it (its DB holds ``agent_name``)."""
+    """``agent new`` made it (its DB holds ``agent_name``)."""
     sources: dict[str, Source] = field(default_factory=dict)
     overridden: tuple[str, ...] = ()
     """Keys config.yaml sets that the DB's value overrides."""
@@ -157,7 +160,7 @@ class Definition:
 
     @property
     def origin(self) -> str:
-        """Where the definition comes from, as ``/agents`` says it."""
+        """Where the definition comes from, as the ``agents`` command says it."""
         chat = [k for k, s in self.sources.items() if s == "chat"]
         if not self.in_file:
             return "chat"

@@ -49,6 +49,7 @@ from chazbot.agent.local_models import (
     TINY_HISTORY_MESSAGES,
     Builtin,
     ModelSource,
+    chat_model_spec,
     default_builtin,
     default_models_dir,
     engine_available,
@@ -266,6 +267,20 @@ class LocalChat:
 
     async def aclose(self) -> None:
         """Nothing to release: the model stays loaded for the life of the process."""
+
+    def describe(self) -> str:
+        return f"{self.name} (embedded)"
+
+    def with_model(self, model: str, offered_only: bool) -> LocalChat | None:
+        """This one for its own model; else a LocalChat of ``model`` (loaded on first use):
+        one set from chat only when the operator offers it (``model_check``)."""
+        if model == self.cfg.model:
+            return self
+        spec = chat_model_spec(self.cfg, self.models_dir, model) if offered_only else model
+        if spec is None:
+            return None
+        cfg = self.cfg.model_copy(update={"model": spec, "model_sha256": None})
+        return LocalChat(cfg, self.models_dir)
 
 
 __all__ = [  # with the names of the modules split out of this one (#20), which callers reach here

@@ -25,7 +25,7 @@ from chazbot.agent.model_fetch import (
     check_url,
     fetch_model,
 )
-from chazbot.config import LOCAL_DEFAULT_MODEL
+from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError
 
 log = logging.getLogger("chazbot.agent.local_llm")
@@ -209,6 +209,38 @@ def default_builtin() -> Builtin | None:
         if builtin.installed():
             return builtin
     return None
+
+
+MODEL_FILES_LISTED = 200
+"""Files of the models directory offered at most (the first by name)."""
+
+
+def offered_models(cfg: LLMConfig, models_dir: Path) -> dict[str, str]:
+    """What chat admins may give an agent with the local backend: name → the ``model`` it
+    loads (a built-in's name, a path, an https URL from config.yaml)."""
+    offered: dict[str, str] = {}
+    if default_builtin() is not None:
+        offered[LOCAL_DEFAULT_MODEL] = LOCAL_DEFAULT_MODEL
+    for name, builtin in BUILTINS.items():
+        if builtin.installed():
+            offered[name] = name
+    offered.update(cfg.chat_models)
+    try:
+        files = sorted(
+            p
+            for p in models_dir.iterdir()
+            if p.name.lower().endswith(".gguf") and not p.name.startswith(".") and p.is_file()
+        )
+    except OSError:
+        files = []
+    for path in files[:MODEL_FILES_LISTED]:
+        offered.setdefault(path.name, str(path))
+    return offered
+
+
+def chat_model_spec(cfg: LLMConfig, models_dir: Path, name: str) -> str | None:
+    """The ``model`` an agent's chat-chosen ``name`` loads, or None when it is not offered."""
+    return offered_models(cfg, models_dir).get(name.strip())
 
 
 def local_available() -> bool:

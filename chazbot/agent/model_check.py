@@ -9,45 +9,13 @@ downloading anything.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from chazbot.agent import local_llm
 from chazbot.agent.chat_model import ChatModel
+from chazbot.agent.local_models import chat_model_spec, offered_models
 from chazbot.agent.openai_chat import OpenAIChat
-from chazbot.config import LOCAL_DEFAULT_MODEL, LLMConfig
 from chazbot.errors import BackendError, InputError
 
-MODEL_FILES_LISTED = 200
-"""Files of the models directory offered at most (the first by name)."""
 OFFERED_SHOWN = 12
-
-
-def offered_models(cfg: LLMConfig, models_dir: Path) -> dict[str, str]:
-    """What chat admins may give an agent with the local backend: name → the ``model`` it
-    loads (a built-in's name, a path, an https URL from config.yaml)."""
-    offered: dict[str, str] = {}
-    if local_llm.default_builtin() is not None:
-        offered[LOCAL_DEFAULT_MODEL] = LOCAL_DEFAULT_MODEL
-    for name, builtin in local_llm.BUILTINS.items():
-        if builtin.installed():
-            offered[name] = name
-    offered.update(cfg.chat_models)
-    try:
-        files = sorted(
-            p
-            for p in models_dir.iterdir()
-            if p.name.lower().endswith(".gguf") and not p.name.startswith(".") and p.is_file()
-        )
-    except OSError:
-        files = []
-    for path in files[:MODEL_FILES_LISTED]:
-        offered.setdefault(path.name, str(path))
-    return offered
-
-
-def chat_model_spec(cfg: LLMConfig, models_dir: Path, name: str) -> str | None:
-    """The ``model`` an agent's chat-chosen ``name`` loads, or None when it is not offered."""
-    return offered_models(cfg, models_dir).get(name.strip())
 
 
 def _not_offered(model: str, offered: dict[str, str]) -> InputError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from chazbot.agent.chat_model import ChatResult, parse_chat_response
-from chazbot.backends.openai_compat import DEFAULT_BACKOFF, OpenAICompatClient
+from chazbot.backends.openai_compat import DEFAULT_BACKOFF, OpenAICompatClient, public_url
 from chazbot.backends.retry import Backoff, Sleep
 from chazbot.config import LLMConfig
 
@@ -54,6 +54,13 @@ class OpenAIChat:
             body["temperature"] = self.cfg.temperature
         data = await self._http.post_json("/chat/completions", body, model=model)
         return parse_chat_response(data, self._http.where)
+
+    def describe(self) -> str:
+        return f"{self.name} at {public_url(self.cfg.api_base)}"
+
+    def with_model(self, model: str, offered_only: bool) -> OpenAIChat:
+        """This one: the endpoint takes an agent's model per request."""
+        return self
 
     async def ping(self) -> None:
         """GET ``/models``: any answer but 401/403/5xx means the backend is there."""

@@ -159,7 +159,6 @@ async def run_turn(
     sender: str,
     llm: ChatModel | None,
     memory: MemoryScope | None = None,
-    prefix: str = "/",
     timezone: str = "UTC",
     pictures: Sequence[Picture] = (),
     acknowledge: bool = False,
@@ -174,7 +173,8 @@ async def run_turn(
     and the reply says plainly that it cannot see pictures (#39).
 
     ``memory``: the agent's memory as heard in this session (``MemoryScope.within``); recall
-    and every tool the model calls act within its audience. The recalled block goes after
+    and every tool the model calls act within its audience, and answers that name a command
+    write it as it is written there (``memory.hearing.prefix``). The recalled block goes after
     the conversation as a user-role message, never a system one: memories are what people
     said, data for the model, and the system prompt says so (SPEC §5).
 
@@ -198,9 +198,7 @@ async def run_turn(
     found = intent(text)
     if found is not None:
         callable_tools = frozenset(agent.config.allowed_tools) if tools_ok else frozenset()
-        words = await asked.answer(
-            found, memory, agent.name, sender, prefix, callable_tools, session
-        )
+        words = await asked.answer(found, memory, agent.name, sender, callable_tools, session)
         if words is not None:
             await session.add_message("assistant", words, agent.name)
             return TurnResult(words, answered_in_words=True)

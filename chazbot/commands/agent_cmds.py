@@ -44,7 +44,7 @@ def model_of(ctx: Context, agent: AgentHandle) -> str:
     """The agent's model, or the chat backend's default as such."""
     if agent.config.model:
         return agent.config.model
-    llm = ctx.peer.config.llm
+    llm = ctx.agents.config.llm
     return f"{llm.model} (the backend's default)" if llm is not None else "the embedded default"
 
 
@@ -71,8 +71,8 @@ async def new(ctx: Context, name: str, settings: str = "") -> Reply:
     parsed = parse_settings(words)
     note = ""
     if "model" in parsed:
-        note = await check_model(ctx.peer.llm, parsed["model"])
-    made = await ctx.peer.new_agent(checked, parsed, ctx.sender)
+        note = await check_model(ctx.models.llm, parsed["model"])
+    made = await ctx.agents.new_agent(checked, parsed, ctx.sender)
     return Reply(
         True,
         f"Made agent {made.name}, model {model_of(ctx, made)}{note}; its definition is "
@@ -88,11 +88,11 @@ async def new(ctx: Context, name: str, settings: str = "") -> Reply:
     admin=True,
 )
 async def set_(ctx: Context, agent: str, key: str, value: str) -> Reply:
-    handle = ctx.peer.agent(agent)
+    handle = ctx.agents.agent(agent)
     checked = check_key(key)
     parsed = parse_value(checked, value)
-    note = await check_model(ctx.peer.llm, parsed) if checked == "model" else ""
-    handle, granted = await ctx.peer.set_agent_setting(handle.name, checked, parsed)
+    note = await check_model(ctx.models.llm, parsed) if checked == "model" else ""
+    handle, granted = await ctx.agents.set_agent_setting(handle.name, checked, parsed)
     banks = f"; granted write on {', '.join(granted)}" if granted else ""
     return Reply(True, f"{handle.name}.{checked} is set{note}{banks}.")
 
@@ -104,9 +104,9 @@ async def set_(ctx: Context, agent: str, key: str, value: str) -> Reply:
     admin=True,
 )
 async def reset(ctx: Context, agent: str, key: str) -> Reply:
-    handle = ctx.peer.agent(agent)
+    handle = ctx.agents.agent(agent)
     checked = check_key(key)
-    handle, _ = await ctx.peer.set_agent_setting(handle.name, checked, None)
+    handle, _ = await ctx.agents.set_agent_setting(handle.name, checked, None)
     definition = definition_of(handle)
     source = definition.sources.get(checked, "default") if definition is not None else "default"
     return Reply(True, f"{handle.name}.{checked} now comes from {source}.")
@@ -119,7 +119,7 @@ async def reset(ctx: Context, agent: str, key: str) -> Reply:
     admin=True,
 )
 async def show(ctx: Context, agent: str | None = None) -> Reply:
-    handle = ctx.peer.agent(agent) if agent is not None else ctx.agent
+    handle = ctx.agents.agent(agent) if agent is not None else ctx.agent
     definition = definition_of(handle)
     cfg = handle.config
     head = f"{handle.name}: defined in {origin_of(handle)}; DB {handle.db}"
@@ -129,7 +129,7 @@ async def show(ctx: Context, agent: str | None = None) -> Reply:
         if key == "model":
             text = model_of(ctx, handle)
         elif key == "capture":
-            text = f"{value} (now: {await ctx.peer.capture_mode(handle)})"
+            text = f"{value} (now: {await ctx.models.capture_mode(handle)})"
         elif isinstance(value, list):
             text = ", ".join(value) or "none"
         else:
@@ -151,7 +151,7 @@ async def show(ctx: Context, agent: str | None = None) -> Reply:
     admin=True,
 )
 async def delete(ctx: Context, agent: str) -> Reply:
-    gone, now = await ctx.peer.delete_agent(agent, ctx.sender)
+    gone, now = await ctx.agents.delete_agent(agent, ctx.sender)
     return Reply(
         True,
         f"Deleted agent {gone.name}: it no longer answers, and rooms that used it now get "
@@ -168,4 +168,4 @@ async def delete(ctx: Context, agent: str) -> Reply:
     admin=True,
 )
 async def reload(ctx: Context) -> Reply:
-    return Reply(True, await ctx.peer.reload_config())
+    return Reply(True, await ctx.agents.reload_config())

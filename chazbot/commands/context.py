@@ -1,7 +1,12 @@
-"""What a command runs against: the peer, the agent and session it was given in, the sender.
+"""What a command runs against: the parts of the peer it needs, the agent and session it was
+given in, the sender.
 
-``CommandPeer`` is what the command handlers use of the running peer (``peer.Peer`` is one);
-commands see that much, not the whole ``Peer``, and ``peer.py`` stays out of their imports.
+Each part is declared here by what commands use of it, as a small protocol: ``Agents`` (the
+agent and room commands), ``Banks`` (bank commands), ``SharingDesk`` (sharing and peer
+status), ``Models`` (capture and model choice). The peer's parts satisfy them
+(``peer_hosting.Hosting`` is ``Agents`` and ``Banks``, ``peer_sharing.Sharing`` is
+``SharingDesk``, ``peer_models.Models`` is ``Models``); the web pages use the same ones.
+``peer.py`` stays out of the command layer's imports.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chazbot.agent.host import AgentHandle, MemoryHost
+from chazbot.agent.host import AgentHandle
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 
 if TYPE_CHECKING:
@@ -18,31 +23,19 @@ if TYPE_CHECKING:
     from chazbot.agent.chat_model import ChatModel
     from chazbot.agent.session import Session
     from chazbot.config import Config
-    from chazbot.ledger import KeyPair
+    from chazbot.ledger import KeyPair, Ledger
     from chazbot.ledger.local import AccessRequest
     from chazbot.ledger.people import People
     from chazbot.memory.banks import Hosted, Registry
-    from chazbot.sync import Sharing
+    from chazbot.memory.engine import MemoryEngine
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
 
 
-class CommandPeer(MemoryHost, Protocol):
-    """The peer as commands use it: memory, the registry of banks, agents, sharing, capture."""
-
-    @property
-    def key(self) -> KeyPair: ...
+class Agents(Protocol):
+    """The hosted agents and the running config: what agent and room commands need."""
 
     @property
     def config(self) -> Config: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def people(self) -> People: ...
-
-    @property
-    def sharing(self) -> Sharing: ...
 
     @property
     def agents(self) -> Mapping[str, AgentHandle]: ...
@@ -52,11 +45,6 @@ class CommandPeer(MemoryHost, Protocol):
     def allowed_agents(self, session: str) -> Sequence[AgentHandle]: ...
 
     def check_agent_allowed(self, session: str, agent: AgentHandle) -> None: ...
-
-    async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode: ...
-
-    @property
-    def llm(self) -> ChatModel | None: ...
 
     async def new_agent(self, name: str, settings: dict[str, Any], made_by: str) -> AgentHandle: ...
 
@@ -68,35 +56,78 @@ class CommandPeer(MemoryHost, Protocol):
 
     async def reload_config(self) -> str: ...
 
+
+class Banks(Protocol):
+    """The registry of hosted banks and agents: what bank commands need."""
+
+    @property
+    def registry(self) -> Registry: ...
+
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False
     ) -> str: ...
 
     async def delete_bank(self, hosted: Hosted) -> None: ...
 
+
+class SharingDesk(Protocol):
+    """Serving and importing banks, access requests, sync pairs: what sharing commands and
+    the peer status need."""
+
     async def share(self, db: str) -> str: ...
 
     async def unshare(self, db: str) -> None: ...
+
+    async def shared(self) -> list[str]: ...
 
     async def import_bank(self, ticket: str, permission: str, name: str | None) -> Imported: ...
 
     async def pending_requests(self, shown: int = 10) -> PendingRequests: ...
 
+    async def requests_of(self, db: str) -> list[AccessRequest]: ...
+
     async def decide_request(self, number: int, approve: bool) -> AccessRequest: ...
 
     async def sync_pairs(self) -> list[SyncPair]: ...
 
+    async def label(self, db: str) -> str: ...
+
+
+class Models(Protocol):
+    """The peer's chat model and what capture does: what model and capture commands need."""
+
+    @property
+    def llm(self) -> ChatModel | None: ...
+
+    async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode: ...
+
 
 @dataclass
 class Context:
-    peer: CommandPeer
+    """One command's parts: the peer's (as the protocols above) and where it was given."""
+
+    agents: Agents
+    banks: Banks
+    sharing: SharingDesk
+    models: Models
+    ledger: Ledger
+    engine: MemoryEngine
+    """The peer's memory engine (every database); ``memory`` is the agent's, as heard."""
+    key: KeyPair
+    """The peer's key."""
+    people: People
     agent: AgentHandle
     session: Session
     sender: str = "local"
     is_admin: bool = False  # the least: whoever builds a Context says when it is an admin
-    prefix: str = "/"
     hearing: Hearing = OPERATOR_HEARING
-    """Who hears the reply (SPEC §5c): what the command may show and hide."""
+    """Who hears the reply (SPEC §5c): what the command may show and hide, and how commands
+    are written there (``prefix``)."""
+
+    @property
+    def prefix(self) -> str:
+        """How commands are written where the reply goes (``!chaz `` in Matrix)."""
+        return self.hearing.prefix
 
     @property
     def memory(self) -> MemoryScope:
@@ -104,4 +135,4 @@ class Context:
         return self.agent.memory.within(self.hearing)
 
 
-__all__ = ["CommandPeer", "Context"]
+__all__ = ["Agents", "Banks", "Context", "Models", "SharingDesk"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from chazbot.agent.recall import CONFIG_STORE, RecallSettings, recall_settings
-from chazbot.commands.context import Context
+from chazbot.commands.context import Agents, Banks, Context, SharingDesk
 from chazbot.commands.memory_cmds import ok, resolve_hosted
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import InputError, NotFound, PermissionDenied
@@ -20,6 +21,9 @@ from chazbot.memory.engine import LoadStatus, MemoryEngine
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, Hit, to_datetime
 from chazbot.memory.tokenize import MAX_QUERY_BYTES, bound_query
 from chazbot.memory.tools import format_hits
+
+if TYPE_CHECKING:
+    from chazbot.ledger import Ledger, Permission
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
@@ -46,7 +50,7 @@ async def config(
     if action == "show":
         if key is not None:
             raise InputError(f"show takes no arguments. Usage: {ctx.prefix}memory config show")
-        s = await recall_settings(ctx.peer.ledger, ctx.agent.db)
+        s = await recall_settings(ctx.ledger, ctx.agent.db)
         banks = s.banks
         shown = "(all attached)" if banks is None else (", ".join(banks) or "(none)")
         return ok(
@@ -68,7 +72,7 @@ async def config(
             raise InputError(f"unknown setting {key!r}; settings: {', '.join(RECALL_DEFAULTS)}")
         fields = [key] if key is not None else list(RECALL_DEFAULTS)
         ops = [{"op": "set", "field": k, "value": None} for k in fields]
-        await ctx.peer.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
+        await ctx.ledger.write(ctx.agent.db, ctx.agent.key, {CONFIG_STORE: ops})
         if key is not None:
             return ok(f"Reset {key} to its default.")
         return ok("Auto-recall config reset to defaults.")
@@ -78,7 +82,7 @@ async def config(
             f"keys: {', '.join(RECALL_DEFAULTS)}"
         )
     stored = await _config_value(ctx, key, value)
-    await ctx.peer.ledger.write(
+    await ctx.ledger.write(
         ctx.agent.db,
         ctx.agent.key,
         {CONFIG_STORE: [{"op": "set", "field": key, "value": stored}]},
@@ -93,7 +97,7 @@ async def config(
 )
 async def reindex(ctx: Context, bank: str | None = None) -> Reply:
     name, total = await ctx.agent.memory.reindex(bank)
-    return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.peer.memory.model}.")
+    return ok(f"Reindexed {total} rows of {name or 'own memory'} for {ctx.engine.model}.")
 
 
 @command(
@@ -119,9 +123,9 @@ async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
         bank, query = "self", " ".join(filter(None, [bank, query]))
     db, label = await _browse_target(ctx, bank)
     heard = await ctx.memory.filtered(db)  # a room's reply obeys its audience, admin or not
-    floor = await ctx.peer.memory.agent_floor(ctx.agent.db)  # only what recall would pass
+    floor = await ctx.engine.agent_floor(ctx.agent.db)  # only what recall would pass
     bounded = bound_query(query or "")  # what recall searches of it
-    ranked = await ctx.peer.memory.recall(db, bounded.text, None, 10, heard, floor)
+    ranked = await ctx.engine.recall(db, bounded.text, None, 10, heard, floor)
     note = ""
     if bounded.cut == "terms":
         note = "\n" + CUT_TERMS.format(terms=bounded.terms)
@@ -140,15 +144,15 @@ async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
 )
 async def stats(ctx: Context, bank: str = "self") -> Reply:
     db, label = await _browse_target(ctx, bank)
-    stores = await ctx.peer.ledger.stores(db)
-    engine = ctx.peer.memory
+    stores = await ctx.ledger.stores(db)
+    engine = ctx.engine
     status = engine.load_status(db)
     if status is None or not status.ready:
         # a big bank loads off the event loop: wait a little, then report its progress
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(engine.view(db), STATS_WAIT_S)
         status = engine.load_status(db)
-    size = await ctx.peer.ledger.db_size(db)
+    size = await ctx.ledger.db_size(db)
     heard = await ctx.memory.filtered(db)
     if status and status.ready:
         allowed = (await engine.view(db)).audience_filter(heard)
@@ -170,14 +174,14 @@ async def stats(ctx: Context, bank: str = "self") -> Reply:
         f"search         = {bm25_kernel.describe()}\n"
         f"vectors        = {', '.join(vectors) or 'none'}{_owed_note(engine, db)}\n"
         f"recall         = {_recall_line(engine)}\n"
-        f"entries        = {await ctx.peer.ledger.count_entries(db)}\n"
+        f"entries        = {await ctx.ledger.count_entries(db)}\n"
         f"size           = {size} bytes\n" + await _access_lines(ctx, db)
     )
 
 
 def _floor_line(ctx: Context, chosen: float | None) -> str:
     """``min_similarity`` as ``show`` prints it: the value in effect and where it comes from."""
-    engine = ctx.peer.memory
+    engine = ctx.engine
     model = engine.model
     if model is None:
         held = f"{chosen:g} set, " if chosen is not None else ""
@@ -236,7 +240,7 @@ async def _names_a_database(ctx: Context, ref: str) -> bool:
         return True
     except NotFound:
         pass
-    reg = ctx.peer.registry
+    reg = ctx.banks.registry
     if is_db_id(ref):
         return await reg.by_db(ref) is not None
     return await reg.get("bank", ref) is not None or await reg.get("agent", ref) is not None
@@ -264,38 +268,62 @@ async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
     return hosted.db, hosted.name
 
 
-async def _access_lines(ctx: Context, db: str) -> str:
-    """Who holds access, with level and what this peer knows of each key."""
-    peer = ctx.peer
-    state = await peer.ledger.auth_state(db)
-    labels = {k.public: label for label, k in await peer.registry.labelled_keys()}
-    agents = {ag.key.public: ag.name for ag in peer.agents.values()}
-    requests = {r.key: r for r in await peer.sharing.requests(db, status=None)}
-    delegated = await peer.registry.delegations(db)
-    held_here = await holder_keys(peer.registry, state)
+@dataclass(frozen=True)
+class KeyHolder:
+    """A key holding access to a database, as a person reads it (``memory stats``, the web's
+    bank page)."""
+
+    key: str
+    perm: Permission
+    who: str
+    revoke_as: str
+    """What ``memory revoke <bank> …`` takes for it: an agent's name or the key ('': none)."""
+
+    @property
+    def level(self) -> str:
+        return str(self.perm)
+
+
+async def key_holders(
+    ledger: Ledger, banks: Banks, agents: Agents, sharing: SharingDesk, db: str
+) -> tuple[list[KeyHolder], int]:
+    """Who holds access to ``db`` (the highest first), labelled by what this peer knows of
+    each key; and how many grants were revoked. The one wording of "who holds this key"."""
+    state = await ledger.auth_state(db)
+    labels = {k.public: label for label, k in await banks.registry.labelled_keys()}
+    names = {ag.key.public: ag.name for ag in agents.agents.values()}
+    requests = {r.key: r for r in await sharing.requests_of(db)}
+    delegated = await banks.registry.delegations(db)
+    held_here = await holder_keys(banks.registry, state)
     via = held_here[0][1].public if held_here else None  # the key delegated agents act with
-    lines = []
+    found = []
     active = sorted(
         ((k, g) for k, g in state.items() if g.active),
         key=lambda item: (-item[1].perm.rank()[0], -item[1].perm.rank()[1], item[0]),
     )
     for key, held in active:
         label = labels.get(key, "")
-        if key in agents:
-            who = f"agent {agents[key]}"
+        if key in names:
+            who, target = f"agent {names[key]}", names[key]
         elif label == "peer":
-            who = "this peer"
+            who, target = "this peer", key
         elif label.startswith("bank:"):
-            who = "this peer (the bank's key)"
+            who, target = "this peer (the bank's key)", ""
         elif key in requests:
-            who = f"another peer (import request {requests[key].id})"
+            who, target = f"another peer (import request {requests[key].id})", key
         else:
-            who = "another peer or agent"
+            who, target = "another peer or agent", key
         if key == via and delegated:
-            names = ", ".join(f"{d.agent} ({d.permission})" for d in delegated.values())
-            who += f"; delegated to {names}"
-        lines.append(f"- {key} {held.perm.name} — {who}")
-    revoked = sum(1 for g in state.values() if not g.active)
+            shown = ", ".join(f"{d.agent} ({d.permission})" for d in delegated.values())
+            who += f"; delegated to {shown}"
+        found.append(KeyHolder(key, held.perm, who, target))
+    return found, sum(1 for g in state.values() if not g.active)
+
+
+async def _access_lines(ctx: Context, db: str) -> str:
+    """Who holds access, with level and what this peer knows of each key."""
+    found, revoked = await key_holders(ctx.ledger, ctx.banks, ctx.agents, ctx.sharing, db)
+    lines = [f"- {h.key} {h.perm.name} — {h.who}" for h in found]
     tail = f" ({revoked} revoked)" if revoked else ""
     return f"access{tail}:\n" + ("\n".join(lines) or "- nobody")
 
@@ -313,7 +341,7 @@ async def _config_value(ctx: Context, key: str, raw: str) -> Any:
         return int(text)
     if key == "auto_recall_banks":
         names = [n.strip() for n in text.split(",") if n.strip()]
-        refs = await read_refs(ctx.peer.ledger, ctx.agent.db)
+        refs = await read_refs(ctx.ledger, ctx.agent.db)
         known = {r.lower(): r for r in refs}
         unknown = [n for n in names if n.lower() not in known]
         if unknown:

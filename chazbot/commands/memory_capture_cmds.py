@@ -43,7 +43,7 @@ async def mine(ctx: Context) -> Reply:
         for row in rows[:MINE_SHOWN]:
             listing.append([agent.name, row.row_id, row.key])
             lines.append(f"{len(listing)}. {_mine_line(ctx, agent, row)}")
-    await ctx.peer.ledger.kv.set(_listing_key(ctx), json.dumps(listing))
+    await ctx.ledger.kv.set(_listing_key(ctx), json.dumps(listing))
     if not total:
         return ok(
             "I keep nothing you said"
@@ -111,7 +111,7 @@ async def undo(ctx: Context) -> Reply:
 async def capture(ctx: Context, state: str | None = None) -> Reply:
     if state is not None:
         await ctx.session.set_capture(state == "on")
-    mode = await ctx.peer.capture_mode(ctx.agent, ctx.session)
+    mode = await ctx.models.capture_mode(ctx.agent, ctx.session)
     if mode == "off":
         why = (
             "turned off in this room"
@@ -137,7 +137,7 @@ def _listing_key(ctx: Context) -> str:
 async def _forget_numbered(ctx: Context, number: int) -> Reply:
     """Forget the row shown as ``number`` in this person's last ``mine`` in this room:
     refused, changing nothing, when there is no such listing or that row changed since."""
-    raw = await ctx.peer.ledger.kv.get(_listing_key(ctx))
+    raw = await ctx.ledger.kv.get(_listing_key(ctx))
     listing = json.loads(raw) if raw else []
     if not listing:
         raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
@@ -175,7 +175,7 @@ def _alone(ctx: Context) -> bool:
 def _agents_for_mine(ctx: Context) -> list[AgentHandle]:
     """Whose memory ``mine`` reads: every agent the room may use in a DM, else the room's."""
     if _alone(ctx):
-        return list(ctx.peer.allowed_agents(ctx.session.name))
+        return list(ctx.agents.allowed_agents(ctx.session.name))
     return [ctx.agent]
 
 

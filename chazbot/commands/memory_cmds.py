@@ -32,7 +32,7 @@ def ok(text: str) -> Reply:
 
 async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
     """A bank or hosted agent DB by display name or DB id."""
-    reg = ctx.peer.registry
+    reg = ctx.banks.registry
     if is_db_id(ref):
         found = await reg.by_db(ref)
     else:
@@ -53,10 +53,10 @@ async def resolve_hosted(ctx: Context, ref: str) -> Hosted:
 )
 async def new(ctx: Context, name: str, description: str = "") -> Reply:
     checked = check_name(name)
-    if await ctx.peer.registry.get("bank", checked) is not None:
+    if await ctx.banks.registry.get("bank", checked) is not None:
         raise ConflictError(f"a bank named {checked!r} exists already")
     # a non-admin is held to banks.BANKS_PER_PERSON and BANKS_TOTAL (issue 22, item 9)
-    db = await ctx.peer.create_bank(
+    db = await ctx.banks.create_bank(
         checked, description, created_by=ctx.sender, bounded=not ctx.is_admin
     )
     return ok(f"Created bank {checked} ({db}).")
@@ -68,7 +68,7 @@ async def new(ctx: Context, name: str, description: str = "") -> Reply:
     "list the banks hosted by this peer (non-admins: those the room's agent can read)",
 )
 async def list_(ctx: Context) -> Reply:
-    banks = await ctx.peer.registry.all("bank")
+    banks = await ctx.banks.registry.all("bank")
     if not ctx.is_admin:
         return await _list_readable(ctx, banks)
     if not banks:
@@ -90,7 +90,7 @@ async def delete(ctx: Context, ref: str) -> Reply:
             f"{hosted.name!r} is an agent, not a bank; delete an agent with "
             f"{ctx.prefix}agent delete {hosted.name}"
         )
-    await ctx.peer.delete_bank(hosted)
+    await ctx.banks.delete_bank(hosted)
     return ok(
         f"Deleted bank {hosted.name} from this peer (and from every agent and session; "
         f"no longer shared); its database {hosted.db[:19]}… is kept as an archive."
@@ -111,16 +111,16 @@ async def grant_(ctx: Context, bank: str, agent: str, permission: str) -> Reply:
     hosted = await resolve_hosted(ctx, bank)
     perm = Permission.parse(permission)
     if looks_like_key(agent) and not _local_agent(ctx, agent):
-        await set_key(ctx.peer.ledger, ctx.peer.registry, hosted.db, agent, perm)
+        await set_key(ctx.ledger, ctx.banks.registry, hosted.db, agent, perm)
         return ok(f"Granted key {agent} {perm.name} on {hosted.name}.")
-    handle = _local_agent(ctx, agent) or ctx.peer.agent(agent)
+    handle = _local_agent(ctx, agent) or ctx.agents.agent(agent)
     if hosted.db == handle.db:
         raise InputError(f"{handle.name} always has its own memory; grant another agent instead")
-    meta = await ctx.peer.ledger.fields(hosted.db, "meta")
+    meta = await ctx.ledger.fields(hosted.db, "meta")
     try:
         done = await grant(
-            ctx.peer.ledger,
-            ctx.peer.registry,
+            ctx.ledger,
+            ctx.banks.registry,
             hosted.name,
             hosted.db,
             handle.key,
@@ -151,15 +151,15 @@ async def grant_(ctx: Context, bank: str, agent: str, permission: str) -> Reply:
 async def revoke_(ctx: Context, bank: str, agent: str) -> Reply:
     hosted = await resolve_hosted(ctx, bank)
     if looks_like_key(agent) and not _local_agent(ctx, agent):
-        await set_key(ctx.peer.ledger, ctx.peer.registry, hosted.db, agent, None)
+        await set_key(ctx.ledger, ctx.banks.registry, hosted.db, agent, None)
         return ok(
             f"Revoked key {agent} on {hosted.name}; whatever it (or agents behind it) "
             "writes from now on is refused."
         )
-    handle = _local_agent(ctx, agent) or ctx.peer.agent(agent)
+    handle = _local_agent(ctx, agent) or ctx.agents.agent(agent)
     removed = await revoke(
-        ctx.peer.ledger,
-        ctx.peer.registry,
+        ctx.ledger,
+        ctx.banks.registry,
         hosted.name,
         hosted.db,
         handle.key,
@@ -225,4 +225,4 @@ async def _list_readable(ctx: Context, banks: list[Hosted]) -> Reply:
 
 def _local_agent(ctx: Context, ref: str) -> AgentHandle | None:
     """The hosted agent whose key is ``ref`` (a key as /pubkey prints it), if any."""
-    return next((ag for ag in ctx.peer.agents.values() if ag.key.public == ref), None)
+    return next((ag for ag in ctx.agents.agents.values() if ag.key.public == ref), None)

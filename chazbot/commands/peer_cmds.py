@@ -25,9 +25,9 @@ async def agents(ctx: Context) -> Reply:
     lines = [
         f"- {ag.name}"
         + (" (this session)" if ag.name == ctx.agent.name else "")
-        + f": model {model_of(ctx, ag)}, capture {await ctx.peer.capture_mode(ag)}, "
+        + f": model {model_of(ctx, ag)}, capture {await ctx.models.capture_mode(ag)}, "
         f"defined in {origin_of(ag)}"
-        for ag in ctx.peer.allowed_agents(ctx.session.name)
+        for ag in ctx.agents.allowed_agents(ctx.session.name)
     ]
     return Reply(True, "Agents:\n" + "\n".join(lines))
 
@@ -48,8 +48,8 @@ async def agent(ctx: Context, name: str | None = None) -> Reply:
             True,
             f"{ctx.agent.name} answers in this session; its memory: {', '.join(banks)}.",
         )
-    chosen = ctx.peer.agent(name)
-    ctx.peer.check_agent_allowed(ctx.session.name, chosen)
+    chosen = ctx.agents.agent(name)
+    ctx.agents.check_agent_allowed(ctx.session.name, chosen)
     if chosen is not ctx.agent and not ctx.is_admin:
         raise PermissionDenied(
             f"only admins may choose another agent for this session ({ctx.agent.name} answers here)"
@@ -60,7 +60,7 @@ async def agent(ctx: Context, name: str | None = None) -> Reply:
 
 @command("pubkey", (), "show this peer's public key (and the current agent's)")
 async def pubkey(ctx: Context) -> Reply:
-    return Reply(True, f"peer: {ctx.peer.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
+    return Reply(True, f"peer: {ctx.key.public}\n{ctx.agent.name}: {ctx.agent.key.public}")
 
 
 @command("clear", (), "start a fresh context in this session (history is kept)", first=True)
@@ -71,7 +71,7 @@ async def clear(ctx: Context) -> Reply:
 
 @command("sharing requests", (), "list pending import requests from other peers", admin=True)
 async def requests(ctx: Context) -> Reply:
-    pending = await ctx.peer.pending_requests()
+    pending = await ctx.sharing.pending_requests()
     if not pending.total:
         return Reply(True, "No pending requests.")
     per_db = ", ".join(f"{label}: {n}" for label, n in pending.per_db)
@@ -94,7 +94,7 @@ async def requests(ctx: Context) -> Reply:
     admin=True,
 )
 async def status(ctx: Context) -> Reply:
-    pairs = await ctx.peer.sync_pairs()
+    pairs = await ctx.sharing.sync_pairs()
     if not pairs:
         return Reply(
             True,
@@ -122,13 +122,13 @@ async def status(ctx: Context) -> Reply:
 
 @command("sharing approve", (Arg("id"),), "approve an import request", admin=True)
 async def approve(ctx: Context, id: str) -> Reply:
-    done = await ctx.peer.decide_request(_request_id(id), True)
+    done = await ctx.sharing.decide_request(_request_id(id), True)
     return Reply(True, f"Approved request {done.id}: {done.permission} for {done.key[:24]}….")
 
 
 @command("sharing reject", (Arg("id"),), "reject an import request", admin=True)
 async def reject(ctx: Context, id: str) -> Reply:
-    done = await ctx.peer.decide_request(_request_id(id), False)
+    done = await ctx.sharing.decide_request(_request_id(id), False)
     return Reply(True, f"Rejected request {done.id}.")
 
 

@@ -19,7 +19,7 @@ WHO = Arg("who", shown="@user:server")
 def config_floor(ctx: Context, glob: str) -> str | None:
     """The config.yaml entry that allows ``glob`` (an MXID matched by a glob there, or the
     same glob written there), or None."""
-    m = ctx.peer.config.matrix
+    m = ctx.agents.config.matrix
     if m is None:
         return None
     for where, globs in (("matrix.admins", m.admins), ("matrix.allow_list", m.allow_list)):
@@ -32,7 +32,7 @@ def config_floor(ctx: Context, glob: str) -> str | None:
 def _chat_match(ctx: Context, glob: str) -> str | None:
     """Another chat-allowed glob that still matches ``glob``, if any."""
     return next(
-        (g for g in ctx.peer.people.globs if g != glob and matches_any(glob, [g])),
+        (g for g in ctx.people.globs if g != glob and matches_any(glob, [g])),
         None,
     )
 
@@ -50,7 +50,7 @@ async def allow(ctx: Context, who: str) -> Reply:
     if floor is not None:
         return Reply(True, f"{glob} is allowed already by {floor}.")
     by = ctx.sender if ctx.sender.startswith("@") else "the operator"  # terminal, chazbot cmd
-    if not await ctx.peer.people.allow(glob, by):
+    if not await ctx.people.allow(glob, by):
         return Reply(True, f"{glob} is allowed already (from chat).")
     return Reply(
         True,
@@ -62,7 +62,7 @@ async def allow(ctx: Context, who: str) -> Reply:
 @command("people remove", (WHO,), "stop answering someone allowed from chat", admin=True)
 async def remove(ctx: Context, who: str) -> Reply:
     glob = check_glob(who)
-    removed = await ctx.peer.people.remove(glob)
+    removed = await ctx.people.remove(glob)
     floor = config_floor(ctx, glob)
     other = _chat_match(ctx, glob)
     if not removed:
@@ -93,12 +93,12 @@ async def remove(ctx: Context, who: str) -> Reply:
     admin=True,
 )
 async def list_(ctx: Context) -> Reply:
-    m = ctx.peer.config.matrix
+    m = ctx.agents.config.matrix
     lines = []
     if m is not None:
         lines += [f"- {g} (admin, config.yaml)" for g in m.admins]
         lines += [f"- {g} (config.yaml)" for g in m.allow_list if g not in m.admins]
-    lines += [f"- {e.glob} (allowed by {e.by})" for e in ctx.peer.people.entries()]
+    lines += [f"- {e.glob} (allowed by {e.by})" for e in ctx.people.entries()]
     if not lines:
         return Reply(
             True, f"Nobody is allowed yet; add someone with {ctx.prefix}people allow @user:server"

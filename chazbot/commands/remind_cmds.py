@@ -21,11 +21,11 @@ SHOWN = 20
 
 
 def reminders_of(ctx: Context) -> Reminders:
-    return Reminders(ctx.peer.ledger, ctx.agent.db, ctx.agent.key)
+    return Reminders(ctx.ledger, ctx.agent.db, ctx.agent.key)
 
 
 async def person_zone(ctx: Context, store: Reminders) -> str:
-    return await store.zone_of(ctx.sender, ctx.peer.config.timezone)
+    return await store.zone_of(ctx.sender, ctx.agents.config.timezone)
 
 
 @command(
@@ -35,7 +35,7 @@ async def person_zone(ctx: Context, store: Reminders) -> str:
 )
 async def remind(ctx: Context, when_and_what: str) -> Reply:
     store = reminders_of(ctx)
-    zone_name = ctx.peer.config.timezone
+    zone_name = ctx.agents.config.timezone
     text = await set_reminder(
         store,
         when_and_what,

@@ -18,7 +18,7 @@ command = COMMANDS.command
 )
 async def share(ctx: Context, bank: str) -> Reply:
     hosted = await resolve_hosted(ctx, bank)
-    ticket = await ctx.peer.share(hosted.db)
+    ticket = await ctx.sharing.share(hosted.db)
     return Reply(True, f"Sharing {hosted.name}. Ticket:\n{ticket}")
 
 
@@ -30,7 +30,7 @@ async def share(ctx: Context, bank: str) -> Reply:
 )
 async def unshare(ctx: Context, bank: str) -> Reply:
     hosted = await resolve_hosted(ctx, bank)
-    await ctx.peer.unshare(hosted.db)
+    await ctx.sharing.unshare(hosted.db)
     return Reply(True, f"Stopped sharing {hosted.name}.")
 
 
@@ -47,7 +47,7 @@ async def unshare(ctx: Context, bank: str) -> Reply:
 async def import_(
     ctx: Context, ticket: str, permission: str = "write", name: str | None = None
 ) -> Reply:
-    done = await ctx.peer.import_bank(ticket, permission, name)
+    done = await ctx.sharing.import_bank(ticket, permission, name)
     again = f"{ctx.prefix}memory import <ticket> {permission} <new-name>"
     if done.status == "pending":
         return Reply(

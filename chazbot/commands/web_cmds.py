@@ -108,18 +108,18 @@ def in_dm(ctx: Context) -> bool:
     "web", (), "a one-time link to your memory page (the bot sends it in a DM)", first=True
 )
 async def web(ctx: Context) -> Reply:
-    cfg = ctx.peer.config
+    cfg = ctx.agents.config
     base_url(cfg)  # off, or no address: say so before anything else
     operator = ctx.hearing.audience is None and ctx.hearing.origin is None
     if operator:  # the terminal, ``chazbot cmd`` and ``chazbot web-link``
-        link = await issue_link(ctx.peer.ledger, cfg, OPERATOR, True)
+        link = await issue_link(ctx.ledger, cfg, OPERATOR, True)
         return Reply(True, f"Your sign-in link (admin; one use, 10 minutes): {link}")
     if not in_dm(ctx):
         raise PermissionDenied(
             f"a sign-in link is sent only in a DM: message me {ctx.prefix}web in a direct"
             " chat with me"
         )
-    link = await issue_link(ctx.peer.ledger, cfg, ctx.sender, ctx.is_admin)
+    link = await issue_link(ctx.ledger, cfg, ctx.sender, ctx.is_admin)
     return Reply(
         True,
         f"Your memory page (one use, valid 10 minutes; do not share it): {link}",

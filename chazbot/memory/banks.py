@@ -108,16 +108,18 @@ class Delegation:
 class Registry:
     """The peer-local index of hosted agents and banks, and the private keys (never synced)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(
+        self, ledger: Ledger, withdrawn: Callable[[str], str | None] = lambda db: None
+    ) -> None:
         self.ledger = ledger
         # One creation at a time in this process (a state dir has one process), so a name
         # is checked and claimed in one step and a lost race creates nothing.
         self._lock = asyncio.Lock()
         self._keys: list[tuple[str, KeyPair]] | None = None
         self._delegations: dict[str, dict[str, Delegation]] = {}
-        # Set by the peer: why this peer must not write to a database any more (its remote
-        # refuses this peer's key), or None. Delegated writes check it (see MemoryScope).
-        self.withdrawn: Callable[[str], str | None] = lambda db: None
+        # Why this peer must not write to a database any more (its remote refuses this peer's
+        # key), or None: the peer's sync service says. Delegated writes check it (MemoryScope).
+        self.withdrawn = withdrawn
 
     async def get(self, kind: str, name: str) -> Hosted | None:
         return await self.ledger.hosted.get(kind, name)

@@ -51,11 +51,13 @@ class Hearing:
 
     ``audience``: rows of agent DBs are filtered for it (None: the full view); ``origin``:
     stamped on rows written in own memory (None: the operator's); ``scoped``: those rows
-    supersede only rows of their room (``memory_audience: room``)."""
+    supersede only rows of their room (``memory_audience: room``); ``prefix``: how commands
+    are written where it is heard (``!chaz `` in Matrix), for replies that name them."""
 
     audience: Audience | None = None
     origin: Provenance | None = None
     scoped: bool = False
+    prefix: str = "/"
 
     @property
     def scope(self) -> str:

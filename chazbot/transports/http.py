@@ -39,6 +39,7 @@ from chazbot.sync.guard import (
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer
+    from chazbot.peer_sharing import SyncService
 
 log = logging.getLogger(__name__)
 MATRIX_STALE_S = 90.0
@@ -54,22 +55,23 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 class SyncCollector(Collector):
     """Sync entries sent, received and refused, and the synced pairs by state, read from the
-    peer at scrape time."""
+    peer's sync service at scrape time."""
 
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
+    def __init__(self, sync: SyncService) -> None:
+        self.sync = sync
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             "chazbot_sync_entries", "Sync entries by direction", labels=["direction"]
         )
-        for direction, value in self.peer.sync_counters().items():
+        for direction, value in self.sync.counters().items():
             family.add_metric([direction], value)
         yield family
         pairs = GaugeMetricFamily(
             "chazbot_sync_pairs", "Synced (bank, peer) pairs by state", labels=["state"]
         )
-        status = self.peer.replicator.status() if self.peer.replicator is not None else []
+        replicator = self.sync.replicator
+        status = replicator.status() if replicator is not None else []
         failing = sum(p.failing for p in status)
         pairs.add_metric(["ok"], len(status) - failing)
         pairs.add_metric(["failing"], failing)
@@ -131,7 +133,7 @@ class HttpServer:
         self._guards: GuardCollector | None = None
 
     def guards(self) -> list[ConnectionGuard]:
-        sync = self.peer.sync_server
+        sync = self.peer.sync.server
         return [self.guard] + ([sync.guard] if sync is not None else [])
 
     @web.middleware
@@ -155,7 +157,7 @@ class HttpServer:
 
     async def start(self) -> None:
         host, port = split_listen(self.listen)
-        self._collector = SyncCollector(self.peer)
+        self._collector = SyncCollector(self.peer.sync)
         metrics.REGISTRY.register(self._collector)
         self._guards = GuardCollector(self.guards)
         metrics.REGISTRY.register(self._guards)
@@ -224,7 +226,7 @@ class HttpServer:
         return out
 
     async def _llm_check(self) -> dict[str, Any]:
-        llm = self.peer.llm
+        llm = self.peer.models.llm
         if llm is None:
             return {"ok": True, "note": "no LLM configured"}
         cached = self._llm_checked

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from chazbot import metrics
 from chazbot.agent.recall import recall_settings
+from chazbot.commands.memory_browse_cmds import KeyHolder, key_holders
 from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MAX_LIMIT, MemoryRow
 from chazbot.memory.transfer import export_lines
@@ -48,16 +49,6 @@ ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
 
 
 @dataclass(frozen=True)
-class Holder:
-    """A key holding access to a bank, as the page shows it."""
-
-    key: str
-    level: str
-    who: str
-    revoke_as: str  # what ``/memory revoke <bank> …`` takes for it: agent name or key
-
-
-@dataclass(frozen=True)
 class Shown:
     """One row of a bank page, with its rank and scores."""
 
@@ -76,39 +67,26 @@ class Shown:
         return "operator" if o is None else f"{o.speaker} in {o.room.removeprefix('matrix:')}"
 
 
-async def holders(ui: Pages, db: str) -> list[Holder]:
+async def holders(ui: Pages, db: str) -> list[KeyHolder]:
+    """Who holds access to ``db``, worded as ``memory stats`` words it (``key_holders``)."""
     peer = ui.peer
-    state = await peer.ledger.auth_state(db)
-    agents = {ag.key.public: ag.name for ag in peer.agents.values()}
-    labels = {k.public: label for label, k in await peer.registry.labelled_keys()}
-    found = []
-    for key, held in sorted(state.items(), key=lambda kv: (-kv[1].perm.rank()[0], kv[0])):
-        if not held.active:
-            continue
-        label = labels.get(key, "")
-        if key in agents:
-            who, target = f"agent {agents[key]}", agents[key]
-        elif label == "peer":
-            who, target = "this peer", key
-        elif label.startswith("bank:"):
-            who, target = "this peer (the bank's key)", ""
-        else:
-            who, target = "another peer or agent", key
-        found.append(Holder(key, str(held.perm), who, target))
+    found, _ = await key_holders(peer.ledger, peer.hosting, peer.hosting, peer.sharing, db)
     return found
 
 
 def routes(ui: Pages, r: UrlDispatcher) -> None:
     peer = ui.peer
 
+    hosting, sharing, models = peer.hosting, peer.sharing, peer.models
+
     async def overview(request: web.Request, who: Who) -> web.StreamResponse:
-        banks = await peer.registry.all("bank")
-        pending = sum((await peer.sharing.pending_counts()).values())
+        banks = await hosting.registry.all("bank")
+        pending = (await sharing.pending_requests(shown=0)).total
         return ui.page(
             "admin.html",
             who,
             title="Admin",
-            agents=len(peer.agents),
+            agents=len(hosting.agents),
             banks=len(banks),
             pending=pending,
             latency=_latency_chart(),
@@ -117,7 +95,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
 
     async def agents(request: web.Request, who: Who) -> web.StreamResponse:
         shown = []
-        for agent in peer.agents.values():
+        for agent in hosting.agents.values():
             view = await peer.memory.view(agent.db)
             settings = await recall_settings(peer.ledger, agent.db)
             refs = await read_refs(peer.ledger, agent.db)
@@ -127,7 +105,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                     "db": agent.db,
                     "rows": len(view.visible),
                     "size": await peer.ledger.db_size(agent.db),
-                    "capture": await peer.capture_mode(agent),
+                    "capture": await models.capture_mode(agent),
                     "audience": agent.config.memory_audience,
                     "default_banks": ", ".join(agent.config.default_memory_banks) or "none",
                     "banks": ", ".join(f"{n} ({r.permission})" for n, r in sorted(refs.items()))
@@ -147,7 +125,8 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
 
     async def banks(request: web.Request, who: Who) -> web.StreamResponse:
         listed = []
-        for bank in await peer.registry.all("bank"):
+        shared = await sharing.shared()
+        for bank in await hosting.registry.all("bank"):
             view = await peer.memory.view(bank.db)
             listed.append(
                 {
@@ -155,13 +134,15 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                     "db": bank.db,
                     "rows": len(view.visible),
                     "imported": bool(bank.data.get("imported")),
-                    "shared": bank.db in await peer.ledger.shared.all(),
+                    "shared": bank.db in shared,
                 }
             )
-        return ui.page("banks.html", who, title="Banks", banks=listed, agents=sorted(peer.agents))
+        return ui.page(
+            "banks.html", who, title="Banks", banks=listed, agents=sorted(hosting.agents)
+        )
 
     async def bank(request: web.Request, who: Who) -> web.StreamResponse:
-        hosted = await peer.registry.get("bank", request.match_info["name"])
+        hosted = await hosting.registry.get("bank", request.match_info["name"])
         if hosted is None:
             return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
         text = request.query.get("q", "")[:QUERY_MAX_CHARS]
@@ -202,15 +183,15 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             next=query(path, q=text, page=page + 1) if page < last else None,
             back=query(path, q=text, page=page),
             holders=await holders(ui, hosted.db),
-            agents=sorted(a.name for a in peer.agents.values()),
-            shared=hosted.db in await peer.ledger.shared.all(),
+            agents=sorted(a.name for a in hosting.agents.values()),
+            shared=hosted.db in await sharing.shared(),
             chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
             ranked=bool(text.strip()),
             importing=ui.imports.of(hosted.name),
         )
 
     async def export(request: web.Request, who: Who) -> web.StreamResponse:
-        hosted = await peer.registry.get("bank", request.match_info["name"])
+        hosted = await hosting.registry.get("bank", request.match_info["name"])
         if hosted is None:
             return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
         lines = await export_lines(peer.memory, hosted.db)
@@ -223,18 +204,14 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         )
 
     async def requests(request: web.Request, who: Who) -> web.StreamResponse:
-        pending = await peer.sharing.requests(status="pending", newest=REQUESTS_SHOWN)
-        names = {}
-        for req in pending:
-            hosted = await peer.registry.by_db(req.db)
-            names[req.db] = hosted.name if hosted else req.db[:19] + "…"
+        pending = await sharing.pending_requests(shown=REQUESTS_SHOWN)
         return ui.page(
             "requests.html",
             who,
             title="Sharing requests",
-            requests=list(reversed(pending)),
-            names=names,
-            total=sum((await peer.sharing.pending_counts()).values()),
+            requests=pending.newest,
+            names=pending.labels,
+            total=pending.total,
         )
 
     async def peers(request: web.Request, who: Who) -> web.StreamResponse:
@@ -246,19 +223,16 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                 "last_pull": ago(p.last_pull, now),
                 "last_push": ago(p.last_push, now),
             }
-            for p in await peer.sync_pairs()
+            for p in await sharing.sync_pairs()
         ]
-        shared = []
-        for db in await peer.ledger.shared.all():
-            hosted = await peer.registry.by_db(db)
-            shared.append(hosted.name if hosted else db[:19] + "…")
+        shared = [await sharing.label(db) for db in await sharing.shared()]
         return ui.page(
             "peers.html",
             who,
             title="Peers",
             pairs=pairs,
             shared=shared,
-            counters=peer.sync_counters(),
+            counters=peer.sync.counters(),
             key=peer.key.public,
         )
 
@@ -320,4 +294,4 @@ def _latency_chart() -> Any:
     return charts.histogram(bounds, counts, "Recall latency")
 
 
-__all__ = ["ACTIONS", "Holder", "holders", "routes"]
+__all__ = ["ACTIONS", "holders", "routes"]

@@ -87,9 +87,9 @@ async def said_by(ui: Pages, who: Who) -> list[Said]:
     audience = ui.own_audience(who)
     found: list[Said] = []
     zone = peer.config.timezone
-    for agent in peer.allowed_agents(WEB_SESSION):
+    for agent in peer.hosting.allowed_agents(WEB_SESSION):
         zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
-    for agent in peer.allowed_agents(WEB_SESSION):
+    for agent in peer.hosting.allowed_agents(WEB_SESSION):
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
             name = ui.room_name(row.origin.room) if row.origin is not None else None
