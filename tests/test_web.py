@@ -503,7 +503,7 @@ async def test_the_pages_name_the_configured_command_prefix(tmp_path: Path) -> N
     async with serving(tmp_path) as (peer, base):
         matrix = peer.config.matrix
         assert matrix is not None
-        peer.config = peer.config.model_copy(
+        peer.hosting.config = peer.config.model_copy(
             update={"matrix": matrix.model_copy(update={"command_prefix": "!bot"})}
         )
         async with browser_session() as client:
@@ -523,7 +523,7 @@ async def test_the_pages_name_the_configured_command_prefix(tmp_path: Path) -> N
                 html = await page.text()
                 assert page.status == 200
                 assert "!bot people allow" in html and "!chaz" not in html
-        peer.config = peer.config.model_copy(update={"matrix": None})
+        peer.hosting.config = peer.config.model_copy(update={"matrix": None})
         async with browser_session() as client, client.get(f"{base}/ui/") as page:
             text = await page.text()
             assert page.status == 401 and "chazbot web-link" in text and "!chaz" not in text
