@@ -15,14 +15,15 @@ from chazbot.errors import BackendError, ConflictError, InputError, NotFound, Pe
 from chazbot.memory.banks import admin_key_for, check_name
 from chazbot.sync import Replicator, Sharing, SyncServer, format_ticket, parse_ticket
 from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
+from chazbot.sync.tables import SyncCursors
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 from chazbot.sync.tls import client_context, server_context
 
 if TYPE_CHECKING:
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
-    from chazbot.ledger.local import AccessRequest
     from chazbot.memory.banks import Registry
+    from chazbot.sync.tables import AccessRequest
 
 log = logging.getLogger("chazbot.peer")
 
@@ -185,7 +186,7 @@ class SharingMixin:
             ]
         return [
             SyncPair(await self._label(c.db), c.address, c.pulled, c.pushed, "off")
-            for c in await self.ledger.cursors.list()
+            for c in await SyncCursors(self.ledger).list()
         ]
 
     async def _label(self, db: str) -> str:

@@ -24,6 +24,7 @@ from chazbot.ledger.archive import remove_leftovers
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
+from chazbot.transports.tables import FEATURE_TABLES
 
 if TYPE_CHECKING:
     from chazbot.transports.matrix import MatrixBot
@@ -48,6 +49,8 @@ class Service:
         peer.config_loader = lambda: load_config(self.config_path)
         self.peer = peer
         self._stops.append(peer.close)
+        for table in FEATURE_TABLES:  # each feature's own tables, made or brought up to date
+            await peer.ledger.table(table)
         await asyncio.to_thread(remove_leftovers, peer.state_dir)  # of killed backups, restores
         control = ControlServer(peer)
         await control.start()

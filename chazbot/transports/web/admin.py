@@ -155,7 +155,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
                     "db": bank.db,
                     "rows": len(view.visible),
                     "imported": bool(bank.data.get("imported")),
-                    "shared": bank.db in await peer.ledger.shared.all(),
+                    "shared": bank.db in await peer.sharing.shared(),
                 }
             )
         return ui.page("banks.html", who, title="Banks", banks=listed, agents=sorted(peer.agents))
@@ -203,7 +203,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             back=query(path, q=text, page=page),
             holders=await holders(ui, hosted.db),
             agents=sorted(a.name for a in peer.agents.values()),
-            shared=hosted.db in await peer.ledger.shared.all(),
+            shared=hosted.db in await peer.sharing.shared(),
             chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
             ranked=bool(text.strip()),
             importing=ui.imports.of(hosted.name),
@@ -249,7 +249,7 @@ def routes(ui: WebUI, r: UrlDispatcher) -> None:
             for p in await peer.sync_pairs()
         ]
         shared = []
-        for db in await peer.ledger.shared.all():
+        for db in await peer.sharing.shared():
             hosted = await peer.registry.by_db(db)
             shared.append(hosted.name if hosted else db[:19] + "…")
         return ui.page(
