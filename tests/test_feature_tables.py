@@ -352,9 +352,16 @@ def test_a_local_table_is_declared_plainly() -> None:
 
 async def test_two_features_may_not_claim_one_table(tmp_path: Path) -> None:
     thief = LocalTable("test.thief", ("credentials",), ("CREATE TABLE stolen (x)",))
+    entries = LocalTable("test.entries", ("entries",), ("CREATE TABLE other (x)",))
     ledger = await Ledger.open(tmp_path / "state.sqlite3", [CREDENTIALS])
     try:
         with pytest.raises(ConflictError, match="claimed"):
             await ledger.table(thief)
+        with pytest.raises(ConflictError, match="the ledger's entries"):
+            await ledger.table(entries)  # ``local`` would let it write signed tables
+        with pytest.raises(InputError):
+            await ledger.local("INSERT INTO entries (id) VALUES ('x')")
     finally:
         await ledger.close()
+    with pytest.raises(ConflictError, match="the ledger's entries"):
+        await Ledger.open(tmp_path / "other.sqlite3", [entries])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import logging
 import os
@@ -78,7 +79,7 @@ class Ledger:
         """Open (or create) the state file and bring it up to date: the ledger's schema and
         the given features' tables (``ledger/tables.py``; others on first use)."""
         file = Path(path)
-        wanted = unique(tables)
+        wanted = _claims(unique(tables))
         worker = Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
         try:
             core = await worker.run(_open_core, file, wanted)
@@ -111,7 +112,7 @@ class Ledger:
             if known != table:
                 raise ConflictError(f"two different local tables are named {table.name}")
             return
-        unique([*self._owned.values(), table])  # one owner per SQL table
+        _claims(unique([*self._owned.values(), table]))  # one owner per SQL table
         await self.run(lambda core: migrate_table(core.conn, table))
         self._owned[table.name] = table
 
@@ -440,6 +441,27 @@ def _peer_local_only(
     if action in _WRITES and database == "main" and source is None:
         return sqlite3.SQLITE_OK if arg1 in writable else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_DENY
+
+
+@functools.cache
+def _ledger_tables() -> frozenset[str]:
+    """The tables the ledger's own schema makes."""
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(scratch)
+        cur = scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return frozenset(str(row[0]) for row in cur)
+    finally:
+        scratch.close()
+
+
+def _claims(tables: list[LocalTable]) -> list[LocalTable]:
+    """``tables``, unless one claims a table of the ledger's (``local`` would let it write)."""
+    for table in tables:
+        taken = sorted(set(table.tables) & _ledger_tables())
+        if taken:
+            raise ConflictError(f"local table {table.name} claims the ledger's {taken[0]}")
+    return tables
 
 
 def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
