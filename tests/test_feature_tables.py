@@ -203,6 +203,25 @@ async def test_a_fresh_state_file_gets_every_features_tables(tmp_path: Path) -> 
     assert ("local tables web.signins", "no feature of this chazbot owns them") in unknown.foreign
 
 
+async def test_chazbot_run_makes_every_features_tables_at_start(tmp_path: Path) -> None:
+    """``chazbot run`` (``Service.start``) brings every feature's tables up to date, even
+    those of a transport that is off (the Matrix login here)."""
+    from chazbot.config import Config
+    from chazbot.peer import STATE_FILE
+    from chazbot.service import Service
+
+    state = tmp_path / "state"
+    service = Service(Config(state_dir=state, embedding=None, sync_listen="", http_listen=""))
+    await service.start()
+    await service.stop()
+    conn = sqlite3.connect(state / STATE_FILE)
+    try:
+        assert recorded(conn) == {t.name: t.version for t in FEATURE_TABLES}
+    finally:
+        conn.close()
+    assert verify_file(state / STATE_FILE, FEATURE_TABLES).ok
+
+
 async def test_every_feature_table_is_in_the_catalogue_and_claims_its_own_names() -> None:
     assert {SYNC, WEB_SIGNINS, CREDENTIALS} <= set(FEATURE_TABLES)
     owned = [n for t in FEATURE_TABLES for n in t.tables]
