@@ -77,7 +77,7 @@ async def test_hosted_names_are_claimed_once_whatever_the_case(tmp_path: Path) -
         await hosted.add("agent", "notes", "sha256:" + "3" * 64)  # another kind: fine
         found = await hosted.get("bank", "NOTES")
         assert found is not None and (found.name, found.data) == ("Notes", {"description": "d"})
-        by_db = await hosted.by_db("sha256:" + "3" * 64)
+        by_db = await hosted.by_db("sha256:" + "3" * 64, ("bank", "agent"))
         assert by_db is not None and (by_db.kind, by_db.name) == ("agent", "notes")
         # of concurrent claims of one name exactly one wins, the rest are ConflictErrors
         names = ("Race", "race", "RACE")

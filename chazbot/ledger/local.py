@@ -4,7 +4,9 @@
   the Matrix sync token, capture sources…): the ledger's generic store of one value.
 - ``LocalKeys`` (``local_keys``): the private keys this file holds; they sign its entries.
 - ``HostedIndex`` (``registry``): which of the file's databases it hosts under which local
-  name. The ledger holds the databases; this is their index (the kind is the caller's word).
+  name. The ledger holds the databases; this is their directory, used by several layers
+  (banks and agents in ``memory/banks.py``, sessions, the ledger's own people DB in
+  ``people.py``), so it is the ledger's and no one feature's (the kind is the caller's word).
 
 Every method is one step on the ledger's worker thread (one transaction), reached as
 ``ledger.kv``, ``ledger.keys`` and ``ledger.hosted``. A feature's own state lives in tables
@@ -151,9 +153,10 @@ class LocalKeys:
 
 @dataclass(frozen=True)
 class Hosted:
-    """A database this peer hosts: a bank or an agent DB."""
+    """A database this peer hosts under a local name, of a kind its owner chose (a bank, an
+    agent's database, a session's, the people DB…)."""
 
-    kind: str  # "bank" or "agent"
+    kind: str
     name: str
     db: str
     data: dict[str, Any]
@@ -175,7 +178,9 @@ class HostedIndex:
 
         return await self._ledger.run(read)
 
-    async def by_db(self, db: str, kinds: tuple[str, ...] = ("bank", "agent")) -> Hosted | None:
+    async def by_db(self, db: str, kinds: tuple[str, ...]) -> Hosted | None:
+        """``db``'s entry under one of ``kinds``, if any."""
+
         def read(core: LedgerCore) -> Hosted | None:
             for kind, name, data in core.conn.execute(
                 "SELECT kind, name, data FROM registry WHERE db = ?", (db,)
