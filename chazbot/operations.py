@@ -29,6 +29,7 @@ from chazbot.ledger.archive import Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
 from chazbot.ledger.rebuild import FileCheck
 from chazbot.peer import STATE_FILE, Peer
+from chazbot.transports.tables import FEATURE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ async def verify(ledger: Ledger, state_dir: Path, sink: Sink) -> int:
     tables against a rebuild from the entries; ``ledger.rebuild``), every index snapshot
     against its recorded digest, and the compiled-code cache."""
     sink.progress("verify", 0, 1)
-    checked = await asyncio.to_thread(verify_file, state_dir / STATE_FILE)
+    checked = await asyncio.to_thread(verify_file, state_dir / STATE_FILE, FEATURE_TABLES)
     sink.progress("verify", 1, 1)
     snapshots, index = await verify_index(ledger, state_dir)
     report(checked, sink)
@@ -297,9 +298,9 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
             unpack_backup, file, unpacked, lambda d, t: sink.progress("restore", d, t)
         )
         sink.progress("verify", 0, 1)
-        checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE)
+        checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE, FEATURE_TABLES)
         if checked is None:
-            checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE)
+            checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE, FEATURE_TABLES)
         in_store: list[tuple[str, str]] = []
         for name in sorted(made.files):
             if name != STATE_FILE and is_sqlite(unpacked / name):

@@ -18,15 +18,16 @@ from chazbot.memory.banks import admin_key_for, check_name
 from chazbot.sync import Replicator, SyncServer, format_ticket, parse_ticket
 from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
 from chazbot.sync.store import Remotes
+from chazbot.sync.tables import SyncCursors
 from chazbot.sync.tickets import address_from_url, format_address, is_wildcard
 from chazbot.sync.tls import client_context, server_context
 
 if TYPE_CHECKING:
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
-    from chazbot.ledger.local import AccessRequest
     from chazbot.memory.banks import Registry
     from chazbot.sync import Sharing as SharingStore
+    from chazbot.sync.tables import AccessRequest
 
 log = logging.getLogger("chazbot.peer")
 
@@ -226,7 +227,7 @@ class Sharing:
             ]
         return [
             SyncPair(await self.label(c.db), c.address, c.pulled, c.pushed, "off")
-            for c in await self.ledger.cursors.list()
+            for c in await SyncCursors(self.ledger).list()
         ]
 
     async def requests_of(self, db: str) -> list[AccessRequest]:

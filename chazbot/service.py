@@ -25,6 +25,7 @@ from chazbot.ledger.archive import remove_leftovers
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
+from chazbot.transports.tables import FEATURE_TABLES
 
 if TYPE_CHECKING:
     from chazbot.transports.matrix import MatrixBot
@@ -50,6 +51,8 @@ class Service:
         )
         self.peer = peer
         self._stops.append(peer.close)
+        for table in FEATURE_TABLES:  # each feature's own tables, made or brought up to date
+            await peer.ledger.table(table)
         await asyncio.to_thread(remove_leftovers, peer.state_dir)  # of killed backups, restores
         control = ControlServer(peer)
         await control.start()

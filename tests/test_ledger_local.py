@@ -1,4 +1,5 @@
-"""The typed peer-local stores (``ledger.kv``, ``credentials``, ``keys``, ``hosted``) on a real
+"""The typed peer-local stores (``ledger.kv``, ``keys``, ``hosted``, and the features' own:
+Matrix ``credentials``, sync's shares and cursors) on a real
 state file: exact prefixes (no LIKE wildcards, case-sensitive), one transaction per batch,
 newest-by-value reads and pruning, and registry names claimed once whatever their case."""
 
@@ -11,6 +12,8 @@ import pytest
 
 from chazbot.errors import ConflictError
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.sync.tables import SharedDbs, SyncCursors
+from chazbot.transports.matrix.credentials import Secrets
 
 
 async def test_key_value_prefixes_are_exact(tmp_path: Path) -> None:
@@ -41,7 +44,7 @@ async def test_credentials_and_keys(tmp_path: Path) -> None:
     one, two = KeyPair.generate(), KeyPair.generate()
     ledger = await Ledger.open(path)
     try:
-        await ledger.credentials.set("matrix:@bot:x", "secret")
+        await Secrets(ledger).set("matrix:@bot:x", "secret")
         await ledger.keys.add(one, "peer")
         await ledger.keys.add(two, "peer")
         await ledger.keys.add(one, "other")  # a key kept already stays as it is
@@ -49,9 +52,10 @@ async def test_credentials_and_keys(tmp_path: Path) -> None:
         await ledger.close()
     ledger = await Ledger.open(path)  # and all of it survives a restart
     try:
-        assert await ledger.credentials.get("matrix:@bot:x") == "secret"
-        await ledger.credentials.delete("matrix:@bot:x")
-        assert await ledger.credentials.get("matrix:@bot:x") is None
+        secrets = Secrets(ledger)
+        assert await secrets.get("matrix:@bot:x") == "secret"
+        await secrets.delete("matrix:@bot:x")
+        assert await secrets.get("matrix:@bot:x") is None
         first = await ledger.keys.first("peer")
         assert first is not None and first.public == one.public
         assert await ledger.keys.first("other") is None
@@ -73,7 +77,7 @@ async def test_hosted_names_are_claimed_once_whatever_the_case(tmp_path: Path) -
         await hosted.add("agent", "notes", "sha256:" + "3" * 64)  # another kind: fine
         found = await hosted.get("bank", "NOTES")
         assert found is not None and (found.name, found.data) == ("Notes", {"description": "d"})
-        by_db = await hosted.by_db("sha256:" + "3" * 64)
+        by_db = await hosted.by_db("sha256:" + "3" * 64, ("bank", "agent"))
         assert by_db is not None and (by_db.kind, by_db.name) == ("agent", "notes")
         # of concurrent claims of one name exactly one wins, the rest are ConflictErrors
         names = ("Race", "race", "RACE")
@@ -93,28 +97,30 @@ async def test_sync_shared_and_cursors(tmp_path: Path) -> None:
     a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     ledger = await Ledger.open(path)
     try:
-        await ledger.shared.add(b, 10)
-        await ledger.shared.add(a, 20)
-        await ledger.shared.add(b, 30)  # served already: keeps its since
-        assert await ledger.shared.all() == [b, a]
-        assert await ledger.shared.remove(b) is True
-        assert await ledger.shared.remove(b) is False
-        first = await ledger.cursors.add(a, "http:one:1", 1)
+        shared, cursors = SharedDbs(ledger), SyncCursors(ledger)
+        await shared.add(b, 10)
+        await shared.add(a, 20)
+        await shared.add(b, 30)  # served already: keeps its since
+        assert await shared.all() == [b, a]
+        assert await shared.remove(b) is True
+        assert await shared.remove(b) is False
+        first = await cursors.add(a, "http:one:1", 1)
         assert (first.pulled, first.pushed, first.log) == (0, 0, "")
-        await ledger.cursors.add(b, "http:one:1", 2)
-        await ledger.cursors.add(a, "http:two:2", 3)
+        await cursors.add(b, "http:one:1", 2)
+        await cursors.add(a, "http:two:2", 3)
         first.pulled, first.pushed, first.log = 7, 5, "log-1"
-        await ledger.cursors.save(first)
-        again = await ledger.cursors.add(a, "http:one:1", 4)  # an existing pair is kept
+        await cursors.save(first)
+        again = await cursors.add(a, "http:one:1", 4)  # an existing pair is kept
         assert (again.pulled, again.pushed, again.log) == (7, 5, "log-1")
     finally:
         await ledger.close()
     ledger = await Ledger.open(path)
     try:
-        assert [c.address for c in await ledger.cursors.list(a)] == ["http:one:1", "http:two:2"]
-        assert [c.db for c in await ledger.cursors.list()] == [a, b, a]
-        assert await ledger.cursors.remove(a, "http:two:2") == 1
-        assert await ledger.cursors.remove(a) == 1
-        assert [c.db for c in await ledger.cursors.list()] == [b]
+        cursors = SyncCursors(ledger)
+        assert [c.address for c in await cursors.list(a)] == ["http:one:1", "http:two:2"]
+        assert [c.db for c in await cursors.list()] == [a, b, a]
+        assert await cursors.remove(a, "http:two:2") == 1
+        assert await cursors.remove(a) == 1
+        assert [c.db for c in await cursors.list()] == [b]
     finally:
         await ledger.close()

@@ -37,6 +37,7 @@ from chazbot.errors import InputError
 from chazbot.ledger import Ledger
 from chazbot.ledger.archive import NOTES, Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
+from chazbot.transports.tables import FEATURE_TABLES
 from tests.service_support import chazbot_cli as cli
 from tests.service_support import start_service
 from tests.waits import wait_until
@@ -237,7 +238,7 @@ async def test_auth_claimed_by_a_backup_is_settled_from_its_signatures(
         state_now = await peer.ledger.auth_state(agent.db)
         assert all(not k.endswith("0" * 64) for k in state_now)  # no forged admin key
         assert all(g.active for g in state_now.values())
-        assert await peer.ledger.verify() == []
+        assert await peer.ledger.verify(FEATURE_TABLES) == []
 
 
 async def test_an_untouched_backup_restores_and_serves_what_was_signed(
@@ -254,7 +255,7 @@ async def test_an_untouched_backup_restores_and_serves_what_was_signed(
         assert [h.value for h in hits][:1] == ["code 1234"]
         await agent.remember("next", "written after the restore")
         assert [h.value for h in await agent.recall("next")][:1] == ["written after the restore"]
-        assert await peer.ledger.verify() == []
+        assert await peer.ledger.verify(FEATURE_TABLES) == []
 
 
 async def test_restore_on_the_command_line_refuses_the_forged_backup(

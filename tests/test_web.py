@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from chazbot.commands.web_cmds import LINK_TTL_S, LINKS_PER_WINDOW, base_url, digest, issue_link
+from chazbot.commands.web_signins import WebGrant, WebSignIns
 from chazbot.config import parse_config
 from chazbot.errors import ConfigError, InputError, Unavailable
-from chazbot.ledger.local import WebGrant, WebSignIns
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MAX_VALUE_BYTES
 from tests.web_support import (

@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
-    from chazbot.ledger.local import AccessRequest
     from chazbot.ledger.people import People
     from chazbot.memory.banks import Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
+    from chazbot.sync.tables import AccessRequest
 
 
 class Agents(Protocol):

@@ -3,8 +3,8 @@
 Sign-in goes through Matrix, with no password of ours: the bot sends the link only in a DM
 with the person who asked (a group room would show it to everyone there), and ``chazbot
 web-link`` prints one for the operator. A link is a random secret, stored only as its sha256
-(``WebSignIns`` in the ledger's peer-local table), taken once, valid ``LINK_TTL_S``; a person
-gets at most ``LINKS_PER_WINDOW`` links per ``LINK_WINDOW_S``.
+(``web_signins.WebSignIns``, the memory page's own tables), taken once, valid
+``LINK_TTL_S``; a person gets at most ``LINKS_PER_WINDOW`` links per ``LINK_WINDOW_S``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 
 from chazbot.commands.context import Context
 from chazbot.commands.tree import CommandTree, Reply
+from chazbot.commands.web_signins import WebGrant, WebSignIns
 from chazbot.config import Config
 from chazbot.errors import InputError, PermissionDenied, Unavailable
 from chazbot.ledger import Ledger
-from chazbot.ledger.local import WebGrant, WebSignIns
 from chazbot.memory.audience import OPERATOR
 
 LINK_TTL_S = 600

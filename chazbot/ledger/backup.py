@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from chazbot.errors import BackendError, InputError
@@ -25,6 +26,7 @@ from chazbot.ledger import rebuild
 from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.rebuild import FileCheck
 from chazbot.ledger.schema import migrate
+from chazbot.ledger.tables import LocalTable, migrate_tables
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CREATE_NEW = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC
@@ -79,26 +81,28 @@ def copy_database(source: Path, target: Path) -> int:
         raise
 
 
-def verify_file(path: Path) -> FileCheck:
+def verify_file(path: Path, tables: Sequence[LocalTable] = ()) -> FileCheck:
     """Check the state file at ``path`` through a connection of its own (``rebuild.check``:
-    its schema, every entry's id, signature and authorisation, and the tables derived from
-    the entries against a replay of them, with SQLite's integrity check); the file may be in
-    use by its owner meanwhile (WAL readers do not block it)."""
+    its schema, the ledger's and that of the features' ``tables``, every entry's id,
+    signature and authorisation, and the tables derived from the entries against a replay of
+    them, with SQLite's integrity check); the file may be in use by its owner meanwhile (WAL
+    readers do not block it)."""
     if not is_sqlite(path):
         raise InputError(f"{path} is not a SQLite state file")
     conn = _connect(path)
     try:
         conn.execute("PRAGMA query_only=ON")
         rebuild.harden(conn)
-        return rebuild.check(conn)
+        return rebuild.check(conn, tables)
     except sqlite3.DatabaseError as exc:
         return FileCheck(foreign=[("(file)", f"SQLite: {exc}")])
     finally:
         conn.close()
 
 
-def bring_up_to_date(path: Path) -> FileCheck | None:
-    """Migrate a restored copy (not in use) to this chazbot's schema and open it as a start
+def bring_up_to_date(path: Path, tables: Sequence[LocalTable] = ()) -> FileCheck | None:
+    """Migrate a restored copy (not in use) to this chazbot's schema (the ledger's and that of
+    the features' ``tables``) and open it as a start
     does, unless its schema holds objects that are not chazbot's: then nothing runs on it (a
     trigger would fire during the migration) and the check that found them is returned. What
     is in the file after this is checked whole (``verify_file``) before it is used."""
@@ -113,10 +117,11 @@ def bring_up_to_date(path: Path) -> FileCheck | None:
             if integrity != [("ok",)]:
                 found.foreign.append(("(file)", "; ".join(str(r[0]) for r in integrity[:5])))
             else:
-                found.foreign = rebuild.foreign_objects(conn)
+                found.foreign = rebuild.foreign_objects(conn, tables)
             if found.foreign:
                 return found
             migrate(conn)
+            migrate_tables(conn, tables)
             LedgerCore(conn)  # opened as a start opens it (whatever that settles, it does here)
         except sqlite3.DatabaseError as exc:
             found.foreign.append(("(file)", f"SQLite: {exc}"))

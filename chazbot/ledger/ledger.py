@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import logging
 import os
@@ -22,22 +23,15 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chazbot.errors import BackendError, InputError, IntegrityError, NotFound
+from chazbot.errors import BackendError, ConflictError, InputError, IntegrityError, NotFound
 from chazbot.ledger import rebuild
 from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
 from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
-from chazbot.ledger.local import (
-    AccessRequests,
-    Credentials,
-    HostedIndex,
-    KeyValue,
-    LocalKeys,
-    SharedDbs,
-    SyncCursors,
-)
+from chazbot.ledger.local import HostedIndex, KeyValue, LocalKeys
 from chazbot.ledger.schema import migrate
+from chazbot.ledger.tables import LocalTable, migrate_table, migrate_tables, unique
 from chazbot.ledger.worker import Worker
 
 T = TypeVar("T")
@@ -74,21 +68,21 @@ class Ledger:
         self._auth_cache: dict[str, dict[str, KeyGrant]] = {}
         self._fields_cache: dict[tuple[str, str], dict[str, Any]] = {}
         self._epoch = 0  # bumped by every commit; a read that raced one is not cached
-        # the peer-local stores (never synced): see ``local``
+        # the ledger's own peer-local stores (never synced): see ``local``
         self.kv = KeyValue(self)
-        self.credentials = Credentials(self)
         self.keys = LocalKeys(self)
         self.hosted = HostedIndex(self)
-        self.shared = SharedDbs(self)
-        self.cursors = SyncCursors(self)
-        self.requests = AccessRequests(self)
+        self._owned: dict[str, LocalTable] = {}  # features' tables migrated on this file
 
     @classmethod
-    async def open(cls, path: str | Path) -> Ledger:
+    async def open(cls, path: str | Path, tables: Iterable[LocalTable] = ()) -> Ledger:
+        """Open (or create) the state file and bring it up to date: the ledger's schema and
+        the given features' tables (``ledger/tables.py``; others on first use)."""
         file = Path(path)
+        wanted = _claims(unique(tables))
         worker = Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
         try:
-            core = await worker.run(_open_core, file)
+            core = await worker.run(_open_core, file, wanted)
         except BaseException as exc:
             await worker.stop()  # nothing is open (``_open_core`` closes what it opened)
             if isinstance(exc, sqlite3.DatabaseError):
@@ -96,7 +90,9 @@ class Ledger:
             raise
         for eid, why in core.load_errors:
             log.error("damaged auth entry %s (run chazbot verify): %s", eid, why)
-        return cls(file, worker, core)
+        ledger = cls(file, worker, core)
+        ledger._owned.update((t.name, t) for t in wanted)
+        return ledger
 
     async def close(self) -> None:
         """Close the file and end the worker thread (idempotent)."""
@@ -107,6 +103,28 @@ class Ledger:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(core, *args)`` on the ledger's thread (one atomic step)."""
         return await self._worker.run(fn, self._core, *args)
+
+    async def table(self, table: LocalTable) -> None:
+        """Bring ``table``'s feature tables up to date in this file (once per open ledger;
+        each step in its own transaction, see ``ledger/tables.py``)."""
+        known = self._owned.get(table.name)
+        if known is not None:
+            if known != table:
+                raise ConflictError(f"two different local tables are named {table.name}")
+            return
+        _claims(unique([*self._owned.values(), table]))  # one owner per SQL table
+        await self.run(lambda core: migrate_table(core.conn, table))
+        self._owned[table.name] = table
+
+    async def run_in(self, table: LocalTable, fn: Callable[..., T], *args: Any) -> T:
+        """``run`` for a feature's store: its tables are made first if they are not yet."""
+        if self._owned.get(table.name) is not table:
+            await self.table(table)
+        return await self._worker.run(fn, self._core, *args)
+
+    def tables(self) -> list[LocalTable]:
+        """The features' tables this ledger has brought up to date so far."""
+        return list(self._owned.values())
 
     async def _commit(self, fn: Callable[..., Applied], *args: Any) -> Applied:
         """Run a writing step; its listeners hear of it as soon as it commits, in the loop,
@@ -349,15 +367,22 @@ class Ledger:
         """Run one statement on the peer-local tables and return its rows (autocommit).
 
         For tests and tools only: product code goes through the typed stores (``kv``,
-        ``credentials``, ``keys``, ``hosted``, ``shared``, ``cursors``, ``requests``) and the
-        reads in ``ledger.replication``, so no SQL lives outside the ledger. SQLite's authorizer
-        checks the statement as it is compiled: it may read any table but write only the
-        peer-local ones (so ``INTO main.entries`` is refused like ``INTO entries``), and it may
-        not touch the schema, pragmas, transactions or attached databases.
+        ``keys``, ``hosted``, the features' own stores over their tables) and the reads in
+        ``ledger.replication``. SQLite's authorizer checks the statement as it is compiled: it
+        may read any table but write only the peer-local ones (the ledger's and those of the
+        features brought up to date here; so ``INTO main.entries`` is refused like ``INTO
+        entries``), and it may not touch the schema, pragmas, transactions or attached
+        databases.
         """
+        writable = _LEDGER_LOCAL_TABLES | {n for t in self._owned.values() for n in t.tables}
+
+        def authorize(
+            action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None
+        ) -> int:
+            return _peer_local_only(writable, action, arg1, db, source)
 
         def execute(core: LedgerCore) -> list[tuple[Any, ...]]:
-            core.conn.set_authorizer(_peer_local_only)
+            core.conn.set_authorizer(authorize)
             try:
                 return core.conn.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as exc:
@@ -374,10 +399,15 @@ class Ledger:
 
     # ---- checking -------------------------------------------------------------------------
 
-    async def verify(self) -> list[tuple[str, str]]:
+    async def verify(self, tables: Iterable[LocalTable] = ()) -> list[tuple[str, str]]:
         """Re-check the file: its schema, every stored entry's id, signature and
-        authorisation, and the tables derived from them (``rebuild``); return the failures."""
-        return await self.run(_verify_all)
+        authorisation, and the tables derived from them (``rebuild``); return the failures.
+
+        Features' tables are judged against ``tables`` and those brought up to date on this
+        ledger; a feature the file records but neither names is a failure (``chazbot verify``
+        names every feature: ``transports.tables.FEATURE_TABLES``)."""
+        known = unique([*self.tables(), *tables])
+        return await self.run(_verify_all, known)
 
     async def soft_failed_auth(self) -> list[tuple[str, str]]:
         """Auth entries held but soft-failed by the resolution by authority (kept so that
@@ -393,23 +423,45 @@ class Ledger:
         return await self.run(read)
 
 
-_PEER_LOCAL_TABLES = frozenset(
-    {"local_kv", "credentials", "local_keys", "registry"}
-    | {"sync_shared", "sync_remotes", "sync_requests"}
-)
+_LEDGER_LOCAL_TABLES = frozenset({"local_kv", "local_keys", "registry"})
 _READS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
 _WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
 
 
 def _peer_local_only(
-    action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None
+    writable: frozenset[str] | set[str],
+    action: int,
+    arg1: str | None,
+    database: str | None,
+    source: str | None,
 ) -> int:
-    """SQLite authorizer for ``Ledger.local``: read anything, write only peer-local tables."""
+    """SQLite authorizer for ``Ledger.local``: read anything, write only ``writable``."""
     if action in _READS:
         return sqlite3.SQLITE_OK
     if action in _WRITES and database == "main" and source is None:
-        return sqlite3.SQLITE_OK if arg1 in _PEER_LOCAL_TABLES else sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK if arg1 in writable else sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_DENY
+
+
+@functools.cache
+def _ledger_tables() -> frozenset[str]:
+    """The tables the ledger's own schema makes."""
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(scratch)
+        cur = scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return frozenset(str(row[0]) for row in cur)
+    finally:
+        scratch.close()
+
+
+def _claims(tables: list[LocalTable]) -> list[LocalTable]:
+    """``tables``, unless one claims a table of the ledger's (``local`` would let it write)."""
+    for table in tables:
+        taken = sorted(set(table.tables) & _ledger_tables())
+        if taken:
+            raise ConflictError(f"local table {table.name} claims the ledger's {taken[0]}")
+    return tables
 
 
 def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
@@ -423,18 +475,20 @@ def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
     return decoded, bad
 
 
-def _open_core(path: Path) -> LedgerCore:
-    """Open the file, bring its schema up to date and load the core (on the worker thread)."""
+def _open_core(path: Path, tables: list[LocalTable]) -> LedgerCore:
+    """Open the file, bring its schema and the given features' tables up to date and load
+    the core (on the worker thread)."""
     raw = _open_file(path)
     try:
         migrate(raw)
+        migrate_tables(raw, tables)
         return LedgerCore(raw)
     except BaseException:
         raw.close()
         raise
 
 
-def _verify_all(core: LedgerCore) -> list[tuple[str, str]]:
-    """``rebuild.check`` on the ledger's own connection: the schema, every entry, and the
-    derived tables against a replay of the entries."""
-    return rebuild.check(core.conn).failures
+def _verify_all(core: LedgerCore, tables: list[LocalTable]) -> list[tuple[str, str]]:
+    """``rebuild.check`` on the ledger's own connection: the schema (the ledger's and the
+    features' ``tables``), every entry, and the derived tables against a replay."""
+    return rebuild.check(core.conn, tables).failures

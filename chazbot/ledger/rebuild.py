@@ -10,16 +10,18 @@ write the file or a backup of it, but cannot sign, can change all of that and le
 entry intact. So a file is trusted only when
 
 1. its schema is chazbot's, object for object: the tables, indexes and nothing else that the
-   migrations make (``schema.migrate`` run on an empty database up to the file's version);
-   no trigger, view, extra table or extra index, and no definition changed;
+   migrations make (``schema.migrate`` run on an empty database up to the file's version,
+   and the steps of each feature's own tables up to the version the file records for it,
+   ``ledger/tables.py``: the caller names the features it knows); no trigger, view, extra
+   table or extra index, and no definition changed;
 2. every entry's id, signature and authorisation hold (replayed into an empty in-memory
    ledger, ``LedgerCore.ingest``, as it was stored: soft-failed entries kept);
 3. its derived tables are, row for row, what that replay made (compared in key order, one
    pass over each side; JSON values compared in canonical form, so ``true`` and ``1`` differ),
    and its row numbers follow its entries' order, as the ledger assigns them.
 
-Peer-local tables (keys, credentials, the registry, sync cursors, ``local_kv``) derive from no
-entry: they are checked for their schema only.
+Peer-local tables (keys, the registry, ``local_kv``, the features' own tables) derive from
+no entry: they are checked for their schema only.
 
 The checks run on a connection of their own inside one read transaction, so a file in use
 by its owner is checked as of one moment while the owner goes on writing. Standard library
@@ -30,14 +32,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chazbot.errors import IntegrityError
 from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.entry import Entry
-from chazbot.ledger.schema import MIGRATIONS, migrate
+from chazbot.ledger.schema import LEGACY_VERSION, MIGRATIONS, migrate
+from chazbot.ledger.tables import LocalTable, recorded
 
 MAX_LISTED = 20
 """Differences named per table; the rest are counted."""
@@ -98,19 +101,31 @@ def _objects(conn: sqlite3.Connection) -> dict[tuple[str, str], tuple[str, str]]
     return found
 
 
-def expected_objects(version: int) -> dict[tuple[str, str], tuple[str, str]]:
-    """The schema objects the migrations up to ``version`` make in an empty file."""
+def expected_objects(
+    version: int, features: Sequence[tuple[LocalTable, int]] = ()
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """The schema objects the migrations up to ``version`` make in an empty file, with those
+    of each feature's steps up to its version."""
     scratch = sqlite3.connect(":memory:", isolation_level=None)
     try:
         migrate(scratch, MIGRATIONS[:version])
+        for table, upto in features:
+            for step in table.steps[:upto]:
+                if isinstance(step, str):
+                    scratch.execute(step)
+                else:
+                    step(scratch)
         return _objects(scratch)
     finally:
         scratch.close()
 
 
-def foreign_objects(conn: sqlite3.Connection) -> list[Failure]:
-    """SQLite objects of the file that chazbot's migrations do not make, objects whose
-    definition differs from theirs, and theirs that are missing."""
+def foreign_objects(conn: sqlite3.Connection, tables: Sequence[LocalTable] = ()) -> list[Failure]:
+    """SQLite objects of the file that chazbot's migrations (the ledger's, and those of the
+    features in ``tables`` at the versions the file records) do not make, objects whose
+    definition differs from theirs, and theirs that are missing. A feature's tables that a
+    file of schema version 4 or older holds from the ledger (``LocalTable.legacy``) may be
+    there, unrecorded, until the feature adopts them."""
     version = schema_version(conn)
     if version is None:
         return [("table schema_version", "not a plain table: not chazbot's schema")]
@@ -121,14 +136,33 @@ def foreign_objects(conn: sqlite3.Connection) -> list[Failure]:
                 f"version {version} is newer than this chazbot knows ({len(MIGRATIONS)})",
             )
         ]
-    want = expected_objects(version)
-    have = _objects(conn)
+    known = {t.name: t for t in tables}
+    features = recorded(conn) if version > LEGACY_VERSION else {}
     failures: list[Failure] = []
+    for name, have_version in sorted(features.items()):
+        feature = known.get(name)
+        if feature is None:
+            failures.append((shown(f"local tables {name}"), "no feature of this chazbot owns them"))
+        elif have_version > feature.version:
+            failures.append(
+                (
+                    shown(f"local tables {name}"),
+                    f"version {have_version} is newer than this chazbot knows ({feature.version})",
+                )
+            )
+    if failures:
+        return failures
+    mine = [(known[n], v) for n, v in sorted(features.items())]
+    want = expected_objects(version, mine)
+    legacy = [(t, t.legacy) for t in tables if t.name not in features and t.legacy]
+    may = expected_objects(version, legacy) if legacy else {}
+    have = _objects(conn)
     for kind, name in sorted(have):
         what = shown(f"{kind} {name}")
-        if (kind, name) not in want:
+        expected = want.get((kind, name), may.get((kind, name)))
+        if expected is None:
             failures.append((what, "not chazbot's schema: no migration makes it"))
-        elif have[(kind, name)] != want[(kind, name)]:
+        elif have[(kind, name)] != expected:
             failures.append((what, "its definition is not chazbot's schema"))
     for kind, name in sorted(set(want) - set(have)):
         failures.append((f"{kind} {name}", "missing: chazbot's schema has it"))
@@ -327,7 +361,7 @@ def derived_differences(conn: sqlite3.Connection, rebuilt: sqlite3.Connection) -
     return failures + _row_order(conn)
 
 
-def check(conn: sqlite3.Connection) -> FileCheck:
+def check(conn: sqlite3.Connection, tables: Sequence[LocalTable] = ()) -> FileCheck:
     """The whole check of the state file open on ``conn`` (see the module docstring), as of
     one moment: one read transaction. Stops after the schema when it holds objects that are
     not chazbot's (nothing else in the file is read then), and compares derived tables only
@@ -341,7 +375,7 @@ def check(conn: sqlite3.Connection) -> FileCheck:
         if integrity != [("ok",)]:
             outcome.foreign.append(("(file)", "; ".join(str(r[0]) for r in integrity[:5])))
             return outcome
-        outcome.foreign += foreign_objects(conn)
+        outcome.foreign += foreign_objects(conn, tables)
         if outcome.foreign:
             return outcome
         rebuilt, outcome.entries, outcome.failed_entries = replay(conn)

@@ -1,4 +1,6 @@
-"""The SQLite schema of a peer's state file, as ordered migrations.
+"""The SQLite schema of the ledger's part of a peer's state file, as ordered migrations.
+
+Features' own tables are not here: each feature declares them (``ledger/tables.py``).
 
 Each migration is a function run in its own transaction together with the version row. A
 file whose version is newer than the code knows is refused, so an old chazbot never
@@ -12,12 +14,17 @@ import sqlite3
 from collections.abc import Callable
 
 from chazbot.errors import ConflictError
+from chazbot.ledger.tables import VERSIONS
 
 Migration = Callable[[sqlite3.Connection], None]
 
 
 def _v1_ledger(conn: sqlite3.Connection) -> None:
-    """The ledger (entries and what is derived from them) and the peer-local tables."""
+    """The ledger (entries and what is derived from them) and its own peer-local tables.
+
+    Up to version 4 this step also made the Matrix login's ``credentials`` table; that table
+    is the Matrix transport's now (``LocalTable`` with ``legacy``, ``ledger/tables.py``): an
+    old file keeps it and its rows, a new file gets it from the feature."""
     conn.execute(
         """CREATE TABLE entries (
             seq INTEGER PRIMARY KEY,
@@ -75,31 +82,13 @@ def _v1_ledger(conn: sqlite3.Connection) -> None:
             data TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (kind, name)
         )"""
     )
-    conn.execute("CREATE TABLE credentials (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute("CREATE TABLE local_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
 def _v2_sync(conn: sqlite3.Connection) -> None:
-    """Peer-to-peer sync (peer-local, never synced): what this peer serves, whom it syncs with
-    and how far (cursors: the remote's seq pulled, our seq the remote is known to hold), and
-    the access requests it has received."""
-    conn.execute("CREATE TABLE sync_shared (db TEXT PRIMARY KEY, since INTEGER NOT NULL)")
-    conn.execute(
-        """CREATE TABLE sync_remotes (
-            db TEXT NOT NULL, address TEXT NOT NULL,
-            pulled INTEGER NOT NULL DEFAULT 0, pushed INTEGER NOT NULL DEFAULT 0,
-            log TEXT NOT NULL DEFAULT '', added INTEGER NOT NULL,
-            PRIMARY KEY (db, address)
-        ) WITHOUT ROWID"""
-    )
-    conn.execute(
-        """CREATE TABLE sync_requests (
-            id INTEGER PRIMARY KEY, db TEXT NOT NULL, key TEXT NOT NULL,
-            permission TEXT NOT NULL, created INTEGER NOT NULL, status TEXT NOT NULL,
-            decided INTEGER
-        )"""
-    )
-    conn.execute("CREATE INDEX sync_requests_db_key ON sync_requests (db, key)")
+    """Nothing now. Up to version 4 this step made sync's tables (``sync_shared``,
+    ``sync_remotes``, ``sync_requests``); they are sync's own now (``chazbot/sync/tables.py``,
+    adopted as they are from an old file). The step stays so versions count as before."""
 
 
 def _v3_linear_auth_and_soft_fail(conn: sqlite3.Connection) -> None:
@@ -180,7 +169,22 @@ def _v4_limbo(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX limbo_db ON limbo (db, author)")
 
 
-MIGRATIONS: list[Migration] = [_v1_ledger, _v2_sync, _v3_linear_auth_and_soft_fail, _v4_limbo]
+def _v5_local_tables(conn: sqlite3.Connection) -> None:
+    """Each feature's version of the tables it owns (``ledger/tables.py``)."""
+    conn.execute(
+        f"CREATE TABLE {VERSIONS} (name TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID"
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    _v1_ledger,
+    _v2_sync,
+    _v3_linear_auth_and_soft_fail,
+    _v4_limbo,
+    _v5_local_tables,
+]
+LEGACY_VERSION = 4
+"""The last version whose files hold features' tables made by the ledger itself."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

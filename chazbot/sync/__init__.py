@@ -3,7 +3,8 @@
 - ``protocol``: request signing, the replay cache, limits.
 - ``wire``: every request and answer body, declared once (pydantic models both sides use).
 - ``tickets``: ``eidetica:?db=…&pr=…`` tickets and addresses.
-- ``store``: what this peer shares, its remotes and cursors, access requests (peer-local).
+- ``tables``: sync's own peer-local tables (shares, remotes and cursors, access requests).
+- ``store``: the policy over them: what this peer shares, its remotes, access requests.
 - ``server``: the aiohttp server other peers pull from and push to.
 - ``client``: the signed HTTP client for one remote.
 - ``replicator``: keeps every (database, remote) pair in step; imports.
@@ -11,12 +12,12 @@
 
 from __future__ import annotations
 
-from chazbot.ledger.local import AccessRequest
 from chazbot.sync.client import SyncClient
 from chazbot.sync.protocol import SyncCounters
 from chazbot.sync.replicator import HAVE_CHECK_OVER, ImportResult, PairStatus, Replicator
 from chazbot.sync.server import SyncServer
 from chazbot.sync.store import AccessDecision, RemoteRow, Sharing
+from chazbot.sync.tables import AccessRequest
 from chazbot.sync.tickets import Ticket, format_ticket, parse_ticket
 
 __all__ = [

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from chazbot.ledger.local import AccessRequest
+    from chazbot.sync.tables import AccessRequest
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,8 @@
-"""Sync's policy over its peer-local state (typed stores of the ledger layer, no SQL here).
+"""Sync's policy over its peer-local state (the typed stores of ``tables``, no SQL here).
 
-Peer-local tables (schema migration 2; never synced):
-
-- ``sync_shared``: the databases this peer serves (``/memory share``, ``/memory unshare``).
-- ``sync_requests``: access requests received from importing peers, with their decision.
-- ``sync_remotes``: the (database, remote address) pairs this peer syncs, with the cursors:
-  ``pulled`` is the remote's seq up to which we hold its log, ``pushed`` our seq up to which
-  the remote holds ours, ``log`` the remote's log id the cursors belong to.
+Sync's own tables (never synced; ``tables.SYNC``, brought up to date by the ledger):
+``sync_shared`` (what this peer serves), ``sync_requests`` (access requests received, with
+their decision) and ``sync_remotes`` (whom it syncs each database with, and the cursors).
 
 The ``read_*`` functions (``chazbot.ledger.replication``, re-exported here) run on the
 ledger's thread via ``Ledger.run``, so each is one consistent snapshot.
@@ -26,7 +22,7 @@ from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.encoding import is_content_id
 from chazbot.ledger.keys import KeyPair, parse_public_key
 from chazbot.ledger.ledger import Ledger
-from chazbot.ledger.local import AccessRequest, AccessRequests, Cursor
+from chazbot.sync.tables import SYNC, AccessRequest, AccessRequests, Cursor, SharedDbs, SyncCursors
 
 PERMISSIONS = ("read", "write", "admin")
 DEFAULT_GRANT_PRIO = 10
@@ -111,6 +107,8 @@ class Sharing:
         self.max_pending_per_address = max_pending_per_address
         self.pending_ttl_s = pending_ttl_s
         self.clock = clock
+        self._served = SharedDbs(ledger)
+        self._requests = AccessRequests(ledger)
         self._shared: frozenset[str] | None = None
         self._origin: dict[int, str] = {}  # pending request id -> address group
 
@@ -119,13 +117,13 @@ class Sharing:
         check_db_id(db)
         if not await self.ledger.exists(db):
             raise NotFound(f"no database {db} on this peer")
-        await self.ledger.shared.add(db, int(time.time()))
+        await self._served.add(db, int(time.time()))
         self._shared = None
 
     async def unshare(self, db: str) -> bool:
         """Stop serving ``db``; True if it was shared. Keys already granted stay granted."""
         check_db_id(db)
-        was = await self.ledger.shared.remove(db)
+        was = await self._served.remove(db)
         self._shared = None
         return was
 
@@ -133,16 +131,16 @@ class Sharing:
         """Whether ``db`` is served here (kept in memory: asked on every sync request)."""
         shared = self._shared
         if shared is None:
-            shared = frozenset(await self.ledger.shared.all())
+            shared = frozenset(await self._served.all())
             self._shared = shared
         return db in shared
 
     async def shared(self) -> list[str]:
-        return await self.ledger.shared.all()
+        return await self._served.all()
 
     async def has_request(self, db: str, key: str) -> bool:
         """Whether ``key`` has a pending request on ``db``."""
-        return await self.ledger.requests.has_pending(db, key)
+        return await self._requests.has_pending(db, key)
 
     async def request_access(
         self, db: str, key: str, permission: str, address: str | None = None
@@ -191,7 +189,7 @@ class Sharing:
                 gone.append(evicted)
             return AccessDecision("pending", table.add_on(core, db, key, permission, now)), gone
 
-        decision, gone = await self.ledger.run(decide)
+        decision, gone = await self.ledger.run_in(SYNC, decide)
         for rid in gone:
             self._origin.pop(rid, None)
         if decision.status == "pending" and decision.request is not None:
@@ -200,7 +198,7 @@ class Sharing:
 
     async def pending_counts(self) -> dict[str, int]:
         """How many requests are pending, per database."""
-        return await self.ledger.requests.pending_counts()
+        return await self._requests.pending_counts()
 
     async def requests(
         self,
@@ -210,10 +208,10 @@ class Sharing:
     ) -> list[AccessRequest]:
         """Access requests, oldest first (``status=None``: all of them; ``newest``: only
         the last that many)."""
-        return await self.ledger.requests.list(db, status, newest)
+        return await self._requests.list(db, status, newest)
 
     async def request(self, request_id: int) -> AccessRequest:
-        found = await self.ledger.requests.get(request_id)
+        found = await self._requests.get(request_id)
         if found is None:
             raise NotFound(f"no access request {request_id}")
         return found
@@ -248,7 +246,7 @@ class Sharing:
         return await self._decide(request_id, "rejected")
 
     async def _decide(self, request_id: int, status: str) -> AccessRequest:
-        await self.ledger.requests.set_status(request_id, status, int(time.time()))
+        await self._requests.set_status(request_id, status, int(time.time()))
         self._origin.pop(request_id, None)
         return await self.request(request_id)
 
@@ -264,16 +262,17 @@ class Remotes:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self._cursors = SyncCursors(ledger)
 
     async def list(self, db: str | None = None) -> list[RemoteRow]:
-        return await self.ledger.cursors.list(db)
+        return await self._cursors.list(db)
 
     async def add(self, db: str, address: str) -> RemoteRow:
-        return await self.ledger.cursors.add(db, address, time.time_ns())
+        return await self._cursors.add(db, address, time.time_ns())
 
     async def remove(self, db: str, address: str | None = None) -> int:
         """Forget pairs of ``db`` (all, or the one at ``address``); return how many."""
-        return await self.ledger.cursors.remove(db, address)
+        return await self._cursors.remove(db, address)
 
     async def save(self, row: RemoteRow) -> None:
-        await self.ledger.cursors.save(row)
+        await self._cursors.save(row)

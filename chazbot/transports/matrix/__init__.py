@@ -1,7 +1,8 @@
 """The Matrix transport: chazbot as a matrix-nio bot, split by concern.
 
 - ``client``: the nio client (429 waits capped) and how its answers read in a log line;
-- ``login``: logging in, and the device, token and e2e pickle key in the credentials table;
+- ``credentials``: the transport's own peer-local table of secrets (``CREDENTIALS``);
+- ``login``: logging in, and the device, token and e2e pickle key kept in it;
 - ``state``: the sync token, handled event ids and pending jobs, committed before any answer
   starts; a job leaves the pending table only when it is done (a crash loses none);
 - ``sync``: the long-poll sync loop, paging back limited timelines, e2e housekeeping, and the

@@ -1,4 +1,4 @@
-"""Logging in and the Matrix credentials kept in the peer-local credentials table.
+"""Logging in and the Matrix credentials kept in the transport's own ``credentials`` table.
 
 The device id and access token of the last login are kept and reused (one device per bot, not
 one per start); a configured access token wins; a password logs in again when the saved
@@ -17,7 +17,9 @@ from nio import LoginResponse, ProfileGetDisplayNameResponse, WhoamiResponse
 
 from chazbot.config import MatrixConfig
 from chazbot.errors import BackendError
+from chazbot.ledger import Ledger
 from chazbot.transports.matrix.client import TRANSIENT, error_text, one_line
+from chazbot.transports.matrix.credentials import Secrets
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +27,15 @@ log = logging.getLogger(__name__)
 class Credentials:
     """The peer-local credentials of one Matrix account (never synced, never printed)."""
 
-    def __init__(self, ledger: Any, user_id: str) -> None:
-        self._ledger = ledger
+    def __init__(self, ledger: Ledger, user_id: str) -> None:
+        self._secrets = Secrets(ledger)
         self.user_id = user_id
 
     async def get(self, name: str) -> str | None:
-        found: str | None = await self._ledger.credentials.get(name)
-        return found
+        return await self._secrets.get(name)
 
     async def set(self, name: str, value: str) -> None:
-        await self._ledger.credentials.set(name, value)
+        await self._secrets.set(name, value)
 
     async def session(self) -> dict[str, str]:
         """The saved ``device_id`` and ``access_token``, if any."""

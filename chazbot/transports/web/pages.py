@@ -32,7 +32,7 @@ from multidict import MultiDictProxy
 
 from chazbot.commands import Reply
 from chazbot.commands.web_cmds import LINK_NOT_VALID, NOT_SIGNED_IN, ask_for_link, digest
-from chazbot.ledger.local import WebGrant, WebSignIns
+from chazbot.commands.web_signins import WebGrant, WebSignIns
 from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.transports.matrix_rules import matches_any
