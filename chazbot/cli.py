@@ -154,6 +154,7 @@ async def _verify(cfg: Config) -> int:
     from chazbot.ledger.statelock import StateLock
     from chazbot.peer import STATE_FILE
     from chazbot.transports.control_ops import operate
+    from chazbot.transports.tables import FEATURE_TABLES
 
     sink = ops.TerminalSink()
 
@@ -165,7 +166,7 @@ async def _verify(cfg: Config) -> int:
         try:
             ledger = await Ledger.open(state / STATE_FILE)
             try:
-                return await ops.verify(ledger, state, sink)
+                return await ops.verify(ledger, state, sink, FEATURE_TABLES)
             finally:
                 await ledger.close()
         finally:
@@ -296,8 +297,11 @@ async def _backup(cfg: Config, file: str) -> int:
 
 async def _restore(cfg: Config, file: str, force: bool) -> int:
     from chazbot import operations as ops
+    from chazbot.transports.tables import FEATURE_TABLES
 
-    return await ops.restore(Path(cfg.state_dir), Path(file), force, ops.TerminalSink())
+    return await ops.restore(
+        Path(cfg.state_dir), Path(file), force, ops.TerminalSink(), FEATURE_TABLES
+    )
 
 
 async def _run(cfg: Config, config_path: str | None) -> int:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -28,8 +29,8 @@ from chazbot.ledger import Ledger
 from chazbot.ledger.archive import Temporaries, remove_leftovers, write_backup
 from chazbot.ledger.backup import verify_file
 from chazbot.ledger.rebuild import FileCheck
+from chazbot.ledger.tables import LocalTable
 from chazbot.peer import STATE_FILE, Peer
-from chazbot.transports.tables import FEATURE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -172,12 +173,13 @@ async def reindex(peer: Peer, bank: str | None, agent_name: str | None, sink: Si
     return EXIT_OK
 
 
-async def verify(ledger: Ledger, state_dir: Path, sink: Sink) -> int:
+async def verify(ledger: Ledger, state_dir: Path, sink: Sink, tables: Sequence[LocalTable]) -> int:
     """Check the state file (on a connection of its own: its schema, every entry, the derived
     tables against a rebuild from the entries; ``ledger.rebuild``), every index snapshot
-    against its recorded digest, and the compiled-code cache."""
+    against its recorded digest, and the compiled-code cache. ``tables``: every feature's own
+    tables (``transports.tables.FEATURE_TABLES``; a use-case names no transport)."""
     sink.progress("verify", 0, 1)
-    checked = await asyncio.to_thread(verify_file, state_dir / STATE_FILE, FEATURE_TABLES)
+    checked = await asyncio.to_thread(verify_file, state_dir / STATE_FILE, tables)
     sink.progress("verify", 1, 1)
     snapshots, index = await verify_index(ledger, state_dir)
     report(checked, sink)
@@ -266,7 +268,9 @@ async def backup(state_dir: Path, target: Path, sink: Sink) -> int:
     return EXIT_OK
 
 
-async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
+async def restore(
+    state_dir: Path, file: Path, force: bool, sink: Sink, tables: Sequence[LocalTable]
+) -> int:
     """Put the backup ``file`` in place of the state in ``state_dir``, for a stopped peer.
 
     Refuses a state dir in use (its lock) and, without ``force``, one that holds a state
@@ -298,9 +302,9 @@ async def restore(state_dir: Path, file: Path, force: bool, sink: Sink) -> int:
             unpack_backup, file, unpacked, lambda d, t: sink.progress("restore", d, t)
         )
         sink.progress("verify", 0, 1)
-        checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE, FEATURE_TABLES)
+        checked = await asyncio.to_thread(bring_up_to_date, unpacked / STATE_FILE, tables)
         if checked is None:
-            checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE, FEATURE_TABLES)
+            checked = await asyncio.to_thread(verify_file, unpacked / STATE_FILE, tables)
         in_store: list[tuple[str, str]] = []
         for name in sorted(made.files):
             if name != STATE_FILE and is_sqlite(unpacked / name):

@@ -26,6 +26,7 @@ from chazbot.ledger.auth import Level, auth_op, permission_of
 from chazbot.ledger.encoding import content_id
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
+from chazbot.transports.tables import FEATURE_TABLES
 from tests.adversarial.harness import READ, Arena, forge, head, remember
 from tests.ledger_support import key
 from tests.sync_support import Node, snapshot, wait_until
@@ -115,7 +116,7 @@ async def test_a_chain_of_self_grants_cannot_out_height_a_demotion(arena: Arena)
     state_dir = a.path.parent / "state"
     state_dir.mkdir()
     (state_dir / "chazbot.sqlite3").symlink_to(a.path)
-    assert await operations.verify(a.ledger, state_dir, sink) == 0
+    assert await operations.verify(a.ledger, state_dir, sink, FEATURE_TABLES) == 0
     assert sum(line.startswith("SOFT-FAILED ") for line in sink.lines) == len(held)
     assert "10 auth entries soft-failed" in "\n".join(sink.lines)
 

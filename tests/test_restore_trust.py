@@ -209,7 +209,7 @@ async def test_restore_refuses_a_backup_altered_beside_its_signed_entries(
     forged = with_state_file(backup_file, tmp_path / "forged.backup", run_sql(script))
     state = write_config(tmp_path / "other")
     sink = Captured()
-    code = await ops.restore(state, forged, False, sink)
+    code = await ops.restore(state, forged, False, sink, FEATURE_TABLES)
     assert code == ops.EXIT_FAILED, (sink.stdout, sink.stderr)
     assert len(sink.stderr) == 1 and sink.stderr[0].startswith("chazbot: error: "), sink.stderr
     assert "nothing was changed" in sink.stderr[0]
@@ -230,7 +230,7 @@ async def test_auth_claimed_by_a_backup_is_settled_from_its_signatures(
     forged = with_state_file(backup_file, tmp_path / "forged.backup", run_sql(RESOLVED[name]))
     state = write_config(tmp_path / "other")
     sink = Captured()
-    assert await ops.restore(state, forged, False, sink) == ops.EXIT_OK, sink.stdout
+    assert await ops.restore(state, forged, False, sink, FEATURE_TABLES) == ops.EXIT_OK, sink.stdout
     cfg = Config(state_dir=state, embedding=None, sync_listen="", http_listen="")
     async with chazbot.open(state, cfg) as peer:
         agent = next(iter(peer.agents.values()))
@@ -246,7 +246,9 @@ async def test_an_untouched_backup_restores_and_serves_what_was_signed(
 ) -> None:
     state = write_config(tmp_path / "other")
     sink = Captured()
-    assert await ops.restore(state, backup_file, False, sink) == ops.EXIT_OK, sink.stderr
+    assert await ops.restore(state, backup_file, False, sink, FEATURE_TABLES) == ops.EXIT_OK, (
+        sink.stderr
+    )
     assert any("0 failed" in line for line in sink.stdout)
     cfg = Config(state_dir=state, embedding=None, sync_listen="", http_listen="")
     async with chazbot.open(state, cfg) as peer:
@@ -490,7 +492,7 @@ async def test_restore_refuses_a_state_file_that_is_not_intact(
     forged = with_state_file(backup_file, tmp_path / "scribbled.backup", scribble)
     state = write_config(tmp_path / "other")
     sink = Captured()
-    assert await ops.restore(state, forged, False, sink) == ops.EXIT_FAILED
+    assert await ops.restore(state, forged, False, sink, FEATURE_TABLES) == ops.EXIT_FAILED
     assert sink.stderr and "is not an intact SQLite file; nothing was changed" in sink.stderr[0]
     assert any(line.startswith("FAIL (file): ") for line in sink.stdout), sink.stdout
     assert sorted(p.name for p in state.iterdir()) == ["chazbot.lock"]
@@ -558,11 +560,11 @@ async def test_restore_refuses_a_trigger_in_the_matrix_store(tmp_path: Path) -> 
     forged = with_state_file(backup, tmp_path / "forged.backup", run_sql(trigger), member)
     other = write_config(tmp_path / "other")
     sink = Captured()
-    assert await ops.restore(other, forged, False, sink) == ops.EXIT_FAILED
+    assert await ops.restore(other, forged, False, sink, FEATURE_TABLES) == ops.EXIT_FAILED
     assert len(sink.stderr) == 1 and "Matrix store" in sink.stderr[0], sink.stderr
     assert "FAIL trigger leak in bot_DEVICE.db: the Matrix store has none" in sink.stdout
     assert sorted(p.name for p in other.iterdir()) == ["chazbot.lock"]
     # the untouched one restores, its store with it
     sink = Captured()
-    assert await ops.restore(other, backup, False, sink) == ops.EXIT_OK, sink.stderr
+    assert await ops.restore(other, backup, False, sink, FEATURE_TABLES) == ops.EXIT_OK, sink.stderr
     assert (other / member).is_file()

@@ -38,6 +38,7 @@ from chazbot.transports.control_client import (
     service_or_locally,
     socket_path,
 )
+from chazbot.transports.tables import FEATURE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ async def _job(
     if op == "reindex":
         return ops.reindex(peer, _text(request, "bank", True), _text(request, "agent", True), sink)
     if op == "verify":
-        return ops.verify(peer.ledger, peer.state_dir, sink)
+        return ops.verify(peer.ledger, peer.state_dir, sink, FEATURE_TABLES)
     return ops.backup(peer.state_dir, Path(str(_text(request, "file"))), sink)
 
 
