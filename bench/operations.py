@@ -45,7 +45,6 @@ from chazbot.ledger.archive import write_backup
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import MEMORY_STORE
 from chazbot.peer import STATE_FILE, Peer
-from chazbot.transports import operations as ops
 from chazbot.transports.control import ControlServer, send_to_service
 
 LOAD_VIEW = True
@@ -319,12 +318,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--import-rows", type=int, default=100_000)
     parser.add_argument("--backup-rows", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=ops.IMPORT_BATCH, help="rows per entry")
     parser.add_argument("--no-view", action="store_true", help="the bank's view not loaded")
     parser.add_argument("--embedder", choices=("none", "default"), default="none")
     parser.add_argument("--vector-seconds", type=float, default=VECTOR_SECONDS)
     args = parser.parse_args()
     EMBEDDER, VECTOR_SECONDS = args.embedder, args.vector_seconds
-    ops.IMPORT_BATCH = args.batch
     LOAD_VIEW = not args.no_view
     report(asyncio.run(main(args.import_rows, args.backup_rows)))

@@ -12,8 +12,7 @@ into a settings object: those are passed in like the product passes them.
 from __future__ import annotations
 
 import ast
-import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,44 +28,59 @@ SETTINGS_FIELDS = frozenset(
 """Names a test may not monkeypatch on a module: they are fields of a settings object."""
 
 
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 def _is_module(dotted: str, here: Path) -> bool:
-    """Whether ``dotted`` names a module, found on disk without importing anything: the
-    repository's packages, the file's own directory (bench scripts import their neighbours),
-    or an installed package's files."""
+    """Whether ``dotted`` names one of this repository's modules (``chazbot``, ``tests``, or
+    a bench script's neighbour, as bench scripts import them), found on disk without
+    importing anything. A library's own settings (``numba.config``, ``sys.argv``) are its
+    interface, not our modules' values."""
     parts = dotted.split(".")
     for base in (ROOT, here):
         path = base.joinpath(*parts)
         if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
             return True
-    try:
-        spec = importlib.util.find_spec(parts[0])  # a top-level name: nothing is imported
-    except (ImportError, ValueError):
-        return False
-    if spec is None:
-        return False
-    if len(parts) == 1:
-        return True
-    for location in spec.submodule_search_locations or ():
-        path = Path(location).joinpath(*parts[1:])
-        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
-            return True
-        if any(path.parent.glob(f"{path.name}.*.so")):
-            return True
     return False
 
 
-def module_names(tree: ast.AST, file: Path) -> set[str]:
-    """The names the file binds to modules (``import a.b`` binds ``a``; ``import a.b as m``
-    and ``from a import b`` where ``a.b`` is a module bind ``m`` and ``b``), in any scope."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
+def _own(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``scope`` itself: nested functions and classes are scopes of their own
+    (yielded, but not entered)."""
+    for child in ast.iter_child_nodes(scope):
+        yield child
+        if not isinstance(child, SCOPES):
+            yield from _own(child)
+
+
+def _bindings(scope: ast.AST, file: Path) -> dict[str, bool]:
+    """The names ``scope`` binds, each with whether it is bound to one of our modules
+    (``import a.b`` binds ``a``; ``import a.b as m`` and ``from a import b``, where ``a.b``
+    is a module, bind ``m`` and ``b``); another binding of a name (an argument, an
+    assignment) shadows a module of an outer scope."""
+    names: dict[str, bool] = {}
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+            if arg is not None:
+                names[arg.arg] = False
+    for node in _own(scope):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                names.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                top = alias.name.split(".")[0]
+                name = alias.asname or top
+                dotted = alias.name if alias.asname else top
+                names[name] = names.get(name, False) or _is_module(dotted, file.parent)
+        elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
-                if _is_module(f"{node.module}.{alias.name}", file.parent):
-                    names.add(alias.asname or alias.name)
+                dotted = f"{node.module}.{alias.name}" if node.module else alias.name
+                ours = node.level == 0 and _is_module(dotted, file.parent)
+                name = alias.asname or alias.name
+                names[name] = names.get(name, False) or ours
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.setdefault(node.id, False)
+        elif isinstance(node, (*SCOPES[:2], ast.ClassDef, ast.ExceptHandler)) and node.name:
+            names.setdefault(node.name, False)
     return names
 
 
@@ -77,14 +91,11 @@ def _root(node: ast.expr) -> str | None:
 
 
 def _targets(node: ast.AST) -> Iterator[ast.expr]:
-    if isinstance(node, ast.Assign):
+    if isinstance(node, (ast.Assign, ast.Delete)):
         for target in node.targets:
             yield from _flatten(target)
     elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
         yield node.target
-    elif isinstance(node, ast.Delete):
-        for target in node.targets:
-            yield from _flatten(target)
     elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
         yield from _flatten(node.target)
     elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -103,30 +114,46 @@ def _flatten(target: ast.expr) -> Iterator[ast.expr]:
         yield target
 
 
+def _offences(node: ast.AST, is_module: Callable[[str | None], bool]) -> Iterator[str]:
+    for target in _targets(node):
+        if isinstance(target, ast.Attribute) and is_module(_root(target)):
+            yield f"{ast.unparse(target)} reassigned"
+    if not isinstance(node, ast.Call) or not node.args:
+        return
+    func, first = node.func, node.args[0]
+    if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
+        if is_module(_root(first)):
+            yield ast.unparse(node)
+    elif (
+        isinstance(func, ast.Attribute)
+        and func.attr == "setattr"
+        and len(node.args) >= 2
+        and is_module(_root(first))
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value in SETTINGS_FIELDS
+    ):
+        yield f"{ast.unparse(node)} (a settings field: pass it in)"
+
+
 def reassignments(source: str, file: Path) -> list[str]:
-    """Every place ``source`` reassigns a value of an imported module, as ``line: text``."""
-    tree = ast.parse(source, str(file))
-    modules = module_names(tree, file)
+    """Every place ``source`` reassigns a value of one of our modules, as ``line: what``."""
     found: list[str] = []
-    for node in ast.walk(tree):
-        for target in _targets(node):
-            if isinstance(target, ast.Attribute) and _root(target) in modules:
-                found.append(f"{node.lineno}: {ast.unparse(target)} reassigned")
-        if not isinstance(node, ast.Call) or not node.args:
-            continue
-        func, first = node.func, node.args[0]
-        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
-            if _root(first) in modules:
-                found.append(f"{node.lineno}: {ast.unparse(node)}")
-        elif (
-            isinstance(func, ast.Attribute)
-            and func.attr == "setattr"
-            and len(node.args) >= 2
-            and _root(first) in modules
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value in SETTINGS_FIELDS
-        ):
-            found.append(f"{node.lineno}: {ast.unparse(node)} (a settings field: pass it in)")
+
+    def visit(scope: ast.AST, chain: list[dict[str, bool]]) -> None:
+        chain = [_bindings(scope, file), *chain]
+
+        def is_module(name: str | None) -> bool:
+            bound = next((names[name] for names in chain if name in names), False)
+            return name is not None and bound
+
+        for node in _own(scope):
+            if isinstance(node, SCOPES):
+                visit(node, chain)
+            else:
+                line = getattr(node, "lineno", 0)
+                found.extend(f"{line}: {o}" for o in _offences(node, is_module))
+
+    visit(ast.parse(source, str(file)), [])
     return found
 
 
@@ -152,7 +179,7 @@ def test_the_check_catches_each_way_of_flipping_a_module_value(tmp_path: Path) -
         "from chazbot.memory import view as v\nsaved, v.newest_first = v.newest_first, None": 1,
         "from chazbot.memory import current\ndef f():\n    current.MAX_STATEMENT_WORDS = 3": 1,
         "def f():\n    from chazbot.memory import view\n    setattr(view, 'TIME_AWARE', 0)": 1,
-        "import numpy\ndel numpy.pi": 1,
+        "import chazbot.memory.current as c\ndel c.SAME_SUBJECT": 1,
         "import locomo\nlocomo.RRF_K = 1": 1,  # a bench's neighbour script
         "from chazbot.memory import view\nmonkeypatch.setattr(view, 'DATE_WINDOW', 1)": 1,
         # not a module: an object, a class, a local name, a read, a swapped stand-in
@@ -161,6 +188,8 @@ def test_the_check_catches_each_way_of_flipping_a_module_value(tmp_path: Path) -
         "import chazbot\npeer = chazbot.open\npeer.x = 1": 0,
         "from chazbot.memory import engine\nmonkeypatch.setattr(engine, 'TIMEOUT_S', 0.1)": 0,
         "embedder.embed_query = counted": 0,
+        "from chazbot.memory import engine\ndef f(engine):\n    engine.snapshot_min_rows = 1": 0,
+        "import numba\nnumba.config.CACHE_DIR = 'x'": 0,  # a library's own settings
     }
     for source, expected in flips.items():
         assert len(reassignments(source, here)) == expected, source

@@ -43,7 +43,7 @@ def test_the_defaults_are_the_measured_values_and_nonsense_is_refused() -> None:
     assert DEFAULT_RANKING.date_window == 30 and DEFAULT_RANKING.newest_first
     assert DEFAULT_RANKING.statement_words == 12
     assert [DEFAULT_RANKING.depth(w) for w in (3, 10, 30)] == [20, 20, 60]
-    assert DEFAULT_TUNING == RecallTuning(5, 10, 10, True)
+    assert RecallTuning(5, 10, 10, True) == DEFAULT_TUNING
     for bad in ({"min_candidates": 0}, {"date_window": -1}, {"dense_weight": 0.0}):
         with pytest.raises(InputError):
             RankingSettings(**bad)  # type: ignore[arg-type]

@@ -3,9 +3,8 @@ first among the fused candidates; everything else ranks as before."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-
 from dataclasses import replace
+from datetime import UTC, date, datetime
 
 import numpy as np
 import pytest
