@@ -17,6 +17,7 @@ from chazbot.agent.recall import DEFAULT_TUNING, RecallTuning, focus_query, reca
 from chazbot.agent.turn import auto_recall
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError
+from chazbot.ledger import Ledger
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.view import DEFAULT_RANKING, MemoryView, RankingSettings
 from tests.standin_embeddings import StandinEmbeddings
@@ -130,3 +131,28 @@ async def test_auto_recall_builds_its_queries_as_its_tuning_says(
             embedded[one] = standin_embeddings.calls - before
             assert block is not None and "rose-7" in block and hits > 0, block
         assert embedded == {True: 1, False: 2}  # one vector for both searches, or one each
+
+        # each store is ranked as the engine ranks: a host whose engine has its own settings
+        seen: list[int] = []
+        engine = MemoryEngine(peer.ledger, peer.memory.embedder, None, Spy(seen=seen))
+        block, _ = await auto_recall(Host(peer.ledger, engine), agent, session, messages)
+        assert block is not None and seen, seen  # asked for its depth, as search does
+
+
+@dataclasses.dataclass(frozen=True)
+class Spy(RankingSettings):
+    """The defaults, noting each fused window a search asks the depth of."""
+
+    seen: list[int] = dataclasses.field(default_factory=list, compare=False)
+
+    def depth(self, window: int) -> int:
+        self.seen.append(window)
+        return super().depth(window)
+
+
+@dataclasses.dataclass
+class Host:
+    """A ``MemoryHost``: the peer's ledger with another engine."""
+
+    ledger: Ledger
+    memory: MemoryEngine
