@@ -244,7 +244,8 @@ def _stem(word: str) -> str:
 
 def same_subject(a: str, b: str, threshold: float = SAME_SUBJECT) -> bool:
     """Whether statements ``a`` and ``b`` say something about the same subject."""
-    return _shares(subjects(a), subjects(b), threshold)
+    words = MAX_STATEMENT_WORDS  # passed as newest_first passes it: one cache entry a text
+    return _shares(subjects(a, words), subjects(b, words), threshold)
 
 
 def _shares(a: Sequence[frozenset[str]], b: Sequence[frozenset[str]], threshold: float) -> bool:

@@ -55,7 +55,7 @@ class RankingSettings:
     def __post_init__(self) -> None:
         counts = (self.min_candidates, self.candidates_per_result, self.date_window)
         if min(*counts, self.statement_words) < 1:
-            raise InputError("ranking: candidate counts and the date window must be 1 or more")
+            raise InputError("ranking: counts, date window and statement words must be 1 or more")
         if not self.dense_weight > 0:
             raise InputError("ranking: the cosine list's weight must be more than 0")
 
