@@ -2,9 +2,10 @@
 
 Tuning is passed in (``RankingSettings``, ``RecallTuning``), never a module global that a
 bench or another module flips: ``mod.NAME = …``, ``mod.NAME += …``, ``del mod.NAME``,
-``setattr(mod, …)`` or ``delattr(mod, …)`` where ``mod`` is an imported module, anywhere in
-``chazbot/``, ``bench/`` or ``tests/``. Read from the source with ``ast``, so a line that
-never runs is caught too. In tests, pytest's ``monkeypatch.setattr`` (undone when the test
+``setattr(mod, …)`` or ``delattr(mod, …)`` where ``mod`` names one of this repository's
+modules in that scope (a library's own settings, ``numba.config``, are its interface),
+anywhere in ``chazbot/``, ``bench/`` or ``tests/``. Read from the source with ``ast``, so a
+line that never runs is caught too. In tests, pytest's ``monkeypatch.setattr`` (undone when the test
 ends) may still swap a module's value for a stand-in, but not a tuning value that has moved
 into a settings object: those are passed in like the product passes them.
 """
@@ -170,7 +171,7 @@ def test_no_module_value_is_reassigned_from_outside_its_module() -> None:
     assert not offences, "module values reassigned from outside:\n" + "\n".join(offences)
 
 
-def test_the_check_catches_each_way_of_flipping_a_module_value(tmp_path: Path) -> None:
+def test_the_check_catches_each_way_of_flipping_a_module_value() -> None:
     here = ROOT / "bench" / "example.py"
     flips = {
         "import chazbot.memory.view as view_module\nview_module.DENSE_WEIGHT = 2.0": 1,
