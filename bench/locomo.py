@@ -54,7 +54,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ from chazbot.memory.embedders.floors import default_floor
 from chazbot.memory.engine import embed_text
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
-from chazbot.memory.view import CANDIDATES_PER_RESULT, DENSE_WEIGHT, MIN_CANDIDATES, MemoryView
+from chazbot.memory.view import DEFAULT_RANKING, MemoryView
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo10.json"
@@ -335,7 +335,8 @@ async def build_view(
     ]
     doc_vectors: list[tuple[str, Any]] = []
     if embedder is not None:
-        texts = [embed_text(key, value) for key, value, _ in rows]  # the memory layer's rule
+        embed = getattr(args, "embed", embed_text)  # bench/row_shape.py passes its own rule
+        texts = [embed(key, value) for key, value, _ in rows]  # the memory layer's rule
         vectors = await embedder.documents(texts)
         doc_vectors = [(f"bench/{doc}", vec) for doc, vec in enumerate(vectors)]
     view.load(memory_rows, doc_vectors, 0)
@@ -426,9 +427,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "queries_without_evidence": sum(c.dropped for c in conversations),
         "settings": {
             "embedder": embedder.embedder.name if embedder else None,
-            "depth_per_ranker": max(MIN_CANDIDATES, 10 * CANDIDATES_PER_RESULT),
+            "depth_per_ranker": DEFAULT_RANKING.depth(10),
             "rrf_k": RRF_K,
-            "dense_weight": DENSE_WEIGHT,
+            "dense_weight": DEFAULT_RANKING.dense_weight,
             "min_similarity": floor,
             "key": args.key,
             "value": args.value,
@@ -503,8 +504,10 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"target hybrid recall@10 >= {target['hybrid_recall@10_dev']} on dev: {verdict}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, embed: Callable[[str, str], str] = embed_text) -> int:
+    """``embed``: what ``build_view`` embeds of a row (key, value); the product's rule."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.set_defaults(embed=embed)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10.json")
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
     parser.add_argument(

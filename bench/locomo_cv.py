@@ -26,10 +26,10 @@ Two paths, each one bank per conversation, every question (category 5 skipped) a
   (``vec=row``: key and the whole value, with its ``[replying to …]`` context, what capture
   embeds; ``vec=message``: the key and the message alone).
 
-Ranking is ``MemoryView.search`` itself (what ``agent.recall`` runs on one bank); the grid
-sets its module knobs (``MIN_CANDIDATES``, ``CANDIDATES_PER_RESULT``, ``DENSE_WEIGHT``) and
-the relevance floor (``min_similarity``). Candidates beyond the knobs are extra grid axes, so
-each is kept only where the folds choose it:
+Ranking is ``MemoryView.search`` itself (what ``agent.recall`` runs on one bank); each grid
+setting passes its own ``RankingSettings`` (``min_candidates``, ``candidates_per_result``,
+``dense_weight``, ``time_aware``) and the relevance floor (``min_similarity``). Candidates
+beyond the knobs are extra grid axes, so each is kept only where the folds choose it:
 
 - ``query``: ``raw`` (the question as asked), ``content`` (BM25 sees only its non-stopword
   tokens, ``chazbot.memory.tokenize.STOPWORDS``; the vector is of the question),
@@ -58,8 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -78,13 +77,12 @@ from locomo import (  # noqa: E402
     memory_row,
 )
 
-import chazbot.memory.view as view_module  # noqa: E402
 from chazbot.config import EmbeddingConfig  # noqa: E402
 from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder  # noqa: E402
 from chazbot.memory.embedders.floors import default_floor  # noqa: E402
 from chazbot.memory.rows import MemoryRow  # noqa: E402
 from chazbot.memory.tokenize import STOPWORDS, tokenize  # noqa: E402
-from chazbot.memory.view import MemoryView  # noqa: E402
+from chazbot.memory.view import DEFAULT_RANKING, MemoryView, RankingSettings  # noqa: E402
 
 DEV = range(0, 5)  # the only conversations this bench reads: 5-9 are held out
 LIMIT = 10
@@ -197,13 +195,23 @@ async def tell_and_read(conv: Conversation) -> list[dict[str, Any]]:
 class Knobs:
     """One ranking setting: the view's knobs, the floor, and the candidate axes."""
 
-    min_candidates: int = view_module.MIN_CANDIDATES
-    per_result: int = view_module.CANDIDATES_PER_RESULT
-    dense_weight: float = view_module.DENSE_WEIGHT
+    min_candidates: int = DEFAULT_RANKING.min_candidates
+    per_result: int = DEFAULT_RANKING.candidates_per_result
+    dense_weight: float = DEFAULT_RANKING.dense_weight
     floor: float | None = None  # filled with the model's default
     query: str = "raw"
-    dates: str = "on" if view_module.TIME_AWARE else "off"
+    dates: str = "on" if DEFAULT_RANKING.time_aware else "off"
     vec: str = "row"  # capture embeds the whole row (docs/memory.md, "Capture under load")
+
+    def ranking(self) -> RankingSettings:
+        """The view's settings this grid point searches with."""
+        return replace(
+            DEFAULT_RANKING,
+            min_candidates=self.min_candidates,
+            candidates_per_result=self.per_result,
+            dense_weight=self.dense_weight,
+            time_aware=self.dates == "on",
+        )
 
     def label(self) -> str:
         floor = "none" if self.floor is None else f"{self.floor:.2f}"
@@ -214,7 +222,7 @@ class Knobs:
 
 
 KNOB_AXES: dict[str, tuple[Any, ...]] = {
-    # (MIN_CANDIDATES, CANDIDATES_PER_RESULT): with limit 10, depths 10, 20 (today), 40
+    # (min_candidates, candidates_per_result): with limit 10, depths 10, 20 (today), 40
     "depth": ((10, 1), (20, 2), (40, 2)),
     "dense_weight": (0.7, 1.0, 1.4),
     "floor": (None, 0.83),  # none, or the e5 model's default
@@ -241,30 +249,6 @@ def grid(path: str, candidates: Sequence[str], today: Knobs) -> list[Knobs]:
         if k not in settings:
             settings.append(k)
     return settings
-
-
-@contextmanager
-def knobs_set(knobs: Knobs) -> Iterator[None]:
-    """The view module's knobs as ``knobs`` says, for the searches inside."""
-    saved = (
-        view_module.MIN_CANDIDATES,
-        view_module.CANDIDATES_PER_RESULT,
-        view_module.DENSE_WEIGHT,
-        view_module.TIME_AWARE,
-    )
-    view_module.MIN_CANDIDATES = knobs.min_candidates
-    view_module.CANDIDATES_PER_RESULT = knobs.per_result
-    view_module.DENSE_WEIGHT = knobs.dense_weight
-    view_module.TIME_AWARE = knobs.dates == "on"
-    try:
-        yield
-    finally:
-        (
-            view_module.MIN_CANDIDATES,
-            view_module.CANDIDATES_PER_RESULT,
-            view_module.DENSE_WEIGHT,
-            view_module.TIME_AWARE,
-        ) = saved
 
 
 # -- query shaping -----------------------------------------------------------------------------
@@ -332,8 +316,8 @@ def rank(prep: Prepared, qi: int, knobs: Knobs | None) -> list[str]:
         return [docs[r.row.doc].dia for r in prep.bm25_view.search(question, (), LIMIT)]
     view = prep.views[knobs.vec]
     qvec = prep.qvecs["statement" if knobs.query.startswith("statement") else "raw"][qi]
-    with knobs_set(knobs):
-        found = view.search(bm25_query(question, knobs.query), (), LIMIT, qvec, None, knobs.floor)
+    query = bm25_query(question, knobs.query)
+    found = view.search(query, (), LIMIT, qvec, None, knobs.floor, knobs.ranking())
     return [docs[r.row.doc].dia for r in found]
 
 

@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chazbot import operations as ops
 from chazbot.config import parse_config
 from chazbot.ledger.archive import write_backup
 from chazbot.memory.banks import writer_key_for
@@ -320,12 +319,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--import-rows", type=int, default=100_000)
     parser.add_argument("--backup-rows", type=int, default=1_000_000)
-    parser.add_argument("--batch", type=int, default=ops.IMPORT_BATCH, help="rows per entry")
     parser.add_argument("--no-view", action="store_true", help="the bank's view not loaded")
     parser.add_argument("--embedder", choices=("none", "default"), default="none")
     parser.add_argument("--vector-seconds", type=float, default=VECTOR_SECONDS)
     args = parser.parse_args()
     EMBEDDER, VECTOR_SECONDS = args.embedder, args.vector_seconds
-    ops.IMPORT_BATCH = args.batch
     LOAD_VIEW = not args.no_view
     report(asyncio.run(main(args.import_rows, args.backup_rows)))

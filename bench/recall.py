@@ -47,6 +47,7 @@ benchmark's own millions of lists do not land in the timings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -605,8 +606,11 @@ def main() -> None:
         "--numpy", action="store_true", help="chazbot's numpy search loop only (no numba)"
     )
     args = parser.parse_args()
-    if args.numpy:
-        bm25_kernel.MIN_DOCS = sys.maxsize
+    with bm25_kernel.numpy_only() if args.numpy else contextlib.nullcontext():
+        run_bench(args)
+
+
+def run_bench(args: argparse.Namespace) -> None:
     if args.autorecall:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import autorecall

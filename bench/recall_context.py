@@ -25,6 +25,7 @@ import asyncio
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localchat import FACTS, PERSON  # noqa: E402
 
 import chazbot  # noqa: E402
-import chazbot.agent.recall as recall_module  # noqa: E402
+from chazbot.agent.recall import DEFAULT_TUNING  # noqa: E402
+from chazbot.agent.turn import run_turn  # noqa: E402
 from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
 from chazbot.memory.audience import room_audience  # noqa: E402
 from tests.standin_llm import StandinLLM  # noqa: E402
@@ -79,16 +81,22 @@ async def run(rounds: int) -> dict[str, Any]:
                     return await inner(text)
 
                 embedder.embed_query = counted  # type: ignore[method-assign]
+                llm_of_agent = peer.llm_for(agent)
                 for name, one in VARIANTS.items():
-                    recall_module.ONE_QUERY_VECTOR = one
+                    tuning = replace(DEFAULT_TUNING, one_query_vector=one)
                     found = first = turns = 0
                     calls[0] = 0
                     for r in range(rounds):
                         room = f"ask-{name}-{r}"
                         for _, _, question, answers in FACTS:
-                            turn = await peer.chat(
-                                question, session=room, sender=PERSON, audience=dm(room)
-                            )
+                            # the turn as ``peer.chat`` runs it (capture is off), with the
+                            # variant's tuning passed in
+                            heard = agent.memory.within(peer.hearing(agent, PERSON, dm(room)))
+                            session = await peer.session(room)
+                            turn = await run_turn(
+                                peer, agent, session, question, PERSON, llm_of_agent, heard,
+                                tuning=tuning,
+                            )  # fmt: skip
                             text = turn.text.lower()
                             bullets = text.split("\n")
                             found += any(a.lower() in text for a in answers)

@@ -34,5 +34,4 @@ def embed_text(key: str, value: str) -> str:
 
 
 if __name__ == "__main__":
-    locomo.embed_text = embed_text  # what build_view embeds
-    raise SystemExit(locomo.main(sys.argv[1:]))
+    raise SystemExit(locomo.main(sys.argv[1:], embed=embed_text))

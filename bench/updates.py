@@ -3,8 +3,10 @@ the product's ranking (``MemoryView.search``: BM25 and vectors fused, then ``mem
 
 Run: ``.venv/bin/python bench/updates.py [--split dev|heldout|both] [--hashed]``, or
 ``--locomo 20,15,12 [--cache DIR]``: the step's effect on LoCoMo's dev conversations (the
-bench's rows, hybrid top 10, the local embedder) at each ``MAX_STATEMENT_WORDS``: how many
-result lists get a row marked earlier, and recall/nDCG with and without the step.
+bench's rows, hybrid top 10, the local embedder) at each ``statement_words`` (a field of the
+``RankingSettings`` the searches are passed; ``current.MAX_STATEMENT_WORDS`` is the product's):
+how many result lists get a row marked earlier, and recall/nDCG with and without the step
+(``newest_first=False``).
 Not a timed test; CI does not run it (``tests/test_current.py`` checks the held-out figures
 with the hashed vectors).
 
@@ -31,17 +33,20 @@ import hashlib
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from chazbot.memory import view as view_module
 from chazbot.memory.audience import Provenance
 from chazbot.memory.current import newest_first, told_of
 from chazbot.memory.engine import embed_text
 from chazbot.memory.rows import MemoryRow
-from chazbot.memory.view import MemoryView
+from chazbot.memory.view import DEFAULT_RANKING, MemoryView
+
+WITHOUT_STEP = replace(DEFAULT_RANKING, newest_first=False)
+"""The anchor: the ranking as fused, nothing moved or marked."""
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "updates.json"
 DAY_US = 86_400 * 1_000_000
@@ -59,11 +64,6 @@ def hashed(text: str, dim: int = 64) -> np.ndarray:
         vec[dim - 1] = 1.0
     out: np.ndarray = (vec / np.linalg.norm(vec)).astype(np.float32)
     return out
-
-
-def without_step(items: Any, told: Any, threshold: float = 0.0, pool: Any = ()) -> Any:
-    """The anchor: the ranking as fused, nothing moved or marked."""
-    return [(x, False) for x in items]
 
 
 def load_cases(split: str) -> list[dict[str, Any]]:
@@ -141,12 +141,8 @@ async def run(split: str, use_hashed: bool) -> dict[str, Any]:
             # one of the same teller, the new one then marked earlier too)
             first = old in order and new in order and order.index(new) < order.index(old)
             ok = old in order and new in order and marks[old] and (first or marks[new])
-            saved = view_module.newest_first
-            view_module.newest_first = without_step
-            try:
-                plain = [r.row.row_id for r in view.search(case["query"], (), 10, qvec)]
-            finally:
-                view_module.newest_first = saved
+            anchor_found = view.search(case["query"], (), 10, qvec, ranking=WITHOUT_STEP)
+            plain = [r.row.row_id for r in anchor_found]
             anchor = old in plain and new in plain and plain.index(new) < plain.index(old)
             counts["update"][0] += ok
             counts["update"][1] += anchor
@@ -207,7 +203,6 @@ async def locomo_effect(words: list[int], cache: Path | None, shape: str = "rows
     import locomo  # the bench's rows and scores
 
     from chazbot.config import EmbeddingConfig
-    from chazbot.memory import current
     from chazbot.memory.embedders.local import LocalEmbedder
 
     args = argparse.Namespace(
@@ -227,21 +222,17 @@ async def locomo_effect(words: list[int], cache: Path | None, shape: str = "rows
         for c in convs
     ]
     for limit in words:
-        current.MAX_STATEMENT_WORDS = limit
-        current.subjects.cache_clear()
+        with_step = replace(DEFAULT_RANKING, statement_words=limit)
+        without = replace(WITHOUT_STEP, statement_words=limit)
         step, plain = locomo.Scores([], [], []), locomo.Scores([], [], [])
         marked = lists = 0
         for conv, view, qvecs in views:
             for qi, q in enumerate(conv.questions):
-                got = view.search(q.text, (), 10, qvecs[qi])
-                saved, view_module.newest_first = view_module.newest_first, without_step
-                try:
-                    anchor = view.search(q.text, (), 10, qvecs[qi])
-                finally:
-                    view_module.newest_first = saved
+                got = view.search(q.text, (), 10, qvecs[qi], ranking=with_step)
+                anchor = view.search(q.text, (), 10, qvecs[qi], ranking=without)
                 step.add([conv.turns[r.row.doc].dia_id for r in got], q.relevant)
                 plain.add([conv.turns[r.row.doc].dia_id for r in anchor], q.relevant)
-                marks = newest_first(got, lambda r: told_of(r.row))
+                marks = newest_first(got, lambda r: told_of(r.row), max_words=limit)
                 marked += any(e for _, e in marks)
                 lists += 1
         print(f"MAX_STATEMENT_WORDS {limit}: lists with a row marked earlier {marked}/{lists}")

@@ -3,14 +3,14 @@ first among the fused candidates; everything else ranks as before."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 import numpy as np
 import pytest
 
-import chazbot.memory.view as view_module
 from chazbot.memory.rows import MemoryRow
-from chazbot.memory.view import MemoryView
+from chazbot.memory.view import DEFAULT_RANKING, MemoryView, RankingSettings
 from chazbot.memory.when import named_months, row_day
 
 
@@ -74,19 +74,25 @@ def dated_view() -> tuple[MemoryView, np.ndarray]:
     return view, np.asarray([1.0, 0.0], dtype=np.float32)
 
 
-def order(view: MemoryView, query: str, limit: int, qvec: np.ndarray | None) -> list[int]:
-    return [r.row.doc for r in view.search(query, (), limit, qvec)]
+PLAIN = replace(DEFAULT_RANKING, time_aware=False)
 
 
-def test_rows_of_the_named_month_come_first_in_fused_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def order(
+    view: MemoryView,
+    query: str,
+    limit: int,
+    qvec: np.ndarray | None,
+    ranking: RankingSettings = DEFAULT_RANKING,
+) -> list[int]:
+    return [r.row.doc for r in view.search(query, (), limit, qvec, ranking=ranking)]
+
+
+def test_rows_of_the_named_month_come_first_in_fused_order() -> None:
     view, qvec = dated_view()
     queries = ("hiking, May 2023", "hiking in May", "hiking june")
-    monkeypatch.setattr(view_module, "TIME_AWARE", False)
-    fused = {q: order(view, q, 6, qvec) for q in queries}
+    fused = {q: order(view, q, 6, qvec, PLAIN) for q in queries}
     assert all(set(f[:3]) == {0, 1, 2} for f in fused.values()), fused  # May rows rank low
-    monkeypatch.setattr(view_module, "TIME_AWARE", True)
+    assert DEFAULT_RANKING.time_aware  # the product's
     # the rows of the month first (a key's date, or a plain row's written day), then the
     # others, each part in fused order
     may = fused["hiking, May 2023"]
@@ -100,16 +106,13 @@ def test_rows_of_the_named_month_come_first_in_fused_order(
     assert order(view, "hiking june", 2, qvec) == [2, *[d for d in june if d != 2][:1]]
     # scores are the fused ones, unchanged
     scores = {r.row.doc: r.score for r in view.search("hiking in May", (), 6, qvec)}
-    monkeypatch.setattr(view_module, "TIME_AWARE", False)
-    assert {r.row.doc: r.score for r in view.search("hiking in May", (), 6, qvec)} == scores
+    plain = view.search("hiking in May", (), 6, qvec, ranking=PLAIN)
+    assert {r.row.doc: r.score for r in plain} == scores
 
 
-def test_a_modal_may_or_bm25_alone_keeps_the_plain_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_modal_may_or_bm25_alone_keeps_the_plain_order() -> None:
     view, qvec = dated_view()
     asked = order(view, "May hiking", 4, qvec)
     bm25 = order(view, "hiking june", 6, None)
-    monkeypatch.setattr(view_module, "TIME_AWARE", False)
-    assert order(view, "May hiking", 4, qvec) == asked  # "May" first in a sentence: no month
-    assert order(view, "hiking june", 6, None) == bm25  # BM25 alone keeps its exact order
+    assert order(view, "May hiking", 4, qvec, PLAIN) == asked  # "May" first: no month
+    assert order(view, "hiking june", 6, None, PLAIN) == bm25  # BM25 alone: its exact order

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from chazbot.errors import InputError
 from chazbot.memory.audience import Audience
 from chazbot.memory.current import earlier_mark, newest_first, told_of
 from chazbot.memory.embedders.floors import AGENT_CONFIG_STORE, FLOOR_FIELD, stored_floor
@@ -42,15 +43,33 @@ MEMORY_RULE = (
     "not yours)."
 )
 """Added to the system prompt when a block is shown."""
-RECENT_MESSAGES = 5
-QUERY_TOKENS = 10
-FOCUS_DEPTH = 10
-ONE_QUERY_VECTOR = True
-"""Embed only the newest message's words and use that vector for both searches (the
-conversation's words still go to BM25), or embed both (False)."""
-"""How deep each of the two rankings is read before they are fused."""
 CONFIG_STORE = AGENT_CONFIG_STORE
 """The agent DB's store of its settings (``/memory config``)."""
+
+
+@dataclass(frozen=True)
+class RecallTuning:
+    """How a turn builds its auto-recall queries: measured values a bench varies
+    (``dataclasses.replace(RecallTuning(), one_query_vector=False)``) and passes to
+    ``run_turn``, never chosen per agent (those are ``RecallSettings``). How each store is
+    then ranked is the engine's ``RankingSettings``."""
+
+    recent_messages: int = 5
+    """The conversation's query is read from this many newest messages, newest first."""
+    query_tokens: int = 10
+    """Distinct non-stopword tokens kept per query (SPEC §5)."""
+    focus_depth: int = 10
+    """How deep each of the two rankings is read before they are fused."""
+    one_query_vector: bool = True
+    """Embed only the newest message's words and use that vector for both searches (the
+    conversation's words still go to BM25), or embed both (False)."""
+
+    def __post_init__(self) -> None:
+        if min(self.recent_messages, self.query_tokens, self.focus_depth) < 1:
+            raise InputError("recall tuning: message, token and depth counts must be 1 or more")
+
+
+DEFAULT_TUNING = RecallTuning()
 
 
 @dataclass(frozen=True)
@@ -93,15 +112,17 @@ async def recall_settings(ledger: Ledger, db: str) -> RecallSettings:
     return RecallSettings.from_fields(await ledger.fields(db, CONFIG_STORE))
 
 
-def recall_query(messages: Sequence[str]) -> str:
-    """The newest 5 messages, newest first, so the 10 tokens kept come from what was just
-    said: oldest first, a long conversation searched for its earlier questions."""
-    return " ".join(auto_recall_query(messages[-RECENT_MESSAGES:][::-1], QUERY_TOKENS))
+def recall_query(messages: Sequence[str], tuning: RecallTuning = DEFAULT_TUNING) -> str:
+    """The newest 5 messages (``recent_messages``), newest first, so the 10 tokens kept
+    come from what was just said: oldest first, a long conversation searched for its
+    earlier questions."""
+    recent = messages[-tuning.recent_messages :][::-1]
+    return " ".join(auto_recall_query(recent, tuning.query_tokens))
 
 
-def focus_query(messages: Sequence[str]) -> str:
+def focus_query(messages: Sequence[str], tuning: RecallTuning = DEFAULT_TUNING) -> str:
     """The newest message's own query tokens (at most 10); '' when it is all stopwords."""
-    return " ".join(auto_recall_query(messages[-1:], QUERY_TOKENS))
+    return " ".join(auto_recall_query(messages[-1:], tuning.query_tokens))
 
 
 def fuse_rankings(rankings: Sequence[Sequence[MemoryRow]], limit: int) -> list[MemoryRow]:

@@ -8,15 +8,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import chazbot.agent.recall as recall_module
 from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.grounding import evidence, grounded
 from chazbot.agent.pictures import CANNOT_SEE, Picture, picture_parts
 from chazbot.agent.recall import (
-    FOCUS_DEPTH,
+    DEFAULT_TUNING,
     MEMORY_RULE,
+    RecallTuning,
     choose_banks,
     focus_query,
     format_block,
@@ -76,22 +76,26 @@ async def auto_recall(
     reader: str = "",
     keep: Callable[[MemoryRow], bool] | None = None,
     shown: list[MemoryRow] | None = None,
+    tuning: RecallTuning = DEFAULT_TUNING,
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count.
 
     ``memory`` is the agent's memory as heard in this session (``MemoryScope.within``): only
     rows its audience may be told are searched (SPEC §5c); default the agent's own view.
-    ``shown`` gets every row the block holds (for the check of the answer, ``grounding``)."""
+    ``shown`` gets every row the block holds (for the check of the answer, ``grounding``).
+    ``tuning``: how the queries are built (``RecallTuning``); each store is ranked as the
+    engine ranks (``MemoryEngine.ranking``)."""
     memory = memory if memory is not None else agent.memory
     settings = await recall_settings(peer.ledger, agent.db)
-    query = recall_query(messages)
+    query = recall_query(messages, tuning)
     if not settings.enabled or not query:
         return None, 0
     engine = peer.memory
+    ranking = engine.ranking
     limit, floor = settings.max_entries, engine.similarity_floor(settings.min_similarity)
-    focus = focus_query(messages)
+    focus = focus_query(messages, tuning)
     texts = [q for q in dict.fromkeys([focus, query]) if q]
-    if recall_module.ONE_QUERY_VECTOR and focus:
+    if tuning.one_query_vector and focus:
         vector = await engine.query_vector(focus)
         queries = [(q, vector) for q in texts]
     else:
@@ -105,10 +109,11 @@ async def auto_recall(
         def ranked(view: MemoryView) -> list[MemoryRow]:  # a big view's on a search thread
             if len(queries) == 1:
                 q, v = queries[0]
-                return [r.row for r in view.search(q, (), limit, v, heard, floor)]
-            depth = max(limit, FOCUS_DEPTH)
+                return [r.row for r in view.search(q, (), limit, v, heard, floor, ranking)]
+            depth = max(limit, tuning.focus_depth)
             rankings = [
-                [r.row for r in view.search(q, (), depth, v, heard, floor)] for q, v in queries
+                [r.row for r in view.search(q, (), depth, v, heard, floor, ranking)]
+                for q, v in queries
             ]
             return fuse_rankings(rankings, limit)
 
@@ -162,6 +167,7 @@ async def run_turn(
     timezone: str = "UTC",
     pictures: Sequence[Picture] = (),
     acknowledge: bool = False,
+    tuning: RecallTuning = DEFAULT_TUNING,
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
@@ -179,7 +185,9 @@ async def run_turn(
     said, data for the model, and the system prompt says so (SPEC §5).
 
     ``acknowledge`` (capture keeps what is told here): a message that tells one fact gets
-    "Noted: …" in the person's own words, for every model, and is captured as usual."""
+    "Noted: …" in the person's own words, for every model, and is captured as usual.
+
+    ``tuning``: how auto-recall builds its queries (``RecallTuning``; benches pass theirs)."""
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
@@ -219,7 +227,9 @@ async def run_turn(
             return not asked.false_friend(row, text)
 
     shown: list[MemoryRow] = []
-    block, hits = await auto_recall(peer, agent, session, contents, memory, sender, keep, shown)
+    block, hits = await auto_recall(
+        peer, agent, session, contents, memory, sender, keep, shown, tuning
+    )
     prompt = agent.config.system_prompt
     if block is not None:
         prompt = f"{prompt}\n\n{MEMORY_RULE}"

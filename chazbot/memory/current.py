@@ -144,11 +144,12 @@ def _is_word_key(key: str) -> bool:
 
 
 @functools.lru_cache(maxsize=SUBJECT_CACHE)
-def subjects(text: str) -> tuple[frozenset[str], ...]:
+def subjects(text: str, max_words: int = MAX_STATEMENT_WORDS) -> tuple[frozenset[str], ...]:
     """The subject of each clause of ``text`` that states something (cached, as the same
     rows come back query after query). A one-word subject needs a value in its clause or
-    the next one ("I got a new bike, a Gazelle"); "hiking again" states nothing."""
-    if len(text.split()) > MAX_STATEMENT_WORDS:
+    the next one ("I got a new bike, a Gazelle"); "hiking again" states nothing; nor does
+    a text of more than ``max_words`` words."""
+    if len(text.split()) > max_words:
         return ()
     pieces = _CLAUSE.split(text)
     parts = []
@@ -243,7 +244,8 @@ def _stem(word: str) -> str:
 
 def same_subject(a: str, b: str, threshold: float = SAME_SUBJECT) -> bool:
     """Whether statements ``a`` and ``b`` say something about the same subject."""
-    return _shares(subjects(a), subjects(b), threshold)
+    words = MAX_STATEMENT_WORDS  # passed as newest_first passes it: one cache entry a text
+    return _shares(subjects(a, words), subjects(b, words), threshold)
 
 
 def _shares(a: Sequence[frozenset[str]], b: Sequence[frozenset[str]], threshold: float) -> bool:
@@ -264,6 +266,7 @@ def newest_first(
     told: Callable[[T], Told],
     threshold: float = SAME_SUBJECT,
     pool: Sequence[T] = (),
+    max_words: int = MAX_STATEMENT_WORDS,
 ) -> list[tuple[T, bool]]:
     """``items`` (ranked) with the statements of one teller about one subject together at
     the place of the best ranked one, the newest first; each with whether it is an earlier
@@ -272,14 +275,15 @@ def newest_first(
     ``pool``: more candidates of the same search (ranked lower, the same filters passed); one
     that is a newer statement of an item's teller about the item's subject joins it, so the
     current statement shows even when the question's words matched the older one best. The
-    list may then be longer than ``items``: the caller cuts it."""
+    list may then be longer than ``items``: the caller cuts it. ``max_words``: a longer
+    statement is never judged an update (``MAX_STATEMENT_WORDS``; benches vary it)."""
     members = list(items)
     stated = [told(item) for item in members]
-    subject_of = [subjects(s.text) for s in stated]
+    subject_of = [subjects(s.text, max_words) for s in stated]
     shown = len(members)
     for candidate in pool:
         said = told(candidate)
-        subject = subjects(said.text)
+        subject = subjects(said.text, max_words)
         if not subject:
             continue
         for i in range(shown):

@@ -51,7 +51,7 @@ from chazbot.memory.rows import (
 from chazbot.memory.snapshot import SnapshotMeta
 from chazbot.memory.tokenize import only_small_talk
 from chazbot.memory.vector_queue import Pending, VectorQueue
-from chazbot.memory.view import MemoryView, Ranked
+from chazbot.memory.view import DEFAULT_RANKING, MemoryView, Ranked, RankingSettings
 
 log = logging.getLogger(__name__)
 QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
@@ -125,10 +125,13 @@ class MemoryEngine:
         ledger: Ledger,
         embedder: Embedder | None = None,
         snapshot_dir: Path | bool | None = True,
+        ranking: RankingSettings = DEFAULT_RANKING,
     ) -> None:
         """``snapshot_dir``: where views of big databases are saved (True: ``index/`` beside
-        the ledger's file; None or False: never saved)."""
+        the ledger's file; None or False: never saved). ``ranking``: how every search of
+        this engine ranks (``recall`` and auto-recall's; the measured defaults)."""
         self.ledger = ledger
+        self._ranking = ranking
         if snapshot_dir is True:
             snapshot_dir = Path(ledger.path).parent / SNAPSHOT_DIR
         self.snapshot_dir: Path | None = snapshot_dir or None
@@ -153,6 +156,11 @@ class MemoryEngine:
         # big views are searched on worker threads; their updates wait for those searches
         self.searches: OffLoopSearches[MemoryView] = OffLoopSearches(lambda v: len(v.visible))
         ledger.add_listener(self._on_applied)
+
+    @property
+    def ranking(self) -> RankingSettings:
+        """How this engine's searches rank (set when it is made)."""
+        return self._ranking
 
     @property
     def model(self) -> str | None:
@@ -559,7 +567,10 @@ class MemoryEngine:
         qvec = await self.query_vector(query)
         started = time.perf_counter()
         found = await self.searches.run(
-            view, lambda v: v.search(query, clean_tags, lim, qvec, audience, min_similarity)
+            view,
+            lambda v: v.search(
+                query, clean_tags, lim, qvec, audience, min_similarity, self.ranking
+            ),
         )
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from chazbot.errors import InputError
 from chazbot.memory.audience import Audience, GroupKey, group_of
 from chazbot.memory.bm25 import BM25Index
-from chazbot.memory.current import newest_first, told_of
+from chazbot.memory.current import MAX_STATEMENT_WORDS, newest_first, told_of
 from chazbot.memory.fusion import top_fused
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
@@ -26,18 +26,45 @@ from chazbot.memory.when import in_months, named_months
 Allowed = set[int] | NDArray[np.int64] | None
 """Docs a search may return: a set, an array (the audience rule's), or None (all)."""
 RRF_K = 60  # SPEC §3
-# Candidates per ranker before fusion: max(20, 2 x limit). With many per ranker, rows that
-# both rankers place low outrank rows one ranker places first (bench/locomo.py; the figures
-# and the cosine weight's: docs/measured.md, "Memory indexes").
-MIN_CANDIDATES = 20
 UNION_CACHE = 64  # audiences whose visible docs a view keeps (a busy peer has few rooms)
-CANDIDATES_PER_RESULT = 2
-# The cosine list's RRF weight (BM25's is 1): equal weights were best on LoCoMo dev.
-DENSE_WEIGHT = 1.0
-# Time-aware ranking (``chazbot.memory.when``): when the query names a month, the rows of
-# that month go first among the fused top ``DATE_WINDOW``, each part in fused order.
-TIME_AWARE = True
-DATE_WINDOW = 30
+
+
+@dataclass(frozen=True)
+class RankingSettings:
+    """How ``MemoryView.search`` ranks, passed in by whoever searches (the engine holds the
+    peer's, ``MemoryEngine.ranking``; a bench builds its own with ``dataclasses.replace``).
+    The defaults are the measured ones (docs/measured.md, "Memory indexes")."""
+
+    min_candidates: int = 20
+    """Candidates per ranker before fusion: max(``min_candidates``, ``candidates_per_result``
+    x limit). With many per ranker, rows that both rankers place low outrank rows one ranker
+    places first (bench/locomo.py)."""
+    candidates_per_result: int = 2
+    dense_weight: float = 1.0
+    """The cosine list's RRF weight (BM25's is 1): equal weights were best on LoCoMo dev."""
+    time_aware: bool = True
+    """When the query names a month (``chazbot.memory.when``), the rows of that month go
+    first among the fused top ``date_window``, each part in fused order."""
+    date_window: int = 30
+    newest_first: bool = True
+    """Last, one teller's statements about one subject go together, the newest first
+    (``chazbot.memory.current``; off: the fused order as it is, as bench/updates.py's anchor)."""
+    statement_words: int = MAX_STATEMENT_WORDS
+    """A longer row is never judged an update by that step (``current.MAX_STATEMENT_WORDS``)."""
+
+    def __post_init__(self) -> None:
+        counts = (self.min_candidates, self.candidates_per_result, self.date_window)
+        if min(*counts, self.statement_words) < 1:
+            raise InputError("ranking: counts, date window and statement words must be 1 or more")
+        if not self.dense_weight > 0:
+            raise InputError("ranking: the cosine list's weight must be more than 0")
+
+    def depth(self, window: int) -> int:
+        """Candidates each ranker gives for a fused top ``window``."""
+        return max(self.min_candidates, window * self.candidates_per_result)
+
+
+DEFAULT_RANKING = RankingSettings()
 
 
 @dataclass(frozen=True)
@@ -294,6 +321,7 @@ class MemoryView:
         query_vector: NDArray[np.float32] | None = None,
         audience: Audience | None = None,
         min_similarity: float | None = None,
+        ranking: RankingSettings = DEFAULT_RANKING,
     ) -> list[Ranked]:
         """Recall: BM25 alone (exact SPEC §3 scores), or BM25 and cosine fused by weighted RRF
         when there is a query vector; recency when there is nothing to rank. Only rows
@@ -304,9 +332,12 @@ class MemoryView:
         that. The fusion runs over the full lists first and the rows under the floor are left
         out after it, so what passes keeps its score and its order (SPEC §3).
 
+        ``ranking``: how deep each ranker is read, the cosine list's weight and the steps
+        below (``RankingSettings``; the product's is the engine's, ``MemoryEngine.ranking``).
+
         Time-aware: when the query names a month, the rows about that month (``when``) go
-        first among the fused top ``DATE_WINDOW``, each part keeping its fused order and
-        score; BM25 alone keeps its exact order (SPEC §3). Otherwise, last, one teller's
+        first among the fused top ``ranking.date_window``, each part keeping its fused order
+        and score; BM25 alone keeps its exact order (SPEC §3). Otherwise, last, one teller's
         statements about one subject go together, the newest first (``current``).
 
         Returns [] when the query has tokens or a vector but nothing matches.
@@ -324,9 +355,9 @@ class MemoryView:
         if not dense:
             return self._bm25_only(tokens, limit, allowed) if tokens else []
         assert query_vector is not None and vectors is not None
-        months = named_months(query) if TIME_AWARE else frozenset()
-        window = max(limit, DATE_WINDOW) if months else limit
-        depth = max(MIN_CANDIDATES, window * CANDIDATES_PER_RESULT)
+        months = named_months(query) if ranking.time_aware else frozenset()
+        window = max(limit, ranking.date_window) if months else limit
+        depth = ranking.depth(window)
         exact: dict[int, float] = {}
         lists: list[list[int]] = []
         weights: list[float] = []
@@ -337,7 +368,7 @@ class MemoryView:
             weights.append(1.0)
         near = vectors.search(query_vector, depth, allowed)
         lists.append([d for d, _ in near])
-        weights.append(DENSE_WEIGHT)
+        weights.append(ranking.dense_weight)
         cosine = dict(near)
         weak = (
             set()
@@ -355,7 +386,11 @@ class MemoryView:
         if months:  # rows of a named month first, each part in fused order (a stable sort)
             ranked.sort(key=lambda r: not in_months(r.row, months))
             return ranked[:limit]  # asked about a time: not the newest statement first
-        current = newest_first(ranked[:limit], lambda r: told_of(r.row), pool=pool)
+        if not ranking.newest_first:
+            return ranked[:limit]
+        current = newest_first(
+            ranked[:limit], lambda r: told_of(r.row), pool=pool, max_words=ranking.statement_words
+        )
         return [r for r, _ in current][:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
