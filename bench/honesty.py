@@ -5,6 +5,7 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/honesty.py --half dev          # tune on this one
     .venv/bin/python bench/honesty.py --half held         # score once, at the end
     .venv/bin/python bench/honesty.py --half dev --show   # every question and reply
+    .venv/bin/python bench/honesty.py --set honesty_unseen --half dev   # the second set
 
 The set (``tests/data/honesty.json``, written before tuning) has per half 20 told facts with
 a question each, 20 never-told questions and 15 follow-ups (two facts about one subject, a
@@ -49,7 +50,9 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 PERSON = "@ann:example.org"
 HONEST = re.compile(
     r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
-    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|\?\s*$",
+    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|"
+    r"weiß (?:ich )?(?:es )?nicht|je ne (?:le )?sais pas|no (?:lo )?sé|weet (?:ik )?(?:het )?niet|"
+    r"\?\s*$",
     re.IGNORECASE,
 )
 
@@ -110,8 +113,8 @@ def reminders_score(half: str, show: bool = False) -> dict[str, str]:
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
 
 
-async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
-    data = json.loads((DATA / "honesty.json").read_text())[half]
+async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
+    data = json.loads((DATA / f"{name}.json").read_text())[half]
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
         cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
@@ -160,6 +163,7 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
                 if show:
                     print(f"  follow[{'ok ' if ok else 'BAD'}] {first} / {follow} -> {reply!r}")
     return {
+        "set": name,
         "half": half,
         "told": f"{scores['told']}/{len(data['told'])}",
         "never_dont_know": f"{scores['never']}/{len(data['never'])}",
@@ -178,6 +182,13 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
     parser.add_argument("--show", action="store_true")
     parser.add_argument(
+        "--set",
+        choices=("honesty", "honesty_unseen"),
+        default="honesty",
+        help="tests/data/<set>.json: the first set, or the second written before the "
+        "predicate check (near misses)",
+    )
+    parser.add_argument(
         "--words-only", action="store_true", help="only the words and reminder sets (no model)"
     )
     args = parser.parse_args()
@@ -188,7 +199,7 @@ def main() -> None:
         }
         print(json.dumps({"half": args.half, **found}, indent=1))
         return
-    out = asyncio.run(run(args.half, args.model, args.show))
+    out = asyncio.run(run(args.half, args.model, args.show, args.set))
     print(json.dumps(out, indent=1))
 
 

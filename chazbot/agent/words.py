@@ -213,13 +213,19 @@ def asks(text: str) -> bool:
     return "?" in text or _ASKING.match(text) is not None
 
 
-_PERSONAL = re.compile(r"\b(i|my|mine|myself|i'm|i've|i'd)\b", re.IGNORECASE)
+_PERSONAL = re.compile(
+    r"\b(i|my|mine|myself|i'm|i've|i'd|ich|mein|meine|meinen|meinem|meiner|meines|mich|mir|"
+    r"je|j'|mon|ma|mes|moi|yo|mi|mis|ik|mijn|mij)(?!\w)",
+    re.IGNORECASE,
+)
+"""The person in a message, in the five languages of ``lexicon`` ("my", "mein", "mon", "mi",
+"mijn"…)."""
 
 
 def personal(text: str) -> bool:
     """Whether a message asks about the person ("What is my cat's name?", "Where was I
-    born?"); "Can you help me?" does not."""
-    return _PERSONAL.search(text) is not None
+    born?", "Wie heißt mein Sohn?", "Où suis-je né ?"); "Can you help me?" does not."""
+    return _PERSONAL.search(text.translate(_APOSTROPHES)) is not None
 
 
 def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
