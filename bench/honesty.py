@@ -113,6 +113,29 @@ def reminders_score(half: str, show: bool = False) -> dict[str, str]:
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
 
 
+def check_cost(half: str, name: str) -> dict[str, float]:
+    """What the answer check (``agent/grounding.py``) adds to a turn, in ms: each question
+    of the half against every fact of the half as shown rows (more than a turn shows), with a
+    reply that is grounded nowhere (the check reads every row). No model."""
+    from chazbot.agent.grounding import grounded
+
+    data = json.loads((DATA / f"{name}.json").read_text())[half]
+    facts = [f for f, _, _ in data["told"]] + [f for pair in data["follow"] for f in pair[:2]]
+    shown = [f"{PERSON} {fact}" for fact in facts]
+    questions = [q for _, q, _ in data["told"]] + list(data["never"])
+    grounded(questions[0], "warm-up", shown)  # the first call compiles regular expressions
+    took = []
+    for question in questions:
+        began = time.perf_counter()
+        grounded(question, "Something nobody said, 42.", shown)
+        took.append((time.perf_counter() - began) * 1000)
+    return {
+        "rows": len(shown),
+        "p50_ms": round(statistics.median(took), 3),
+        "max_ms": round(max(took), 3),
+    }
+
+
 async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
     data = json.loads((DATA / f"{name}.json").read_text())[half]
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,6 +194,7 @@ async def run(half: str, model: str | None, show: bool, name: str = "honesty") -
         "turn_p50_s": round(statistics.median(walls), 2),
         "turn_max_s": round(max(walls), 2),
         "load_avg": round(os.getloadavg()[0], 2),
+        "check_cost": check_cost(half, name),
         "words": words_score(half),
         "reminders": reminders_score(half, show),
     }
@@ -189,11 +213,14 @@ def main() -> None:
         "predicate check (near misses)",
     )
     parser.add_argument(
-        "--words-only", action="store_true", help="only the words and reminder sets (no model)"
+        "--words-only",
+        action="store_true",
+        help="only the words and reminder sets and the check's cost (no model)",
     )
     args = parser.parse_args()
     if args.words_only:
         found = {
+            "check_cost": check_cost(args.half, args.set),
             "words": words_score(args.half),
             "reminders": reminders_score(args.half, args.show),
         }
