@@ -287,7 +287,10 @@ def _other_kind(kind: str | None, words: list[str]) -> bool:
 def supports(text: str, question: str) -> bool:
     """Whether ``text`` (a row, a tool's answer) is about what ``question`` asks: its
     subject, its predicate and, for "which *kind*", a value of that kind (the module doc)."""
-    q = asked(question)
+    return _supports(text, question, asked(question))
+
+
+def _supports(text: str, question: str, q: Asked) -> bool:
     words = tokenize(text.replace("\u2019", "'"))
     if q.subject and not _has(words, q.subject):
         return False
@@ -322,7 +325,8 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     of recalled rows, the answers of its ``recall`` calls): see the module doc. Every
     number in the reply must be in what it stands on (ages, codes and dates are what small
     models invent)."""
-    about = [t for t in shown if supports(t, question)]
+    q = asked(question)
+    about = [t for t in shown if _supports(t, question, q)]
     if not about:
         return False
     asked_words = set(tokenize(question))
