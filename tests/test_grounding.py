@@ -102,6 +102,10 @@ def test_relations_and_values() -> None:
     assert not grounded("What is my locker code?", "It is 1234.", ["My locker code is 5520."])
     assert grounded("What is my locker code?", "It is 5520.", ["My locker code is 5520."])
     assert not grounded("What is my PIN?", "1234", ["I am allergic to cats."])
+    # a recall tool's answer holds a row a line: each is read on its own
+    recalled = "- [k1] My daughter plays the violin.\n- [k2] I was born in Cork."
+    assert grounded("Where was I born?", "In Cork.", [recalled])
+    assert not grounded("Which instrument do I play?", "The violin.", [recalled])
 
 
 def test_the_check_is_cheap() -> None:

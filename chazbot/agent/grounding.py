@@ -326,7 +326,8 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     number in the reply must be in what it stands on (ages, codes and dates are what small
     models invent)."""
     q = asked(question)
-    about = [t for t in shown if _supports(t, question, q)]
+    pieces = [line for text in shown for line in text.splitlines() if line.strip()]
+    about = [t for t in pieces if _supports(t, question, q)]  # a recall answer: a row a line
     if not about:
         return False
     asked_words = set(tokenize(question))
