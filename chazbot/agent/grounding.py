@@ -137,6 +137,14 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("drink getränk boisson bebida drankje"),
     _set("food eat essen nourriture plat comida eten"),
     _set("book buch livre libro boek"),
+    _set("grow grew grown growing"),
+    _set("meet met meeting"),
+    _set("buy bought"),
+    _set("speak spoke spoken speaks"),
+    _set("drive drove driven drives driving"),
+    _set("ride rode ridden rides riding"),
+    _set("teach taught teaches"),
+    _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
     _set("film movie films movies pelicula película"),
 )
 """Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
