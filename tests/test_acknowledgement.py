@@ -37,6 +37,12 @@ NOT_TOLD = [
     "¿Dónde vive mi hermana?",
     "Por favor, mi perro necesita un nombre.",
     "Kun je mijn hond een naam geven.",
+    # main answered these "Noted: …" in English ("Noted: herinner you morgen …")
+    "Entferne die Zwiebeln aus dem Rezept",
+    "Quita las cebollas de la receta",
+    "Ne retiens pas ça : je cherche un autre travail",
+    "herinner me morgen om 9 uur aan de tandarts",
+    "Vergiss es, ich mache es selbst",
 ]
 
 
