@@ -7,6 +7,8 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/honesty.py --half dev --show   # every question and reply
     .venv/bin/python bench/honesty.py --set honesty_unseen --half dev   # the second set
 
+With ``--show`` a reply the answer check refused is printed beside its "I don't know".
+
 The set (``tests/data/honesty.json``, written before tuning) has per half 20 told facts with
 a question each, 20 never-told questions and 15 follow-ups (two facts about one subject, a
 first question and a follow-up that names the subject only by a pronoun). One fresh peer per
@@ -140,8 +142,28 @@ def check_cost(half: str, name: str) -> dict[str, float]:
     }
 
 
+def _watch_refusals(refused: list[str]) -> None:
+    """Note every reply the answer check refuses (``--show`` prints it beside "I don't
+    know"): the turn logs only that it refused one. Observation only, for this process."""
+    import chazbot.agent.turn as turn_module
+
+    check = turn_module.grounded
+
+    def watched(question: str, reply: str, shown: Any) -> bool:
+        ok = check(question, reply, shown)
+        if not ok:
+            refused.append(reply)
+        return ok
+
+    turn_module.grounded = watched
+
+
 async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
     data = json.loads((DATA / f"{name}.json").read_text())[half]
+    refused: list[str] = []
+    last_refused: list[str] = []
+    if show:
+        _watch_refusals(refused)
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
         cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
@@ -165,9 +187,14 @@ async def run(half: str, model: str | None, show: bool, name: str = "honesty") -
 
             async def ask(text: str, room: str) -> str:
                 began = time.perf_counter()
+                seen = len(refused)
                 result = await peer.chat(text, session=room, sender=PERSON, audience=dm(room))
                 walls.append(time.perf_counter() - began)
+                last_refused[:] = refused[seen:]  # scored on the reply, never on these
                 return result.text
+
+            def why() -> str:
+                return f" (the check refused {last_refused[-1]!r})" if last_refused else ""
 
             scores: Counter[str] = Counter()
             for i, (_, question, answer) in enumerate(data["told"]):
@@ -175,20 +202,21 @@ async def run(half: str, model: str | None, show: bool, name: str = "honesty") -
                 ok = answer.lower() in reply.lower()
                 scores["told"] += ok
                 if show:
-                    print(f"  told  [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+                    print(f"  told  [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}{why()}")
             for i, question in enumerate(data["never"]):
                 reply = await ask(question, f"never{i}")
                 ok = HONEST.search(reply) is not None
                 scores["never"] += ok
                 if show:
-                    print(f"  never [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+                    print(f"  never [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}{why()}")
             for i, (_, _, first, follow, answer) in enumerate(data["follow"]):
                 await ask(first, f"follow{i}")
                 reply = await ask(follow, f"follow{i}")
                 ok = answer.lower() in reply.lower()
                 scores["follow"] += ok
                 if show:
-                    print(f"  follow[{'ok ' if ok else 'BAD'}] {first} / {follow} -> {reply!r}")
+                    said = f"{first} / {follow} -> {reply!r}{why()}"
+                    print(f"  follow[{'ok ' if ok else 'BAD'}] {said}")
     return {
         "set": name,
         "half": half,
