@@ -5,6 +5,9 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/honesty.py --half dev          # tune on this one
     .venv/bin/python bench/honesty.py --half held         # score once, at the end
     .venv/bin/python bench/honesty.py --half dev --show   # every question and reply
+    .venv/bin/python bench/honesty.py --set honesty_unseen --half dev   # the second set
+
+With ``--show`` a reply the answer check refused is printed beside its "I don't know".
 
 The set (``tests/data/honesty.json``, written before tuning) has per half 20 told facts with
 a question each, 20 never-told questions and 15 follow-ups (two facts about one subject, a
@@ -49,7 +52,9 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 PERSON = "@ann:example.org"
 HONEST = re.compile(
     r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
-    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|\?\s*$",
+    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|"
+    r"weiß (?:ich )?(?:es )?nicht|je ne (?:le )?sais pas|no (?:lo )?sé|weet (?:ik )?(?:het )?niet|"
+    r"\?\s*$",
     re.IGNORECASE,
 )
 
@@ -110,8 +115,55 @@ def reminders_score(half: str, show: bool = False) -> dict[str, str]:
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
 
 
-async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
-    data = json.loads((DATA / "honesty.json").read_text())[half]
+def check_cost(half: str, name: str) -> dict[str, float]:
+    """What the answer check (``agent/grounding.py``) adds to a turn, in ms: each question
+    of the half against every fact of the half as shown rows (more than a turn shows), with a
+    reply that is grounded nowhere (the check reads every row), the best of 5 runs each (a
+    shared machine: the rest is other processes' noise). No model."""
+    from chazbot.agent.grounding import grounded
+
+    data = json.loads((DATA / f"{name}.json").read_text())[half]
+    facts = [f for f, _, _ in data["told"]] + [f for pair in data["follow"] for f in pair[:2]]
+    shown = [f"{PERSON} {fact}" for fact in facts]
+    questions = [q for _, q, _ in data["told"]] + list(data["never"])
+    grounded(questions[0], "warm-up", shown)  # the first call compiles regular expressions
+    took = []
+    for question in questions:
+        runs = []
+        for _ in range(5):
+            began = time.perf_counter()
+            grounded(question, "Something nobody said, 42.", shown)
+            runs.append((time.perf_counter() - began) * 1000)
+        took.append(min(runs))
+    return {
+        "rows": len(shown),
+        "p50_ms": round(statistics.median(took), 3),
+        "max_ms": round(max(took), 3),
+    }
+
+
+def _watch_refusals(refused: list[str]) -> None:
+    """Note every reply the answer check refuses (``--show`` prints it beside "I don't
+    know"): the turn logs only that it refused one. Observation only, for this process."""
+    import chazbot.agent.turn as turn_module
+
+    check = turn_module.grounded
+
+    def watched(question: str, reply: str, shown: Any) -> bool:
+        ok = check(question, reply, shown)
+        if not ok:
+            refused.append(reply)
+        return ok
+
+    turn_module.grounded = watched
+
+
+async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
+    data = json.loads((DATA / f"{name}.json").read_text())[half]
+    refused: list[str] = []
+    last_refused: list[str] = []
+    if show:
+        _watch_refusals(refused)
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
         cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
@@ -135,9 +187,14 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
 
             async def ask(text: str, room: str) -> str:
                 began = time.perf_counter()
+                seen = len(refused)
                 result = await peer.chat(text, session=room, sender=PERSON, audience=dm(room))
                 walls.append(time.perf_counter() - began)
+                last_refused[:] = refused[seen:]  # scored on the reply, never on these
                 return result.text
+
+            def why() -> str:
+                return f" (the check refused {last_refused[-1]!r})" if last_refused else ""
 
             scores: Counter[str] = Counter()
             for i, (_, question, answer) in enumerate(data["told"]):
@@ -145,21 +202,23 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
                 ok = answer.lower() in reply.lower()
                 scores["told"] += ok
                 if show:
-                    print(f"  told  [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+                    print(f"  told  [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}{why()}")
             for i, question in enumerate(data["never"]):
                 reply = await ask(question, f"never{i}")
                 ok = HONEST.search(reply) is not None
                 scores["never"] += ok
                 if show:
-                    print(f"  never [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}")
+                    print(f"  never [{'ok ' if ok else 'BAD'}] {question} -> {reply!r}{why()}")
             for i, (_, _, first, follow, answer) in enumerate(data["follow"]):
                 await ask(first, f"follow{i}")
                 reply = await ask(follow, f"follow{i}")
                 ok = answer.lower() in reply.lower()
                 scores["follow"] += ok
                 if show:
-                    print(f"  follow[{'ok ' if ok else 'BAD'}] {first} / {follow} -> {reply!r}")
+                    said = f"{first} / {follow} -> {reply!r}{why()}"
+                    print(f"  follow[{'ok ' if ok else 'BAD'}] {said}")
     return {
+        "set": name,
         "half": half,
         "told": f"{scores['told']}/{len(data['told'])}",
         "never_dont_know": f"{scores['never']}/{len(data['never'])}",
@@ -167,6 +226,7 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
         "turn_p50_s": round(statistics.median(walls), 2),
         "turn_max_s": round(max(walls), 2),
         "load_avg": round(os.getloadavg()[0], 2),
+        "check_cost": check_cost(half, name),
         "words": words_score(half),
         "reminders": reminders_score(half, show),
     }
@@ -178,17 +238,27 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
     parser.add_argument("--show", action="store_true")
     parser.add_argument(
-        "--words-only", action="store_true", help="only the words and reminder sets (no model)"
+        "--set",
+        choices=("honesty", "honesty_unseen"),
+        default="honesty",
+        help="tests/data/<set>.json: the first set, or the second written before the "
+        "predicate check (near misses)",
+    )
+    parser.add_argument(
+        "--words-only",
+        action="store_true",
+        help="only the words and reminder sets and the check's cost (no model)",
     )
     args = parser.parse_args()
     if args.words_only:
         found = {
+            "check_cost": check_cost(args.half, args.set),
             "words": words_score(args.half),
             "reminders": reminders_score(args.half, args.show),
         }
         print(json.dumps({"half": args.half, **found}, indent=1))
         return
-    out = asyncio.run(run(args.half, args.model, args.show))
+    out = asyncio.run(run(args.half, args.model, args.show, args.set))
     print(json.dumps(out, indent=1))
 
 

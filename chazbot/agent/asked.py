@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from chazbot.agent.capture import Said, message_row, speaker_name
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
-from chazbot.agent.words import Intent, as_said_to_them, told
+from chazbot.agent.words import Intent, as_said_to_them, language, told
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import auto_recall_query, tokenize
 
@@ -185,19 +185,21 @@ async def remember_words(
     said = Said(speaker_name(sender), when, what, None, source)
     key, value, tags = message_row(said)
     await memory.remember(key, value, tags)
-    return reply(lang, "remembered", what=as_said_to_them(what.rstrip(".!")))
+    return reply(lang, "remembered", what=as_said_to_them(what.rstrip(".!"), lang))
 
 
 NOTED = "Noted: {fact}."
-"""The acknowledgement of a told fact (#40): the fact in the listener's words, nothing added."""
+"""The acknowledgement of a told fact (#40) in English: the fact in the listener's words,
+nothing added; in the person's language it is ``lexicon.REPLIES[lang]["remembered"]``."""
 
 
 def acknowledgement(text: str, names: tuple[str, ...] = ()) -> str | None:
     """ "Noted: your cat is called Miso." for a message that tells a fact to keep, for every
-    model (a small one elaborated: "Miso is a domesticated cat from the United States"), or
-    None when the message is anything else (the model answers it)."""
+    model (a small one elaborated: "Miso is a domesticated cat from the United States"), in
+    the language it was told in ("Notiert: dein Hund heißt Rex."), or None when the message
+    is anything else (the model answers it)."""
     fact = told(text, names)
-    return None if fact is None else NOTED.format(fact=fact)
+    return None if fact is None else reply(language(text), "remembered", what=fact)
 
 
 async def answer(

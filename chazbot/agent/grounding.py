@@ -1,168 +1,178 @@
 """Answers about the person must stand on what they said (#36), checked after the model answers.
 
 A small model asked "What is my son's name?" with "My daughter is called Lina" recalled
-answered "Lina's son's name is Lina."; asked "What is my phone number?" beside the landlord's
-number, it gave the landlord's. Whatever the model, a reply to a question about the person is
-kept only when
+answered "Lina's son's name is Lina."; asked "Where was my wife born?" beside "My wife is
+called Sofia", it answered "Sofia was born in Bulgaria". Whatever the model, a reply to a
+question about the person is kept only when a row shown to the model supports it:
 
-1. a row shown to the model is about the **subject** the question asks about: the thing the
-   person's possessive names ("my *son*'s name", "mein *Hund*", "ma *fille*"), or without one
-   the question's content words; a row is about it when it has the word (or one of its forms:
-   "allergic"/"allergy", "swim"/"swimming"), and
-2. the reply's own words (what it adds to the question) come from such a row: at least one of
-   them is in it.
+1. **subject**: the row is about what the question asks about: the thing the person's
+   possessive names ("my *son*'s name", "mein *Hund*", "ma *fille*"); a row that names its
+   own subject ("My daughter …", "Our landlord's …") must name that one. A question without a
+   possessive ("Where was I born?") is about the person, and a row about someone or something
+   else of theirs ("My daughter plays the piano") does not answer it.
+2. **predicate**: the row has what is asked of the subject: every content word of the question
+   beyond the subject, question and function words ("where does my sister *live*", "how *old*
+   is my son", "my son's *teacher*"). Relations are predicates too: "my son" is not "my
+   daughter". The word after "which"/"what" ("which *school*", "what *car*") names the kind of
+   answer: the row need not have it (its value is the school), but when it has it, that carries
+   the predicate ("My car is a red Skoda" answers "What car do I drive?"); a row that only
+   names its subject ("My daughter is called Ella") answers only for a name; and a row whose
+   value is of another known kind (a trumpet for "which *sport*") does not answer.
+3. **value**: the reply's own words (what it adds to the question) come from a supporting row:
+   at least one of them is in it, and every number in the reply is in one.
 
-Otherwise the reply becomes "I don't know" (``asked.DONT_KNOW``). Pure: tokens and sets.
+Words match as forms of one another ("allergic"/"allergy", "live"/"lives") or through
+``CONCEPTS``, small groups of words that ask the same thing in the five languages of
+``lexicon`` ("job", "works", "for a living", "Beruf", "métier"…; "son", "Sohn", "fils"…).
+Otherwise the reply becomes "I don't know" (``asked.DONT_KNOW``). Pure: tokens and sets, no
+embedder, so it holds the same for every embedder configuration (hashed or none included).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import STOPWORDS, tokenize
 
-POSSESSIVES = frozenset(
-    [
-        "my",
-        "mine",
-        "our",
-        "ours",
-        "mein",
-        "meine",
-        "meinen",
-        "meinem",
-        "meiner",
-        "unser",
-        "unsere",
-        "mon",
-        "ma",
-        "mes",
-        "notre",
-        "nos",
-        "mi",
-        "mis",
-        "nuestro",
-        "nuestra",
-        "mijn",
-        "onze",
-        "ons",
-    ]
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+POSSESSIVES = _set(
+    "my mine our ours mein meine meinen meinem meiner meines unser unsere unseren unserem "
+    "mon ma mes notre nos mi mis nuestro nuestra nuestros nuestras mijn onze ons"
 )
-NAME = frozenset(
-    [
-        "name",
-        "names",
-        "named",
-        "called",
-        "call",
-        "calls",
-        "heißt",
-        "heisst",
-        "heet",
-        "heten",
-        "appelle",
-        "nom",
-        "nombre",
-        "llama",
-        "naam",
-    ]
+NAME = _set(
+    "name names named called call calls heißt heisst heißen heiße name namen heet heten naam "
+    "appelle appelles appellent nom prénom nombre llama llaman llamo"
 )
-NUMBER = frozenset(["number", "numbers", "nummer", "numéro", "número", "code", "pin"])
+NUMBER = _set("number numbers nummer numéro número nummer code pin")
+FAVOURITE = _set("favourite favorite favourites lieblings favori favorie favorito favorita")
 ATTRIBUTE = (
     NAME
     | NUMBER
-    | frozenset(
-        [
-            "favourite",
-            "favorite",
-            "new",
-            "old",
-            "current",
-            "best",
-            "first",
-            "last",
-            "thing",
-            "things",
-            "kind",
-            "sort",
-            "type",
-            "lieblings",
-        ]
-    )
+    | FAVOURITE
+    | _set("new old current best first last thing things kind sort type neue neuer neues")
 )
 """Words that say which attribute of the subject is asked, not what the subject is; a
 question for a name (a number) needs a row that names (numbers) its subject."""
-GENERIC = frozenset(
-    [
-        "go",
-        "goes",
-        "went",
-        "going",
-        "get",
-        "gets",
-        "got",
-        "make",
-        "makes",
-        "made",
-        "take",
-        "takes",
-        "took",
-        "come",
-        "comes",
-        "came",
-        "last",
-        "next",
-        "year",
-        "years",
-        "day",
-        "days",
-        "time",
-        "times",
-    ]
+PLAIN = _set("new current best first last thing things kind sort type neue neuer neues")
+"""Attribute words a row need not repeat ("my *new* job")."""
+GENERIC = _set(
+    "go goes went going get gets got make makes made take takes took come comes came last "
+    "next year years day days time times usually often always"
 )
-QUESTION = frozenset(
-    [
-        "what",
-        "who",
-        "whom",
-        "whose",
-        "where",
-        "when",
-        "why",
-        "how",
-        "which",
-        "was",
-        "wer",
-        "wie",
-        "wo",
-        "wann",
-        "welche",
-        "welcher",
-        "welches",
-        "quoi",
-        "qui",
-        "où",
-        "quand",
-        "comment",
-        "quel",
-        "quelle",
-        "que",
-        "qué",
-        "quién",
-        "dónde",
-        "cuándo",
-        "cómo",
-        "cuál",
-        "wat",
-        "wie",
-        "waar",
-        "wanneer",
-        "hoe",
-        "welke",
-    ]
+QUESTION = _set(
+    "what who whom whose where when why how which was wer wie wo wann welche welcher welches "
+    "welchen warum woher wohin quoi qui où quand comment quel quelle quels quelles que qu "
+    "pourquoi qué que quién quien dónde donde cuándo cuando cómo como cuál cual cuáles cuánto "
+    "cuántos wat waar wanneer hoe welk welke waarom"
 )
+WHO = _set("who whom wer qui quién quien")
+KIND_ASKERS = _set(
+    "what which welche welcher welches welchen quel quelle quels quelles qué cuál welk welke"
+)
+FUNCTION = STOPWORDS | _set(
+    "ist sind bin bist war hat habe hast haben der die das den dem des ein eine einen einem "
+    "einer und oder in im am an auf zu zum zur von vom mit für bei es er sie ihr ich du dich "
+    "dir mich mir uns euch sich nicht noch schon auch denn dann so "
+    "est es sont suis êtes le la les l' un une des du de d et ou à au aux en dans sur pour par "
+    "avec il elle ils elles je tu nous vous se me te ce cet cette ne pas fait "
+    "el los las una unos unas del al y o en con por para es soy eres está están estoy se "
+    "lo le les te yo tú él ella ellos su sus "
+    "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
+    "mij me hem haar er dat die deze"
+)
+"""Words that say nothing of what is asked, in the five languages."""
+
+CONCEPTS: tuple[frozenset[str], ...] = (
+    NAME,
+    NUMBER,
+    FAVOURITE,
+    _set(
+        "phone telephone mobile cell telefon telefonnummer handy handynummer téléphone "
+        "portable teléfono móvil telefoon telefoonnummer mobiel"
+    ),
+    _set("email mail courriel correo electrónico"),
+    _set("address adresse dirección adres"),
+    _set(
+        "job jobs work works working worked living profession occupation career beruf arbeit "
+        "arbeitet arbeite métier travail travaille trabajo trabaja trabajas baan werk werkt "
+        "beroep"
+    ),
+    _set(
+        "live lives lived wohnt wohne wohnst wohnen lebt leben habite habites habitent "
+        "habiter vit vive vives vivo viven woont woon wonen"
+    ),
+    _set("born birthplace geboren née né nés nacido nacida nació nací"),
+    _set("birthday birthdays geburtstag anniversaire cumpleaños verjaardag jarig"),
+    _set("old age alt alter âge edad años oud leeftijd"),
+    _set("son sons sohn söhne fils hijo zoon"),
+    _set("daughter daughters tochter töchter fille hija dochter"),
+    _set("wife frau ehefrau femme épouse esposa mujer vrouw echtgenote"),
+    _set("husband mann ehemann mari époux marido esposo echtgenoot"),
+    _set("mother mum mom mutter mama mère maman madre moeder"),
+    _set("father dad vater papa père padre vader"),
+    _set("sister schwester sœur soeur hermana zus zuster"),
+    _set("brother bruder frère hermano broer"),
+    _set("grandmother grandma granny oma großmutter grand-mère abuela"),
+    _set("grandfather grandpa opa großvater grand-père abuelo"),
+    _set("uncle onkel oncle tío tio oom"),
+    _set("aunt tante tía tia"),
+    _set("niece nichte nièce sobrina nicht"),
+    _set("nephew neffe neveu sobrino neef"),
+    _set("dog dogs hund chien perro hond"),
+    _set("cat cats katze chat gato kat poes"),
+    _set("horse pferd cheval caballo paard"),
+    _set("doctor gp arzt ärztin médecin médico dokter huisarts"),
+    _set("dentist zahnarzt dentiste dentista tandarts"),
+    _set("teacher lehrer lehrerin professeur prof profesor profesora leraar lerares"),
+    _set("colour color farbe couleur kleur"),
+    _set("car auto voiture coche wagen"),
+    _set("bike bicycle fahrrad rad vélo bicicleta fiets"),
+    _set("drink getränk boisson bebida drankje"),
+    _set("food eat essen nourriture plat comida eten"),
+    _set("book buch livre libro boek"),
+    _set("grow grew grown growing"),
+    _set("meet met meeting"),
+    _set("buy bought"),
+    _set("speak spoke spoken speaks"),
+    _set("drive drove driven drives driving"),
+    _set("ride rode ridden rides riding"),
+    _set("teach taught teaches"),
+    _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
+    _set("film movie films movies pelicula película"),
+)
+"""Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
+KINDS: dict[str, frozenset[str]] = {
+    "instrument": _set(
+        "piano guitar cello violin viola trumpet flute drums saxophone clarinet harp ukulele "
+        "trombone oboe accordion keyboard bass klavier geige gitarre trompete flöte violon "
+        "guitare trompette flûte piano violín guitarra trompeta flauta viool gitaar trompet"
+    ),
+    "sport": _set(
+        "football soccer tennis hockey golf rugby basketball volleyball badminton squash "
+        "cricket baseball handball swimming running cycling climbing skiing fußball tennis "
+        "fútbol baloncesto natación voetbal zwemmen schwimmen natation"
+    ),
+}
+"""Kinds of answer a "which *kind*" question asks, with what is of the kind."""
+KIND_WORDS: dict[str, str] = {
+    word: kind
+    for kind, words in {
+        "instrument": _set("instrument instruments instrumento instrumentos"),
+        "sport": _set("sport sports deporte deportes sportart"),
+    }.items()
+    for word in words
+}
+_CONCEPT_OF: dict[str, frozenset[int]] = {}
+for _i, _words in enumerate(CONCEPTS):
+    for _w in _words:
+        _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | {_i}
 STEM = 4
 """Two words are forms of one when they share their first ``STEM`` letters and one is the
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
@@ -171,14 +181,21 @@ other's start, or they differ only in their last three letters ("allergic"/"alle
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
+    if _CONCEPT_OF.get(a, frozenset()) & _CONCEPT_OF.get(b, frozenset()):
+        return True
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
     return long.startswith(short) or short[:-3] == long[: len(short) - 3]
 
 
+def _has(words: Iterable[str], wanted: Iterable[str]) -> bool:
+    wanted = list(wanted)
+    return any(_same(w, s) for w in words for s in wanted)
+
+
 def _content(text: str) -> list[str]:
-    return [t for t in tokenize(text) if t not in STOPWORDS and t not in QUESTION and len(t) > 1]
+    return [t for t in tokenize(text) if t not in FUNCTION and t not in QUESTION and len(t) > 1]
 
 
 def _owned(text: str) -> list[tuple[str, str | None]]:
@@ -190,29 +207,65 @@ def _owned(text: str) -> list[tuple[str, str | None]]:
     for i, tok in enumerate(tokens):
         if tok not in POSSESSIVES:
             continue
-        rest = [t for t in tokens[i + 1 : i + 6] if t not in STOPWORDS or t in ATTRIBUTE]
-        nouns = [t for t in rest if t not in ATTRIBUTE]
+        rest = [t for t in tokens[i + 1 : i + 6] if t not in FUNCTION or t in ATTRIBUTE]
+        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES]
+        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER][:1]  # "my PIN"
         if nouns:
             of = re.search(rf"\b{re.escape(nouns[0])}'s\s+(\w+)", lowered)
             found.append((nouns[0], of.group(1) if of else None))
     return found
 
 
-def subject(question: str) -> set[str]:
-    """The words naming what ``question`` asks about (see the module doc)."""
+@dataclass(frozen=True)
+class Asked:
+    """What a question asks: about whom or what (``subject``, empty: the person), the words a
+    supporting row must have (``predicate``), the kind of answer (``kind``, "which *school*"),
+    and whether it asks for a name."""
+
+    subject: frozenset[str]
+    predicate: tuple[str, ...]
+    kind: str | None
+    naming: bool
+    what: tuple[str, ...]  # "my wife's *job*": asked through an "'s"
+
+
+def _kind_word(tokens: list[str]) -> str | None:
+    """The word right after "which"/"what" ("which *school*", "what *car*"), if it is one."""
+    for i, tok in enumerate(tokens[:-1]):
+        nxt = tokens[i + 1]
+        if tok in KIND_ASKERS and nxt not in FUNCTION and nxt not in QUESTION:
+            return nxt
+    return None
+
+
+def asked(question: str) -> Asked:
+    """Parse ``question`` (see the module doc)."""
+    tokens = tokenize(question.replace("\u2019", "'"))
     owned = _owned(question)
-    if owned:
-        return {s for s, _ in owned}
-    return {
+    subject = frozenset(s for s, _ in owned)
+    kind = _kind_word(tokens)
+    content = [t for t in _content(question) if t not in POSSESSIVES and t not in GENERIC]
+    naming = any(t in NAME for t in tokens) or any(t in WHO for t in tokens)
+    predicate = tuple(
         t
-        for t in _content(question)
-        if t not in ATTRIBUTE and t not in POSSESSIVES and t not in GENERIC
-    }
+        for t in dict.fromkeys(content)
+        if t != kind
+        and not _has([t], subject)
+        and t not in NAME
+        and t not in NUMBER
+        and t not in PLAIN
+    )
+    what = tuple(w for _, w in owned if w is not None)
+    return Asked(subject, predicate, kind, naming, what)
 
 
-def _has(words: Iterable[str], wanted: Iterable[str]) -> bool:
-    wanted = list(wanted)
-    return any(_same(w, s) for w in words for s in wanted)
+def subject(question: str) -> set[str]:
+    """The words naming what ``question`` asks about: its possessive's noun, or without one
+    its content words."""
+    found = asked(question)
+    if found.subject:
+        return set(found.subject)
+    return set(found.predicate) | ({found.kind} if found.kind else set())
 
 
 def evidence(row: MemoryRow) -> str:
@@ -222,32 +275,57 @@ def evidence(row: MemoryRow) -> str:
     return f"{key} {said_text(row.value)}"
 
 
+def _names_only(words: list[str], q: Asked) -> bool:
+    """A row that names its subject and says nothing else of it ("My daughter is called Ella")."""
+    if not any(w in NAME for w in words):
+        return False
+    return not any(_has(words, [p]) for p in q.predicate)
+
+
+def _other_kind(kind: str | None, words: list[str]) -> bool:
+    """Whether the row's value is of a known kind other than the one asked ("which *sport*"
+    beside "I play the trumpet")."""
+    asked_kind = KIND_WORDS.get(kind or "")
+    if asked_kind is None:
+        return False
+    theirs = {k for k, members in KINDS.items() for w in words if w in members}
+    return bool(theirs) and asked_kind not in theirs
+
+
 def supports(text: str, question: str) -> bool:
-    """Whether ``text`` (a row, a tool's answer) is about what ``question`` asks about: it
-    has the subject (as its own subject, when it names one: "our landlord's phone number" is
-    not about "my phone"), and the attribute asked (a name, a number, "my wife's *job*")."""
-    wanted = subject(question)
-    if not wanted:
-        return True
-    words = tokenize(text)
-    if not _has(words, wanted):
+    """Whether ``text`` (a row, a tool's answer) is about what ``question`` asks: its
+    subject, its predicate and, for "which *kind*", a value of that kind (the module doc)."""
+    return _supports(text, question, asked(question))
+
+
+def _supports(text: str, question: str, q: Asked) -> bool:
+    words = tokenize(text.replace("\u2019", "'"))
+    if q.subject and not _has(words, q.subject):
         return False
     owners = {s for s, _ in _owned(text)}
-    asked = _owned(question)
-    if owners and asked and not _has(owners, wanted):
-        return False
-    for _, what in asked:
-        if what is None:
-            continue
-        if what in NAME:
-            if not any(w in NAME for w in words):
-                return False
-        elif what in NUMBER:
-            if not any(w in NUMBER or w.isdigit() for w in words):
-                return False
-        elif what not in ATTRIBUTE and not _has(words, [what]):
+    if owners and q.subject and not _has(owners, q.subject):
+        return False  # "our landlord's phone number" is not about "my phone"
+    if owners and not q.subject:
+        mentioned = [t for t in tokenize(question) if t not in FUNCTION]
+        if not _has(owners, mentioned):
+            return False  # "my daughter plays …" does not say what *I* play
+    for what in q.what:
+        if what in NAME and not any(w in NAME for w in words):
             return False
-    return True
+        if what in NUMBER and not any(w in NUMBER or w.isdigit() for w in words):
+            return False
+    if q.naming and not q.subject and not q.predicate and not q.kind:
+        return any(w in NAME for w in words)
+    said = set(tokenize(question))
+    if said & NAME and not said & WHO and not any(w in NAME for w in words):
+        return False  # "what is my cat called?" needs a row that names it
+    if q.kind is not None and _has(words, [q.kind]):
+        return True  # "My car is a red Skoda" for "What car do I drive?"
+    if not all(_has(words, [p]) for p in q.predicate):
+        return False
+    if q.kind is not None and not q.naming and _names_only(words, q):
+        return False  # "My daughter is called Ella" says nothing of her school
+    return not _other_kind(q.kind, words)
 
 
 def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
@@ -255,11 +333,13 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     of recalled rows, the answers of its ``recall`` calls): see the module doc. Every
     number in the reply must be in what it stands on (ages, codes and dates are what small
     models invent)."""
-    about = [t for t in shown if supports(t, question)]
+    q = asked(question)
+    pieces = [line for text in shown for line in text.splitlines() if line.strip()]
+    about = [t for t in pieces if _supports(t, question, q)]  # a recall answer: a row a line
     if not about:
         return False
-    asked = set(tokenize(question))
-    added = [t for t in _content(reply) if t not in asked and not _has([t], asked)]
+    asked_words = set(tokenize(question))
+    added = [t for t in _content(reply) if t not in asked_words and not _has([t], asked_words)]
     if not added:
         return True  # nothing beyond the question's own words ("Yes, you do.")
     known = {w for t in about for w in tokenize(t)}
@@ -268,4 +348,4 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     return any(_has(tokenize(t), added) for t in about)
 
 
-__all__ = ["evidence", "grounded", "subject", "supports"]
+__all__ = ["Asked", "asked", "evidence", "grounded", "subject", "supports"]

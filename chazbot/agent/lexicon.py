@@ -19,6 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def _ws(text: str) -> tuple[str, ...]:
+    """Comma-separated phrases as a tuple."""
+    return tuple(p.strip() for p in text.split(","))
+
+
 @dataclass(frozen=True)
 class Language:
     """One language's words (each a tuple of phrases, lowercase, whole words)."""
@@ -41,6 +46,20 @@ class Language:
     intro: tuple[str, ...]
     lead: tuple[str, ...]
     """Words that may sit between a verb and its object ("that", "about", "dass")."""
+    marks: tuple[str, ...] = ()
+    """Common words that tell the language of a short statement ("ich", "est", "mijn")."""
+    mine: tuple[tuple[str, str], ...] = ()
+    """The person's possessives turned to the listener's ("mein" → "dein"), for "Noted: …"."""
+    me: tuple[str, ...] = ()
+    """The person as subject or object ("ich", "je"): their words are quoted, not turned (the
+    verb would have to change too)."""
+    opens: tuple[str, ...] = ()
+    """How a statement that tells a fact to keep may start: the person or their possessive, or
+    a verb in the first person (Spanish drops the pronoun: "vivo en…")."""
+    tells: tuple[str, ...] = ()
+    """Verbs of a statement that tells something ("ist", "heißt", "s'appelle", "vive")."""
+    please: tuple[str, ...] = ()
+    """Words that ask something of the bot ("bitte", "peux-tu"): such a message tells nothing."""
 
 
 EN = Language(
@@ -133,6 +152,7 @@ EN = Language(
         "what are you for",
     ),
     lead=("that", "about", "what", "the fact that"),
+    marks=_ws("i, my, is, the, am, and, called, live, have, was, a, in"),
 )
 
 DE = Language(
@@ -180,6 +200,25 @@ DE = Language(
     about_me=("was weißt du über mich", "was weißt du von mir", "was habe ich dir erzählt"),
     intro=("hilfe", "was kannst du", "wer bist du", "was bist du", "wie funktionierst du"),
     lead=("dass", "über", "was"),
+    marks=_ws(
+        "ich, mein, meine, meinen, ist, und, der, die, das, heißt, wohne, nicht, bin, habe, "
+        "ein, eine, mit, im"
+    ),
+    mine=(
+        ("mein", "dein"),
+        ("meine", "deine"),
+        ("meinen", "deinen"),
+        ("meinem", "deinem"),
+        ("meiner", "deiner"),
+        ("meines", "deines"),
+    ),
+    me=_ws("ich, mich, mir"),
+    opens=_ws("ich, mein, meine, meinen, meinem, meiner, unser, unsere"),
+    tells=_ws(
+        "ist, bin, sind, heißt, heiße, heisst, wohne, wohnt, habe, hat, arbeite, arbeitet, "
+        "lebe, lebt, mag, spiele, spielt, war, komme"
+    ),
+    please=_ws("bitte, kannst, könntest, kann, sag mir, erzähl, schreib, hilf"),
 )
 
 FR = Language(
@@ -244,6 +283,21 @@ FR = Language(
     about_me=("que sais-tu de moi", "que sais-tu sur moi", "qu'est-ce que tu sais sur moi"),
     intro=("aide", "que peux-tu faire", "qui es-tu", "comment ça marche"),
     lead=("que", "de", "ce que"),
+    marks=_ws(
+        "je, j', mon, ma, mes, est, suis, le, la, les, et, une, s'appelle, m'appelle, habite, "
+        "j'habite, à, du, des"
+    ),
+    mine=(("mon", "ton"), ("ma", "ta"), ("mes", "tes")),
+    me=_ws("je, j', moi, me, m'"),
+    opens=_ws("je, j', mon, ma, mes, notre, nos"),
+    tells=_ws(
+        "est, suis, sont, s'appelle, m'appelle, appelle, habite, ai, a, travaille, aime, joue, "
+        "vis, vit, était"
+    ),
+    please=_ws(
+        "s'il te plaît, s'il vous plaît, peux-tu, pourrais-tu, tu peux, dis-moi, pouvez-vous, "
+        "aide-moi, écris"
+    ),
 )
 
 ES = Language(
@@ -275,6 +329,17 @@ ES = Language(
     about_me=("qué sabes de mí", "que sabes de mi", "qué sabes sobre mí"),
     intro=("ayuda", "qué puedes hacer", "quién eres"),
     lead=("que", "de", "de que", "lo que"),
+    marks=_ws(
+        "yo, mi, mis, es, el, los, las, y, soy, se, llama, vivo, vive, tengo, una, del, está"
+    ),
+    mine=(("mi", "tu"), ("mis", "tus")),
+    me=_ws("yo, me"),
+    opens=_ws("yo, mi, mis, nuestro, nuestra, vivo, soy, tengo, trabajo, estoy, juego, me"),
+    tells=_ws(
+        "es, soy, son, está, estoy, llama, llamo, vivo, vive, tengo, tiene, trabajo, trabaja, "
+        "gusta, juego, juega, era"
+    ),
+    please=_ws("por favor, puedes, podrías, dime, ayúdame, escribe"),
 )
 
 NL = Language(
@@ -300,6 +365,14 @@ NL = Language(
     about_me=("wat weet je over mij", "wat weet je van mij"),
     intro=("help", "wat kun je", "wie ben je", "hoe werk je"),
     lead=("dat", "over", "wat"),
+    marks=_ws("ik, mijn, het, een, de, en, heet, woon, ben, niet, van, heb, werk, onze"),
+    mine=(("mijn", "jouw"),),
+    me=_ws("ik, mij, me"),
+    opens=_ws("ik, mijn, onze, ons"),
+    tells=_ws(
+        "is, ben, zijn, heet, heten, woon, woont, heb, heeft, werk, werkt, speel, speelt, was, hou"
+    ),
+    please=_ws("alsjeblieft, kun je, wil je, kan je, vertel, help, schrijf"),
 )
 
 LANGUAGES: tuple[Language, ...] = (EN, DE, FR, ES, NL)
@@ -350,11 +423,14 @@ REPLIES: dict[str, dict[str, str]] = {
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
     },
 }
-"""Replies to requests in words, in the language the request was made in."""
+"""Replies to requests in words, in the language the request was made in; "remembered" is
+also the acknowledgement of a told fact (``asked.acknowledgement``)."""
+QUOTES: dict[str, str] = {"en": "“{}”", "de": "„{}“", "fr": "« {} »", "es": "«{}»", "nl": "‘{}’"}
+"""How each language quotes the person's own words (a fact that cannot be turned to them)."""
 
 
 def reply(lang: str, name: str, **values: object) -> str:
     return REPLIES.get(lang, REPLIES["en"])[name].format(**values)
 
 
-__all__ = ["LANGUAGES", "REPLIES", "Language", "reply"]
+__all__ = ["LANGUAGES", "QUOTES", "REPLIES", "Language", "reply"]

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from chazbot.agent.lexicon import LANGUAGES, Language
+from chazbot.agent.lexicon import LANGUAGES, QUOTES, Language
 from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
 IntentKind = Literal["intro", "about_me", "forget", "remember", "undo"]
@@ -213,13 +213,19 @@ def asks(text: str) -> bool:
     return "?" in text or _ASKING.match(text) is not None
 
 
-_PERSONAL = re.compile(r"\b(i|my|mine|myself|i'm|i've|i'd)\b", re.IGNORECASE)
+_PERSONAL = re.compile(
+    r"\b(i|my|mine|myself|i'm|i've|i'd|ich|mein|meine|meinen|meinem|meiner|meines|mich|mir|"
+    r"je|j'|mon|ma|mes|moi|yo|mi|mis|ik|mijn|mij)(?!\w)",
+    re.IGNORECASE,
+)
+"""The person in a message, in the five languages of ``lexicon`` ("my", "mein", "mon", "mi",
+"mijn"…)."""
 
 
 def personal(text: str) -> bool:
     """Whether a message asks about the person ("What is my cat's name?", "Where was I
-    born?"); "Can you help me?" does not."""
-    return _PERSONAL.search(text) is not None
+    born?", "Wie heißt mein Sohn?", "Où suis-je né ?"); "Can you help me?" does not."""
+    return _PERSONAL.search(text.translate(_APOSTROPHES)) is not None
 
 
 def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
@@ -255,9 +261,48 @@ PRONOUNS = {
 _PRONOUN = re.compile(r"\b(i am|i was|i'm|i've|i'll|i'd|i|me|my|mine|myself)\b", re.IGNORECASE)
 
 
-def as_said_to_them(text: str) -> str:
+def language(text: str) -> str:
+    """The language of a short message (a code of ``lexicon``): the one whose common words
+    (``Language.marks``) it has most of; English when none has more."""
+    words = _words(text)
+    best, score = "en", 0
+    for lang in LANGUAGES:
+        found = sum(1 for w in words if w in lang.marks)
+        if found > score:
+            best, score = lang.code, found
+    return best
+
+
+_BY_CODE = {lang.code: lang for lang in LANGUAGES}
+
+
+def _turned(text: str, lang: Language) -> str:
+    """``text`` addressed to the person in ``lang``: possessives turned ("mein Hund heißt
+    Rex" → "dein Hund heißt Rex"), or, when it has the person as subject or object ("ich
+    wohne…", "vivo en…"), their words quoted (turning them would need the verb changed too)."""
+    words = _words(text)
+    swaps = dict(lang.mine)
+    elided = "j'" in lang.me and any(w.startswith(("j'", "m'")) for w in words)
+    verb_first = bool(words) and words[0] in lang.opens and words[0] not in swaps
+    if elided or verb_first or any(w in lang.me for w in words):
+        return QUOTES.get(lang.code, "“{}”").format(text)
+
+    def swap(match: re.Match[str]) -> str:
+        word = match.group(0)
+        out = swaps[word.lower()]
+        return out[0].upper() + out[1:] if word[0].isupper() else out
+
+    pattern = r"(?<!\w)(" + "|".join(map(re.escape, swaps)) + r")(?!\w)"
+    turned = re.sub(pattern, swap, text, flags=re.IGNORECASE) if swaps else text
+    return turned[0].lower() + turned[1:] if turned[:1].isupper() else turned
+
+
+def as_said_to_them(text: str, lang: str = "en") -> str:
     """A person's own words turned to address them ("My dog is Rex" → "Your dog is Rex"), so
-    a small model speaks their facts as theirs, not as its own."""
+    a small model speaks their facts as theirs, not as its own; in another language of
+    ``lexicon`` ("mein Hund" → "dein Hund"), see ``_turned``."""
+    if lang != "en" and lang in _BY_CODE:
+        return _turned(text, _BY_CODE[lang])
 
     def swap(match: re.Match[str]) -> str:
         word = match.group(0)
@@ -323,6 +368,9 @@ def told(text: str, names: tuple[str, ...] = ()) -> str | None:
     flat = " ".join(text.split())
     if not flat or len(flat) > MAX_TOLD_CHARS or asks(flat) or intent(flat) is not None:
         return None
+    lang = language(flat)
+    if lang != "en":
+        return _told_in(flat, _BY_CODE[lang], names)
     if not worth_keeping(flat, names) or _REQUEST.search(flat) or _COMMAND.match(flat):
         return None
     body = flat.rstrip(" .!")
@@ -337,6 +385,26 @@ def told(text: str, names: tuple[str, ...] = ()) -> str | None:
     return fact
 
 
+def _told_in(flat: str, lang: Language, names: tuple[str, ...]) -> str | None:
+    """``told`` for a statement in another language of ``lexicon``: it starts with the person
+    or their possessive (``Language.opens``), has a verb that tells (``Language.tells``), and
+    asks nothing of the bot (none of its ``please``: "bitte", "kannst", "por favor")."""
+    if not worth_keeping(flat, names) or "?" in flat or "¿" in flat:
+        return None
+    body = flat.rstrip(" .!")
+    words = [w for w in _words(body) if w not in _CLAUSE_END]
+    if len(words) < 3 or re.search(r"[.!?;]\s", body):
+        return None
+    first = words[0]
+    if first not in lang.opens and first[:2] not in lang.opens:
+        return None
+    if not any(w in lang.tells or w.split("'")[-1] in lang.tells for w in words):
+        return None
+    if _mentions(words, lang.please):
+        return None
+    return _turned(body, lang)
+
+
 __all__ = [
     "MAX_TOLD_CHARS",
     "Intent",
@@ -344,6 +412,7 @@ __all__ = [
     "asks",
     "intent",
     "keep_out",
+    "language",
     "personal",
     "small_talk",
     "told",
