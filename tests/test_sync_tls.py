@@ -7,7 +7,11 @@ opts in (``sync_allow_plain_http``)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
+import ssl
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,9 +24,9 @@ from aiohttp import web
 import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import ConfigError, InputError
-from chazbot.ledger import KeyPair
+from chazbot.ledger import KeyPair, Ledger
 from chazbot.peer import Peer
-from chazbot.sync import SyncClient
+from chazbot.sync import SyncClient, SyncServer
 from tests.tls import LoopbackTLS, loopback_tls
 from tests.waits import wait_until
 
@@ -220,3 +224,111 @@ async def test_a_stalled_tls_handshake_is_closed_within_the_header_deadline(
     finally:
         await server.stop()
         await ledger.close()
+
+
+# ---- the connection guard in front of TLS (issue #34 follow-up) -------------------------------
+#
+# asyncio's ``create_server(ssl=…)`` calls a protocol's ``connection_made`` only once the TLS
+# handshake is done, so a guard counting there did not see connections still in their handshake:
+# a stranger could hold any number of them, each bounded only by the handshake deadline.
+
+HALF_HELLO = (
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"  # a record header, a ClientHello's start
+)
+
+
+class Raw:
+    """A plain TCP connection from ``source`` that sends ``first`` and then nothing;
+    ``closed`` is set once the server drops it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.closed = asyncio.Event()
+        self.task = asyncio.ensure_future(self._watch())
+
+    @classmethod
+    async def open(cls, port: int, source: str, first: bytes = b"") -> Raw:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+        if first:
+            writer.write(first)
+        return cls(reader, writer)
+
+    async def _watch(self) -> None:
+        try:
+            while await self.reader.read(4096):
+                pass
+        except OSError:
+            pass
+        self.closed.set()
+
+    def reset(self) -> None:
+        """Close with a TCP reset (SO_LINGER 0), as a client that vanishes does."""
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
+
+    def close(self) -> None:
+        self.task.cancel()
+        self.writer.transport.abort()
+
+
+@asynccontextmanager
+async def sync_server(
+    tmp_path: Path, tls: LoopbackTLS | None, **options: Any
+) -> AsyncIterator[SyncServer]:
+    ledger = await Ledger.open(tmp_path / "state.sqlite3")
+    server = SyncServer(
+        ledger,
+        host="127.0.0.1",
+        port=0,
+        ssl_context=tls.server if tls is not None else None,
+        **options,
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await ledger.close()
+
+
+async def answered(port: int, context: ssl.SSLContext | None, source: str = "127.0.0.1") -> bytes:
+    """What the listener answers a complete request on a fresh connection (over TLS when
+    ``context`` is given)."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, local_addr=(source, 0)
+    )
+    try:
+        writer.write(b"GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        async with asyncio.timeout(10):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_connections_in_their_handshake_count_against_the_per_address_cap(
+    tmp_path: Path, scheme: str
+) -> None:
+    """Ten connections from one address against a cap of four: six are refused at once,
+    whether the listener speaks plain HTTP (they send nothing) or TLS (they send half a
+    ClientHello); another address is still served."""
+    tls = loopback_tls(tmp_path / "tls") if scheme == "https" else None
+    async with sync_server(
+        tmp_path, tls, max_connections_per_address=4, header_timeout=30.0
+    ) as server:
+        guard = server.guard
+        flood = [
+            await Raw.open(server.port, "127.0.0.3", HALF_HELLO if tls else b"") for _ in range(10)
+        ]
+        try:
+            await wait_until(lambda: sum(c.closed.is_set() for c in flood) >= 6, 5, "six refusals")
+            await wait_until(lambda: guard.total == 4, 5, "four connections counted")
+            assert guard.refused == 6 and guard.counts()["open"] == 4
+            assert sum(not c.closed.is_set() for c in flood) == 4  # held, not yet timed out
+            context = tls.client if tls else None
+            assert (await answered(server.port, context)).startswith(b"HTTP/1.1 ")
+        finally:
+            for c in flood:
+                c.close()
+        await wait_until(lambda: guard.total == 0, 5, "every count released")
