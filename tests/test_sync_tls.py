@@ -332,3 +332,79 @@ async def test_connections_in_their_handshake_count_against_the_per_address_cap(
             for c in flood:
                 c.close()
         await wait_until(lambda: guard.total == 0, 5, "every count released")
+
+
+async def test_a_connection_in_tls_is_counted_from_accept_and_released_once_however_it_ends(
+    tmp_path: Path,
+) -> None:
+    """Each way a TLS connection can end gives its count back exactly once: a handshake that
+    succeeds (and a request answered), one the server fails (plain HTTP on the TLS port), one
+    the client fails (it does not trust the certificate), one that times out, a reset in the
+    handshake, and a reset after it."""
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(
+        tmp_path, tls, max_connections_per_address=4, header_timeout=1.0
+    ) as server:
+        guard = server.guard
+        released: list[object] = []
+        release = guard.release
+
+        def counted(conn: Any) -> None:
+            if conn in guard._open.get(conn.group, []):
+                released.append(conn)
+            release(conn)
+
+        guard.release = counted  # type: ignore[method-assign]
+
+        async def ends_counted(what: str, admitted: int) -> None:
+            await wait_until(lambda: guard.total == 0 and not guard._open, 5, f"{what}: released")
+            assert len(released) == admitted and len(set(map(id, released))) == admitted, what
+            released.clear()
+
+        # a handshake that succeeds: counted while open, released once closed
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=tls.client)
+        assert guard.total == 1
+        writer.write(b"GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 ")
+        assert guard.total == 1  # kept alive
+        writer.close()
+        await ends_counted("handshake ok", 1)
+        assert (await answered(server.port, tls.client)).startswith(b"HTTP/1.1 ")
+        await ends_counted("handshake ok, closed by the server", 1)
+
+        # the server fails the handshake: plain http on the TLS port
+        plain = await Raw.open(server.port, "127.0.0.3", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.wait_for(plain.closed.wait(), 5)
+        plain.close()
+        await ends_counted("handshake failed by the server", 1)
+
+        # the client fails it: it does not trust the certificate
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=ssl.create_default_context()
+            )
+        await ends_counted("handshake failed by the client", 1)
+
+        # half a ClientHello and then nothing: closed on the deadline
+        timed_out = guard.timed_out
+        stalled = await Raw.open(server.port, "127.0.0.3", HALF_HELLO)
+        await wait_until(lambda: guard.total == 1, 5, "the stalled handshake counted")
+        await asyncio.wait_for(stalled.closed.wait(), 5)
+        assert guard.timed_out == timed_out + 1
+        stalled.close()
+        await ends_counted("handshake timed out", 1)
+
+        # a client that resets in the middle of its handshake
+        vanished = await Raw.open(server.port, "127.0.0.3", HALF_HELLO)
+        await wait_until(lambda: guard.total == 1, 5, "the handshake counted")
+        vanished.reset()
+        await ends_counted("reset in the handshake", 1)
+
+        # a client that resets after its handshake
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=tls.client)
+        assert guard.total == 1
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+        await ends_counted("reset after the handshake", 1)
+        assert guard.counts()["open"] == 0 and guard.refused == 0
