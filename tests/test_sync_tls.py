@@ -408,3 +408,37 @@ async def test_a_connection_in_tls_is_counted_from_accept_and_released_once_howe
         writer.transport.abort()
         await ends_counted("reset after the handshake", 1)
         assert guard.counts()["open"] == 0 and guard.refused == 0
+
+
+async def test_handshakes_from_a_busy_address_give_way_to_another_address(tmp_path: Path) -> None:
+    """With the listener full of stalled handshakes (six in all, four from one address), an
+    honest client from another address gets in: the busiest address's oldest is closed."""
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(
+        tmp_path, tls, max_connections=6, max_connections_per_address=4, header_timeout=30.0
+    ) as server:
+        guard = server.guard
+        flood = [await Raw.open(server.port, "127.0.0.3", HALF_HELLO) for _ in range(4)]
+        flood += [await Raw.open(server.port, "127.0.0.4", HALF_HELLO) for _ in range(2)]
+        try:
+            await wait_until(lambda: guard.total == 6, 5, "six handshakes counted")
+            assert (await answered(server.port, tls.client)).startswith(b"HTTP/1.1 ")
+            assert guard.evicted == 1 and guard.refused == 0
+            await wait_until(lambda: flood[0].closed.is_set(), 5, "the oldest of .3 closed")
+            assert sum(c.closed.is_set() for c in flood) == 1
+        finally:
+            for c in flood:
+                c.close()
+        await wait_until(lambda: guard.total == 0, 5, "every count released")
+
+
+async def test_stopping_the_listener_closes_the_handshakes_in_progress(tmp_path: Path) -> None:
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(tmp_path, tls, header_timeout=30.0) as server:
+        guard = server.guard
+        stalled = [await Raw.open(server.port, "127.0.0.3", HALF_HELLO) for _ in range(3)]
+        await wait_until(lambda: guard.total == 3, 5, "three handshakes counted")
+    for c in stalled:  # closed by the stop, not by their 30 s deadline
+        await asyncio.wait_for(c.closed.wait(), 5)
+        c.close()
+    await wait_until(lambda: guard.total == 0 and not guard._open, 5, "every count released")

@@ -24,6 +24,11 @@ and:
   it must keep up ``min_rate`` bytes a second on average (time the server itself stopped
   reading does not count). Between requests, aiohttp's keep-alive timeout closes an idle
   connection.
+- counts a TLS connection (the sync listener with ``sync_tls_cert``) from TCP accept, not
+  from the end of its handshake: the guard upgrades it itself (``loop.start_tls``) within the
+  head deadline, so stalled handshakes count against the caps and can be evicted like
+  stalled heads (asyncio's ``create_server(ssl=…)`` tells the protocol only after the
+  handshake: any number of connections in their handshake went uncounted).
 
 Refusals, evictions, deadlines and client aborts are counted (``counts``, exported at
 ``/metrics``) and logged through the owner's ``note`` (``Notes``: one line a minute for each
@@ -203,7 +208,7 @@ class GuardedConnection(asyncio.Protocol):
     ``inner`` sees the connection only once the handshake is done. (asyncio's own
     ``create_server(ssl=…)`` calls ``connection_made`` after the handshake, so connections
     still in it were not counted: a stranger could hold any number of them.) The guard's
-    count is released exactly once, whichever way the connection ends (``_release``)."""
+    count is released exactly once, whichever way the connection ends (``connection_lost``)."""
 
     def __init__(
         self,
