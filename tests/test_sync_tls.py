@@ -7,7 +7,11 @@ opts in (``sync_allow_plain_http``)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
+import ssl
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,9 +24,9 @@ from aiohttp import web
 import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import ConfigError, InputError
-from chazbot.ledger import KeyPair
+from chazbot.ledger import KeyPair, Ledger
 from chazbot.peer import Peer
-from chazbot.sync import SyncClient
+from chazbot.sync import SyncClient, SyncServer
 from tests.tls import LoopbackTLS, loopback_tls
 from tests.waits import wait_until
 
@@ -220,3 +224,221 @@ async def test_a_stalled_tls_handshake_is_closed_within_the_header_deadline(
     finally:
         await server.stop()
         await ledger.close()
+
+
+# ---- the connection guard in front of TLS (issue #34 follow-up) -------------------------------
+#
+# asyncio's ``create_server(ssl=…)`` calls a protocol's ``connection_made`` only once the TLS
+# handshake is done, so a guard counting there did not see connections still in their handshake:
+# a stranger could hold any number of them, each bounded only by the handshake deadline.
+
+HALF_HELLO = (
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"  # a record header, a ClientHello's start
+)
+
+
+class Raw:
+    """A plain TCP connection from ``source`` that sends ``first`` and then nothing;
+    ``closed`` is set once the server drops it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.closed = asyncio.Event()
+        self.task = asyncio.ensure_future(self._watch())
+
+    @classmethod
+    async def open(cls, port: int, source: str, first: bytes = b"") -> Raw:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+        if first:
+            writer.write(first)
+        return cls(reader, writer)
+
+    async def _watch(self) -> None:
+        try:
+            while await self.reader.read(4096):
+                pass
+        except OSError:
+            pass
+        self.closed.set()
+
+    def reset(self) -> None:
+        """Close with a TCP reset (SO_LINGER 0), as a client that vanishes does."""
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
+
+    def close(self) -> None:
+        self.task.cancel()
+        self.writer.transport.abort()
+
+
+@asynccontextmanager
+async def sync_server(
+    tmp_path: Path, tls: LoopbackTLS | None, **options: Any
+) -> AsyncIterator[SyncServer]:
+    ledger = await Ledger.open(tmp_path / "state.sqlite3")
+    server = SyncServer(
+        ledger,
+        host="127.0.0.1",
+        port=0,
+        ssl_context=tls.server if tls is not None else None,
+        **options,
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await ledger.close()
+
+
+async def answered(port: int, context: ssl.SSLContext | None, source: str = "127.0.0.1") -> bytes:
+    """What the listener answers a complete request on a fresh connection (over TLS when
+    ``context`` is given)."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=context, local_addr=(source, 0)
+    )
+    try:
+        writer.write(b"GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        async with asyncio.timeout(10):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_connections_in_their_handshake_count_against_the_per_address_cap(
+    tmp_path: Path, scheme: str
+) -> None:
+    """Ten connections from one address against a cap of four: six are refused at once,
+    whether the listener speaks plain HTTP (they send nothing) or TLS (they send half a
+    ClientHello); another address is still served."""
+    tls = loopback_tls(tmp_path / "tls") if scheme == "https" else None
+    async with sync_server(
+        tmp_path, tls, max_connections_per_address=4, header_timeout=30.0
+    ) as server:
+        guard = server.guard
+        flood = [
+            await Raw.open(server.port, "127.0.0.3", HALF_HELLO if tls else b"") for _ in range(10)
+        ]
+        try:
+            await wait_until(lambda: sum(c.closed.is_set() for c in flood) >= 6, 5, "six refusals")
+            await wait_until(lambda: guard.total == 4, 5, "four connections counted")
+            assert guard.refused == 6 and guard.counts()["open"] == 4
+            assert sum(not c.closed.is_set() for c in flood) == 4  # held, not yet timed out
+            context = tls.client if tls else None
+            assert (await answered(server.port, context)).startswith(b"HTTP/1.1 ")
+        finally:
+            for c in flood:
+                c.close()
+        await wait_until(lambda: guard.total == 0, 5, "every count released")
+
+
+async def test_a_connection_in_tls_is_counted_from_accept_and_released_once_however_it_ends(
+    tmp_path: Path,
+) -> None:
+    """Each way a TLS connection can end gives its count back exactly once: a handshake that
+    succeeds (and a request answered), one the server fails (plain HTTP on the TLS port), one
+    the client fails (it does not trust the certificate), one that times out, a reset in the
+    handshake, and a reset after it."""
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(
+        tmp_path, tls, max_connections_per_address=4, header_timeout=1.0
+    ) as server:
+        guard = server.guard
+        released: list[object] = []
+        release = guard.release
+
+        def counted(conn: Any) -> None:
+            if conn in guard._open.get(conn.group, []):
+                released.append(conn)
+            release(conn)
+
+        guard.release = counted  # type: ignore[method-assign]
+
+        async def ends_counted(what: str, admitted: int) -> None:
+            await wait_until(lambda: guard.total == 0 and not guard._open, 5, f"{what}: released")
+            assert len(released) == admitted and len(set(map(id, released))) == admitted, what
+            released.clear()
+
+        # a handshake that succeeds: counted while open, released once closed
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=tls.client)
+        assert guard.total == 1
+        writer.write(b"GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 ")
+        assert guard.total == 1  # kept alive
+        writer.close()
+        await ends_counted("handshake ok", 1)
+        assert (await answered(server.port, tls.client)).startswith(b"HTTP/1.1 ")
+        await ends_counted("handshake ok, closed by the server", 1)
+
+        # the server fails the handshake: plain http on the TLS port
+        plain = await Raw.open(server.port, "127.0.0.3", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.wait_for(plain.closed.wait(), 5)
+        plain.close()
+        await ends_counted("handshake failed by the server", 1)
+
+        # the client fails it: it does not trust the certificate
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=ssl.create_default_context()
+            )
+        await ends_counted("handshake failed by the client", 1)
+
+        # half a ClientHello and then nothing: closed on the deadline
+        timed_out = guard.timed_out
+        stalled = await Raw.open(server.port, "127.0.0.3", HALF_HELLO)
+        await wait_until(lambda: guard.total == 1, 5, "the stalled handshake counted")
+        await asyncio.wait_for(stalled.closed.wait(), 5)
+        assert guard.timed_out == timed_out + 1
+        stalled.close()
+        await ends_counted("handshake timed out", 1)
+
+        # a client that resets in the middle of its handshake
+        vanished = await Raw.open(server.port, "127.0.0.3", HALF_HELLO)
+        await wait_until(lambda: guard.total == 1, 5, "the handshake counted")
+        vanished.reset()
+        await ends_counted("reset in the handshake", 1)
+
+        # a client that resets after its handshake
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=tls.client)
+        assert guard.total == 1
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+        await ends_counted("reset after the handshake", 1)
+        assert guard.counts()["open"] == 0 and guard.refused == 0
+
+
+async def test_handshakes_from_a_busy_address_give_way_to_another_address(tmp_path: Path) -> None:
+    """With the listener full of stalled handshakes (six in all, four from one address), an
+    honest client from another address gets in: the busiest address's oldest is closed."""
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(
+        tmp_path, tls, max_connections=6, max_connections_per_address=4, header_timeout=30.0
+    ) as server:
+        guard = server.guard
+        flood = [await Raw.open(server.port, "127.0.0.3", HALF_HELLO) for _ in range(4)]
+        flood += [await Raw.open(server.port, "127.0.0.4", HALF_HELLO) for _ in range(2)]
+        try:
+            await wait_until(lambda: guard.total == 6, 5, "six handshakes counted")
+            assert (await answered(server.port, tls.client)).startswith(b"HTTP/1.1 ")
+            assert guard.evicted == 1 and guard.refused == 0
+            await wait_until(lambda: flood[0].closed.is_set(), 5, "the oldest of .3 closed")
+            assert sum(c.closed.is_set() for c in flood) == 1
+        finally:
+            for c in flood:
+                c.close()
+        await wait_until(lambda: guard.total == 0, 5, "every count released")
+
+
+async def test_stopping_the_listener_closes_the_handshakes_in_progress(tmp_path: Path) -> None:
+    tls = loopback_tls(tmp_path / "tls")
+    async with sync_server(tmp_path, tls, header_timeout=30.0) as server:
+        guard = server.guard
+        stalled = [await Raw.open(server.port, "127.0.0.3", HALF_HELLO) for _ in range(3)]
+        await wait_until(lambda: guard.total == 3, 5, "three handshakes counted")
+    for c in stalled:  # closed by the stop, not by their 30 s deadline
+        await asyncio.wait_for(c.closed.wait(), 5)
+        c.close()
+    await wait_until(lambda: guard.total == 0 and not guard._open, 5, "every count released")

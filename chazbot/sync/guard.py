@@ -24,6 +24,11 @@ and:
   it must keep up ``min_rate`` bytes a second on average (time the server itself stopped
   reading does not count). Between requests, aiohttp's keep-alive timeout closes an idle
   connection.
+- counts a TLS connection (the sync listener with ``sync_tls_cert``) from TCP accept, not
+  from the end of its handshake: the guard upgrades it itself (``loop.start_tls``) within the
+  head deadline, so stalled handshakes count against the caps and can be evicted like
+  stalled heads (asyncio's ``create_server(ssl=…)`` tells the protocol only after the
+  handshake: any number of connections in their handshake went uncounted).
 
 Refusals, evictions, deadlines and client aborts are counted (``counts``, exported at
 ``/metrics``) and logged through the owner's ``note`` (``Notes``: one line a minute for each
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -178,6 +184,11 @@ class ConnectionGuard:
                 return True
         return False
 
+    def close_handshakes(self) -> None:
+        """Close the connections still in their TLS handshake (the listener is stopping)."""
+        for conn in [c for group in self._open.values() for c in group if c.handshaking]:
+            conn.close()
+
     def release(self, conn: GuardedConnection) -> None:
         group = self._open.get(conn.group)
         if group is not None and conn in group:
@@ -189,18 +200,35 @@ class ConnectionGuard:
 
 class GuardedConnection(asyncio.Protocol):
     """An accepted connection on its way to ``inner`` (aiohttp's protocol, or a stream's):
-    admitted or refused by ``guard``, closed if a head or body falls behind its deadline."""
+    admitted or refused by ``guard`` as soon as TCP accepts it, closed if a head or body falls
+    behind its deadline.
 
-    def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
+    With ``tls`` the connection is accepted as plain TCP, counted, and then upgraded
+    (``loop.start_tls``): the handshake and the request head share the head deadline, and
+    ``inner`` sees the connection only once the handshake is done. (asyncio's own
+    ``create_server(ssl=…)`` calls ``connection_made`` after the handshake, so connections
+    still in it were not counted: a stranger could hold any number of them.) The guard's
+    count is released exactly once, whichever way the connection ends (``connection_lost``)."""
+
+    def __init__(
+        self,
+        guard: ConnectionGuard,
+        inner: asyncio.Protocol,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.guard = guard
         self.inner = inner
+        self.tls = tls
         self.group = "?"
         self.framing = RequestFraming(guard.max_head)
         self.opened = time.monotonic()
         self._admitted = False
+        self._started = False  # ``inner`` has the connection (after the handshake, with TLS)
         self._closed = False
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
+        self._handshake: asyncio.Task[None] | None = None
+        self._early: list[bytes] = []  # plaintext that came with the handshake's last flight
         self._body_start = 0.0
         self._body_seen = 0
         self._checked = 0.0
@@ -213,6 +241,10 @@ class GuardedConnection(asyncio.Protocol):
     def closing(self) -> bool:
         return self._closed
 
+    @property
+    def handshaking(self) -> bool:
+        return self._handshake is not None
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
@@ -222,8 +254,45 @@ class GuardedConnection(asyncio.Protocol):
             transport.abort()  # the descriptor is freed now, before anything is read
             return
         self._admitted = True
-        self._watch()
+        self._watch()  # with TLS: the handshake too must be done within the head deadline
+        if self.tls is None:
+            self._start(transport)
+        else:
+            self._handshake = asyncio.ensure_future(self._upgrade(transport, self.tls))
+
+    def _start(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._started = True
         self.inner.connection_made(transport)
+
+    async def _upgrade(self, raw: asyncio.Transport, tls: ssl.SSLContext) -> None:
+        """The TLS handshake on ``raw``; then ``inner`` gets the TLS transport. A failed,
+        timed-out or reset handshake closes the connection and releases its count here:
+        asyncio does not always tell the protocol (a reset mid-handshake reaches only
+        ``start_tls``'s caller)."""
+        loop = asyncio.get_running_loop()
+        secured: asyncio.BaseTransport | None = None
+        try:
+            secured = await loop.start_tls(
+                raw, self, tls, server_side=True, ssl_handshake_timeout=self.guard.header_timeout
+            )
+        except Exception as exc:  # a bad or cut handshake, its deadline: the client's doing
+            if not self._closed:  # (the guard's own closing is noted where it closes)
+                self.guard.note(
+                    "%s: TLS handshakes failed (%s)", self.guard.name, type(exc).__name__
+                )
+        finally:  # also when cancelled (the loop shutting down)
+            self._handshake = None
+            if secured is None or self._closed:  # failed, or gone between the handshake and now
+                raw.abort()
+                self.connection_lost(None)
+        if secured is None or self._closed:
+            return
+        assert isinstance(secured, asyncio.Transport)
+        self._start(secured)
+        early, self._early = self._early, []
+        for data in early:
+            self.data_received(data)
 
     def _watch(self) -> None:
         """Set the deadline of the phase the connection is in (none between requests)."""
@@ -271,6 +340,9 @@ class GuardedConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if not self._admitted or self._closed:
             return
+        if not self._started:  # TLS: app data in the handshake's last read, before _upgrade resumes
+            self._early.append(data)
+            return
         framing = self.framing
         phase, requests = framing.phase, framing.requests
         problem = framing.feed(data)
@@ -286,25 +358,32 @@ class GuardedConnection(asyncio.Protocol):
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if not self._started:
+            return None  # closes the transport (TLS: before the handshake is done)
         return self.inner.eof_received() if self._admitted else None
 
     def pause_writing(self) -> None:
-        if self._admitted:
+        if self._admitted and self._started:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._admitted:
+        if self._admitted and self._started:
             self.inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """The end of the connection, however it came (with TLS, from asyncio's TLS layer or
+        from ``_upgrade``, possibly both): the count is released once, ``inner`` told once
+        if it had the connection."""
         self._closed = True
+        self._early = []
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._admitted:
             self._admitted = False
             self.guard.release(self)
-            self.inner.connection_lost(exc)
+            if self._started:
+                self.inner.connection_lost(exc)
 
 
 class OneLineLogger(logging.Logger):
@@ -366,21 +445,22 @@ class GuardedSite(web.TCPSite):
         assert server is not None
         guard = self.guard
 
+        tls = self._ssl_context  # set: a TLS handshake comes first, within the header deadline
+
         def factory() -> asyncio.Protocol:
-            return GuardedConnection(guard, server())
+            return GuardedConnection(guard, server(), tls)
 
         loop = asyncio.get_running_loop()
-        tls = self._ssl_context  # set: a TLS handshake comes first, within the header deadline
+        # plain TCP: the guard counts a connection at accept, then upgrades it to TLS itself
         self._server = await loop.create_server(
-            factory,
-            self._host,
-            self._port,
-            backlog=self._backlog,
-            ssl=tls,
-            ssl_handshake_timeout=self.guard.header_timeout if tls is not None else None,
+            factory, self._host, self._port, backlog=self._backlog
         )
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.guard.close_handshakes()  # else each waits for its deadline
 
 
 class _AcceptNotes(logging.Filter):
