@@ -142,28 +142,9 @@ def check_cost(half: str, name: str) -> dict[str, float]:
     }
 
 
-def _watch_refusals(refused: list[str]) -> None:
-    """Note every reply the answer check refuses (``--show`` prints it beside "I don't
-    know"): the turn logs only that it refused one. Observation only, for this process."""
-    import chazbot.agent.turn as turn_module
-
-    check = turn_module.grounded
-
-    def watched(question: str, reply: str, shown: Any) -> bool:
-        ok = check(question, reply, shown)
-        if not ok:
-            refused.append(reply)
-        return ok
-
-    turn_module.grounded = watched
-
-
 async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
     data = json.loads((DATA / f"{name}.json").read_text())[half]
-    refused: list[str] = []
     last_refused: list[str] = []
-    if show:
-        _watch_refusals(refused)
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
         cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
@@ -187,10 +168,9 @@ async def run(half: str, model: str | None, show: bool, name: str = "honesty") -
 
             async def ask(text: str, room: str) -> str:
                 began = time.perf_counter()
-                seen = len(refused)
                 result = await peer.chat(text, session=room, sender=PERSON, audience=dm(room))
                 walls.append(time.perf_counter() - began)
-                last_refused[:] = refused[seen:]  # scored on the reply, never on these
+                last_refused[:] = [result.withheld] if result.withheld else []  # never scored
                 return result.text
 
             def why() -> str:

@@ -69,11 +69,11 @@ async def test_remember_in_words_answers_in_the_persons_language(tmp_path: Path)
         alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
         session = await peer.session("dm")
         said = await run_turn(
-            peer, chaz, session, "Merk dir: mein Hund heißt Rex", ALICE, None, alice, "!chaz "
+            peer, chaz, session, "Merk dir: mein Hund heißt Rex", ALICE, None, alice
         )
         assert said.text == "Notiert: dein Hund heißt Rex.", said.text
         said = await run_turn(
-            peer, chaz, session, "Retiens que ma fille s'appelle Lina", ALICE, None, alice, "!chaz "
+            peer, chaz, session, "Retiens que ma fille s'appelle Lina", ALICE, None, alice
         )
         assert said.text == "C'est noté : ta fille s'appelle Lina.", said.text
         values = " ".join(h.value for h in await chaz.recall(""))

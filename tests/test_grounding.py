@@ -148,7 +148,8 @@ async def test_a_turn_replaces_an_answer_without_its_predicate(tmp_path: Path) -
 
         async def ask(text: str, reply: str) -> str:
             model = OneAnswer(reply)
-            result = await run_turn(peer, chaz, session, text, ALICE, model, alice, "!chaz ")
+            result = await run_turn(peer, chaz, session, text, ALICE, model, alice)
+            assert (result.withheld is None) == (result.text != DONT_KNOW)  # what was replaced
             return result.text
 
         assert await ask("Where was my wife born?", "Sofia was born in Bulgaria.") == DONT_KNOW

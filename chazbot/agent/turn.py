@@ -65,6 +65,7 @@ class TurnResult:
     recalled: int = 0
     llm_seconds: float = 0.0
     answered_in_words: bool = False  # an intent answered it (nothing for capture to keep)
+    withheld: str | None = None  # the model's reply the answer check replaced (never sent)
 
 
 async def auto_recall(
@@ -309,7 +310,10 @@ async def run_turn(
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
     if asks(text) and personal(text) and not grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
-        reply = asked.DONT_KNOW  # an answer about the person needs a row about it (#36)
+        result.withheld, reply = (
+            reply,
+            asked.DONT_KNOW,
+        )  # an answer about the person needs a row about it (#36)
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result
