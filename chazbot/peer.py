@@ -27,7 +27,7 @@ from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
-from chazbot.agent.turn import TurnResult, run_turn
+from chazbot.agent.turn import TurnResult, run_turn, tool_label
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import Config, load_config
 from chazbot.errors import (
@@ -336,7 +336,7 @@ class Peer:
             metrics.LLM_SECONDS.observe(result.llm_seconds)
         metrics.AUTO_RECALL_HITS.inc(result.recalled)
         for tool, ok in result.tool_calls:
-            metrics.TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
+            metrics.TOOL_CALLS.labels(tool_label(tool), "ok" if ok else "error").inc()
         return result
 
     # ---- capture ------------------------------------------------------------------------

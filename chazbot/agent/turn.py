@@ -53,6 +53,8 @@ NOTHING_RECALLED = (
     "never guess or make it up."
 )
 """Added to the system prompt when a question finds no memories (SPEC §5)."""
+KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS)
+"""Every tool a turn may offer: the only names a metric label may carry."""
 HISTORY_CHAR_BUDGET = 24_000  # about 6k tokens of conversation
 HISTORY_MAX_MESSAGES = 100
 
@@ -144,6 +146,13 @@ async def auto_recall(
     if shown is not None:
         shown += own + [r for _, rows in found for r in rows]
     return format_block(own, found, memory.hearing.audience, reader), hits
+
+
+def tool_label(name: str) -> str:
+    """The metric label of a tool call: its name when the turn offers such a tool, else
+    ``unknown`` (the name comes from the model, and a prompt injection could send endless
+    made-up names, each a new time series)."""
+    return name if name in KNOWN_TOOLS else "unknown"
 
 
 def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
