@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
@@ -33,7 +34,7 @@ from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
-from chazbot.reminders.when import asks_for_reminder
+from chazbot.reminders.when import asks_for_reminder, zone
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
@@ -55,6 +56,8 @@ NOTHING_RECALLED = (
 """Added to the system prompt when a question finds no memories (SPEC §5)."""
 KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS)
 """Every tool a turn may offer: the only names a metric label may carry."""
+NOW_LINE = "Now it is {now} in {tz}, the person's time zone."
+"""Added to the system prompt of a model with tools, so "next Friday" becomes a date (#37)."""
 HISTORY_CHAR_BUDGET = 24_000  # about 6k tokens of conversation
 HISTORY_MAX_MESSAGES = 100
 
@@ -148,6 +151,16 @@ async def auto_recall(
     return format_block(own, found, memory.hearing.audience, reader), hits
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def now_line(moment: datetime, tz: str) -> str:
+    """The date, weekday and time of ``moment`` in the zone ``tz``, for the system prompt."""
+    local = moment.astimezone(zone(tz))
+    return NOW_LINE.format(now=local.strftime("%A %d %B %Y, %H:%M"), tz=tz)
+
+
 def tool_label(name: str) -> str:
     """The metric label of a tool call: its name when the turn offers such a tool, else
     ``unknown`` (the name comes from the model, and a prompt injection could send endless
@@ -178,6 +191,7 @@ async def run_turn(
     pictures: Sequence[Picture] = (),
     acknowledge: bool = False,
     tuning: RecallTuning = DEFAULT_TUNING,
+    clock: Callable[[], datetime] = _utc_now,
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
@@ -197,7 +211,10 @@ async def run_turn(
     ``acknowledge`` (capture keeps what is told here): a message that tells one fact gets
     "Noted: …" in the person's own words, for every model, and is captured as usual.
 
-    ``tuning``: how auto-recall builds its queries (``RecallTuning``; benches pass theirs)."""
+    ``tuning``: how auto-recall builds its queries (``RecallTuning``; benches pass theirs).
+
+    A model with tools is told the date, weekday and time in the sender's zone (``clock``:
+    now, injected by tests), so it can turn "next Friday" into a date for ``schedule_once``."""
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
@@ -241,6 +258,9 @@ async def run_turn(
         peer, agent, session, contents, memory, sender, keep, shown, tuning
     )
     prompt = agent.config.system_prompt
+    store = Reminders(peer.ledger, agent.db, agent.key)
+    if tools_ok:
+        prompt = f"{prompt}\n\n{now_line(clock(), await store.zone_of(sender, timezone))}"
     if block is not None:
         prompt = f"{prompt}\n\n{MEMORY_RULE}"
     elif asks(text):
@@ -261,13 +281,14 @@ async def run_turn(
     tools = [(TOOLS.get(t) or REMINDER_TOOLS[t]).schema() for t in allowed] or None
     heard = memory.hearing.audience  # reminder tools act for the sender, in this room (#37)
     asking = Asking(
-        Reminders(peer.ledger, agent.db, agent.key),
+        store,
         session.name,
         sender,
         heard is None or heard.full,  # the operator's turn; a room's model never acts as admin
         timezone,
         heard,
         memory.hearing.origin,
+        clock,
     )
     result = TurnResult("", recalled=hits)
     told = [evidence(r) for r in shown]  # what the model was shown of memory
