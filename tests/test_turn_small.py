@@ -5,13 +5,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import chazbot
+from bench.honesty import HONEST
 from chazbot import metrics
+from chazbot.agent.asked import dont_know
+from chazbot.agent.chat_model import ChatResult
+from chazbot.agent.lexicon import reply
 from chazbot.agent.turn import run_turn
 from chazbot.reminders.store import Reminders
-from chazbot.config import Config
+from chazbot.config import AgentConfig, Config
+from chazbot.memory.audience import room_audience
 from tests.standin_llm import StandinLLM
+
+ALICE = "@alice:example.org"
 
 
 def config(tmp_path: Path, llm: StandinLLM, **kw: object) -> Config:
@@ -64,3 +74,55 @@ async def test_a_model_with_tools_is_told_the_date_in_the_persons_zone(
         )
         system = standin_llm.requests[-1]["messages"][0]["content"]
         assert "Friday 04 December 2026, 18:30 in America/New_York" in system, system
+
+
+class OneAnswer:
+    """A chat model that always says ``reply``; ``supports_tools`` as asked."""
+
+    name = "one-answer"
+
+    def __init__(self, reply: str, tools: bool) -> None:
+        self.reply, self.supports_tools = reply, tools
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
+    ) -> ChatResult:
+        return ChatResult(content=self.reply, tool_calls=[])
+
+    async def aclose(self) -> None:
+        return None
+
+
+ASKED = {
+    "en": ("What is my son's name?", "don't know"),
+    "de": ("Wie heißt mein Sohn?", "weiß ich nicht"),
+    "fr": ("Comment s'appelle mon fils ?", "Je ne le sais pas"),
+    "es": ("¿Cómo se llama mi hijo?", "No lo sé"),
+    "nl": ("Hoe heet mijn zoon?", "weet ik niet"),
+}
+ALSO = {  # "what/where …" questions, told apart by their question words
+    "de": "Wo wohnt meine Schwester?",
+    "fr": "Quel est mon film préféré ?",
+    "es": "¿Dónde vive mi hermana?",
+    "nl": "Wat is mijn lievelingsfilm?",
+    "en": "Where was I born?",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(ASKED))
+async def test_i_dont_know_in_the_language_asked_in(tmp_path: Path, lang: str) -> None:
+    question, words = ASKED[lang]
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        await alice.remember("a/1", f"{ALICE} (2026-12-02): My daughter is called Lina.")
+        session = await peer.session("dm")
+        for text in (question, ALSO[lang]):
+            for tools in (False, True):  # withheld before the model, or after it answered
+                model = OneAnswer("Lina is the name.", tools)
+                result = await run_turn(peer, chaz, session, text, ALICE, model, alice)
+                assert words.lower() in result.text.lower(), (text, tools, result.text)
+                assert result.text == dont_know(text) == reply(lang, "dont_know")
+                assert HONEST.search(result.text), result.text  # bench/honesty.py counts it

@@ -58,10 +58,14 @@ ATTRIBUTE_WORDS = frozenset(
 manager is what names the row (with another person's manager row about, BM25 gave "name"
 the higher idf and picked the sister's name)."""
 ABOUT_SHOWN = 10
-DONT_KNOW = (
-    "I don't know: you haven't told me that yet (or asked me to forget it). If you tell me, "
-    "I'll remember it."
-)
+DONT_KNOW = reply("en", "dont_know")
+"""The English "I don't know" (``dont_know`` answers in the language asked in)."""
+
+
+def dont_know(question: str) -> str:
+    """ "I don't know" in the language of ``question`` (``words.language``: the one guess of
+    the language, as the acknowledgement makes it), English when none is told apart."""
+    return reply(language(question), "dont_know")
 
 
 def false_friend(row: MemoryRow, question: str) -> bool:
@@ -229,6 +233,7 @@ async def answer(
 
 __all__ = [
     "DONT_KNOW",
+    "dont_know",
     "NOTED",
     "about_me",
     "acknowledgement",

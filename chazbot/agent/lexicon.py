@@ -152,7 +152,7 @@ EN = Language(
         "what are you for",
     ),
     lead=("that", "about", "what", "the fact that"),
-    marks=_ws("i, my, is, the, am, and, called, live, have, was, a, in"),
+    marks=_ws("i, my, is, the, am, and, called, live, have, was, a, in, what, where, who, which, how"),
 )
 
 DE = Language(
@@ -202,7 +202,7 @@ DE = Language(
     lead=("dass", "über", "was"),
     marks=_ws(
         "ich, mein, meine, meinen, ist, und, der, die, das, heißt, wohne, nicht, bin, habe, "
-        "ein, eine, mit, im"
+        "ein, eine, mit, im, wo, wer, wann, welche, welcher, wohnt"
     ),
     mine=(
         ("mein", "dein"),
@@ -285,7 +285,7 @@ FR = Language(
     lead=("que", "de", "ce que"),
     marks=_ws(
         "je, j', mon, ma, mes, est, suis, le, la, les, et, une, s'appelle, m'appelle, habite, "
-        "j'habite, à, du, des"
+        "j'habite, à, du, des, quel, quelle, où, comment, quand"
     ),
     mine=(("mon", "ton"), ("ma", "ta"), ("mes", "tes")),
     me=_ws("je, j', moi, me, m'"),
@@ -330,7 +330,8 @@ ES = Language(
     intro=("ayuda", "qué puedes hacer", "quién eres"),
     lead=("que", "de", "de que", "lo que"),
     marks=_ws(
-        "yo, mi, mis, es, el, los, las, y, soy, se, llama, vivo, vive, tengo, una, del, está"
+        "yo, mi, mis, es, el, los, las, y, soy, se, llama, vivo, vive, tengo, una, del, está, "
+        "cuál, cómo, dónde, quién, cuándo, qué"
     ),
     mine=(("mi", "tu"), ("mis", "tus")),
     me=_ws("yo, me"),
@@ -365,7 +366,10 @@ NL = Language(
     about_me=("wat weet je over mij", "wat weet je van mij"),
     intro=("help", "wat kun je", "wie ben je", "hoe werk je"),
     lead=("dat", "over", "wat"),
-    marks=_ws("ik, mijn, het, een, de, en, heet, woon, ben, niet, van, heb, werk, onze"),
+    marks=_ws(
+        "ik, mijn, het, een, de, en, heet, woon, ben, niet, van, heb, werk, onze, wat, waar, hoe, "
+        "wanneer, welke, woont"
+    ),
     mine=(("mijn", "jouw"),),
     me=_ws("ik, mij, me"),
     opens=_ws("ik, mijn, onze, ons"),
@@ -385,6 +389,8 @@ REPLIES: dict[str, dict[str, str]] = {
         "remembered": "Noted: {what}.",
         "undone": "Brought back: {what}.",
         "nothing_to_undo": "There is nothing of yours to bring back here.",
+        "dont_know": "I don't know: you haven't told me that yet (or asked me to forget it). "
+        "If you tell me, I'll remember it.",
     },
     "de": {
         "forgotten": "Vergessen: {what}. Sag „rückgängig“ in den nächsten {minutes} Minuten, "
@@ -394,6 +400,8 @@ REPLIES: dict[str, dict[str, str]] = {
         "remembered": "Notiert: {what}.",
         "undone": "Zurückgeholt: {what}.",
         "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
+        "dont_know": "Das weiß ich nicht: du hast es mir noch nicht gesagt (oder mich gebeten, "
+        "es zu vergessen). Wenn du es mir sagst, merke ich es mir.",
     },
     "fr": {
         "forgotten": "Oublié : {what}. Dis « annule » dans les {minutes} minutes pour le "
@@ -403,6 +411,8 @@ REPLIES: dict[str, dict[str, str]] = {
         "remembered": "C'est noté : {what}.",
         "undone": "Retrouvé : {what}.",
         "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
+        "dont_know": "Je ne le sais pas : tu ne me l'as pas encore dit (ou tu m'as demandé de "
+        "l'oublier). Si tu me le dis, je m'en souviendrai.",
     },
     "es": {
         "forgotten": "Olvidado: {what}. Di «deshacer» en los próximos {minutes} minutos para "
@@ -412,6 +422,8 @@ REPLIES: dict[str, dict[str, str]] = {
         "remembered": "Anotado: {what}.",
         "undone": "Recuperado: {what}.",
         "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
+        "dont_know": "No lo sé: todavía no me lo has dicho (o me pediste que lo olvidara). "
+        "Si me lo dices, lo recordaré.",
     },
     "nl": {
         "forgotten": "Vergeten: {what}. Zeg „ongedaan maken” binnen {minutes} minuten om het "
@@ -421,10 +433,13 @@ REPLIES: dict[str, dict[str, str]] = {
         "remembered": "Genoteerd: {what}.",
         "undone": "Teruggehaald: {what}.",
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
+        "dont_know": "Dat weet ik niet: je hebt het me nog niet verteld (of me gevraagd het te "
+        "vergeten). Als je het me vertelt, onthoud ik het.",
     },
 }
 """Replies to requests in words, in the language the request was made in; "remembered" is
-also the acknowledgement of a told fact (``asked.acknowledgement``)."""
+also the acknowledgement of a told fact (``asked.acknowledgement``), "dont_know" the answer
+to a question about the person that nothing recalled supports (``asked.dont_know``)."""
 QUOTES: dict[str, str] = {"en": "“{}”", "de": "„{}“", "fr": "« {} »", "es": "«{}»", "nl": "‘{}’"}
 """How each language quotes the person's own words (a fact that cannot be turned to them)."""
 

@@ -266,8 +266,9 @@ async def run_turn(
     elif asks(text):
         if not tools_ok and personal(text):
             # a small model asked about the person with nothing recalled invents (#17)
-            await session.add_message("assistant", asked.DONT_KNOW, agent.name)
-            return TurnResult(asked.DONT_KNOW)
+            unknown = asked.dont_know(text)
+            await session.add_message("assistant", unknown, agent.name)
+            return TurnResult(unknown)
         prompt = f"{prompt}\n\n{NOTHING_RECALLED}"
     messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     messages += history
@@ -340,10 +341,8 @@ async def run_turn(
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
     if asks(text) and personal(text) and not grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
-        result.withheld, reply = (
-            reply,
-            asked.DONT_KNOW,
-        )  # an answer about the person needs a row about it (#36)
+        # an answer about the person needs a row about it (#36), in the person's language
+        result.withheld, reply = reply, asked.dont_know(text)
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result
