@@ -15,7 +15,9 @@ A field read back that does not parse is skipped (a peer with newer code may wri
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +32,12 @@ SENT_STORE = "reminders_sent"
 ZONES_STORE = "people_tz"
 MAX_ACTIVE_PER_PERSON = 20
 """Active reminders a person who is not an admin may hold in one agent."""
+_ADDING: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per ledger, one lock per (agent DB, person): a count of their active reminders and the
+write of a new one are one step, whichever ``Reminders`` object (each turn and command makes
+its own) and whichever room asks."""
 CATCH_UP_STEPS = 10_000
 """Occurrences a recurrence is stepped through to find the latest one missed."""
 
@@ -181,7 +189,21 @@ class Reminders:
         limit: int | None,
         origin: Provenance | None = None,
     ) -> Reminder:
-        """Store a new reminder; InputError past ``limit`` active ones of ``by``."""
+        """Store a new reminder; InputError past ``limit`` active ones of ``by``. The count and
+        the write hold ``by``'s lock in this agent, so two rooms setting one at the same moment
+        cannot both pass the count."""
+        locks = _ADDING.setdefault(self.ledger, {})
+        async with locks.setdefault((self.db, by), asyncio.Lock()):
+            return await self._add(understood, room, by, limit, origin)
+
+    async def _add(
+        self,
+        understood: Understood,
+        room: str,
+        by: str,
+        limit: int | None,
+        origin: Provenance | None,
+    ) -> Reminder:
         if limit is not None:
             mine = [r for r in await self.all() if r.by == by and r.active]
             if len(mine) >= limit:
