@@ -69,7 +69,14 @@ async def test_a_model_with_tools_is_told_the_date_in_the_persons_zone(
         assert "Saturday 05 December 2026, 00:30 in Europe/Berlin" in system, system
         # someone with no zone of their own: the default zone passed in
         await run_turn(
-            peer, agent, session, "hello again", "@bob:x", llm, None, "America/New_York",
+            peer,
+            agent,
+            session,
+            "hello again",
+            "@bob:x",
+            llm,
+            None,
+            "America/New_York",
             clock=lambda: FRIDAY,
         )
         system = standin_llm.requests[-1]["messages"][0]["content"]

@@ -4,7 +4,9 @@ A unix socket ``control.sock`` in the state directory (owner-only). One JSON req
 line, one JSON reply per line. Requests (``agent`` is optional everywhere):
 
 - ``{"op": "cmd", "text", "session", "sender"}``: a command line → ``{ok, text, usage_error}``
-- ``{"op": "tool", "name", "arguments"}``: one agent tool → ``{ok, text}``
+- ``{"op": "tool", "name", "arguments", "session"}``: one agent tool → ``{ok, text}``; the
+  memory tools and the reminder tools, with the operator's rights (a reminder is set in
+  ``session``, default ``cli``, in the configured zone)
 - ``{"op": "chat", "text", "session"}``: one agent turn → ``{ok, text, agent}``
 - ``{"op": "hello", "session"}``: which agent answers in a session → ``{ok, agent}``
 - ``export``, ``import``, ``reindex``, ``verify``, ``backup``: long jobs that stream their
@@ -37,6 +39,10 @@ from typing import Any
 from chazbot.errors import ChazError, ConflictError, InputError
 from chazbot.memory.tools import run_tool
 from chazbot.peer import Peer
+from chazbot.peer_hosting import Agent
+from chazbot.reminders.store import Reminders
+from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
+from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.sync.guard import descriptor_budget
 from chazbot.transports.control_client import MAX_REQUEST, socket_path
 from chazbot.transports.control_ops import is_streaming, serve_streaming
@@ -57,6 +63,13 @@ def _text(request: dict[str, Any], name: str, default: str | None = None) -> str
     return value
 
 
+def _operator_asking(peer: Peer, who: Agent, room: str) -> Asking:
+    """A reminder tool called by the operator (``chazbot tool``): their full view, no cap,
+    any reminder cancellable, times read in the configured zone, set in ``room``."""
+    store = Reminders(peer.ledger, who.db, who.key)
+    return Asking(store, room, "cli", True, peer.config.timezone, None)
+
+
 async def handle_request(peer: Peer, request: Any) -> dict[str, Any]:
     """Answer one control request (shared by the socket and tests)."""
     if not isinstance(request, dict):
@@ -75,7 +88,12 @@ async def handle_request(peer: Peer, request: Any) -> dict[str, Any]:
     if op == "tool":
         name, arguments = _text(request, "name"), _text(request, "arguments", "{}")
         who = peer.agent(agent) if agent else next(iter(peer.agents.values()))
-        ok, text = await run_tool(who.memory, who.config.allowed_tools, name, arguments)
+        if name in REMINDER_TOOLS:
+            room = await peer.session(_text(request, "session", "cli"))
+            asking = _operator_asking(peer, who, room.name)
+            ok, text = await run_reminder_tool(asking, who.config.allowed_tools, name, arguments)
+        else:
+            ok, text = await run_tool(who.memory, who.config.allowed_tools, name, arguments)
         return {"ok": ok, "text": text}
     if op == "chat":
         text, session = _text(request, "text"), _text(request, "session", "terminal")
