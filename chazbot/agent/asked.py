@@ -233,11 +233,11 @@ async def answer(
 
 __all__ = [
     "DONT_KNOW",
-    "dont_know",
     "NOTED",
     "about_me",
     "acknowledgement",
     "answer",
+    "dont_know",
     "false_friend",
     "forget_words",
     "intro",

@@ -152,7 +152,9 @@ EN = Language(
         "what are you for",
     ),
     lead=("that", "about", "what", "the fact that"),
-    marks=_ws("i, my, is, the, am, and, called, live, have, was, a, in, what, where, who, which, how"),
+    marks=_ws(
+        "i, my, is, the, am, and, called, live, have, was, a, in, what, where, who, which, how"
+    ),
 )
 
 DE = Language(
