@@ -5,9 +5,12 @@ a turn costs (issue 28).
 Run: ``.venv/bin/python bench/recall_context.py [--rounds 3]``. Not a test; CI does not run
 it. A fresh peer with the embedded embedder (real SQLite, the defaults) holds
 ``bench/localchat.py``'s 20 facts as message capture stores them; the chat model is the
-stand-in (``tests/standin_llm.py``), which answers with the block's bullets, so the reply is
-what auto-recall found and the next turn's conversation holds it, as a model's answer would.
-Per variant of the turn's query vectors, over fresh sessions:
+stand-in (``tests/standin_llm.py``), which answers with the block's bullets. What is scored is
+the block itself, as the stand-in received it (the turn's first request to the model), not the
+reply: since the answer check (#36) a reply the shown rows do not support is "I don't know",
+so the reply no longer tells what auto-recall found. The conversation holds what the product
+said (the bullets, or "I don't know"). Per variant of the turn's query vectors, over fresh
+sessions:
 
 - ``two`` (the anchor): the conversation's words and the newest message's words each get
   their own vector (two embeddings when they differ);
@@ -40,9 +43,22 @@ from chazbot.agent.recall import DEFAULT_TUNING  # noqa: E402
 from chazbot.agent.turn import run_turn  # noqa: E402
 from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
 from chazbot.memory.audience import room_audience  # noqa: E402
-from tests.standin_llm import StandinLLM  # noqa: E402
+from tests.standin_llm import MEMORY_HEADING, StandinLLM  # noqa: E402
 
 VARIANTS = {"two": False, "focus": True}
+
+
+def block_bullets(requests: list[dict[str, Any]]) -> list[str]:
+    """The bullets (lowercased) of the auto-recall block the model was sent in a turn's first
+    request (none: nothing recalled, or the turn never asked the model)."""
+    if not requests:
+        return []
+    for message in requests[0]["messages"]:
+        content = message.get("content")
+        if isinstance(content, str) and content.startswith(MEMORY_HEADING):
+            lines = content.lower().splitlines()
+            return [line for line in lines if line.lstrip().startswith("- ")]
+    return []
 
 
 async def run(rounds: int) -> dict[str, Any]:
@@ -81,7 +97,7 @@ async def run(rounds: int) -> dict[str, Any]:
                     return await inner(text)
 
                 embedder.embed_query = counted  # type: ignore[method-assign]
-                llm_of_agent = peer.llm_for(agent)
+                llm_of_agent = peer.models.llm_for(agent)
                 for name, one in VARIANTS.items():
                     tuning = replace(DEFAULT_TUNING, one_query_vector=one)
                     found = first = turns = 0
@@ -93,14 +109,15 @@ async def run(rounds: int) -> dict[str, Any]:
                             # variant's tuning passed in
                             heard = agent.memory.within(peer.hearing(agent, PERSON, dm(room)))
                             session = await peer.session(room)
-                            turn = await run_turn(
+                            sent = len(llm.requests)
+                            await run_turn(
                                 peer, agent, session, question, PERSON, llm_of_agent, heard,
                                 tuning=tuning,
                             )  # fmt: skip
-                            text = turn.text.lower()
-                            bullets = text.split("\n")
+                            bullets = block_bullets(llm.requests[sent:])
+                            text = "\n".join(bullets)
                             found += any(a.lower() in text for a in answers)
-                            first += any(a.lower() in bullets[0] for a in answers)
+                            first += bool(bullets) and any(a.lower() in bullets[0] for a in answers)
                             turns += 1
                     out[name] = {
                         "in_block": round(found / rounds, 2),

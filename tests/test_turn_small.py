@@ -16,9 +16,9 @@ from chazbot.agent.asked import dont_know
 from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.lexicon import reply
 from chazbot.agent.turn import run_turn
-from chazbot.reminders.store import Reminders
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
+from chazbot.reminders.store import Reminders
 from tests.standin_llm import StandinLLM
 
 ALICE = "@alice:example.org"
@@ -133,3 +133,29 @@ async def test_i_dont_know_in_the_language_asked_in(tmp_path: Path, lang: str) -
                 assert words.lower() in result.text.lower(), (text, tools, result.text)
                 assert result.text == dont_know(text) == reply(lang, "dont_know")
                 assert HONEST.search(result.text), result.text  # bench/honesty.py counts it
+
+
+async def test_recall_context_bench_reads_the_block_the_model_was_sent(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    """bench/recall_context.py scores what auto-recall put in the block, whatever the reply
+    (an answer the check withheld is "I don't know" and names nothing)."""
+    from bench.recall_context import block_bullets
+
+    standin_llm.respond_with({"role": "assistant", "content": "Your sister is called Marta."})
+    cfg = Config(state_dir=tmp_path, llm=standin_llm.config(), agents=[AgentConfig(name="chaz")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        await alice.remember("a/1", f"{ALICE} (2026-12-02): My sister lives in Lisbon.")
+        session = await peer.session("dm")
+        sent = len(standin_llm.requests)
+        llm = peer.models.llm_for(chaz)
+        result = await run_turn(
+            peer, chaz, session, "Where does my sister live?", ALICE, llm, alice
+        )
+        assert result.text == dont_know("Where does my sister live?"), result.text  # withheld
+        bullets = block_bullets(standin_llm.requests[sent:])
+        assert len(bullets) == 1 and "lisbon" in bullets[0], bullets
+        assert block_bullets([]) == []
