@@ -15,7 +15,7 @@ from chazbot import metrics
 from chazbot.agent.asked import dont_know
 from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.lexicon import reply
-from chazbot.agent.turn import run_turn
+from chazbot.agent.turn import now_line, run_turn
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.store import Reminders
@@ -81,6 +81,11 @@ async def test_a_model_with_tools_is_told_the_date_in_the_persons_zone(
         )
         system = standin_llm.requests[-1]["messages"][0]["content"]
         assert "Friday 04 December 2026, 18:30 in America/New_York" in system, system
+        # the embedded model (no tools) is not told (docs/memory.md says what it did with it)
+        small = OneAnswer("Hello.", tools=False)
+        await run_turn(peer, agent, session, "hi", "@ann:x", small, clock=lambda: FRIDAY)
+        assert small.seen and "Now it is" not in small.seen[-1][0]["content"]
+    assert "Friday 04 December 2026, 23:30 in UTC" in now_line(FRIDAY, "Mars/Olympus")
 
 
 class OneAnswer:
@@ -90,10 +95,12 @@ class OneAnswer:
 
     def __init__(self, reply: str, tools: bool) -> None:
         self.reply, self.supports_tools = reply, tools
+        self.seen: list[list[dict[str, Any]]] = []
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
     ) -> ChatResult:
+        self.seen.append(messages)
         return ChatResult(content=self.reply, tool_calls=[])
 
     async def aclose(self) -> None:

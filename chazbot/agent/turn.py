@@ -156,8 +156,12 @@ def _utc_now() -> datetime:
 
 
 def now_line(moment: datetime, tz: str) -> str:
-    """The date, weekday and time of ``moment`` in the zone ``tz``, for the system prompt."""
-    local = moment.astimezone(zone(tz))
+    """The date, weekday and time of ``moment`` in the zone ``tz``, for the system prompt
+    (UTC when ``tz`` is no zone: a value synced from elsewhere never fails the turn)."""
+    try:
+        local = moment.astimezone(zone(tz))
+    except InputError:
+        tz, local = "UTC", moment.astimezone(UTC)
     return NOW_LINE.format(now=local.strftime("%A %d %B %Y, %H:%M"), tz=tz)
 
 
