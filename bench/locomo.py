@@ -31,6 +31,8 @@ it something:
 - ``--context prev``: the value ends with ``(replying to Melanie: <previous turn>)`` when the
   previous turn is in the same session, as a self-contained memory would say it.
 - ``--tags date``: the session date as a tag (tags reach BM25, not the embedder).
+- ``--origin speaker``: each row carries who told it (its provenance, as a row a model's
+  ``remember`` tool writes during a turn does), which the embedded text names (issue 35).
 
 Also measured in every run: BM25 over the plain turn (key ``D1:3``, value as above, no context,
 no tags), the row shape of the README's BM25 baseline. Prints a table beside the README's
@@ -66,6 +68,7 @@ from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
 from chazbot.memory.embedders.floors import default_floor
 from chazbot.memory.engine import embed_text
+from chazbot.memory.audience import Provenance
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
 from chazbot.memory.view import CANDIDATES_PER_RESULT, DENSE_WEIGHT, MIN_CANDIDATES, MemoryView
@@ -173,6 +176,7 @@ KEYS = ("dia", "speaker-dia", "speaker-date-dia")
 VALUES = ("text", "speaker", "speaker-caption", "speaker-date-caption")
 CONTEXTS = ("none", "prev")
 TAGS = ("none", "speaker", "date", "speaker-date")
+ORIGINS = ("none", "speaker")
 
 
 def memory_row(
@@ -329,13 +333,27 @@ async def build_view(
         for i in range(len(conv.turns))
     ]
     view = MemoryView(embedder.embedder.name if embedder is not None else None)
+    told = getattr(args, "origin", "none") == "speaker"
+    speakers = [t.speaker if told else None for t in conv.turns]
     memory_rows = [
-        MemoryRow(doc, f"bench/{doc}", key, value, tuple(tags), doc, (doc, "", 0), "bench")
-        for doc, (key, value, tags) in enumerate(rows)
+        MemoryRow(
+            doc,
+            f"bench/{doc}",
+            key,
+            value,
+            tuple(tags),
+            doc,
+            (doc, "", 0),
+            "bench",
+            origin=Provenance("locomo", who, None) if who is not None else None,
+        )
+        for doc, ((key, value, tags), who) in enumerate(zip(rows, speakers, strict=True))
     ]
     doc_vectors: list[tuple[str, Any]] = []
     if embedder is not None:
-        texts = [embed_text(key, value) for key, value, _ in rows]  # the memory layer's rule
+        texts = [  # the memory layer's rule
+            embed_text(key, value, who) for (key, value, _), who in zip(rows, speakers, strict=True)
+        ]
         vectors = await embedder.documents(texts)
         doc_vectors = [(f"bench/{doc}", vec) for doc, vec in enumerate(vectors)]
     view.load(memory_rows, doc_vectors, 0)
@@ -434,6 +452,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "value": args.value,
             "context": args.context,
             "tags": args.tags,
+            "origin": getattr(args, "origin", "none"),
         },
         "results": {m: s.summary() for m, s in scores.items()},
         "by_category": {
@@ -518,6 +537,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--value", choices=VALUES, default="speaker-caption")
     parser.add_argument("--context", choices=CONTEXTS, default="none")
     parser.add_argument("--tags", choices=TAGS, default="none")
+    parser.add_argument(
+        "--origin",
+        choices=ORIGINS,
+        default="none",
+        help="speaker: rows carry who told them (a row written during a turn), none: not",
+    )
     parser.add_argument(
         "--min-similarity",
         default="model",

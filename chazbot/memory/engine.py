@@ -47,6 +47,7 @@ from chazbot.memory.rows import (
     forget_ops,
     parse_memory_row,
     remember_ops,
+    row_text,
 )
 from chazbot.memory.snapshot import SnapshotMeta
 from chazbot.memory.tokenize import only_small_talk
@@ -64,9 +65,10 @@ SNAPSHOT_MIN_ROWS = 5_000  # smaller views build faster than a snapshot pays for
 SNAPSHOT_REFRESH = 10  # save again once a tenth as many rows as it holds came after it
 
 
-def embed_text(key: str, value: str) -> str:
-    """What gets embedded for a memory row (the seed: key + " " + value)."""
-    return f"{key} {value}"
+def embed_text(key: str, value: str, speaker: str | None = None) -> str:
+    """What gets embedded for a memory row: its human text (``rows.row_text``, version
+    ``EMBED_TEXT_VERSION``); ``speaker`` is who told it (the row's provenance)."""
+    return row_text(key, value, speaker)
 
 
 @dataclass

@@ -254,3 +254,68 @@ def said_text(value: str) -> str:
 
 register_row_check(MEMORY_STORE, check_memory_row)
 register_row_check(EMBEDDINGS_PREFIX, check_vector_row)
+
+
+# ---- the text a row's vector is of ---------------------------------------------------------
+
+EMBED_TEXT_VERSION = 2
+"""Version of ``row_text``'s rule. A vector stored with an older version (or none: version 1,
+``key value``) is owed again and rewritten in the background (``vector_queue.py``)."""
+_MONTH_WORDS = frozenset(
+    "january february march april may june july august september october november december"
+    " jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_KEY_SPLIT = re.compile(r"[\s/_|]+")
+_HEX_ID = re.compile(r"[0-9a-f]{8,}|sha256:\S*", re.IGNORECASE)
+_MXID = re.compile(r"@([^:\s]+):\S+")
+_DATE_PAREN = r"\((?:\d{4}-\d{2}-\d{2}|\d{1,2} [A-Za-z]+,? \d{4})[^()\n]{0,40}\)"
+_SAID_HEAD = re.compile(r"\A(?:" + _DATE_PAREN + r" )?([^()\n]{1,300}?) (?:" + _DATE_PAREN + r")?: ")
+_NAMED_HEAD = re.compile(r"\A(?:" + _DATE_PAREN + r" )?(@?[\w.'=-]+(?::\S+)?(?: [A-Z][\w'-]*)?): ")
+
+
+def _person(name: str) -> str:
+    """A speaker as a person's name: an MXID's localpart (``@alice:example.org`` → alice)."""
+    name = " ".join(name.split())
+    found = _MXID.fullmatch(name)
+    return found.group(1) if found else name
+
+
+def _plain_key(key: str) -> str:
+    """A key's words, without time stamps, dates, ids and separators (``Caroline 8 May, 2023
+    D1:3`` → ``Caroline``; ``@bob:x.org/2023-05-08/ab12cd34`` → ``bob``)."""
+    words = []
+    for word in _KEY_SPLIT.split(key):
+        word = _person(word).strip(",.;:()[]")
+        if not word or any(c.isdigit() for c in word) or _HEX_ID.fullmatch(word):
+            continue
+        if word.lower() in _MONTH_WORDS:
+            continue
+        words.append(word)
+    return " ".join(words)
+
+
+def _plain_value(value: str) -> str:
+    """A value with a leading "who (date): " or "(date) who: " as "who: "."""
+    flat = " ".join(value.split())
+    for pattern in (_SAID_HEAD, _NAMED_HEAD):
+        found = pattern.match(flat)
+        if found and (pattern is _NAMED_HEAD or "(" in found.group(0)):
+            return f"{_person(found.group(1))}: {flat[found.end():]}"
+    return flat
+
+
+def row_text(key: str, value: str, speaker: str | None = None) -> str:
+    """The human text of a memory row, what its vector is of (``EMBED_TEXT_VERSION`` 2): the
+    same whether the speaker and date sit in the key, in the value or only in the row's
+    provenance. Time stamps, dates and ids of the key are left out, a leading "who (date): "
+    becomes "who: ", the key's remaining words lead ("<key words>: <value>") unless the value
+    already starts with them, and ``speaker`` (who told it, from the row's provenance) leads
+    unless the text already starts with that name."""
+    body = _plain_value(value)
+    head = _plain_key(key)
+    if head and not body.lower().startswith(head.lower()):
+        body = f"{head}: {body}" if body else head
+    name = _person(speaker) if speaker else ""
+    if name and not body.lower().startswith(name.lower()):
+        body = f"{name}: {body}"
+    return body or key
