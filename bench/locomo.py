@@ -64,11 +64,11 @@ from typing import Any
 import numpy as np
 
 from chazbot.config import EmbeddingConfig
+from chazbot.memory.audience import Provenance
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
 from chazbot.memory.embedders.floors import default_floor
 from chazbot.memory.engine import embed_text
-from chazbot.memory.audience import Provenance
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import document_text, tokenize
 from chazbot.memory.view import CANDIDATES_PER_RESULT, DENSE_WEIGHT, MIN_CANDIDATES, MemoryView

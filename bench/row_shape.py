@@ -36,6 +36,8 @@ SHAPES: dict[str, dict[str, str]] = {
     "key-only": {"key": "speaker-date-dia", "value": "text", "origin": "none"},
     "tool": {"key": "dia", "value": "text", "origin": "speaker"},
     "free": {"key": "dia", "value": "text", "origin": "none"},
+    # what BM25 would see if it indexed the provenance's speaker too (as a tag here)
+    "tool-bm25-speaker": {"key": "dia", "value": "text", "origin": "speaker", "tags": "speaker"},
 }
 
 
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     shapes = [s for s in args.shapes.split(",") if s]
     if unknown := set(shapes) - set(SHAPES):
         parser.error(f"unknown shapes: {', '.join(sorted(unknown))}")
-    locomo.embed_text = {"1": text_v1, "2": embed_text, "lead2": text_lead_twice}[args.text]  # what build_view embeds
+    texts = {"1": text_v1, "2": embed_text, "lead2": text_lead_twice}
+    locomo.embed_text = texts[args.text]  # what build_view embeds
     out: dict[str, Any] = {"bench": "row_shape", "split": args.split, "text": args.text}
     for shape in shapes:
         run_args = argparse.Namespace(
@@ -73,10 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             methods=("bm25", "hybrid"),
             model=args.model,
             context="none",
-            tags="none",
             min_similarity="model",
             cache=args.cache,
-            **SHAPES[shape],
+            **{"tags": "none", **SHAPES[shape]},
         )
         result = asyncio.run(locomo.run(run_args))
         out[shape] = {m: result["results"][m] for m in ("bm25", "hybrid")}
