@@ -8,6 +8,8 @@ Real peers on real SQLite in a temporary state dir; the embedder is the loopback
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.ledger import Ledger
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import EMBED_TEXT_VERSION, MEMORY_STORE, row_text
-from chazbot.memory.vector_queue import TEXT_DONE_PREFIX, TEXT_VERSION_KEY
+from chazbot.memory.vector_queue import TEXT_DONE_PREFIX, TEXT_VERSION_KEY, VectorQueue
 from chazbot.peer import STATE_FILE
 from tests.standin_embeddings import StandinEmbeddings
 from tests.test_vectors_owed import vectors_of
@@ -120,3 +122,27 @@ async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
 
 def new_vec(emb: StandinEmbeddings, key: str, rows: dict[str, str]) -> np.ndarray:
     return emb.vector(row_text(key, rows[key]))
+
+
+async def test_a_close_right_after_a_bank_opens_leaves_no_check_behind(
+    tmp_path: object, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = config(tmp_path, standin_embeddings)
+    async with chazbot.open(tmp_path, cfg) as peer:
+        db = await peer.create_bank("notes")
+        key = await writer_key_for(peer.ledger, peer.registry, db)
+        await peer.memory.remember(db, key, "k", "otters swim", embed_as="k otters swim")
+    gate = asyncio.Event()  # the bank's text check is under way when the peer closes
+    check_text = VectorQueue.check_text
+
+    async def slow_check(self: VectorQueue, db: str) -> bool:
+        await gate.wait()
+        return await check_text(self, db)
+
+    monkeypatch.setattr(VectorQueue, "check_text", slow_check)
+    async with chazbot.open(tmp_path, cfg) as peer:
+        await peer.memory.recall(db, "otters")
+        checks = set(peer.memory._checks)
+        assert checks  # loading the bank started its check
+    assert all(task.done() for task in checks)  # ended before the ledger closed
+    gate.set()

@@ -238,7 +238,7 @@ class MemoryEngine:
                 for row in self._pending.pop(db):
                     self._apply_row(view, row)
                 self._views[db] = view
-                if view.vectors is not None and len(view.vectors):
+                if self.vectors_later is not None and view.vectors is not None and view.vectors:
                     task = asyncio.ensure_future(self._text_check(db, len(view.vectors)))
                     self._checks.add(task)
                     task.add_done_callback(self._checks.discard)
@@ -492,6 +492,10 @@ class MemoryEngine:
     async def stop_vectors(self, timeout: float | None = None) -> int:
         """Before the ledger closes: the captured rows' vectors get ``timeout`` to be written,
         what is left is recorded as owed (the next start writes it); how many were left."""
+        checks = list(self._checks)  # text-version checks under way: not after the close
+        for task in checks:
+            task.cancel()
+        await asyncio.gather(*checks, return_exceptions=True)
         if self.vectors_later is None:
             return 0
         return await self.vectors_later.stop(timeout)
