@@ -71,6 +71,15 @@ def embed_text(key: str, value: str, speaker: str | None = None) -> str:
     return row_text(key, value, speaker)
 
 
+@dataclass(frozen=True)
+class VectorsOwed:
+    """A database's rows still waiting for their vectors (``/memory stats`` and the bank's
+    page read this)."""
+
+    count: int | None  # None: marked as owing some, not counted yet
+    failed: bool  # a batch failed: tried again after the next start
+
+
 @dataclass
 class LoadStatus:
     """Progress of loading one database's view (rows read of the rows to read)."""
@@ -499,6 +508,13 @@ class MemoryEngine:
         if self.vectors_later is None:
             return 0
         return await self.vectors_later.stop(timeout)
+
+    def vectors_owed(self, db: str) -> VectorsOwed | None:
+        """The vectors ``db`` still owes (written in the background), or None."""
+        queue = self.vectors_later
+        if queue is None or db not in queue.marked:
+            return None
+        return VectorsOwed(queue.owed_in(db), queue.failed_in(db))
 
     def _has_vector(self, db: str, row_id: str) -> bool:
         view = self._views.get(db)
