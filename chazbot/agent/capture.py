@@ -203,9 +203,7 @@ def message_vector_text(said: Said, shape: VectorShape | None = None) -> str:
     key, value, _ = message_row(said)
     if shape == "value":
         return value
-    if shape == "context":
-        return row_text(key, value, said.speaker)  # the memory layer's rule for any row
-    return f"{key} {_said_line(said)}"
+    return row_text(key, value, said.speaker) if shape == "context" else f"{key} {_said_line(said)}"
 
 
 def needs_context(text: str, replied: Message) -> bool:
