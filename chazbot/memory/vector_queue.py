@@ -20,6 +20,10 @@ writes the vectors), so a crash at any point leaves them owed, not lost. Two way
   and scanned ``ARRIVED_GRACE_S`` later: the writing peer's own vectors usually arrive by
   then, and only what is still missing (another model, a peer without an embedder) is
   embedded here.
+- ``check_text(db)``: ``db``'s view loaded and holds vectors stored before this peer's first
+  start with the current ``EMBED_TEXT_VERSION`` (``local_kv`` ``vectors-text``): they are of
+  an older text, so its visible rows without a vector written since are rewritten, as a scan
+  (the old vectors and BM25 serve meanwhile); ``vectors-text/<db>`` records it done.
 
 Once a database owes nothing (the scan found nothing left, nothing waits and no write is under
 way) its record is deleted. At a stop (``stop``) what waits in memory gets a bounded wait, then
