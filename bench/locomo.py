@@ -16,7 +16,8 @@ Splits: ``dev`` is conversations 0-4 (tune here), ``heldout`` 5-9 (do not tune o
 Ranking is chazbot's own, through the product path: the rows go into a ``MemoryView`` (as a
 bank's load does) and every query runs ``MemoryView.search``, the call ``agent.recall`` makes:
 BM25 (k1 1.5, b 0.75) over ``key value tags``; with a query vector, cosine over the vectors of
-``embed_text(key, value)`` (the local embedder, ``query: `` / ``passage: `` prefixes), fused
+``embed_text(key, value, speaker)`` (the row's human text, ``chazbot.memory.rows.row_text``;
+the local embedder, ``query: `` / ``passage: `` prefixes), fused
 by RRF (k 60, newest first on ties) over ``max(20, 2 x limit)`` candidates per ranker, rows
 found only by vectors kept from the embedder's relevance floor up (``hybrid-no-floor``, also
 measured, keeps every one: the anchor for the floor). Those are product defaults, chosen on
