@@ -16,7 +16,8 @@ Splits: ``dev`` is conversations 0-4 (tune here), ``heldout`` 5-9 (do not tune o
 Ranking is chazbot's own, through the product path: the rows go into a ``MemoryView`` (as a
 bank's load does) and every query runs ``MemoryView.search``, the call ``agent.recall`` makes:
 BM25 (k1 1.5, b 0.75) over ``key value tags``; with a query vector, cosine over the vectors of
-``embed_text(key, value)`` (the local embedder, ``query: `` / ``passage: `` prefixes), fused
+``embed_text(key, value, speaker)`` (the row's human text, ``chazbot.memory.rows.row_text``;
+the local embedder, ``query: `` / ``passage: `` prefixes), fused
 by RRF (k 60, newest first on ties) over ``max(20, 2 x limit)`` candidates per ranker, rows
 found only by vectors kept from the embedder's relevance floor up (``hybrid-no-floor``, also
 measured, keeps every one: the anchor for the floor). Those are product defaults, chosen on
@@ -31,6 +32,8 @@ it something:
 - ``--context prev``: the value ends with ``(replying to Melanie: <previous turn>)`` when the
   previous turn is in the same session, as a self-contained memory would say it.
 - ``--tags date``: the session date as a tag (tags reach BM25, not the embedder).
+- ``--origin speaker``: each row carries who told it (its provenance, as a row a model's
+  ``remember`` tool writes during a turn does), which the embedded text names (issue 35).
 
 Also measured in every run: BM25 over the plain turn (key ``D1:3``, value as above, no context,
 no tags), the row shape of the README's BM25 baseline. Prints a table beside the README's
@@ -62,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from chazbot.config import EmbeddingConfig
+from chazbot.memory.audience import Provenance
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
 from chazbot.memory.embedders.floors import default_floor
@@ -173,6 +177,7 @@ KEYS = ("dia", "speaker-dia", "speaker-date-dia")
 VALUES = ("text", "speaker", "speaker-caption", "speaker-date-caption")
 CONTEXTS = ("none", "prev")
 TAGS = ("none", "speaker", "date", "speaker-date")
+ORIGINS = ("none", "speaker")
 
 
 def memory_row(
@@ -329,14 +334,28 @@ async def build_view(
         for i in range(len(conv.turns))
     ]
     view = MemoryView(embedder.embedder.name if embedder is not None else None)
+    told = getattr(args, "origin", "none") == "speaker"
+    speakers = [t.speaker if told else None for t in conv.turns]
     memory_rows = [
-        MemoryRow(doc, f"bench/{doc}", key, value, tuple(tags), doc, (doc, "", 0), "bench")
-        for doc, (key, value, tags) in enumerate(rows)
+        MemoryRow(
+            doc,
+            f"bench/{doc}",
+            key,
+            value,
+            tuple(tags),
+            doc,
+            (doc, "", 0),
+            "bench",
+            origin=Provenance("locomo", who, None) if who is not None else None,
+        )
+        for doc, ((key, value, tags), who) in enumerate(zip(rows, speakers, strict=True))
     ]
     doc_vectors: list[tuple[str, Any]] = []
     if embedder is not None:
         embed = getattr(args, "embed", embed_text)  # bench/row_shape.py passes its own rule
-        texts = [embed(key, value) for key, value, _ in rows]  # the memory layer's rule
+        texts = [  # the memory layer's rule
+            embed(key, value, who) for (key, value, _), who in zip(rows, speakers, strict=True)
+        ]
         vectors = await embedder.documents(texts)
         doc_vectors = [(f"bench/{doc}", vec) for doc, vec in enumerate(vectors)]
     view.load(memory_rows, doc_vectors, 0)
@@ -435,6 +454,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "value": args.value,
             "context": args.context,
             "tags": args.tags,
+            "origin": getattr(args, "origin", "none"),
         },
         "results": {m: s.summary() for m, s in scores.items()},
         "by_category": {
@@ -504,7 +524,10 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"target hybrid recall@10 >= {target['hybrid_recall@10_dev']} on dev: {verdict}")
 
 
-def main(argv: Sequence[str] | None = None, embed: Callable[[str, str], str] = embed_text) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    embed: Callable[[str, str, str | None], str] = embed_text,
+) -> int:
     """``embed``: what ``build_view`` embeds of a row (key, value); the product's rule."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.set_defaults(embed=embed)
@@ -521,6 +544,12 @@ def main(argv: Sequence[str] | None = None, embed: Callable[[str, str], str] = e
     parser.add_argument("--value", choices=VALUES, default="speaker-caption")
     parser.add_argument("--context", choices=CONTEXTS, default="none")
     parser.add_argument("--tags", choices=TAGS, default="none")
+    parser.add_argument(
+        "--origin",
+        choices=ORIGINS,
+        default="none",
+        help="speaker: rows carry who told them (a row written during a turn), none: not",
+    )
     parser.add_argument(
         "--min-similarity",
         default="model",

@@ -1,37 +1,100 @@
-"""Row shape (issue 35, measured only): ``bench/locomo.py`` with the key's dates and ids left
-out of what is embedded.
+"""Row shape (issue 35): ``bench/locomo.py``'s recall in several row shapes, one run.
 
-Run: ``.venv/bin/python bench/row_shape.py --split dev --methods bm25,hybrid --key K --value V``
-(every ``bench/locomo.py`` option). The product embeds ``key value``; here a key's words with
-digits (dates, ids such as ``D1:3``) and month names are dropped from the embedded text, the
-rows and BM25 unchanged. Figures in docs/memory.md ("Row shape").
+Run: ``.venv/bin/python bench/row_shape.py [--split dev|heldout] [--text 1|2] [--shapes
+bench,key-only,tool,free] [--cache DIR] [--json PATH]`` (methods bm25 and hybrid). Not a timed
+test; CI does not run it. The same LoCoMo turns stored as rows of different shapes:
+
+- ``bench``: key ``Caroline 8 May, 2023 D1:3``, value ``Caroline: text [shares a photo: …]``
+  (``bench/locomo.py``'s default);
+- ``key-only``: the same key, the value the text alone (speaker and date only in the key);
+- ``tool``: key ``D1:3``, the value the text alone, the row's provenance naming who told it
+  (as a row a model's ``remember`` tool writes during a turn carries);
+- ``free``: key ``D1:3``, the text alone, no speaker anywhere (an imported note).
+
+``--text 2`` (default) embeds the product's rule (``chazbot.memory.rows.row_text``); ``--text
+1`` the rule before it (``key value``), the anchor. Figures in docs/memory.md ("Row shape")
+and docs/measured.md.
 """
 
 from __future__ import annotations
 
-import re
+import argparse
+import asyncio
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo
 
-MONTH = re.compile(
-    r"(January|February|March|April|May|June|July|August|September|October|November|December),?"
-)
+from chazbot.memory.engine import embed_text
+
+SHAPES: dict[str, dict[str, str]] = {
+    "bench": {"key": "speaker-date-dia", "value": "speaker-caption", "origin": "none"},
+    "key-only": {"key": "speaker-date-dia", "value": "text", "origin": "none"},
+    "tool": {"key": "dia", "value": "text", "origin": "speaker"},
+    "free": {"key": "dia", "value": "text", "origin": "none"},
+    # what BM25 would see if it indexed the provenance's speaker too (as a tag here)
+    "tool-bm25-speaker": {"key": "dia", "value": "text", "origin": "speaker", "tags": "speaker"},
+}
 
 
-def plain_key(key: str) -> str:
-    """``key`` without its words with digits and its month names."""
-    return " ".join(
-        w for w in key.split() if not any(c.isdigit() for c in w) and not MONTH.fullmatch(w)
-    )
+def text_v1(key: str, value: str, speaker: str | None = None) -> str:
+    """The embedded text before ``EMBED_TEXT_VERSION`` 2: the key and the value."""
+    return f"{key} {value}"
 
 
-def embed_text(key: str, value: str) -> str:
-    return f"{plain_key(key)} {value}".strip()
+def text_lead_twice(key: str, value: str, speaker: str | None = None) -> str:
+    """A variant measured beside version 2: its lead ("Caroline: …") named twice."""
+    text = embed_text(key, value, speaker)
+    lead, sep, rest = text.partition(": ")
+    return f"{lead} {lead}: {rest}" if sep and len(lead) <= 64 else text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
+    parser.add_argument("--split", choices=("dev", "heldout"), default="dev")
+    parser.add_argument("--text", choices=("1", "2", "lead2"), default="2")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--model", default=locomo.DEFAULT_LOCAL_MODEL)
+    parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    shapes = [s for s in args.shapes.split(",") if s]
+    if unknown := set(shapes) - set(SHAPES):
+        parser.error(f"unknown shapes: {', '.join(sorted(unknown))}")
+    texts = {"1": text_v1, "2": embed_text, "lead2": text_lead_twice}
+    out: dict[str, Any] = {"bench": "row_shape", "split": args.split, "text": args.text}
+    for shape in shapes:
+        run_args = argparse.Namespace(
+            data=args.data,
+            split=args.split,
+            methods=("bm25", "hybrid"),
+            model=args.model,
+            context="none",
+            min_similarity="model",
+            cache=args.cache,
+            embed=texts[args.text],  # what build_view embeds
+            **{"tags": "none", **SHAPES[shape]},
+        )
+        result = asyncio.run(locomo.run(run_args))
+        out[shape] = {m: result["results"][m] for m in ("bm25", "hybrid")}
+        r = out[shape]
+        print(
+            f"{shape:<10} text v{args.text}  BM25 r@10 {r['bm25']['recall@10']:.3f}  hybrid"
+            f" r@5 {r['hybrid']['recall@5']:.3f} r@10 {r['hybrid']['recall@10']:.3f}"
+            f" nDCG@10 {r['hybrid']['ndcg@10']:.3f}",
+            flush=True,
+        )
+    line = json.dumps(out, sort_keys=True)
+    print(line)
+    if args.json is not None:
+        args.json.write_text(line + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(locomo.main(sys.argv[1:], embed=embed_text))
+    raise SystemExit(main())

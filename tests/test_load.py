@@ -27,7 +27,7 @@ from chazbot.config import AgentConfig, Config, local_embedder_installed
 from chazbot.memory import vector_queue
 from chazbot.memory.embedders.local import query_team, thread_sizes
 from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, Fallbacks
-from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
+from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.peer import Peer
 from tests.standin_embeddings import StandinEmbeddings
 from tests.standin_llm import StandinLLM
@@ -35,7 +35,7 @@ from tests.synapse import ChazbotProcess, Human, User, requires_synapse
 from tests.waits import wait_until
 
 ALICE = "@alice:example.org"
-CAPTURED_TEXT = r"\(\d{4}-\d{2}-\d{2}\): "  # a captured row's text: "<who> (<date>): <text>"
+CAPTURED_TEXT = r"\Aalice alice: "  # a captured row's text (rows.row_text): "<who> <who>: <text>"
 
 
 def config(tmp_path: Path, llm: StandinLLM, emb: StandinEmbeddings) -> Config:
@@ -95,7 +95,10 @@ async def test_a_turn_never_waits_for_the_vectors_of_captured_rows(
         [second_row] = [
             r for r in await peer.ledger.rows(db, MEMORY_STORE) if r.row_id == second_id
         ]
-        expected = standin_embeddings.vector(f"{second_row.data['key']} {second_value}")
+        speaker = ALICE  # the row's text, as any row's (rows.row_text), said by alice
+        expected = standin_embeddings.vector(
+            row_text(second_row.data["key"], second_value, speaker)
+        )
         [second_vec] = [r for r in stored if r.data["ref"] == second_id]
         assert np.allclose(decode_vector(second_vec.data["vec"]), expected, atol=1e-6)
 

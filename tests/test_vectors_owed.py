@@ -25,7 +25,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.memory import vector_queue
 from chazbot.memory.banks import writer_key_for
-from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store
+from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.memory.transfer import import_lines
 from chazbot.memory.vector_queue import OWED_PREFIX, TEXT_PREFIX
 from chazbot.peer import Peer
@@ -157,9 +157,9 @@ async def test_a_crash_leaves_vectors_owed_not_lost(
         assert agent.db in peer.memory.vectors_later.marked
         assert await peer.memory.wait_vectors(30)
         vectors = await vectors_of(peer, agent.db)
-        for r in rows:  # no recorded text after a crash: key + value
+        for r in rows:  # no recorded text after a crash: the row's text (key and value)
             assert np.allclose(
-                vectors[r.row_id], standin_embeddings.vector(f"{r.key} {r.value}"), atol=1e-5
+                vectors[r.row_id], standin_embeddings.vector(row_text(r.key, r.value)), atol=1e-5
             )
         assert await marks(peer) == []
 

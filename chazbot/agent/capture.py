@@ -44,7 +44,7 @@ from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.session import Message
 from chazbot.agent.words import keep_out, worth_keeping
 from chazbot.errors import ChazError
-from chazbot.memory.rows import MAX_KEY_CHARS, Hit
+from chazbot.memory.rows import MAX_KEY_CHARS, Hit, row_text
 from chazbot.memory.tokenize import tokenize
 
 if TYPE_CHECKING:
@@ -186,13 +186,13 @@ def _said_line(said: Said) -> str:
 
 VectorShape = Literal["context", "value", "said", "text"]
 VECTOR_SHAPE: VectorShape = "context"
-"""What a ``messages`` row's vector is of: ``context`` (kept), the whole row (``key value``,
-its ``[replying to …]`` included); ``value``, the value without the key; ``said``, the key
-and ``<who> (<date>): <text>``; ``text``, the message alone. The row itself is the same
-whatever the shape. Measured through the product on LoCoMo's dev split
-(bench/locomo_capture.py, capture hybrid recall@10): every cheaper shape loses more than
-0.01, so the vector stays of the whole row (figures in docs/memory.md, "Capture under
-load")."""
+"""What a ``messages`` row's vector is of: ``context`` (kept), the whole row as the memory
+layer embeds any row (``rows.row_text``, its ``[replying to …]`` included); ``value``, the
+value without the key; ``said``, the key and ``<who> (<date>): <text>``; ``text``, the
+message alone. The row itself is the same whatever the shape. Measured through the product
+on LoCoMo's dev split (bench/locomo_capture.py, capture hybrid recall@10): every cheaper
+shape loses more than 0.01, so the vector stays of the whole row (figures in docs/memory.md,
+"Capture under load")."""
 
 
 def message_vector_text(said: Said, shape: VectorShape | None = None) -> str:
@@ -203,7 +203,7 @@ def message_vector_text(said: Said, shape: VectorShape | None = None) -> str:
     key, value, _ = message_row(said)
     if shape == "value":
         return value
-    return f"{key} {value if shape == 'context' else _said_line(said)}"
+    return row_text(key, value, said.speaker) if shape == "context" else f"{key} {_said_line(said)}"
 
 
 def needs_context(text: str, replied: Message) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot import metrics
-from chazbot.errors import BackendError, InputError, NotFound
+from chazbot.errors import BackendError, ChazError, InputError, NotFound
 from chazbot.ledger import Applied, KeyPair, Ledger, Row
 from chazbot.memory import bm25_kernel, snapshot, tokenize
 from chazbot.memory.audience import Audience, Provenance
@@ -47,6 +47,7 @@ from chazbot.memory.rows import (
     forget_ops,
     parse_memory_row,
     remember_ops,
+    row_text,
 )
 from chazbot.memory.snapshot import SnapshotMeta
 from chazbot.memory.tokenize import only_small_talk
@@ -64,9 +65,19 @@ SNAPSHOT_MIN_ROWS = 5_000  # smaller views build faster than a snapshot pays for
 SNAPSHOT_REFRESH = 10  # save again once a tenth as many rows as it holds came after it
 
 
-def embed_text(key: str, value: str) -> str:
-    """What gets embedded for a memory row (the seed: key + " " + value)."""
-    return f"{key} {value}"
+def embed_text(key: str, value: str, speaker: str | None = None) -> str:
+    """What gets embedded for a memory row: its human text (``rows.row_text``, version
+    ``EMBED_TEXT_VERSION``); ``speaker`` is who told it (the row's provenance)."""
+    return row_text(key, value, speaker)
+
+
+@dataclass(frozen=True)
+class VectorsOwed:
+    """A database's rows still waiting for their vectors (``/memory stats`` and the bank's
+    page read this)."""
+
+    count: int | None  # None: marked as owing some, not counted yet
+    failed: bool  # a batch failed: tried again after the next start
 
 
 @dataclass
@@ -140,6 +151,7 @@ class MemoryEngine:
         _remove_old_compiled_code(state_dir / SNAPSHOT_DIR / "compiled")
         self.snapshot_min_rows = SNAPSHOT_MIN_ROWS
         self._forgetting: set[asyncio.Task[None]] = set()  # snapshot records being deleted
+        self._checks: set[asyncio.Task[None]] = set()  # text-version checks of loaded views
         self.embedder = embedder
         self._views: dict[str, MemoryView] = {}
         self._loading: dict[str, asyncio.Future[MemoryView]] = {}
@@ -148,7 +160,13 @@ class MemoryEngine:
         self._status: dict[str, LoadStatus] = {}
         self._kinds: dict[str, str] = {}
         self.vectors_later = (
-            VectorQueue(ledger, embedder, self._missing_vectors, has_vector=self._has_vector)
+            VectorQueue(
+                ledger,
+                embedder,
+                self._missing_vectors,
+                has_vector=self._has_vector,
+                stale=self._stale_vectors,
+            )
             if embedder is not None
             else None
         )
@@ -237,6 +255,10 @@ class MemoryEngine:
                 for row in self._pending.pop(db):
                     self._apply_row(view, row)
                 self._views[db] = view
+                if self.vectors_later is not None and view.vectors is not None and view.vectors:
+                    task = asyncio.ensure_future(self._text_check(db, len(view.vectors)))
+                    self._checks.add(task)
+                    task.add_done_callback(self._checks.discard)
                 return view
         finally:
             _gc_resume()
@@ -439,7 +461,8 @@ class MemoryEngine:
         a later entry, batched with others in the background (capture, after the reply), so
         the caller never waits for the embedder."""
         mkey, value, clean_tags = check_key(mkey), check_value(value), check_tags(tags)
-        text = embed_as if embed_as is not None else embed_text(mkey, value)
+        speaker = origin.speaker if origin is not None else None
+        text = embed_as if embed_as is not None else embed_text(mkey, value, speaker)
         vector = None
         later = self.vectors_later if vector_later else None
         if self.embedder is not None and later is None:
@@ -477,14 +500,29 @@ class MemoryEngine:
         how many databases owe some."""
         if self.vectors_later is None:
             return 0
-        return await self.vectors_later.resume()
+        marked = await self.vectors_later.resume()
+        for db, view in list(self._views.items()):  # loaded before: their text checked now
+            if view.vectors is not None and len(view.vectors):
+                await self._text_check(db, len(view.vectors))
+        return marked
 
     async def stop_vectors(self, timeout: float | None = None) -> int:
         """Before the ledger closes: the captured rows' vectors get ``timeout`` to be written,
         what is left is recorded as owed (the next start writes it); how many were left."""
+        checks = list(self._checks)  # text-version checks under way: not after the close
+        for task in checks:
+            task.cancel()
+        await asyncio.gather(*checks, return_exceptions=True)
         if self.vectors_later is None:
             return 0
         return await self.vectors_later.stop(timeout)
+
+    def vectors_owed(self, db: str) -> VectorsOwed | None:
+        """The vectors ``db`` still owes (written in the background), or None."""
+        queue = self.vectors_later
+        if queue is None or db not in queue.marked:
+            return None
+        return VectorsOwed(queue.owed_in(db), queue.failed_in(db))
 
     def _has_vector(self, db: str, row_id: str) -> bool:
         view = self._views.get(db)
@@ -497,7 +535,37 @@ class MemoryEngine:
             return []
         view = await self.view(db)
         rows = await asyncio.to_thread(view.missing_vectors)
-        return [(r.row_id, embed_text(r.key, r.value)) for r in rows if r.doc > after]
+        return [(r.row_id, row_embed_text(r)) for r in rows if r.doc > after]
+
+    async def _stale_vectors(self, db: str, before: int) -> list[tuple[str, str]]:
+        """``(row id, text)`` of the visible rows of ``db`` whose vector of the active model
+        was not written after row number ``before`` (their vector, if any, is of an older
+        ``EMBED_TEXT_VERSION``), in row order: what a text-version rewrite writes again."""
+        if self.model is None or not await self.ledger.exists(db):
+            return []
+        store = embeddings_store(self.model)
+        fresh: set[str] = set()
+        after = before
+        while True:
+            chunk = await self.ledger.rows(db, store, after=after, limit=LOAD_CHUNK)
+            fresh.update(str(r.data.get("ref")) for r in chunk)
+            if len(chunk) < LOAD_CHUNK:
+                break
+            after = chunk[-1].n
+        view = await self.view(db)
+        rows = sorted(view.visible.values(), key=lambda r: r.doc)
+        return [(r.row_id, row_embed_text(r)) for r in rows if r.row_id not in fresh]
+
+    async def _text_check(self, db: str, n_vectors: int) -> None:
+        """After ``db``'s view loaded: its stored vectors of an older text version are owed
+        again (``VectorQueue.check_text``)."""
+        queue = self.vectors_later
+        if queue is None or self.model is None or not n_vectors:
+            return
+        try:
+            await queue.check_text(db)
+        except ChazError as exc:
+            log.warning("memory: could not check the vectors' text version of %s: %s", db, exc)
 
     async def forget(
         self,
@@ -612,9 +680,7 @@ class MemoryEngine:
         for start in range(0, total, batch):
             chunk = [r for r in todo[start : start + batch] if not view.has_vector(r.row_id)]
             if chunk:
-                vectors = await self.embedder.embed_documents(
-                    [embed_text(r.key, r.value) for r in chunk]
-                )
+                vectors = await self.embedder.embed_documents([row_embed_text(r) for r in chunk])
                 ops = [
                     {"op": "insert", "row": {"ref": r.row_id, "vec": encode_vector(v)}}
                     for r, v in zip(chunk, vectors, strict=True)
@@ -624,6 +690,11 @@ class MemoryEngine:
             if progress is not None:
                 progress(ReindexProgress(done, total))
         return total
+
+
+def row_embed_text(row: MemoryRow) -> str:
+    """What a stored row's vector is of (``embed_text`` with the row's speaker)."""
+    return embed_text(row.key, row.value, row.origin.speaker if row.origin is not None else None)
 
 
 def _memory_row(row: Row) -> MemoryRow | None:

@@ -20,6 +20,10 @@ writes the vectors), so a crash at any point leaves them owed, not lost. Two way
   and scanned ``ARRIVED_GRACE_S`` later: the writing peer's own vectors usually arrive by
   then, and only what is still missing (another model, a peer without an embedder) is
   embedded here.
+- ``check_text(db)``: ``db``'s view loaded and holds vectors stored before this peer's first
+  start with the current ``EMBED_TEXT_VERSION`` (``local_kv`` ``vectors-text``): they are of
+  an older text, so its visible rows without a vector written since are rewritten, as a scan
+  (the old vectors and BM25 serve meanwhile); ``vectors-text/<db>`` records it done.
 
 Once a database owes nothing (the scan found nothing left, nothing waits and no write is under
 way) its record is deleted. At a stop (``stop``) what waits in memory gets a bounded wait, then
@@ -44,7 +48,7 @@ from chazbot import metrics
 from chazbot.errors import ChazError
 from chazbot.ledger import KeyPair, Ledger, Level
 from chazbot.memory.embedders import Embedder
-from chazbot.memory.rows import embeddings_store, encode_vector
+from chazbot.memory.rows import EMBED_TEXT_VERSION, embeddings_store, encode_vector
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,14 @@ that wrote them owes their vectors too, and they usually follow by then (a scan 
 row whose vector came meanwhile, batch by batch)."""
 TEXT_PREFIX = "vectors-owed-text/"
 """``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
+
+TEXT_VERSION_KEY = "vectors-text"
+"""``local_kv`` key: ``{"version": V, "before": N}``, the text version (``EMBED_TEXT_VERSION``)
+this peer's vectors are written with since its ledger's row number ``N``; vectors stored up to
+``N`` are of an older text."""
+TEXT_DONE_PREFIX = "vectors-text/"
+"""``local_kv`` keys ``vectors-text/<db>``: the text version ``db``'s vectors were all
+rewritten to (or found at)."""
 
 Missing = Callable[[str, int], Awaitable[list[tuple[str, str]]]]
 """``missing(db, after)``: ``(row id, text)`` of the visible rows of ``db`` stored after row
@@ -100,12 +112,20 @@ class VectorQueue:
         missing: Missing | None = None,
         batch: int = BATCH,
         has_vector: Callable[[str, str], bool] | None = None,
+        stale: Missing | None = None,
     ) -> None:
+        """``stale(db, before)``: ``(row id, text)`` of the visible rows of ``db`` with no
+        vector written after row number ``before`` (a text-version rewrite)."""
         self.ledger = ledger
         self.embedder = embedder
         self.store = embeddings_store(embedder.name)
         self.batch = batch
         self._missing = missing
+        self._stale = stale
+        self._text_before: int | None = None  # vectors up to this row number: older text
+        self._rewrite: dict[str, int] = {}  # db -> its vectors up to this n are rewritten
+        self._scan_key: KeyPair | None = None  # the key the scan under way writes with
+        self._scan_rewrite = False  # the scan under way rewrites vectors of an older text
         self._has_vector = has_vector or (lambda db, row_id: False)
         self._items: list[Pending] = []
         self._owed: dict[str, Owed] = {}
@@ -163,8 +183,9 @@ class VectorQueue:
 
     @property
     def marked(self) -> list[str]:
-        """Databases whose peer-local record says they owe vectors."""
-        return list(self._owed)
+        """Databases that owe vectors: marked in their peer-local record, or whose vectors
+        of an older text are being rewritten."""
+        return list(dict.fromkeys([*self._owed, *self._rewrite]))
 
     # ---- marking ------------------------------------------------------------------------
 
@@ -277,7 +298,9 @@ class VectorQueue:
 
     async def resume(self) -> int:
         """At a start: scan every database marked as owing vectors (in the background);
-        returns how many are marked."""
+        returns how many are marked. Also reads (or, on the first start with this
+        ``EMBED_TEXT_VERSION``, records) since when vectors are of the current text."""
+        self._text_before = await self._text_version()
         marks = await self.ledger.kv.with_prefix(OWED_PREFIX)
         keys = {k.public: k for _, k in await self.ledger.keys.all()}
         for name, value in marks:
@@ -291,6 +314,47 @@ class VectorQueue:
             log.info("memory: %d database(s) owe vectors, written in the background", len(marks))
             self._start()
         return len(marks)
+
+    async def _text_version(self) -> int:
+        stored = await self.ledger.kv.get(TEXT_VERSION_KEY)
+        try:
+            data = json.loads(stored) if stored else {}
+            version, before = int(data["version"]), int(data["before"])
+        except (ValueError, KeyError, TypeError):
+            version, before = 1, 0
+        if version >= EMBED_TEXT_VERSION:
+            return before
+        before = await self.ledger.last_row_number()
+        record = json.dumps({"version": EMBED_TEXT_VERSION, "before": before})
+        await self.ledger.kv.set(TEXT_VERSION_KEY, record)
+        log.info(
+            "memory: vectors stored so far are of an older text (version %d); each bank's are"
+            " rewritten in the background after it is opened",
+            version,
+        )
+        return before
+
+    async def check_text(self, db: str) -> bool:
+        """``db``'s view is loaded: when it holds vectors stored before this text version
+        (``resume`` found when), they are owed again and rewritten in the background, as a
+        scan (BM25 and the old vectors serve meanwhile). True when a rewrite was queued."""
+        before = self._text_before
+        if before is None or self._stale is None or self._stopped or db in self._rewrite:
+            return False
+        if await self.ledger.kv.get(TEXT_DONE_PREFIX + db) == str(EMBED_TEXT_VERSION):
+            return False
+        first = await self.ledger.rows(db, self.store, after=0, limit=1)
+        if not first or first[0].n > before:
+            await self.ledger.kv.set(TEXT_DONE_PREFIX + db, str(EMBED_TEXT_VERSION))
+            return False
+        if self._stopped:
+            return False
+        self._rewrite[db] = before
+        self._to_scan[db] = None
+        self._scan_since = self._scan_since or time.monotonic()
+        log.info("memory: the vectors of %s are of an older text; rewriting them", db)
+        self._start()
+        return True
 
     async def stop(self, timeout: float | None = None) -> int:
         """Before the ledger closes: give what waits in memory ``timeout`` to be written, end
@@ -384,17 +448,21 @@ class VectorQueue:
                     await self._quiet_moment(self._scan_since)
                     if self._items:
                         continue  # captured rows came meanwhile: theirs first
-                    owed = self._owed.get(self._scan_db)
+                    key = self._scan_key
                     rows, self._scan_rows = (
                         self._scan_rows[: self.batch],
                         self._scan_rows[self.batch :],
                     )
                     db = self._scan_db
-                    if owed is None or owed.key is None:
+                    if key is None:
                         continue
-                    # a row whose vector came meanwhile (from the peer that wrote it) is done
+                    # a row whose vector came meanwhile (from the peer that wrote it) is done;
+                    # a rewrite replaces the vectors its rows have
+                    rewrite = self._scan_rewrite
                     chunk = [
-                        Pending(db, owed.key, r, t) for r, t in rows if not self._has_vector(db, r)
+                        Pending(db, key, r, t)
+                        for r, t in rows
+                        if rewrite or not self._has_vector(db, r)
                     ]
                     if not chunk:
                         await self._clear_done({db})
@@ -430,6 +498,9 @@ class VectorQueue:
     async def _next_scan(self) -> None:
         db = next(iter(self._to_scan))
         del self._to_scan[db]
+        if db in self._rewrite:
+            await self._next_rewrite(db)
+            return
         owed = self._owed.get(db)
         if owed is None or self._missing is None:
             return
@@ -454,7 +525,7 @@ class VectorQueue:
             return
         waiting = {p.row_id for p in self._items}
         prefix = f"{TEXT_PREFIX}{db}/"
-        self._scan_db = db
+        self._scan_db, self._scan_key, self._scan_rewrite = db, owed.key, False
         self._bulk.pop(db, None)
         self._scan_rows = [
             (row_id, texts.get(prefix + row_id, text))
@@ -466,9 +537,42 @@ class VectorQueue:
         if not self._scan_rows:
             await self._clear_done({db})
 
+    async def _next_rewrite(self, db: str) -> None:
+        """Start rewriting ``db``'s vectors of an older text (``check_text``)."""
+        assert self._stale is not None
+        owed = self._owed.get(db)
+        key = owed.key if owed is not None else None
+        if key is None or not (await self.ledger.permission(db, key.public)).allows(Level.WRITE):
+            key = await self._writer(db)
+        if key is None:  # another peer writes here: its vectors are its own
+            self._rewrite.pop(db, None)
+            return
+        try:
+            found = await self._stale(db, self._rewrite[db])
+        except ChazError as exc:
+            log.warning("memory: could not look for the vectors %s rewrites: %s", db, exc)
+            self._rewrite.pop(db, None)
+            return
+        waiting = {p.row_id for p in self._items}
+        self._scan_db, self._scan_key, self._scan_rewrite = db, key, True
+        self._bulk.pop(db, None)
+        self._scan_rows = [(r, t) for r, t in found if r not in waiting]
+        if self._scan_rows:
+            log.info("memory: rewriting %d vectors of %s", len(self._scan_rows), db)
+        await self._clear_done({db})
+
     async def _clear_done(self, dbs: set[str], force: bool = False) -> None:
-        """Delete the mark of each of ``dbs`` that owes nothing any more."""
+        """Delete the mark of each of ``dbs`` that owes nothing any more; a rewrite whose
+        scan wrote everything is recorded as done."""
         for db in dbs:
+            if (
+                db in self._rewrite
+                and not (self._scan_db == db and self._scan_rows)
+                and db not in self._failed_dbs
+                and db not in self._to_scan
+            ):
+                del self._rewrite[db]
+                await self.ledger.kv.set(TEXT_DONE_PREFIX + db, str(EMBED_TEXT_VERSION))
             if db not in self._owed:
                 continue
             busy = (
@@ -523,4 +627,12 @@ def _parse_mark(value: str, key: KeyPair | None) -> Owed:
         return Owed(0, "", key)  # a damaged record: scan the whole database
 
 
-__all__ = ["BATCH", "OWED_PREFIX", "Owed", "Pending", "VectorQueue"]
+__all__ = [
+    "BATCH",
+    "OWED_PREFIX",
+    "TEXT_DONE_PREFIX",
+    "TEXT_VERSION_KEY",
+    "Owed",
+    "Pending",
+    "VectorQueue",
+]

@@ -188,6 +188,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
             ranked=bool(text.strip()),
             importing=ui.imports.of(hosted.name),
+            owed=peer.memory.vectors_owed(hosted.db),
         )
 
     async def export(request: web.Request, who: Who) -> web.StreamResponse:
