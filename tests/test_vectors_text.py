@@ -72,7 +72,7 @@ async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
     cfg = config(tmp_path, standin_embeddings)
     rows = {f"Ann 8 May, 2023 D1:{i}": f"otters swim by pier{i}" for i in range(40)}
     async with chazbot.open(tmp_path, cfg) as peer:
-        db = await peer.create_bank("notes")
+        db = await peer.hosting.create_bank("notes")
         key = await writer_key_for(peer.ledger, peer.registry, db)
         for k, v in rows.items():  # written as before version 2: the vector of "key value"
             await peer.memory.remember(db, key, k, v, embed_as=f"{k} {v}")
@@ -129,7 +129,7 @@ async def test_a_close_right_after_a_bank_opens_leaves_no_check_behind(
 ) -> None:
     cfg = config(tmp_path, standin_embeddings)
     async with chazbot.open(tmp_path, cfg) as peer:
-        db = await peer.create_bank("notes")
+        db = await peer.hosting.create_bank("notes")
         key = await writer_key_for(peer.ledger, peer.registry, db)
         await peer.memory.remember(db, key, "k", "otters swim", embed_as="k otters swim")
     gate = asyncio.Event()  # the bank's text check is under way when the peer closes

@@ -29,7 +29,9 @@ async def serving(tmp_path: Path, emb: StandinEmbeddings) -> AsyncIterator[tuple
     server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount)
     await server.start()
     base = f"http://127.0.0.1:{server.port}"
-    peer.config = cfg.model_copy(update={"web": cfg.web.model_copy(update={"public_url": base})})
+    peer.hosting.config = cfg.model_copy(
+        update={"web": cfg.web.model_copy(update={"public_url": base})}
+    )
     try:
         yield peer, base
     finally:
