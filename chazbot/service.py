@@ -28,7 +28,7 @@ from chazbot.transports.control import ControlServer
 from chazbot.transports.tables import FEATURE_TABLES
 
 if TYPE_CHECKING:
-    from chazbot.transports.matrix import MatrixBot
+    from chazbot.transports.matrix.bot import MatrixBot
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class Service:
     async def _start_matrix(self, peer: Peer) -> None:
         if self.config.matrix is None:
             return
-        from chazbot.transports.matrix import MatrixBot
+        from chazbot.transports.matrix.bot import MatrixBot
 
         bot = MatrixBot(peer, self.config.matrix)
         self.matrix = bot

@@ -383,7 +383,7 @@ async def test_limited_timelines_are_paged_back_in_process(
     """Timeline limit 3: bursts (live, and while the bot was down) still all get replies."""
     from chazbot.config import Config, MatrixConfig
     from chazbot.peer import Peer
-    from chazbot.transports.matrix import MatrixBot
+    from chazbot.transports.matrix.bot import MatrixBot
 
     caplog.set_level(logging.INFO, logger="chazbot.transports.matrix")
     alice = await humans("alice")
@@ -464,7 +464,7 @@ async def test_access_token_login_in_process(
     from chazbot.config import Config, MatrixConfig
     from chazbot.errors import BackendError
     from chazbot.peer import Peer
-    from chazbot.transports.matrix import MatrixBot
+    from chazbot.transports.matrix.bot import MatrixBot
 
     caplog.set_level(logging.DEBUG)
     alice = await humans("alice")

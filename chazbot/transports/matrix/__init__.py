@@ -16,10 +16,7 @@
 Each joined room is one session (``matrix:<room_id>``). Never twice, never lost, never old:
 see ``state``; replies carry a transaction id derived from the answered event, so a retried send
 is deduplicated by the homeserver.
+
+The package re-exports nothing: its feature table (``credentials``) is read by ``chazbot cmd``
+and ``verify``, which must not load matrix-nio for it (``from ...matrix.bot import MatrixBot``).
 """
-
-from __future__ import annotations
-
-from chazbot.transports.matrix.bot import MatrixBot
-
-__all__ = ["MatrixBot"]
