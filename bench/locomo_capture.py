@@ -45,7 +45,7 @@ from chazbot.peer import Peer  # noqa: E402
 from tests.standin_llm import StandinLLM  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from locomo import (  # noqa: E402
+from locomo_data import (  # noqa: E402
     DEFAULT_DATA,
     SPLITS,
     Conversation,

@@ -68,7 +68,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo import (  # noqa: E402
+from locomo_data import (  # noqa: E402
     DEFAULT_DATA,
     CachedEmbedder,
     Conversation,

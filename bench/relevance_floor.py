@@ -53,12 +53,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo import (  # noqa: E402
+from locomo import build_view  # noqa: E402
+from locomo_data import (  # noqa: E402
     DEFAULT_DATA,
     SPLITS,
     CachedEmbedder,
     Conversation,
-    build_view,
     load_locomo,
     recall_at,
 )
