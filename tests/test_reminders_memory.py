@@ -134,9 +134,10 @@ async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
         dm = rooms.now[DM]
         await tell(peer, ALICE, DM, "garden", "the roses need pruning in spring", dm)
         await tell(peer, ALICE, DM, "dentist", "the dentist is Dr. Weber on Hauptstrasse", dm)
-        # words the stand-in embedder hashes where "book" and "dentist" go: a cosine near 1
-        # with the reminder, and not one word in common with it
-        await tell(peer, ALICE, DM, "zorp193", "zorp512 zorp193", dm)
+        # words the stand-in embedder hashes where "book" and "dentist" go (zorp223, zorp193)
+        # and two that cancel the speaker the row's text leads with ("alice alice: …",
+        # memory/rows.row_text): a cosine of 1 with the reminder, and not one word in common
+        await tell(peer, ALICE, DM, "zorp223", "zorp193 zorp326 zorp392", dm)
         agent = peer.agent("chaz")
         assert await peer.memory.agent_floor(agent.db) is None
         store = Reminders(peer.ledger, agent.db, agent.key)
@@ -156,7 +157,7 @@ async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
             understand("remind me tomorrow at 10 to book the dentist", NOW, BERLIN), DM, ALICE, None
         )
         assert await runner.tick(made.first + timedelta(seconds=1)) == 1
-        assert f"{NOTE_MARK}zorp512 zorp193" in rooms.sent[-1][1], rooms.sent[-1][1]
+        assert f"{NOTE_MARK}zorp193 zorp326 zorp392" in rooms.sent[-1][1], rooms.sent[-1][1]
 
 
 def test_a_delivered_reminder_never_pings_the_whole_room() -> None:
