@@ -29,8 +29,9 @@ from chazbot.agent.definition import (
     merge,
     stored_ops,
 )
-from chazbot.agent.recall import CONFIG_STORE
+from chazbot.agent.recall import CONFIG_STORE, recall_settings
 from chazbot.agent.session import Session
+from chazbot.commands.context import AgentMemory
 from chazbot.errors import (
     ChazError,
     ConfigError,
@@ -341,6 +342,14 @@ class Hosting:
         for agent in agents.values():
             granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
         return reload_summary(old_config, fresh, old_agents, agents, granted)
+
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:
+        """An agent's recall settings, attached banks and database size (the agents page)."""
+        return AgentMemory(
+            recall=await recall_settings(self.ledger, agent.db),
+            refs=await read_refs(self.ledger, agent.db),
+            size=await self.ledger.db_size(agent.db),
+        )
 
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False

@@ -21,14 +21,26 @@ from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
     from chazbot.agent.chat_model import ChatModel
+    from chazbot.agent.recall import RecallSettings
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.ledger.people import People
-    from chazbot.memory.banks import Hosted, Registry
+    from chazbot.memory.banks import BankRef, Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest
+
+
+@dataclass(frozen=True)
+class AgentMemory:
+    """What the agents page shows of one agent's memory, beside its view's rows."""
+
+    recall: RecallSettings
+    refs: Mapping[str, BankRef]
+    """The banks attached to it, by name."""
+    size: int
+    """Bytes of all entries of its database."""
 
 
 class Agents(Protocol):
@@ -55,6 +67,8 @@ class Agents(Protocol):
     async def delete_agent(self, name: str, by: str) -> tuple[AgentHandle, AgentHandle]: ...
 
     async def reload_config(self) -> str: ...
+
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory: ...
 
 
 class Banks(Protocol):
@@ -135,4 +149,4 @@ class Context:
         return self.agent.memory.within(self.hearing)
 
 
-__all__ = ["Agents", "Banks", "Context", "Models", "SharingDesk"]
+__all__ = ["AgentMemory", "Agents", "Banks", "Context", "Models", "SharingDesk"]
