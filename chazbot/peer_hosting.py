@@ -29,7 +29,7 @@ from chazbot.agent.definition import (
     merge,
     stored_ops,
 )
-from chazbot.agent.recall import CONFIG_STORE, recall_settings
+from chazbot.agent.recall import CONFIG_STORE
 from chazbot.agent.session import Session
 from chazbot.commands.context import AgentMemory
 from chazbot.errors import (
@@ -343,13 +343,8 @@ class Hosting:
             granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
         return reload_summary(old_config, fresh, old_agents, agents, granted)
 
-    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:
-        """An agent's recall settings, attached banks and database size (the agents page)."""
-        return AgentMemory(
-            recall=await recall_settings(self.ledger, agent.db),
-            refs=await read_refs(self.ledger, agent.db),
-            size=await self.ledger.db_size(agent.db),
-        )
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:  # (Agents)
+        return await AgentMemory.read(self.ledger, agent.db)
 
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chazbot.agent.host import AgentHandle
+from chazbot.agent.recall import recall_settings
+from chazbot.memory.banks import read_refs
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 
 if TYPE_CHECKING:
@@ -41,6 +43,13 @@ class AgentMemory:
     """The banks attached to it, by name."""
     size: int
     """Bytes of all entries of its database."""
+
+    @classmethod
+    async def read(cls, ledger: Ledger, db: str) -> AgentMemory:
+        """Read from the ledger for the agent whose database is ``db`` (by the hosting part)."""
+        return cls(
+            await recall_settings(ledger, db), await read_refs(ledger, db), await ledger.db_size(db)
+        )
 
 
 class Agents(Protocol):
@@ -68,7 +77,9 @@ class Agents(Protocol):
 
     async def reload_config(self) -> str: ...
 
-    async def agent_memory(self, agent: AgentHandle) -> AgentMemory: ...
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:
+        """Its recall settings, attached banks and database size (the web agents page)."""
+        ...
 
 
 class Banks(Protocol):
