@@ -31,6 +31,7 @@ from chazbot.agent.definition import (
 )
 from chazbot.agent.recall import CONFIG_STORE
 from chazbot.agent.session import Session
+from chazbot.commands.context import AgentMemory
 from chazbot.errors import (
     ChazError,
     ConfigError,
@@ -341,6 +342,9 @@ class Hosting:
         for agent in agents.values():
             granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
         return reload_summary(old_config, fresh, old_agents, agents, granted)
+
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:  # (Agents)
+        return await AgentMemory.read(self.ledger, agent.db)
 
     async def create_bank(
         self, name: str, description: str = "", created_by: str | None = None, bounded: bool = False

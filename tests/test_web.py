@@ -527,3 +527,27 @@ async def test_the_pages_name_the_configured_command_prefix(tmp_path: Path) -> N
         async with browser_session() as client, client.get(f"{base}/ui/") as page:
             text = await page.text()
             assert page.status == 401 and "chazbot web-link" in text and "!chaz" not in text
+
+
+async def test_the_agents_page_shows_each_agents_memory_settings_banks_and_size(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        await peer.command("/memory grant team chaz write")
+        await peer.command("/memory config set max_entries 7")
+        await peer.command("/memory config set auto_recall_enabled false")
+        await peer.agent("chaz").remember("plan", "launch is friday", bank=None)
+        chaz = peer.agent("chaz")
+        size = await peer.ledger.db_size(chaz.db)
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/agents") as page:
+                assert page.status == 200
+                html = await page.text()
+        row = html.split("<td>chaz<br>", 1)[1].split("</tr>", 1)[0]
+        assert f"<td>1</td><td>{size} bytes</td>" in row, row
+        assert "<td>team (write)</td>" in row, row
+        assert "<td>off, up to 7 rows, from every attached bank</td>" in row, row
+        helper = html.split("<td>helper<br>", 1)[1].split("</tr>", 1)[0]
+        assert "<td>none</td><td>on, up to 3 rows, from every attached bank</td>" in helper

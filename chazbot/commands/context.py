@@ -16,19 +16,40 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chazbot.agent.host import AgentHandle
+from chazbot.agent.recall import recall_settings
+from chazbot.memory.banks import read_refs
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing, MemoryScope
 
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
     from chazbot.agent.chat_model import ChatModel
+    from chazbot.agent.recall import RecallSettings
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.ledger.people import People
-    from chazbot.memory.banks import Hosted, Registry
+    from chazbot.memory.banks import BankRef, Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest
+
+
+@dataclass(frozen=True)
+class AgentMemory:
+    """What the agents page shows of one agent's memory, beside its view's rows."""
+
+    recall: RecallSettings
+    refs: Mapping[str, BankRef]
+    """The banks attached to it, by name."""
+    size: int
+    """Bytes of all entries of its database."""
+
+    @classmethod
+    async def read(cls, ledger: Ledger, db: str) -> AgentMemory:
+        """Read from the ledger for the agent whose database is ``db`` (by the hosting part)."""
+        return cls(
+            await recall_settings(ledger, db), await read_refs(ledger, db), await ledger.db_size(db)
+        )
 
 
 class Agents(Protocol):
@@ -55,6 +76,10 @@ class Agents(Protocol):
     async def delete_agent(self, name: str, by: str) -> tuple[AgentHandle, AgentHandle]: ...
 
     async def reload_config(self) -> str: ...
+
+    async def agent_memory(self, agent: AgentHandle) -> AgentMemory:
+        """Its recall settings, attached banks and database size (the web agents page)."""
+        ...
 
 
 class Banks(Protocol):
@@ -135,4 +160,4 @@ class Context:
         return self.agent.memory.within(self.hearing)
 
 
-__all__ = ["Agents", "Banks", "Context", "Models", "SharingDesk"]
+__all__ = ["AgentMemory", "Agents", "Banks", "Context", "Models", "SharingDesk"]

@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chazbot import metrics
-from chazbot.agent.recall import recall_settings
 from chazbot.commands.memory_browse_cmds import KeyHolder, key_holders
-from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MAX_LIMIT, MemoryRow
 from chazbot.memory.transfer import export_lines
 from chazbot.sync.outcomes import ago
@@ -97,14 +95,14 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         shown = []
         for agent in hosting.agents.values():
             view = await peer.memory.view(agent.db)
-            settings = await recall_settings(peer.ledger, agent.db)
-            refs = await read_refs(peer.ledger, agent.db)
+            held = await hosting.agent_memory(agent)
+            settings, refs = held.recall, held.refs
             shown.append(
                 {
                     "name": agent.name,
                     "db": agent.db,
                     "rows": len(view.visible),
-                    "size": await peer.ledger.db_size(agent.db),
+                    "size": held.size,
                     "capture": await models.capture_mode(agent),
                     "audience": agent.config.memory_audience,
                     "default_banks": ", ".join(agent.config.default_memory_banks) or "none",
