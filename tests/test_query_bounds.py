@@ -290,6 +290,11 @@ async def test_the_recall_tool_tells_the_model_its_query_was_cut(tmp_path: Path)
         ), text
         ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": "w31"})
         assert ok and "[inside]" in text and "searched the first" not in text, text
+        huge = "zz " * 20_000  # nothing found: the reply names the query as searched, not all 60 KB
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": huge})
+        assert ok and text.startswith("No memories found") and len(text) < 2 * MAX_QUERY_BYTES, len(
+            text
+        )
         ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": query + " nope"})
         assert ok and text.count("searched the first") == 1, text
 

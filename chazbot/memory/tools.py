@@ -113,9 +113,11 @@ async def _recall(scope: MemoryScope, args: dict[str, Any]) -> str:
     hits = await scope.recall(
         query if query is not None else "", a.get("tags"), a.get("limit", 10), a.get("bank")
     )
-    note = cut_note(bound_query(query)) if isinstance(query, str) else ""
-    if not hits:
-        said = f"No memories found for {query!r}." if query else "No memories found."
+    bounded = bound_query(query) if isinstance(query, str) else None
+    note = cut_note(bounded) if bounded is not None else ""
+    if not hits:  # the query as searched: a cut one is not echoed whole into the model's context
+        shown = bounded.text if bounded is not None else query
+        said = f"No memories found for {shown!r}." if query else "No memories found."
     else:
         said = format_hits(hits)
     return said + ("\n" + note if note else "")
