@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +156,27 @@ def _flood_main(
     out.put(asyncio.run(_flood(address, db, legit_key, rate, seconds)))
 
 
-async def _slowloris(port: int, sources: list[str], seconds: float) -> dict[str, Any]:
-    """Hold one trickling connection per entry of ``sources`` for ``seconds``."""
+@dataclass(frozen=True)
+class Hold:
+    """What each held connection sends and what is counted of it (the slow-header flood and
+    the guard tricks hold connections the same way)."""
+
+    head: bytes
+    """Sent first."""
+    drip: bytes
+    """Sent each second the server stays silent; ``{n}`` in it is replaced by the drip's
+    number (a slow-header flood's ``X-Slow-{n}: 1`` lines)."""
+    held: bool = False
+    """Count the seconds held (``held_s_total``) and, as ``dropped by server``, every end
+    before the time is up, however it came; otherwise each end once by its cause:
+    ``dropped by server`` (closed), ``answered``, ``reset by server``."""
+    pause_s: float = 0.2
+    """The wait before connecting again after an end (0: at once, as a slow-header flood)."""
+
+
+async def _hold(port: int, sources: list[str], hold: Hold, seconds: float) -> dict[str, Any]:
+    """Hold one connection per entry of ``sources`` for ``seconds``: send ``hold.head``, then
+    ``hold.drip`` once a second, reconnecting whenever the server drops it."""
     stats: Counter[str] = Counter()
 
     async def one(source: str) -> None:
@@ -168,38 +188,58 @@ async def _slowloris(port: int, sources: list[str], seconds: float) -> dict[str,
                 )
             except OSError:
                 stats["connect failed"] += 1
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.2)
                 continue
             stats["connected"] += 1
             opened = time.monotonic()
+            ended = ""
             try:
-                writer.write(b"POST /v1/dbs/x/heads HTTP/1.1\r\nHost: x\r\n")
+                writer.write(hold.head)
                 n = 0
                 while time.monotonic() < stop:
                     await writer.drain()
                     try:
-                        if await asyncio.wait_for(reader.read(1), 1.0) == b"":
-                            break
+                        got = await asyncio.wait_for(reader.read(1), 1.0)
+                        ended = "answered" if got else "dropped by server"
+                        break
                     except TimeoutError:
-                        pass
-                    writer.write(f"X-Slow-{n}: 1\r\n".encode())
-                    n += 1
+                        writer.write(hold.drip.replace(b"{n}", str(n).encode()))
+                        n += 1
             except (ConnectionError, OSError):
-                pass
+                ended = "reset by server"
             finally:
                 writer.close()
-            stats["dropped by server"] += time.monotonic() < stop
-            stats["held_s_total"] += round(time.monotonic() - opened)
+            if hold.held:
+                stats["dropped by server"] += time.monotonic() < stop
+                stats["held_s_total"] += round(time.monotonic() - opened)
+            elif ended:
+                stats[ended] += 1
+            await asyncio.sleep(hold.pause_s)  # then again
 
     await asyncio.gather(*(one(s) for s in sources))
     return dict(stats)
 
 
-def _slowloris_main(port: int, sources: list[str], seconds: float, out: Any) -> None:
+def _hold_main(port: int, sources: list[str], hold: Hold, seconds: float, out: Any) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
-    out.put(asyncio.run(_slowloris(port, sources, seconds)))
+    out.put(asyncio.run(_hold(port, sources, hold, seconds)))
+
+
+SLOW_HEADERS = Hold(
+    b"POST /v1/dbs/x/heads HTTP/1.1\r\nHost: x\r\n", b"X-Slow-{n}: 1\r\n", held=True, pause_s=0
+)
+"""The slow-header flood: a head never finished, one numbered header line a second."""
+
+
+def _owner_end(served: Any) -> dict[str, Any]:
+    """Whether the owner is still alive, and its whole log's size and tracebacks."""
+    whole = served.log()
+    return {
+        "alive": served.alive(),
+        "log": {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")},
+    }
 
 
 async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
@@ -245,8 +285,8 @@ async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, A
             log_before = len(served.log().encode())
             queue: Any = ctx.Queue()
             flood = ctx.Process(
-                target=_slowloris_main,
-                args=(served.sync_port, sources, args.slow_seconds, queue),
+                target=_hold_main,
+                args=(served.sync_port, sources, SLOW_HEADERS, args.slow_seconds, queue),
             )
             flood.start()
             await asyncio.sleep(3.0)  # the connections are up
@@ -265,9 +305,7 @@ async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, A
             measured["flood"] = stats
             out[label] = measured
         out["fds_before"] = fds_before
-        out["alive"] = served.alive()
-        whole = served.log()
-        out["log"] = {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")}
+        out |= _owner_end(served)
     finally:
         await node.close()
         await stop_served(served)
@@ -275,56 +313,6 @@ async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, A
 
 
 CRLF2 = b"\r\n\r\n"
-
-
-async def _hold(
-    port: int, sources: list[str], head: bytes, drip: bytes, seconds: float
-) -> dict[str, Any]:
-    """Hold one connection per entry of ``sources`` for ``seconds``: send ``head``, then
-    ``drip`` once a second, reconnecting whenever the server drops it."""
-    stats: Counter[str] = Counter()
-
-    async def one(source: str) -> None:
-        stop = time.monotonic() + seconds
-        while time.monotonic() < stop:
-            try:
-                reader, writer = await asyncio.open_connection(
-                    "127.0.0.1", port, local_addr=(source, 0)
-                )
-            except OSError:
-                stats["connect failed"] += 1
-                await asyncio.sleep(0.2)
-                continue
-            stats["connected"] += 1
-            try:
-                writer.write(head)
-                while time.monotonic() < stop:
-                    await writer.drain()
-                    try:
-                        if await asyncio.wait_for(reader.read(1), 1.0) == b"":
-                            stats["dropped by server"] += 1
-                            break
-                        stats["answered"] += 1
-                        break
-                    except TimeoutError:
-                        writer.write(drip)
-            except (ConnectionError, OSError):
-                stats["reset by server"] += 1
-            finally:
-                writer.close()
-            await asyncio.sleep(0.2)  # then again (not a tight loop on a shared machine)
-
-    await asyncio.gather(*(one(s) for s in sources))
-    return dict(stats)
-
-
-def _hold_main(
-    port: int, sources: list[str], head: bytes, drip: bytes, seconds: float, out: Any
-) -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
-    out.put(asyncio.run(_hold(port, sources, head, drip, seconds)))
 
 
 async def _refuse(port: int, source: str, rate: float, seconds: float) -> dict[str, Any]:
@@ -439,20 +427,21 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     crlf = [f"127.0.1.{10 + i % 17}" for i in range(17 * 32)]
     two = [f"127.0.2.{2 + i % 2}" for i in range(128)]
     trickle_head = CRLF2 * 2 + b"POST /ui/login HTTP/1.1\r\nHost: x\r\n"
+    trickle = Hold(trickle_head, b"X-A: 1\r\n")
     cases = [
-        ("sync, 17x32 CRLF heads", served.sync_port, sync_try, crlf, trickle_head, b"X-A: 1\r\n"),
-        ("http, 17x32 CRLF heads", http_port, http_try, crlf, trickle_head, b"X-A: 1\r\n"),
-        ("sync, slow bodies x2", served.sync_port, sync_try, two, slow_push(), b"a"),
-        ("http, slow bodies x2", http_port, http_try, two, login, b"a"),
+        ("sync, 17x32 CRLF heads", served.sync_port, sync_try, crlf, trickle),
+        ("http, 17x32 CRLF heads", http_port, http_try, crlf, trickle),
+        ("sync, slow bodies x2", served.sync_port, sync_try, two, Hold(slow_push(), b"a")),
+        ("http, slow bodies x2", http_port, http_try, two, Hold(login, b"a")),
     ]
     out: dict[str, Any] = {"seconds": args.guard_seconds}
     ctx = multiprocessing.get_context("spawn")
     try:
-        for label, port, try_once, sources, head, drip in cases:
+        for label, port, try_once, sources, hold in cases:
             queue: Any = ctx.Queue()
             attack = ctx.Process(
                 target=_hold_main,
-                args=(port, sources, head, drip, args.guard_seconds + 3, queue),
+                args=(port, sources, hold, args.guard_seconds + 3, queue),
             )
             attack.start()
             await asyncio.sleep(3.0)  # the connections are up
@@ -475,9 +464,7 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "log_kb_per_min": round(grew / 1024 / (args.log_seconds / 60), 2),
         }
         out["metrics"] = await _metrics(http_port)
-        out["alive"] = served.alive()
-        whole = served.log()
-        out["log"] = {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")}
+        out |= _owner_end(served)
     finally:
         await node.close()
         await stop_served(served)

@@ -27,9 +27,11 @@ from chazbot.memory.tokenize import (
     first_terms,
     tokenize,
 )
+from chazbot.memory.tools import run_tool
 from chazbot.memory.view import MemoryView
 from chazbot.peer import Peer
 from tests.waits import wait_until
+from tests.web_support import ADMIN, browser_session, link, serving, sign_in
 
 ROOM = "matrix:!room:example.org"
 VOCAB = [f"w{i}" for i in range(20_000)]
@@ -263,3 +265,55 @@ async def test_every_recall_path_searches_only_the_bounded_query(tmp_path: Path)
         assert "(searched the first 32 distinct words of the query)" in reply.text
         short = await peer.command("/memory search self w32", session=ROOM, is_admin=False)
         assert "outside" in short.text and "searched the first" not in short.text
+
+
+# -- the cut is said wherever a query is typed ---------------------------------------------
+
+CUT_SAID = f"(searched the first {MAX_QUERY_TERMS} distinct words of the query)"
+
+
+async def test_the_recall_tool_tells_the_model_its_query_was_cut(tmp_path: Path) -> None:
+    """The model's ``recall`` says the cut in one line, in ``/memory search``'s words (a
+    40-distinct-word query, and one past ``MAX_QUERY_BYTES``); a short query says none."""
+    async with chazbot.open(tmp_path / "s") as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("inside", "the word w31 is here")
+        query = " ".join(f"w{i}" for i in range(40))
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": query})
+        assert ok and "[inside]" in text, text
+        assert text.splitlines()[-1] == CUT_SAID, text
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": "w" * 2_000})
+        assert (
+            ok
+            and text.splitlines()[-1]
+            == f"(searched the first {MAX_QUERY_BYTES:,} bytes of the query)"
+        ), text
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": "w31"})
+        assert ok and "[inside]" in text and "searched the first" not in text, text
+        huge = "zz " * 20_000  # nothing found: the reply names the query as searched, not all 60 KB
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": huge})
+        assert ok and text.startswith("No memories found") and len(text) < 2 * MAX_QUERY_BYTES, len(
+            text
+        )
+        ok, text = await run_tool(agent.memory, ["recall"], "recall", {"query": query + " nope"})
+        assert ok and text.count("searched the first") == 1, text
+
+
+async def test_the_bank_page_says_its_query_was_cut(tmp_path: Path) -> None:
+    """The web bank page's search (recall's ranking, real HTTP) says the cut in
+    ``/memory search``'s words; a short query says none."""
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        await peer.command("/memory grant team chaz write")
+        await peer.agent("chaz").remember("inside", "the word w31 is here", bank="team")
+        query = " ".join(f"w{i}" for i in range(40))
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/banks/team", params={"q": query}) as page:
+                assert page.status == 200
+                html = await page.text()
+            assert "the word w31 is here" in html
+            assert html.count(CUT_SAID) == 1, html
+            async with client.get(f"{base}/ui/admin/banks/team", params={"q": "w31"}) as page:
+                html = await page.text()
+            assert "the word w31 is here" in html and "searched the first" not in html

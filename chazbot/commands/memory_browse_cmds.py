@@ -19,17 +19,14 @@ from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
 from chazbot.memory.engine import LoadStatus, MemoryEngine
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, Hit, to_datetime
-from chazbot.memory.tokenize import MAX_QUERY_BYTES, bound_query
-from chazbot.memory.tools import format_hits
+from chazbot.memory.tokenize import bound_query
+from chazbot.memory.tools import cut_note, format_hits
 
 if TYPE_CHECKING:
     from chazbot.ledger import Ledger, Permission
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
-# What /memory search says when it searched only the start of a long query (tokenize.bound_query)
-CUT_TERMS = "(searched the first {terms} distinct words of the query)"
-CUT_BYTES = "(searched the first {bytes:,} bytes of the query)"
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -126,11 +123,7 @@ async def search(ctx: Context, bank: str, query: str | None = None) -> Reply:
     floor = await ctx.engine.agent_floor(ctx.agent.db)  # only what recall would pass
     bounded = bound_query(query or "")  # what recall searches of it
     ranked = await ctx.engine.recall(db, bounded.text, None, 10, heard, floor)
-    note = ""
-    if bounded.cut == "terms":
-        note = "\n" + CUT_TERMS.format(terms=bounded.terms)
-    elif bounded.cut == "bytes":
-        note = "\n" + CUT_BYTES.format(bytes=MAX_QUERY_BYTES)
+    note = "\n" + cut_note(bounded) if bounded.cut else ""  # the tool's and the page's words
     if not ranked:
         return ok(f"No memories found in {label}." + note)
     hits = [Hit(r.row.key, r.row.value, r.row.tags, to_datetime(r.row.ts), r.score) for r in ranked]

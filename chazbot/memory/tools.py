@@ -16,6 +16,7 @@ from chazbot.errors import ChazError, InputError
 from chazbot.memory.current import Told, earlier_mark, newest_first, statement
 from chazbot.memory.rows import MAX_KEY_CHARS, MAX_LIMIT, MAX_TAGS, Hit
 from chazbot.memory.scope import MemoryScope
+from chazbot.memory.tokenize import MAX_QUERY_BYTES, BoundedQuery, bound_query
 
 ToolFn = Callable[[MemoryScope, dict[str, Any]], Awaitable[str]]
 
@@ -78,6 +79,22 @@ def format_hits(hits: list[Hit]) -> str:
     )
 
 
+# What a search says when it searched only the start of a long query (tokenize.bound_query):
+# the one wording of ``/memory search``, the ``recall`` tool and the web bank page. It lives
+# here, not with the command, because the tool (memory) may not import commands.
+CUT_TERMS = "(searched the first {terms} distinct words of the query)"
+CUT_BYTES = "(searched the first {bytes:,} bytes of the query)"
+
+
+def cut_note(bounded: BoundedQuery) -> str:
+    """One line saying what of a query was left out, or "" when it was searched whole."""
+    if bounded.cut == "terms":
+        return CUT_TERMS.format(terms=bounded.terms)
+    if bounded.cut == "bytes":
+        return CUT_BYTES.format(bytes=MAX_QUERY_BYTES)
+    return ""
+
+
 def _told(hit: Hit) -> Told:
     speaker = hit.origin.speaker if hit.origin is not None else ""
     return statement(hit.key, hit.value, speaker, int(hit.timestamp.timestamp() * 1_000_000))
@@ -96,9 +113,14 @@ async def _recall(scope: MemoryScope, args: dict[str, Any]) -> str:
     hits = await scope.recall(
         query if query is not None else "", a.get("tags"), a.get("limit", 10), a.get("bank")
     )
-    if not hits:
-        return f"No memories found for {query!r}." if query else "No memories found."
-    return format_hits(hits)
+    bounded = bound_query(query) if isinstance(query, str) else None
+    note = cut_note(bounded) if bounded is not None else ""
+    if not hits:  # the query as searched: a cut one is not echoed whole into the model's context
+        shown = bounded.text if bounded is not None else query
+        said = f"No memories found for {shown!r}." if query else "No memories found."
+    else:
+        said = format_hits(hits)
+    return said + ("\n" + note if note else "")
 
 
 async def _forget(scope: MemoryScope, args: dict[str, Any]) -> str:

@@ -35,6 +35,8 @@ from chazbot.commands.web_cmds import LINK_NOT_VALID, NOT_SIGNED_IN, ask_for_lin
 from chazbot.commands.web_signins import WebGrant, WebSignIns
 from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
+from chazbot.memory.tokenize import bound_query
+from chazbot.memory.tools import cut_note
 from chazbot.transports.matrix_rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
 
@@ -98,6 +100,8 @@ class Pages:
             autoescape=True,  # every template, every value: memories are hostile input
             undefined=jinja2.StrictUndefined,
         )
+        # a ranked search's note when it searched only the start of ``q`` (/memory search's words)
+        self.env.globals["query_cut"] = lambda q: cut_note(bound_query(q))
         self._flash: OrderedDict[str, tuple[bool, str]] = OrderedDict()
         self._css = (
             resources.files("chazbot.transports.web").joinpath("static/style.css").read_bytes()
