@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from chazbot.errors import ChazError, InputError
 from chazbot.memory.current import Told, earlier_mark, newest_first, statement
@@ -18,15 +18,18 @@ from chazbot.memory.rows import MAX_KEY_CHARS, MAX_LIMIT, MAX_TAGS, Hit
 from chazbot.memory.scope import MemoryScope
 from chazbot.memory.tokenize import MAX_QUERY_BYTES, BoundedQuery, bound_query
 
-ToolFn = Callable[[MemoryScope, dict[str, Any]], Awaitable[str]]
+Within = TypeVar("Within")
+"""What a tool acts within: a memory scope here, a turn's ``Asking`` for the reminder tools."""
 
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[Within]):
+    """A tool the model may call: its JSON schema and its function of (where, arguments)."""
+
     name: str
     description: str
     parameters: dict[str, Any]
-    run: ToolFn
+    run: Callable[[Within, dict[str, Any]], Awaitable[str]]
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
@@ -51,10 +54,12 @@ _TAGS = {
 }
 
 
-def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[str, Any]:
+def check_args(args: Any, allowed: set[str], required: set[str]) -> dict[str, Any]:
+    """``args`` as a model sent them, refused in one line unless a JSON object with only
+    ``allowed`` keys and every ``required`` one (a stranger's key is named, cut to 40)."""
     if not isinstance(args, dict):
         raise InputError("arguments must be a JSON object")
-    unknown = sorted(set(args) - allowed)
+    unknown = sorted(str(k)[:40] for k in set(args) - allowed)
     if unknown:
         raise InputError(
             f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
@@ -62,6 +67,11 @@ def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[s
     missing = sorted(required - set(args))
     if missing:
         raise InputError(f"missing argument(s) {', '.join(missing)}")
+    return args
+
+
+def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[str, Any]:
+    check_args(args, allowed, required)
     bank = args.get("bank")
     if bank is not None and not isinstance(bank, str):
         raise InputError("bank must be a string")
@@ -135,7 +145,7 @@ async def _list_banks(scope: MemoryScope, args: dict[str, Any]) -> str:
     return "Memory banks you can see (name: permission):\n" + "\n".join(lines)
 
 
-TOOLS: dict[str, Tool] = {
+TOOLS: dict[str, Tool[MemoryScope]] = {
     t.name: t
     for t in [
         Tool(

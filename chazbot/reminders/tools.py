@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chazbot.errors import ChazError, InputError, NotFound, PermissionDenied
 from chazbot.memory.audience import Audience, Provenance
+from chazbot.memory.tools import Tool, check_args
 from chazbot.reminders.setting import confirmation, when_text
 from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder, Reminders
 from chazbot.reminders.when import (
@@ -64,39 +65,8 @@ class Asking:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
 
-RunFn = Callable[[Asking, dict[str, Any]], Awaitable[str]]
-
-
-@dataclass(frozen=True)
-class ReminderTool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    run: RunFn
-
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
-
-
-def _args(args: Any, allowed: set[str], required: set[str]) -> dict[str, Any]:
-    if not isinstance(args, dict):
-        raise InputError("arguments must be a JSON object")
-    unknown = sorted(str(k)[:40] for k in set(args) - allowed)
-    if unknown:
-        raise InputError(
-            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
-    missing = sorted(required - set(args))
-    if missing:
-        raise InputError(f"missing argument(s) {', '.join(missing)}")
-    return args
+ReminderTool = Tool[Asking]
+_args = check_args
 
 
 def _text(args: dict[str, Any], name: str, most: int) -> str:
