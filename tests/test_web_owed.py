@@ -8,42 +8,20 @@ stand-in, told to hold the imported rows' texts (a slow embedder).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
 
-from chazbot.peer import Peer
-from chazbot.transports.http import HttpServer
-from chazbot.transports.web.app import WebUI
 from tests.standin_embeddings import StandinEmbeddings
 from tests.waits import wait_until
-from tests.web_support import ADMIN, browser_session, csrf_of, link, sign_in, web_config
-
-
-@asynccontextmanager
-async def serving(tmp_path: Path, emb: StandinEmbeddings) -> AsyncIterator[tuple[Peer, str]]:
-    cfg = web_config(tmp_path).model_copy(update={"embedding": emb.config()})
-    peer = await Peer.open(cfg)
-    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount)
-    await server.start()
-    base = f"http://127.0.0.1:{server.port}"
-    peer.hosting.config = cfg.model_copy(
-        update={"web": cfg.web.model_copy(update={"public_url": base})}
-    )
-    try:
-        yield peer, base
-    finally:
-        await server.stop()
-        await peer.close()
+from tests.web_support import ADMIN, browser_session, csrf_of, link, serving, sign_in
 
 
 async def test_the_bank_page_says_how_many_vectors_are_still_owed(
     tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
     standin_embeddings.hold_matching("otters")
-    async with serving(tmp_path, standin_embeddings) as (peer, base):
+    async with serving(tmp_path, standin_embeddings.config()) as (peer, base):
         assert (await peer.command("/memory new team")).ok
         page = f"{base}/ui/admin/banks/team"
         lines = "\n".join(

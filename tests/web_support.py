@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from chazbot.commands.web_cmds import issue_link
-from chazbot.config import Config, parse_config
+from chazbot.config import Config, EmbeddingConfig, parse_config
 from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
 from chazbot.transports.http import HttpServer
@@ -41,9 +41,14 @@ def web_config(state_dir: Path, **web: Any) -> Config:
 
 
 @asynccontextmanager
-async def serving(state_dir: Path, **web: Any) -> AsyncIterator[tuple[Peer, str]]:
-    """A peer with the memory page on a loopback port: ``(peer, "http://127.0.0.1:port")``."""
+async def serving(
+    state_dir: Path, embedding: EmbeddingConfig | None = None, **web: Any
+) -> AsyncIterator[tuple[Peer, str]]:
+    """A peer with the memory page on a loopback port: ``(peer, "http://127.0.0.1:port")``;
+    ``embedding``: an embedder (a stand-in's) instead of none."""
     cfg = web_config(state_dir, **web)
+    if embedding is not None:
+        cfg = cfg.model_copy(update={"embedding": embedding})
     peer = await Peer.open(cfg)
     server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount)
     await server.start()
