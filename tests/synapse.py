@@ -57,10 +57,20 @@ requires_synapse = pytest.mark.skipif(
 )
 
 
+_GIVEN: set[int] = set()
+"""Ports ``free_port`` has handed out in this process: the kernel may offer a port again as
+soon as its probe socket closes, so two calls for one config (http and sync) could collide."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free now and never handed out before by this process."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,15 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.synapse import free_port
 from tests.waits import wait_until_sync
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
