@@ -14,14 +14,13 @@ import numpy as np
 import pytest
 
 import chazbot
-from chazbot.config import AgentConfig, Config
 from chazbot.ledger import Ledger
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import EMBED_TEXT_VERSION, MEMORY_STORE, row_text
 from chazbot.memory.vector_queue import TEXT_DONE_PREFIX, TEXT_VERSION_KEY, VectorQueue
 from chazbot.peer import STATE_FILE
 from tests.standin_embeddings import StandinEmbeddings
-from tests.test_vectors_owed import vectors_of
+from tests.test_vectors_owed import config, vectors_of
 from tests.waits import wait_until
 
 
@@ -53,17 +52,6 @@ def test_the_text_keeps_what_a_key_says_and_names_a_matrix_speaker() -> None:
     assert row_text("note", "Bob: hi", "Bob") == "note note: Bob: hi"
     assert row_text("D1:3", "I went", None) == "I went"  # no lead: nothing doubled
     assert row_text("crash0", "mp3 at 12:30", None) == "crash0 crash0: mp3 at 12:30"
-
-
-def config(tmp_path: object, emb: StandinEmbeddings) -> Config:
-    return Config(
-        state_dir=tmp_path,
-        sync_listen="",
-        http_listen="",
-        llm=None,
-        embedding=emb.config(),
-        agents=[AgentConfig(name="chaz", capture="off")],
-    )
 
 
 async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
