@@ -33,7 +33,8 @@ it something:
   previous turn is in the same session, as a self-contained memory would say it.
 - ``--tags date``: the session date as a tag (tags reach BM25, not the embedder).
 - ``--origin speaker``: each row carries who told it (its provenance, as a row a model's
-  ``remember`` tool writes during a turn does), which the embedded text names (issue 35).
+  ``remember`` tool writes during a turn does), which the embedded text names (issue 35),
+  and is stamped with the time it was told (its session's day), as such a row is.
 
 Also measured in every run: BM25 over the plain turn (key ``D1:3``, value as above, no context,
 no tags), the row shape of the README's BM25 baseline. Prints a table beside the README's
@@ -79,6 +80,7 @@ from locomo_data import (
     Scores,
     load_locomo,
     memory_row,
+    told_at,
 )
 
 from chazbot.config import EmbeddingConfig
@@ -112,7 +114,7 @@ async def build_view(
             key,
             value,
             tuple(tags),
-            doc,
+            told_at(conv.turns[doc]) if told else doc,  # a row written during a turn: then
             (doc, "", 0),
             "bench",
             origin=Provenance("locomo", who, None) if who is not None else None,

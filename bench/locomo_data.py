@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,19 @@ def load_locomo(path: Path) -> list[Conversation]:
             questions.append(Question(str(qa["question"]), relevant, int(qa["category"])))
         conversations.append(Conversation(index, turns, questions, dropped))
     return conversations
+
+
+def told_at(turn: Turn) -> int:
+    """When a turn was said, in microseconds since the epoch (UTC): its session's day (LoCoMo
+    gives "8 May, 2023"), plus its place in the conversation in seconds so turns keep their
+    order; 0 when the date does not parse. A row written during a turn (a model's ``remember``
+    tool, capture) carries this time, and a row's day is the day it was written when its key
+    names none (``chazbot/memory/when.py``)."""
+    try:
+        day = datetime.strptime(turn.date.strip(), "%d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return 0
+    return int(day.timestamp() + turn.order) * 1_000_000
 
 
 # -- turning a turn into a memory row (benchmark data shaping) ------------------------------

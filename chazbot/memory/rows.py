@@ -283,7 +283,7 @@ MAX_LEAD_CHARS = 64
 """A lead ("Caroline: …") at most this long is named twice in the text."""
 
 
-def _person(name: str) -> str:
+def person_name(name: str) -> str:
     """A speaker as a person's name: an MXID's localpart (``@alice:example.org`` → alice)."""
     name = " ".join(name.split())
     found = _MXID.fullmatch(name)
@@ -295,7 +295,7 @@ def _plain_key(key: str) -> str:
     D1:3`` → ``Caroline``; ``@bob:x.org/2023-05-08/ab12cd34`` → ``bob``)."""
     words = []
     for word in _KEY_SPLIT.split(key):
-        word = _person(word).strip(",.;:()[]")
+        word = person_name(word).strip(",.;:()[]")
         if not word or _STAMP.fullmatch(word) or word.lower().startswith("sha256:"):
             continue
         if word.lower() in _MONTH_WORDS:
@@ -310,7 +310,7 @@ def _plain_value(value: str) -> str:
     for pattern in (_SAID_HEAD, _NAMED_HEAD):
         found = pattern.match(flat)
         if found and (pattern is _NAMED_HEAD or "(" in found.group(0)):
-            return f"{_person(found.group(1))}: {flat[found.end() :]}"
+            return f"{person_name(found.group(1))}: {flat[found.end() :]}"
     return flat
 
 
@@ -329,9 +329,9 @@ def row_text(key: str, value: str, speaker: str | None = None) -> str:
     body = said
     if head and not said.lower().startswith(head.lower()):
         body = f"{head}: {said}" if said else head
-    name = _person(speaker).lower() if speaker else ""
+    name = person_name(speaker).lower() if speaker else ""
     if name and not (body.lower().startswith(name) or said.lower().startswith(name)):
-        body = f"{_person(speaker or '')}: {body}"
+        body = f"{person_name(speaker or '')}: {body}"
     lead, sep, rest = body.partition(": ")
     if sep and len(lead) <= MAX_LEAD_CHARS:
         return f"{lead} {lead}: {rest}"  # who (or what) it is about, weighed twice

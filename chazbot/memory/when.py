@@ -95,13 +95,18 @@ def named_months(query: str) -> frozenset[Month]:
 def row_day(row: MemoryRow) -> date | None:
     """The day ``row`` is about: the first date its key names, else the day it was written
     (None: a timestamp no calendar holds, as a hostile peer may sign)."""
-    iso = _ISO_DAY.search(row.key)
+    return key_day(row.key) or written_day(row)
+
+
+def key_day(key: str) -> date | None:
+    """The first date ``key`` names (``2023-05-08``, ``8 May, 2023``, ``May 8, 2023``)."""
+    iso = _ISO_DAY.search(key)
     if iso:
         try:
             return date(int(iso.group(1)), int(iso.group(2)), int(iso.group(3)))
         except ValueError:
             pass
-    written = _WRITTEN_DAY.search(row.key)
+    written = _WRITTEN_DAY.search(key)
     if written:
         g = written.groups()
         day, month, year = (g[0], g[1], g[2]) if g[0] else (g[4], g[3], g[5])
@@ -109,10 +114,20 @@ def row_day(row: MemoryRow) -> date | None:
             return date(int(year), MONTHS.index(month.lower()) + 1, int(day))
         except ValueError:
             pass
+    return None
+
+
+def written_day(row: MemoryRow) -> date | None:
+    """The day (UTC) ``row`` was written; None for a timestamp no calendar holds."""
     try:
         return datetime.fromtimestamp(row.ts / 1_000_000, UTC).date()
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def day_words(day: date) -> str:
+    """A day as words BM25 can match a question's against: ``8 May 2023``."""
+    return f"{day.day} {MONTHS[day.month - 1].capitalize()} {day.year}"
 
 
 def in_months(row: MemoryRow, months: frozenset[Month]) -> bool:
