@@ -32,6 +32,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.memory.rows import Hit
 from chazbot.memory.transfer import export_lines
 from chazbot.peer import Peer
+from tests.standin_chat import OneAnswer
 from tests.standin_llm import StandinLLM
 
 ALICE = "@alice:example.org"
@@ -131,17 +132,12 @@ def test_rows_are_bounded_and_flattened() -> None:
 
 
 def test_effective_mode() -> None:
-    class Tools:
-        supports_tools = True
-
-    class NoTools:
-        supports_tools = False
-
-    assert effective_mode("auto", Tools()) == "facts"  # type: ignore[arg-type]
-    assert effective_mode("auto", NoTools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("facts", NoTools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("messages", Tools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("off", Tools()) == "off"  # type: ignore[arg-type]
+    tools, no_tools = OneAnswer(tools=True), OneAnswer(tools=False)
+    assert effective_mode("auto", tools) == "facts"
+    assert effective_mode("auto", no_tools) == "messages"
+    assert effective_mode("facts", no_tools) == "messages"
+    assert effective_mode("messages", tools) == "messages"
+    assert effective_mode("off", tools) == "off"
     assert effective_mode("auto", None) == "messages"
 
 

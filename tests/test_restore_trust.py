@@ -69,8 +69,8 @@ class Captured:
 
 def write_config(where: Path) -> Path:
     where.mkdir(parents=True, exist_ok=True)
-    data = {"state_dir": str(where / "state"), "sync_listen": "", "http_listen": ""}
-    data["embedding"] = None
+    state = str(where / "state")
+    data = {"state_dir": state, "sync_listen": "", "http_listen": "", "embedding": None}
     (where / "config.yaml").write_text(yaml.safe_dump(data))
     return where / "state"
 

@@ -281,6 +281,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
     async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
         r = await b.command("/sharing status")
         assert r.ok and r.text.startswith("No bank here is synced with another peer"), r.text
+    a_cm: contextlib.AbstractAsyncContextManager[Peer] | None
     a_cm = chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha"))
     a = await a_cm.__aenter__()
     try:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import chazbot
 from chazbot.agent.capture import capture_turn
-from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.turn import run_turn
 from chazbot.agent.words import (
     as_said_to_them,
@@ -28,28 +26,9 @@ from chazbot.agent.words import (
 )
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
+from tests.standin_chat import OneAnswer
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
-
-
-class NoToolsModel:
-    """A chat model that calls no tools (as the embedded ones); records what it was sent."""
-
-    supports_tools = False
-    name = "no-tools"
-
-    def __init__(self, reply: str = "Biscuit.") -> None:
-        self.reply = reply
-        self.requests: list[list[dict[str, Any]]] = []
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
-    ) -> ChatResult:
-        self.requests.append(messages)
-        return ChatResult(content=self.reply, tool_calls=[])
-
-    async def aclose(self) -> None:
-        return None
 
 
 def test_intents_and_what_is_kept() -> None:
@@ -101,7 +80,7 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         await alice.remember("a/1", "My manager is called Priya.")
         await alice.remember("a/2", "My sister's name is Ada.")
         await bob.remember("b/1", "My manager is called Zed.")
-        model = NoToolsModel()
+        model = OneAnswer()
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
@@ -119,7 +98,7 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         assert "group room" in intro
         # asked about what was never told, with nothing recalled: no invented answer
         dont = await say("What is my cat's name?")
-        assert "don't know" in dont and model.requests == []
+        assert "don't know" in dont and model.seen == []
         assert await say("Remember that I drive a blue Volvo") == "Noted: You drive a blue Volvo."
         assert any("blue Volvo" in h.value for h in await alice.recall("Volvo"))
         everything = await say("forget everything")
@@ -178,7 +157,7 @@ async def test_a_misread_forget_is_undone_and_the_world_keeps_its_onions(
         await alice.remember("a/2", "The team meeting is on my calendar for Monday.")
         await alice.remember("a/3", "Mein WLAN-Passwort ist tulip-42.")
         await alice.remember("a/4", "My friend Ines moved to Porto.")
-        model = NoToolsModel()
+        model = OneAnswer()
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
