@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import chazbot
 from chazbot.config import AgentConfig, Config
@@ -59,12 +60,12 @@ async def tell(peer: Peer, person: str, room: str, key: str, value: str, heard: 
     await agent.memory.within(peer.hearing(agent, person, heard)).remember(key, value)
 
 
-def config(tmp_path: Path, **kw: object) -> Config:
+def config(tmp_path: Path, **kw: Any) -> Config:
     return Config(
         state_dir=tmp_path,
         timezone="Europe/Berlin",
         agents=[AgentConfig(name="chaz", capture="off")],
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -93,7 +93,7 @@ def with_state_file(
     (a function editing a real SQLite file), with the manifest recomputed to match: what
     someone who can write the backup (not sign entries) can make."""
     with tarfile.open(backup) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+        files = {m.name: f.read() for m in tar.getmembers() if (f := tar.extractfile(m))}
     scratch = target.with_suffix(".sqlite3")
     scratch.write_bytes(files[member])
     change(scratch)

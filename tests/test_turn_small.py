@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ from tests.standin_llm import StandinLLM
 ALICE = "@alice:example.org"
 
 
-def config(tmp_path: Path, llm: StandinLLM, **kw: object) -> Config:
-    return Config(state_dir=tmp_path, llm=llm.config(), **kw)  # type: ignore[arg-type]
+def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
+    return Config(state_dir=tmp_path, llm=llm.config(), **kw)
 
 
 def tool_labels() -> set[str]:

@@ -17,6 +17,7 @@ import chazbot
 from chazbot.agent.capture import capture_turn
 from chazbot.agent.turn import run_turn
 from chazbot.agent.words import (
+    Intent,
     as_said_to_them,
     asks,
     intent,
@@ -31,14 +32,19 @@ from tests.standin_chat import OneAnswer
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 
 
+def intent_of(text: str) -> Intent:
+    found = intent(text)
+    assert found is not None, text
+    return found
+
+
 def test_intents_and_what_is_kept() -> None:
-    assert intent("Please forget my manager's name.") is not None
-    assert intent("Please forget my manager's name.").what == "my manager's name"  # type: ignore[union-attr]
-    assert intent("forget everything about me").what == ""  # type: ignore[union-attr]
-    assert intent("What can you do?").kind == "intro"  # type: ignore[union-attr]
-    assert intent("help").kind == "intro"  # type: ignore[union-attr]
-    assert intent("what do you know about me?").kind == "about_me"  # type: ignore[union-attr]
-    assert intent("Remember that my dog is Rex").what == "my dog is Rex"  # type: ignore[union-attr]
+    assert intent_of("Please forget my manager's name.").what == "my manager's name"
+    assert intent_of("forget everything about me").what == ""
+    assert intent_of("What can you do?").kind == "intro"
+    assert intent_of("help").kind == "intro"
+    assert intent_of("what do you know about me?").kind == "about_me"
+    assert intent_of("Remember that my dog is Rex").what == "my dog is Rex"
     for ordinary in ("help me plan a trip", "My dog is Rex.", "What is my dog called?"):
         assert intent(ordinary) is None, ordinary
     for not_kept in ("Hello!", "thanks a lot, chaz", "Please forget my manager's name.", "help"):
