@@ -12,9 +12,9 @@ test; CI does not run it. The same LoCoMo turns stored as rows of different shap
 - ``free``: key ``D1:3``, the text alone, no speaker anywhere (an imported note).
 
 ``--cv`` (dev only): leave one conversation out, the shape with the best recall@10 on the
-other four scores the fifth (how BM25's teller and day were chosen). ``--text 2`` (default) embeds the product's rule (``chazbot.memory.rows.row_text``); ``--text
-1`` the rule before it (``key value``), the anchor. Figures in docs/memory.md ("Row shape")
-and docs/measured.md.
+other four scores the fifth (how BM25's teller and day were chosen). ``--text 2`` (default)
+embeds the product's rule (``chazbot.memory.rows.row_text``); ``--text 1`` the rule before it
+(``key value``), the anchor. Figures in docs/memory.md ("Row shape") and docs/measured.md.
 """
 
 from __future__ import annotations
