@@ -8,12 +8,13 @@ test; CI does not run it. The same LoCoMo turns stored as rows of different shap
   (``bench/locomo.py``'s default);
 - ``key-only``: the same key, the value the text alone (speaker and date only in the key);
 - ``tool``: key ``D1:3``, the value the text alone, the row's provenance naming who told it
-  (as a row a model's ``remember`` tool writes during a turn carries);
+  and its time the session's day (as a row a model's ``remember`` tool writes during a turn);
 - ``free``: key ``D1:3``, the text alone, no speaker anywhere (an imported note).
 
-``--text 2`` (default) embeds the product's rule (``chazbot.memory.rows.row_text``); ``--text
-1`` the rule before it (``key value``), the anchor. Figures in docs/memory.md ("Row shape")
-and docs/measured.md.
+``--cv`` (dev only): leave one conversation out, the shape with the best recall@10 on the
+other four scores the fifth (how BM25's teller and day were chosen). ``--text 2`` (default)
+embeds the product's rule (``chazbot.memory.rows.row_text``); ``--text 1`` the rule before it
+(``key value``), the anchor. Figures in docs/memory.md ("Row shape") and docs/measured.md.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ SHAPES: dict[str, dict[str, str]] = {
     "key-only": {"key": "speaker-date-dia", "value": "text", "origin": "none"},
     "tool": {"key": "dia", "value": "text", "origin": "speaker"},
     "free": {"key": "dia", "value": "text", "origin": "none"},
-    # what BM25 would see if it indexed the provenance's speaker too (as a tag here)
+    # the candidates of BM25's teller and day (view.indexed_tokens), simulated as tags when
+    # they were chosen (--cv); with them built, these add the same words a second time
     "tool-bm25-speaker": {"key": "dia", "value": "text", "origin": "speaker", "tags": "speaker"},
     "tool-bm25-speaker-date": {
         "key": "dia",

@@ -9,6 +9,7 @@ peer (real SQLite); the model is a stand-in that calls no tools, as the embedded
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,35 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         assert "Volvo" in everything
         assert "haven't told me" in await say("what do you know about me?")
         assert [h.value for h in await chaz.recall("")] == ["My manager is called Zed."]
+
+
+async def test_forget_in_words_matches_what_a_row_says_not_its_teller_or_day(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """Recall finds a row written during a turn by its teller and the day it was told
+    (``view.indexed_tokens``); forgetting by words must not: "forget what I told you about
+    <this month>" or "about alice" hides only rows that say so, not every row Alice told this
+    month."""
+    month = datetime.now(UTC).strftime("%B")
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm-alice", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm, "!chaz "))
+        await alice.remember("trip", f"My {month} trip is to Lisbon.")
+        await alice.remember("pet", "My cat is called Mo.")
+        await alice.remember("nick", "Everyone calls me Ali, not Alice.")
+        await alice.remember("car", "I drive a blue Volvo.")
+        assert {h.key for h in await alice.recall(month)} >= {"trip", "pet", "car"}
+        session = await peer.session("dm-alice")
+
+        async def say(text: str) -> str:
+            return (await run_turn(peer, chaz, session, text, ALICE, NoToolsModel(), alice)).text
+
+        reply = await say(f"Please forget what I told you about {month}.")
+        assert "Lisbon" in reply and "called Mo" not in reply and "Volvo" not in reply, reply
+        reply = await say("Forget what I said about Alice.")
+        assert "Ali, not Alice" in reply and "Volvo" not in reply, reply
+        assert {h.key for h in await chaz.recall("")} == {"pet", "car"}
 
 
 async def test_help_says_how_to_address_the_bot_in_a_group(tmp_path: Path, cfg: Config) -> None:
