@@ -135,7 +135,7 @@ async def test_forget_in_words_matches_what_a_row_says_not_its_teller_or_day(
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
-            return (await run_turn(peer, chaz, session, text, ALICE, NoToolsModel(), alice)).text
+            return (await run_turn(peer, chaz, session, text, ALICE, OneAnswer(), alice)).text
 
         reply = await say(f"Please forget what I told you about {month}.")
         assert "Lisbon" in reply and "called Mo" not in reply and "Volvo" not in reply, reply
