@@ -356,6 +356,33 @@ class Config(_Model):
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+MAX_VALUES = 100_000
+"""Values a config may hold (every mapping, list and scalar, YAML aliases counted as often as
+they are used): nine levels of nine aliases ("billion laughs") made 3.9e8 and hung the start."""
+MAX_DEPTH = 64
+"""How deep mappings and lists may nest in a config."""
+
+
+def check_size(data: Any) -> None:
+    """ConfigError (one line) when ``data`` holds more than ``MAX_VALUES`` values or nests
+    deeper than ``MAX_DEPTH``; the walk stops at the first, so it costs at most that."""
+    seen = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(
+                f"more than {MAX_VALUES:,} values (YAML aliases that expand too far?)"
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
 def expand_env(value: Any, path: str = "") -> Any:
     """Replace ``${VAR}`` (or ``${VAR:-default}``) in every string of a YAML tree."""
     if isinstance(value, dict):
@@ -422,6 +449,10 @@ def parse_config(data: Any, source: str = "config") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
+    try:
+        check_size(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if "embedding" not in data and local_embedder_installed():
         data = {**data, "embedding": {"backend": "local"}}
     try:
@@ -454,6 +485,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(f"cannot read {file}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
+    except RecursionError:
+        raise ConfigError(f"{file}: nested more than {MAX_DEPTH} levels deep") from None
     return parse_config(data, str(file))
 
 

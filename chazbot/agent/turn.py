@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +58,13 @@ KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS)
 """Every tool a turn may offer: the only names a metric label may carry."""
 NOW_LINE = "Now it is {now} in {tz}, the person's time zone."
 """Added to the system prompt of a model with tools, so "next Friday" becomes a date (#37)."""
+WORDS_MAX_CHARS = 2_000
+"""A message longer than this is no request in words (forget, remember, undo…): it goes to the
+model. The word rules read every clause of a message, and on tens of KB of punctuation they took
+seconds (a 60 KB message of dots held the event loop 3.3 s); they run off the loop as well."""
+EVIDENCE_LINE_CHARS = 2_000
+"""What the answer check reads of each line the model was shown: a row of 16 KiB built to be
+slow ("my son is my son …") took 16 s to check; cutting only ever makes the check stricter."""
 HISTORY_CHAR_BUDGET = 24_000  # about 6k tokens of conversation
 HISTORY_MAX_MESSAGES = 100
 
@@ -164,6 +172,13 @@ def tool_label(name: str) -> str:
     return name if name in KNOWN_TOOLS else "unknown"
 
 
+async def _grounded(question: str, reply: str, told: list[str]) -> bool:
+    """``grounding.grounded`` off the event loop, each line it reads bounded
+    (``EVIDENCE_LINE_CHARS``; of a long question its end, where the question is)."""
+    cut = ["\n".join(line[:EVIDENCE_LINE_CHARS] for line in t.splitlines()) for t in told]
+    return await asyncio.to_thread(grounded, question[-WORDS_MAX_CHARS:], reply, cut)
+
+
 def _trim(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept: list[dict[str, Any]] = []
     used = 0
@@ -226,7 +241,7 @@ async def run_turn(
         if said is not None:
             await session.add_message("assistant", said, agent.name)
             return TurnResult(said, answered_in_words=True)
-    found = intent(text)
+    found = await asyncio.to_thread(intent, text) if len(text) <= WORDS_MAX_CHARS else None
     if found is not None:
         callable_tools = frozenset(agent.config.allowed_tools) if tools_ok else frozenset()
         words = await asked.answer(found, memory, agent.name, sender, callable_tools, session)
@@ -335,7 +350,7 @@ async def run_turn(
     reply = reply.strip() or "(no reply)"
     if pictures and not sees:
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
-    if asks(text) and personal(text) and not grounded(text, reply, told):
+    if asks(text) and personal(text) and not await _grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
         # an answer about the person needs a row about it (#36), in the person's language
         result.withheld, reply = reply, asked.dont_know(text)

@@ -54,6 +54,10 @@ _TAGS = {
 }
 
 
+NAMED = 5
+"""Unknown arguments an error names (10,000 of them made a 69 KB reply the model read back)."""
+
+
 def check_args(args: Any, allowed: set[str], required: set[str]) -> dict[str, Any]:
     """``args`` as a model sent them, refused in one line unless a JSON object with only
     ``allowed`` keys and every ``required`` one (a stranger's key is named, cut to 40)."""
@@ -61,8 +65,10 @@ def check_args(args: Any, allowed: set[str], required: set[str]) -> dict[str, An
         raise InputError("arguments must be a JSON object")
     unknown = sorted(str(k)[:40] for k in set(args) - allowed)
     if unknown:
+        more = f" and {len(unknown) - NAMED:,} more" if len(unknown) > NAMED else ""
         raise InputError(
-            f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+            f"unknown argument(s) {', '.join(unknown[:NAMED])}{more}; "
+            f"allowed: {', '.join(sorted(allowed))}"
         )
     missing = sorted(required - set(args))
     if missing:
@@ -210,17 +216,18 @@ async def run_tool(
         usable = ", ".join(t for t in allowed if t in TOOLS) or "none"
         return (
             False,
-            f"Error: tool {name!r} is not allowed for this agent; tools you can use: {usable}.",
+            f"Error: tool {name[:40]!r} is not allowed for this agent; "
+            f"tools you can use: {usable}.",
         )
     tool = TOOLS.get(name)
     if tool is None:
-        return False, f"Error: there is no tool {name!r}."
+        return False, f"Error: there is no tool {name[:40]!r}."
     try:
         args = json.loads(arguments) if isinstance(arguments, str) else arguments
         if args is None:
             args = {}
         return True, await tool.run(scope, args)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth too
         return False, "Error: the arguments are not valid JSON; send a JSON object."
     except ChazError as exc:
         return False, f"Error: {exc}"

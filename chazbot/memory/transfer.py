@@ -66,6 +66,8 @@ def parse_line(text: str) -> tuple[str, str, list[str]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON ({exc.msg})") from None
+    except RecursionError:  # a line nested past the parser's depth
+        raise InputError("not JSON (nested too deep)") from None
     if not isinstance(data, dict):
         raise InputError("a line must be a JSON object with key and value")
     extra = set(data) - {"key", "value", "tags", "timestamp", "author"}

@@ -321,7 +321,7 @@ async def run_reminder_tool(
     try:
         args = json.loads(arguments) if isinstance(arguments, str) else arguments
         return True, await tool.run(asking, {} if args is None else args)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth too
         return False, "Error: the arguments are not valid JSON; send a JSON object."
     except ChazError as exc:
         return False, f"Error: {str(exc).splitlines()[0] if str(exc) else 'refused'}"

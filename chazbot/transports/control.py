@@ -187,6 +187,8 @@ class ControlServer:
                     await serve_streaming(self.peer, request, reader, writer)
                     return
                 reply = await handle_request(self.peer, request)
+            except RecursionError:  # JSON nested past the parser's depth
+                reply = {"ok": False, "text": "error: the request is nested too deep"}
             except (ValueError, ChazError) as exc:
                 reply = {
                     "ok": False,
