@@ -356,31 +356,23 @@ class Config(_Model):
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-MAX_VALUES = 100_000
-"""Values a config may hold (every mapping, list and scalar, YAML aliases counted as often as
-they are used): nine levels of nine aliases ("billion laughs") made 3.9e8 and hung the start."""
-MAX_DEPTH = 64
-"""How deep mappings and lists may nest in a config."""
+MAX_VALUES = 100_000  # mappings, lists and scalars, YAML aliases counted each time used
+MAX_DEPTH = 64  # nine levels of nine aliases expand to 3.9e8 values: the start hung on them
 
 
-def check_size(data: Any) -> None:
-    """ConfigError (one line) when ``data`` holds more than ``MAX_VALUES`` values or nests
-    deeper than ``MAX_DEPTH``; the walk stops at the first, so it costs at most that."""
-    seen = 0
-    stack: list[tuple[Any, int]] = [(data, 0)]
+def check_size(data: Any, source: str) -> None:
+    """ConfigError (one line) past ``MAX_VALUES`` values or ``MAX_DEPTH`` levels (and no later)."""
+    seen, stack = 0, [(data, 0)]
     while stack:
         value, depth = stack.pop()
         seen += 1
         if seen > MAX_VALUES:
-            raise ConfigError(
-                f"more than {MAX_VALUES:,} values (YAML aliases that expand too far?)"
-            )
+            raise ConfigError(f"{source}: more than {MAX_VALUES:,} values (YAML aliases?)")
         if depth > MAX_DEPTH:
-            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
+            raise ConfigError(f"{source}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict | list):
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items)
 
 
 def expand_env(value: Any, path: str = "") -> Any:
@@ -449,10 +441,7 @@ def parse_config(data: Any, source: str = "config") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys")
-    try:
-        check_size(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+    check_size(data, source)
     if "embedding" not in data and local_embedder_installed():
         data = {**data, "embedding": {"backend": "local"}}
     try:

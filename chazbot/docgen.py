@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from chazbot.commands import TREE
-from chazbot.config import Config
+from chazbot.config import MAX_DEPTH, MAX_VALUES, Config
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -105,7 +105,8 @@ def configuration_page() -> str:
         "Generated from the pydantic models in `chazbot/config.py` by `python -m chazbot.docgen`.",
         "`config.yaml.example` explains every key with a comment. Strings may use `${VAR}`",
         "(an error naming VAR when it is unset) or `${VAR:-default}`; unknown keys are an error",
-        "naming their path.",
+        f"naming their path. A file holds at most {MAX_VALUES:,} values (YAML aliases counted",
+        f"each time they are used) nested at most {MAX_DEPTH} deep.",
         "",
     ]
     todo: list[tuple[str, type[BaseModel]]] = [("", Config)]

@@ -424,14 +424,9 @@ async def capture_turn(
     return len(found.rows)
 
 
-def _worth_it(text: str, names: tuple[str, ...]) -> bool:
+def _kept(text: str, names: tuple[str, ...]) -> bool:
+    """The words rules (#17, #36): they read every clause (60 KB of dots: 4.5 s), off the loop."""
     return worth_keeping(text, names) and not keep_out(text)
-
-
-async def _keeps(text: str, names: tuple[str, ...]) -> bool:
-    """Whether the words rules keep ``text``, read off the event loop: they read every clause,
-    and a 60 KB message of punctuation took them 4.5 s (held every room's turns)."""
-    return await asyncio.to_thread(_worth_it, text, names)
 
 
 async def capture_message(
@@ -464,9 +459,8 @@ async def capture_message(
         index_n = history[index].n
         if mode == "off":
             return Captured((), index_n)  # where it is: a redaction or an edit finds it
-        if not worth_capturing(text) or not await _keeps(text, (agent.name,)):
-            return Captured((), index_n)  # greetings, thanks, requests to the bot (#17),
-            # "don't keep this: …", "off the record" (#36)
+        if not worth_capturing(text) or not await asyncio.to_thread(_kept, text, (agent.name,)):
+            return Captured((), index_n)  # greetings, thanks, requests, "off the record"
         facts = mode == "facts" and llm is not None
         if not facts and only_questions(text):
             return Captured((), index_n)

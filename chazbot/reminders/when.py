@@ -185,7 +185,7 @@ def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name``; InputError naming the problem."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         raise InputError(
             f"unknown time zone {name[:60]!r}: use an IANA name such as Europe/Berlin"
         ) from None

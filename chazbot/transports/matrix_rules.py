@@ -296,10 +296,13 @@ class _NoRawHtml(Extension):
         md.inlinePatterns.deregister("html")
 
 
-_MARKDOWN = markdown.Markdown(
-    extensions=["fenced_code", "tables", "sane_lists", "nl2br", _NoRawHtml()],
-    output_format="html",
-)
+def _markdown() -> markdown.Markdown:
+    """A renderer for one text (0.3 ms to make): one shared between threads, or left half-way
+    by a RecursionError, renders the next texts wrong (the raw text, no HTML)."""
+    return markdown.Markdown(
+        extensions=["fenced_code", "tables", "sane_lists", "nl2br", _NoRawHtml()],
+        output_format="html",
+    )
 
 
 MARKDOWN_WORK = 50_000
@@ -333,7 +336,7 @@ def render_markdown(text: str) -> str:
     if brackets * len(text) > MARKDOWN_WORK:
         return _plain_html(text)
     try:
-        return _MARKDOWN.reset().convert(text)
+        return _markdown().convert(text)
     except RecursionError:
         return _plain_html(text)
 

@@ -385,11 +385,8 @@ class MatrixBot:
                 text, ok, heard, _ = await self._answer(job, media)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents
-                # Markdown off the loop: a hostile reply costs its renderer up to ~0.4 s
-                parts = await asyncio.to_thread(
-                    build, checked, job.event_id, job.content, job.sender
-                )
-                await self._reply(job, parts)
+                made = (checked, job.event_id, job.content, job.sender)  # Markdown: off the loop
+                await self._reply(job, await asyncio.to_thread(build, *made))
 
     async def _still_heard(self, job: Job, heard: Audience | None, text: str) -> str:
         """``text`` when the people who will read it are those it was prepared for (or

@@ -1,0 +1,466 @@
+"""Red team, hostile input (after issue #34): attacks no earlier test tried, each on the real
+surface it enters by (a real turn on real SQLite, the control socket on a unix socket, the
+CLI in a subprocess, the Markdown a reply is sent as), asserting one clear line, nothing
+written, and an event loop that keeps answering (its longest gap, with generous margins).
+
+The attacks, and what they did before the fixes of this branch:
+
+1. A 60 KB chat message of dots (or question marks): the word rules (``words.intent``) read
+   every clause on the event loop: 3.3 s for everyone's rooms. Fixed: messages over 2,000
+   characters are no request in words, and the rules run on a thread.
+2. The same message captured (``capture: messages``): ``worth_keeping`` took 4.5 s on the
+   loop. Fixed: capture's rules run on a thread.
+3. Rows of 16 KiB built as "my son is my son …", then "What is my son's name?" to a model
+   without tools: the answer check (``grounding.grounded``) took 16 s on the loop. Fixed: on a
+   thread, each line it reads cut to 2,000 characters.
+4. A reply of 8,000 ``[`` (a model told to repeat it, or memories listed back): Python-Markdown
+   took 8 s per 8,000-character part (61 s for 16,000); 4,000 nested pairs 8 s; ``1. `` x
+   2,600 raised RecursionError. Fixed: too much bracket work → escaped plain text,
+   RecursionError → plain text, and the Matrix bot renders on a thread.
+5. config.yaml with nine levels of nine YAML aliases ("billion laughs"): ``chazbot`` hung
+   (over 120 s) expanding ``${ENV}`` over 3.9e8 values. Fixed: one line, at most 100,000
+   values.
+6. config.yaml nested 5,000 lists deep: a RecursionError traceback. Fixed: one line.
+7. A model's tool call whose arguments nest 100,000 lists deep (memory and reminder tools):
+   RecursionError out of the turn. Fixed: "not valid JSON" to the model.
+8. A model's tool call with 10,000 unknown arguments, or a tool name of 100 KB: a 69 KB / 100
+   KB error the model read back every step. Fixed: five named and counted, names cut.
+9. A control-socket request line nested 500,000 deep: no answer and a traceback. Fixed: one
+   line; the service keeps answering. Also a 2 MB line, and a line never ended (held).
+10. A JSONL import line nested 100,000 deep: RecursionError out of the import. Fixed: "line 1:
+    not JSON (nested too deep)", nothing written.
+11. Sync bodies: nested 100,000 deep, a 4,000-digit integer, duplicate keys, NaN, lone
+    surrogates, NUL: one line each (held).
+12. Tickets of 1 MB, 100,000 ``pr=``, RTL/NUL/lone-surrogate hosts: one line each (held).
+13. Time zones ``../../etc/passwd``, ``/etc/localtime``, NUL, 10 KB: one line, nothing set
+    (held).
+14. Bank names with RTL overrides, zero-width spaces, NUL, a lone surrogate, 10 KB: one line,
+    nothing created (held).
+15. Matrix events: a 64 KB body, a formatted_body of 10,000 pills, display names with regex
+    characters: routed in milliseconds (held).
+16. Reminder times: 1,000-character hostile texts, and the trigger search over 60 KB (held).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import chazbot
+from chazbot.agent.capture import capture_message
+from chazbot.agent.turn import run_turn
+from chazbot.config import AgentConfig, Config
+from chazbot.errors import InputError
+from chazbot.memory.audience import room_audience
+from chazbot.memory.tools import run_tool
+from chazbot.memory.transfer import import_lines, parse_all
+from chazbot.reminders.store import Reminders
+from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
+from chazbot.reminders.tools import Asking, run_reminder_tool
+from chazbot.reminders.when import asks_for_reminder, understand, zone
+from chazbot.sync import wire
+from chazbot.sync.tickets import parse_ticket
+from chazbot.transports.control import ControlServer
+from chazbot.transports.matrix_rules import Me, render_markdown, route, text_contents
+from tests.standin_chat import OneAnswer
+
+T = TypeVar("T")
+ALICE = "@alice:example.org"
+LOOP_BOUND_S = 1.0  # honest figures: tens of milliseconds
+DB = "sha256:" + "ab" * 32
+
+
+async def longest_gap(work: Awaitable[T]) -> tuple[float, T]:
+    """The longest gap between a ticker's 2 ms sleeps while ``work`` runs, and its result."""
+    gaps: list[float] = [0.0]
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.01)
+    try:
+        result = await work
+    finally:
+        done.set()
+        await ticker
+    return max(gaps), result
+
+
+def one_line(text: str) -> str:
+    assert text and "\n" not in text and "Traceback" not in text, text
+    assert len(text) < 1_000, len(text)
+    return text
+
+
+def quiet(tmp_path: Path) -> Config:
+    return Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+
+
+# 1-3: the word rules and the answer check --------------------------------------------------
+
+
+@pytest.mark.parametrize("unit", [".", "?", "1:"])
+async def test_a_huge_message_of_punctuation_never_holds_the_loop(
+    tmp_path: Path, unit: str
+) -> None:
+    """Attacks 1 and 2: a 60 KB message through a real turn, then captured as a message."""
+    text = unit * (60_000 // len(unit))
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        session = await peer.session("dm")
+        model = OneAnswer("Understood.")
+        gap, result = await longest_gap(run_turn(peer, chaz, session, text, ALICE, model, alice))
+        assert gap < LOOP_BOUND_S, gap
+        assert result.ok and model.seen, result.text  # it went to the model
+        gap, _ = await longest_gap(
+            capture_message(chaz, session, None, "messages", text, ALICE, result.text, None, alice)
+        )
+        assert gap < LOOP_BOUND_S, gap
+
+
+async def test_rows_built_to_slow_the_answer_check_never_hold_the_loop(tmp_path: Path) -> None:
+    """Attack 3: ten rows of 16 KiB "my son is my son …", then a question about the son
+    to a model without tools (the answer check runs): the loop keeps answering, and the
+    reply is still checked (an answer standing on nothing is withheld)."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm))
+        planted = ("my son is my son " * 1_000)[:16_000]
+        for i in range(10):
+            await alice.remember(f"son/{i}", planted)
+        session = await peer.session("dm")
+        model = OneAnswer("Your son is called Zebedee.")
+        gap, result = await longest_gap(
+            run_turn(peer, chaz, session, "What is my son's name?", ALICE, model, alice)
+        )
+        assert gap < LOOP_BOUND_S, gap
+        assert result.withheld == "Your son is called Zebedee.", result.text
+
+
+# 4: Markdown ----------------------------------------------------------------------------
+
+HOSTILE_MARKDOWN = [
+    "[" * 8_000,
+    "![" * 4_000,
+    "[a](" * 2_000,
+    "(" * 8_000,
+    "[" * 4_000 + "]" * 4_000,
+    "(" * 4_000 + ")" * 4_000,
+    "1. " * 2_666,
+    "- " * 4_000,
+    "> " * 4_000,
+    "[x]" * 2_666,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_MARKDOWN, ids=lambda t: repr(t[:6]))
+def test_a_hostile_reply_renders_in_bounded_time_and_never_raises(text: str) -> None:
+    """Attack 4, one part (8,000 characters, ``MAX_PART_CHARS``): honest worst 0.43 s."""
+    began = time.perf_counter()
+    html = render_markdown(text)
+    took = time.perf_counter() - began
+    assert took < 3.0, took
+    assert isinstance(html, str) and "<script" not in html
+
+
+def test_a_huge_hostile_reply_is_split_and_sent_as_plain_text() -> None:
+    """Attack 4, a whole 60 KB reply of ``[``: parts within Matrix's size, plain text, fast;
+    an honest reply still renders its Markdown."""
+    began = time.perf_counter()
+    contents = text_contents("[" * 60_000, "$e", {}, ALICE)
+    assert time.perf_counter() - began < 5.0
+    assert len(contents) >= 8
+    assert all(c["formatted_body"].startswith("<p>[[[") for c in contents)
+    assert render_markdown("1. " * 2_666).startswith("<p>1. 1. ")  # too deep for Markdown
+    honest = text_contents("See [the docs](https://example.org) and **this**.", "$e", {}, ALICE)
+    body = honest[0]["formatted_body"]
+    assert '<a href="https://example.org">the docs</a>' in body and "<strong>" in body
+    escaped = render_markdown("[" * 100 + "<img src=x onerror=alert(1)>")
+    assert "<img" not in escaped and "&lt;img" in escaped
+
+
+# 5-6: config ----------------------------------------------------------------------------
+
+
+def _cli(where: Path, *args: str, timeout: float = 60.0) -> tuple[int, str, str]:
+    """``chazbot <args>`` in a subprocess, killed if it runs past ``timeout``."""
+    import subprocess
+
+    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "chazbot.cli", *args],
+            cwd=where,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"chazbot {' '.join(args)} still running after {timeout} s")
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_yaml_alias_bomb_in_the_config_is_one_line(tmp_path: Path) -> None:
+    """Attack 5: nine levels of nine aliases (3.9e8 values once expanded)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    (tmp_path / "config.yaml").write_text(
+        f"state_dir: {tmp_path / 's'}\n" + "\n".join(lines) + "\n"
+    )
+    began = time.perf_counter()
+    code, out, err = _cli(tmp_path, "cmd", "/memory list")
+    assert time.perf_counter() - began < 30
+    assert code != 0, out
+    line = one_line(err.strip())
+    assert "100,000 values" in line and "config.yaml" in line, line
+    assert not (tmp_path / "s").exists()  # nothing made
+
+
+def test_a_config_nested_thousands_deep_is_one_line(tmp_path: Path) -> None:
+    """Attack 6."""
+    (tmp_path / "config.yaml").write_text(
+        f"state_dir: {tmp_path / 's'}\nagents: " + "[" * 5_000 + "]" * 5_000 + "\n"
+    )
+    code, out, err = _cli(tmp_path, "cmd", "/memory list")
+    assert code != 0, out
+    line = one_line(err.strip())
+    assert "nested more than" in line, line
+    assert not (tmp_path / "s").exists()
+
+
+# 7-8: tool arguments from the model --------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+MEMORY_TOOLS = ["remember", "recall", "forget", "list_memory_banks"]
+
+
+async def test_tool_arguments_nested_past_the_parser_are_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Attack 7: memory tools and reminder tools; nothing written."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        before = await peer.command("/memory stats self")
+        for name in MEMORY_TOOLS:
+            ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, name, DEEP)
+            assert not ok and "not valid JSON" in one_line(text), text
+        asking = Asking(Reminders(peer.ledger, chaz.db, chaz.key), "cli", "cli", True, "UTC", None)
+        for name in REMINDER_TOOLS:
+            ok, text = await run_reminder_tool(asking, [name], name, DEEP)
+            assert not ok and "not valid JSON" in one_line(text), text
+        assert (await peer.command("/memory stats self")).text == before.text
+
+
+async def test_tool_errors_stay_short_whatever_the_model_sends(tmp_path: Path) -> None:
+    """Attack 8: 10,000 unknown arguments, a 100 KB tool name, a 1 MB bank name, 100,000
+    tags, wrong types: one short line each, nothing written."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        calls: list[tuple[str, Any]] = [
+            ("recall", {f"a{i}": 1 for i in range(10_000)}),
+            ("x" * 100_000, {}),
+            ("recall", {"query": "x", "bank": "b" * 1_000_000}),
+            ("remember", {"key": "k", "value": "v", "tags": ["t"] * 100_000}),
+            ("remember", {"key": 5, "value": {"a": [1] * 10_000}}),
+            ("remember", {"key": "k\u0000\ud800", "value": "v"}),
+            ("recall", {"query": ["x"] * 1_000}),
+            ("recall", {"query": "x", "limit": 10**100}),
+            ("forget", {"key": "\u202e" * 10_000}),
+        ]
+        for name, args in calls:
+            ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, name, args)
+            assert not ok and len(one_line(text)) < 400, (name, len(text), text[:100])
+        ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, "recall", {"query": "k"})
+        assert ok and text.startswith("No memories found"), text
+
+
+# 9: the control socket ------------------------------------------------------------------
+
+
+async def _ask(path: Path, line: bytes) -> bytes:
+    """What the service answers to ``line`` (b"" when it closed the connection)."""
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    try:
+        writer.write(line)
+        await writer.drain()
+        return await asyncio.wait_for(reader.readline(), 30)
+    except ConnectionResetError:
+        return b""
+    finally:
+        writer.close()
+
+
+async def test_control_requests_nested_too_deep_or_too_long_get_one_line(tmp_path: Path) -> None:
+    """Attack 9: a request line nested 500,000 deep gets one line back; a 2 MB line is dropped;
+    a line never ended is closed on its deadline; the service answers the next one."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        server = ControlServer(peer)
+        server.read_timeout = 0.5
+        await server.start()
+        try:
+            hello = json.dumps({"op": "hello"}).encode() + b"\n"
+            answer = await _ask(server.path, b"[" * 500_000 + b"\n")
+            reply = json.loads(answer)
+            assert reply["ok"] is False and "nested too deep" in one_line(reply["text"]), reply
+            assert json.loads(await _ask(server.path, hello))["agent"] == "chaz"
+            assert await _ask(server.path, b"x" * 2_000_000) == b""  # past MAX_REQUEST: closed
+            assert json.loads(await _ask(server.path, hello))["agent"] == "chaz"
+            reader, writer = await asyncio.open_unix_connection(str(server.path))
+            writer.write(b'{"op": "hel')  # and nothing more
+            assert await asyncio.wait_for(reader.read(), 10) == b""
+            writer.close()
+            assert server.timed_out == 1 and server.open == 0
+        finally:
+            await server.stop()
+
+
+# 10: imports -----------------------------------------------------------------------------
+
+
+async def test_an_import_line_nested_too_deep_is_named_and_nothing_written(tmp_path: Path) -> None:
+    """Attack 10: through the function ``chazbot import-file`` and the bank page use."""
+    lines = ['{"key": "fine", "value": "a row"}', "[" * 100_000 + "]" * 100_000]
+    parsed, report = parse_all(lines)
+    assert not parsed and report.errors == ["line 2: not JSON (nested too deep)"]
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        report = await import_lines(peer.memory, chaz.db, chaz.key, lines)
+        assert report.written == 0 and report.bad_lines == 1
+        ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, "recall", {"query": "fine"})
+        assert ok and text.startswith("No memories found"), text
+
+
+# 11-16: what held ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"after": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"after": ' + b"9" * 4_000 + b"}",
+        b'{"after": ' + b"9" * 5_000 + b"}",
+        b'{"after": 1, "after": "x"}',
+        b'{"wait": NaN}',
+        b'{"wait": Infinity}',
+        b'{"after": 1e400}',
+        b'{"\\ud800": 1, "after": "\\ud800"}',
+        b'{"after": "\\u0000"}',
+        b"\xff\xfe{}",
+    ],
+    ids=lambda b: repr(b[:14]),
+)
+def test_odd_sync_bodies_get_one_line(body: bytes) -> None:
+    """Attack 11: what ``wire.parse`` reads every sync body with (a key's standing is checked
+    before any body is read, so only a key holding read gets this far)."""
+    began = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        wire.parse(wire.EntriesRequest, body)
+    assert time.perf_counter() - began < 1.0
+    one_line(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"eidetica:?db={DB}" + "&pr=http:a:1" * 100_000,
+        "eidetica:?" + "x" * 1_000_000,
+        f"eidetica:?db={DB}&pr=http:\u202eevil\u0000:80",
+        f"eidetica:?db={DB}&pr=http:\ud800:80",
+        f"eidetica:?db={DB}&pr=http:{'a' * 5000}:80",
+        f"eidetica:?db={DB}\u200b&pr=http:127.0.0.1:80",
+    ],
+    ids=lambda t: repr(t[-12:]),
+)
+def test_hostile_tickets_get_one_line(text: str) -> None:
+    """Attack 12."""
+    began = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        parse_ticket(text)
+    assert time.perf_counter() - began < 1.0
+    one_line(str(caught.value))
+
+
+async def test_hostile_time_zones_are_refused_and_nothing_set(tmp_path: Path) -> None:
+    """Attack 13: through ``tz`` (as a person types it) and the zone reader."""
+    names = ["../../etc/passwd", "/etc/localtime", "UTC\u0000", "Europe/" + "x" * 10_000, "\ud800"]
+    for name in names:
+        with pytest.raises(InputError) as caught:
+            zone(name)
+        one_line(str(caught.value))
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        for name in names[:4]:
+            reply = await peer.command(f"/tz {name}", session="dm", is_admin=False, sender=ALICE)
+            assert not reply.ok, reply.text
+            one_line(reply.text.splitlines()[0])
+        shown = await peer.command("/tz", session="dm", is_admin=False, sender=ALICE)
+        assert "passwd" not in shown.text and "localtime" not in shown.text, shown.text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["\u202elive-bank", "bank\u200b", "bank\u0000", "bank\ud800", "b" * 10_000, "ba nk", "bank\n"],
+    ids=repr,
+)
+async def test_hostile_bank_names_are_refused_and_nothing_made(tmp_path: Path, name: str) -> None:
+    """Attack 14: one line, and the list of banks unchanged."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        before = await peer.command("/memory list")
+        reply = await peer.command(f"/memory new {json.dumps(name)}")
+        assert not reply.ok, reply.text
+        assert len(reply.text.splitlines()[0]) < 400
+        assert (await peer.command("/memory list")).text == before.text
+
+
+def test_giant_matrix_events_are_routed_in_milliseconds() -> None:
+    """Attack 15."""
+    me = Me("@chaz:example.org", ("chaz (bot) [.*+?", "c" * 200))
+    pills = '<a href="https://matrix.to/#/@x:y">x</a>' * 10_000
+    events: list[dict[str, Any]] = [
+        {"msgtype": "m.text", "body": "a" * 64_000},
+        {"msgtype": "m.text", "body": "chaz " * 12_000},
+        {"msgtype": "m.text", "body": "x", "format": "org.matrix.custom.html",
+         "formatted_body": pills},
+        {"msgtype": "m.text", "body": "> " * 32_000,
+         "m.relates_to": {"m.in_reply_to": {"event_id": "$x"}}},
+        {"msgtype": "m.text", "body": "\u202e\u200b" * 30_000, "m.mentions": {"user_ids": 5}},
+    ]  # fmt: skip
+    for content in events:
+        began = time.perf_counter()
+        route(content, me=me, prefix="!chaz", is_dm=False, command_words={"memory"})
+        route(content, me=me, prefix="!chaz", is_dm=True, command_words={"memory"})
+        assert time.perf_counter() - began < 1.0
+
+
+@pytest.mark.parametrize("unit", ["at 9 ", "every monday at ", "9", "1:", "um 9 Uhr ", "."])
+def test_reminder_times_of_hostile_text_are_read_in_bounded_time(unit: str) -> None:
+    """Attack 16: on the time-reading thread, but one text must not hold it for long."""
+    now, tz = datetime(2026, 12, 4, 12, tzinfo=UTC), zone("Europe/Berlin")
+    began = time.perf_counter()
+    asks_for_reminder(unit * (60_000 // len(unit)))
+    for text in (("remind me " + unit * 1_000)[:1_000], unit * 10_000):
+        try:
+            understand(text, now, tz)
+        except InputError as exc:
+            one_line(str(exc))
+    assert time.perf_counter() - began < 5.0
