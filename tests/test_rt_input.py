@@ -39,6 +39,9 @@ The attacks, and what they did before the fixes of this branch:
 15. Matrix events: a 64 KB body, a formatted_body of 10,000 pills, display names with regex
     characters: routed in milliseconds (held).
 16. Reminder times: 1,000-character hostile texts, and the trigger search over 60 KB (held).
+17. A bank page upload of 16 MiB of ``ab`` lines (5.6 million), by an admin: split on the
+    event loop (1.7 s, 530 MB), then refused line by line (62 s on a thread). Fixed: more
+    than 1,000,000 lines is one line, counted before anything is split; the rest on a thread.
 """
 
 from __future__ import annotations
@@ -464,3 +467,42 @@ def test_reminder_times_of_hostile_text_are_read_in_bounded_time(unit: str) -> N
         except InputError as exc:
             one_line(str(exc))
     assert time.perf_counter() - began < 5.0
+
+
+# 17: the bank page's JSONL upload -----------------------------------------------------------
+
+
+async def test_an_upload_of_millions_of_tiny_lines_is_refused_without_holding_the_loop(
+    tmp_path: Path,
+) -> None:
+    """Attack 17: 16 MiB of ``ab`` lines (5.6 million) to a bank's import form, by an admin:
+    split on the event loop (1.7 s, 530 MB) and then refused line by line on a thread (62 s).
+    Now counted first: one line on the page, the loop free, nothing written."""
+    import aiohttp
+
+    from chazbot.transports.web.import_jobs import MAX_LINES
+    from chazbot.transports.web.uploads import UPLOAD_MAX_BYTES
+    from tests.web_support import ADMIN, browser_session, csrf_of, link, serving, sign_in
+
+    async with serving(tmp_path) as (peer, base):
+        await peer.command("/memory new team")
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/banks/team") as page:
+                csrf = csrf_of(await page.text())
+            posted = aiohttp.FormData()
+            posted.add_field("csrf", csrf)
+            posted.add_field("file", b"ab\n" * ((UPLOAD_MAX_BYTES - 4096) // 3), filename="x.jsonl")
+
+            async def post() -> int:
+                url = f"{base}/ui/admin/banks/team/import"
+                async with client.post(url, data=posted, allow_redirects=False) as answer:
+                    return answer.status
+
+            gap, status = await longest_gap(post())
+            assert status == 303 and gap < LOOP_BOUND_S, (status, gap)
+            async with client.get(f"{base}/ui/admin/banks/team") as page:
+                html = await page.text()
+            assert f"The file has more than {MAX_LINES:,} lines" in html, html[-2000:]
+        stats = await peer.command("/memory stats team")
+        assert "rows written   = 0" in stats.text, stats.text
