@@ -42,6 +42,9 @@ The attacks, and what they did before the fixes of this branch:
 17. A bank page upload of 16 MiB of ``ab`` lines (5.6 million), by an admin: split on the
     event loop (1.7 s, 530 MB), then refused line by line (62 s on a thread). Fixed: more
     than 1,000,000 lines is one line, counted before anything is split; the rest on a thread.
+18. A peer (named in a ticket) answering ``307`` to another address: the sync client followed
+    it, re-posting its signed request to a plain-http address it would never call itself.
+    Fixed: redirects are not followed; one line naming the peer.
 """
 
 from __future__ import annotations
@@ -506,3 +509,52 @@ async def test_an_upload_of_millions_of_tiny_lines_is_refused_without_holding_th
             assert f"The file has more than {MAX_LINES:,} lines" in html, html[-2000:]
         stats = await peer.command("/memory stats team")
         assert "rows written   = 0" in stats.text, stats.text
+
+
+# 18: a peer that answers with a redirect ---------------------------------------------------
+
+
+async def test_a_peer_redirecting_elsewhere_is_not_followed(tmp_path: Path) -> None:
+    """Attack 18: a peer named in a ticket answers every sync call with ``307`` to another
+    address (an internal service; a plain ``http:`` one off this host, which the client
+    refuses to call by itself). The client followed it, re-posting the signed body there.
+    Now: one line naming the peer, and the other address never asked."""
+    from aiohttp import web
+
+    from chazbot.errors import BackendError
+    from chazbot.ledger import KeyPair
+    from chazbot.sync import SyncClient
+
+    hits: list[str] = []
+
+    async def internal(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.json_response({"error": "you should never see this"})
+
+    async def hostile(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(f"{inside}/latest/meta-data{request.path}")
+
+    runners: list[web.AppRunner] = []
+    ports: list[int] = []
+    for handler in (internal, hostile):
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        ports.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    inside = f"http://127.0.0.1:{ports[0]}"
+    client = SyncClient(KeyPair.generate())
+    try:
+        with pytest.raises(BackendError) as caught:
+            await client.heads(f"http:127.0.0.1:{ports[1]}", DB)
+        one_line(str(caught.value))
+        assert f"peer http:127.0.0.1:{ports[1]}" in str(caught.value)
+        assert "HTTP 307" in str(caught.value), caught.value
+        assert hits == []
+    finally:
+        await client.close()
+        for runner in runners:
+            await runner.cleanup()

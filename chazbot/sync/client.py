@@ -112,6 +112,7 @@ class SyncClient:
                 headers=headers,
                 timeout=timeout,
                 ssl=self.ssl_context if self.ssl_context is not None else True,
+                allow_redirects=False,  # a peer's redirect would carry the signed body elsewhere
             ) as resp:
                 status = resp.status
                 chunks: list[bytes] = []
