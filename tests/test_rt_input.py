@@ -45,6 +45,10 @@ The attacks, and what they did before the fixes of this branch:
 18. A peer (named in a ticket) answering ``307`` to another address: the sync client followed
     it, re-posting its signed request to a plain-http address it would never call itself.
     Fixed: redirects are not followed; one line naming the peer.
+19. A reminder stored by another writer of the agent's database with a rule that never
+    happens ("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30"): 6.4 s of the event loop per
+    ``reminders`` listing (and per look of the delivery runner). Fixed: only the rule shapes
+    chazbot makes are read; anything else is no reminder.
 """
 
 from __future__ import annotations
@@ -558,3 +562,53 @@ async def test_a_peer_redirecting_elsewhere_is_not_followed(tmp_path: Path) -> N
         await client.close()
         for runner in runners:
             await runner.cleanup()
+
+
+# 19: a reminder written by another writer of the agent's database ---------------------------
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30",  # never happens: dateutil steps to year 9999
+        "FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30",
+        "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30",
+        "FREQ=SECONDLY",  # a reminder a second
+        "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSECOND=0\nRRULE:FREQ=SECONDLY",
+    ],
+)
+async def test_a_stored_reminder_with_a_rule_chazbot_never_makes_is_ignored(
+    tmp_path: Path, rule: str
+) -> None:
+    """Attack 19: reminders are signed fields of the agent's database, so any key that may
+    write it (a peer the agent's database is shared with for writing) can store one with
+    any RRULE. A rule that never happens took dateutil 3-6 s per look, on the event loop, and
+    every listing and the delivery runner look twice or more. Now a rule outside the shapes
+    chazbot makes (daily, weekly, monthly, an interval up to 12, a weekday, a time) is read
+    as no reminder; one chazbot makes still lists."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        session = await peer.session("room")
+        hostile = {
+            "room": session.name,
+            "by": ALICE,
+            "what": "spam",
+            "tz": "UTC",
+            "first": "2026-12-01T09:00:00+00:00",
+            "rule": rule,
+            "lang": "en",
+            "cancelled": False,
+        }
+        honest = {
+            **hostile,
+            "what": "water the plants",
+            "rule": "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSECOND=0",
+        }
+        ops = [{"op": "set", "field": "rbad", "value": hostile}]
+        ops.append({"op": "set", "field": "rgood", "value": honest})
+        sent = [{"op": "set", "field": f, "value": hostile["first"]} for f in ("rbad", "rgood")]
+        # delivered once already (the runner's mark, or the writer's), so the rule is read
+        await peer.ledger.write(chaz.db, chaz.key, {"reminders": ops, "reminders_sent": sent})
+        gap, listed = await longest_gap(peer.command("/reminders", session="room"))
+        assert gap < LOOP_BOUND_S, gap
+        assert "water the plants" in listed.text and "spam" not in listed.text, listed.text

@@ -16,6 +16,7 @@ A field read back that does not parse is skipped (a peer with newer code may wri
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import weakref
 from dataclasses import dataclass
@@ -38,6 +39,13 @@ _ADDING: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], asyncio.Lock]] 
 """Per ledger, one lock per (agent DB, person): a count of their active reminders and the
 write of a new one are one step, whichever ``Reminders`` object (each turn and command makes
 its own) and whichever room asks."""
+RULE_SHAPE = re.compile(
+    r"FREQ=(DAILY|WEEKLY|MONTHLY)(;INTERVAL=([1-9]|1[0-2]))?(;BYDAY=[+-]?[1-4]?(MO|TU|WE|TH|FR|SA|SU))?"
+    r";BYHOUR=(1?[0-9]|2[0-3]);BYMINUTE=[1-5]?[0-9];BYSECOND=0"
+)
+"""The rules chazbot makes (``reminders.when``), each happening at least every year: a stored
+rule of another shape is no reminder. Any writer of the agent's database can store one, and
+one that never happens ("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30") took dateutil 6 s a look."""
 CATCH_UP_STEPS = 10_000
 """Occurrences a recurrence is stepped through to find the latest one missed."""
 
@@ -131,7 +139,9 @@ class Reminder:
                 return None
             first = datetime.fromisoformat(str(data["first"]))
             rule = data.get("rule")
-            if first.tzinfo is None or (rule is not None and not isinstance(rule, str)):
+            if first.tzinfo is None or (
+                rule is not None and not (isinstance(rule, str) and RULE_SHAPE.fullmatch(rule))
+            ):
                 return None
             zone(tz)
             done = datetime.fromisoformat(sent) if isinstance(sent, str) else None
