@@ -49,6 +49,8 @@ The attacks, and what they did before the fixes of this branch:
     happens ("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30"): 6.4 s of the event loop per
     ``reminders`` listing (and per look of the delivery runner). Fixed: only the rule shapes
     chazbot makes are read; anything else is no reminder.
+20. A gzip bomb (60 KB inflating to 60 MB) posted to the sign-in form, which anyone may post:
+    413, peak memory not grown by the inflated size (held: aiohttp stops at the form's bound).
 """
 
 from __future__ import annotations
@@ -612,3 +614,36 @@ async def test_a_stored_reminder_with_a_rule_chazbot_never_makes_is_ignored(
         gap, listed = await longest_gap(peer.command("/reminders", session="room"))
         assert gap < LOOP_BOUND_S, gap
         assert "water the plants" in listed.text and "spam" not in listed.text, listed.text
+
+
+# 20: a compressed body ---------------------------------------------------------------------
+
+
+async def test_a_gzip_bomb_posted_to_the_sign_in_form_is_refused_unread(tmp_path: Path) -> None:
+    """Attack 20: ``POST /ui/login`` (open to anyone) with ``Content-Encoding: gzip``, 60 KB
+    that inflate to 60 MB (aiohttp inflates request bodies itself): refused (413) with the
+    process's peak memory not grown by the inflated size (held: aiohttp stops at the form's
+    bound)."""
+    import resource
+    import zlib
+
+    import aiohttp
+
+    from tests.web_support import serving
+
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"a" * (1 << 20)
+    bomb = b"".join(squeeze.compress(chunk) for _ in range(60)) + squeeze.flush()
+    assert len(bomb) < 64 * 1024
+    async with serving(tmp_path) as (_peer, base):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        headers = {
+            "Content-Encoding": "gzip",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": base,
+        }
+        async with aiohttp.ClientSession() as client:
+            async with client.post(f"{base}/ui/login", data=bomb, headers=headers) as answer:
+                assert answer.status == 413, answer.status
+        grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert grew_mb < 30, grew_mb
