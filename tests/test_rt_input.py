@@ -642,8 +642,11 @@ async def test_a_gzip_bomb_posted_to_the_sign_in_form_is_refused_unread(tmp_path
             "Content-Type": "application/x-www-form-urlencoded",
             "Origin": base,
         }
-        async with aiohttp.ClientSession() as client:
-            async with client.post(f"{base}/ui/login", data=bomb, headers=headers) as answer:
-                assert answer.status == 413, answer.status
+        url = f"{base}/ui/login"
+        async with (
+            aiohttp.ClientSession() as client,
+            client.post(url, data=bomb, headers=headers) as answer,
+        ):
+            assert answer.status == 413, answer.status
         grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
         assert grew_mb < 30, grew_mb
