@@ -25,8 +25,9 @@ The attacks, and what they did before the fixes of this branch:
    RecursionError out of the turn. Fixed: "not valid JSON" to the model.
 8. A model's tool call with 10,000 unknown arguments, or a tool name of 100 KB: a 69 KB / 100
    KB error the model read back every step. Fixed: five named and counted, names cut.
-9. A control-socket request line nested 500,000 deep: no answer and a traceback. Fixed: one
-   line; the service keeps answering. Also a 2 MB line, and a line never ended (held).
+9. A control-socket request line nested 500,000 deep, or such a line among an import's (what
+   ``chazbot import-file`` sends a service): no answer and a traceback. Fixed: one line; the
+   service keeps answering. Also a 2 MB line, and a line never ended (held).
 10. A JSONL import line nested 100,000 deep: RecursionError out of the import. Fixed: "line 1:
     not JSON (nested too deep)", nothing written.
 11. Sync bodies: nested 100,000 deep, a 4,000-digit integer, duplicate keys, NaN, lone
@@ -343,6 +344,15 @@ async def test_control_requests_nested_too_deep_or_too_long_get_one_line(tmp_pat
             assert await asyncio.wait_for(reader.read(), 10) == b""
             writer.close()
             assert server.timed_out == 1 and server.open == 0
+            # an import (``chazbot import-file`` beside a service) whose line nests too deep
+            reader, writer = await asyncio.open_unix_connection(str(server.path), limit=1 << 22)
+            request = {"op": "import", "bank": "self", "lines": 2}
+            writer.write(json.dumps(request).encode() + b"\n" + b"[" * 500_000 + b"\n")
+            await writer.drain()
+            said = (await asyncio.wait_for(reader.read(), 30)).decode()
+            writer.close()
+            assert "line 1: nested too deep" in said, said[:300]
+            assert json.loads(await _ask(server.path, hello))["agent"] == "chaz"
         finally:
             await server.stop()
 

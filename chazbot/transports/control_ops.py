@@ -111,7 +111,10 @@ async def _read_lines(reader: asyncio.StreamReader, count: Any) -> list[str]:
             raw = await reader.readline()
             if not raw.endswith(b"\n"):
                 raise InputError(f"the client stopped after {number - 1} of {count} lines")
-            line = json.loads(raw)
+            try:
+                line = json.loads(raw)
+            except RecursionError:
+                raise InputError(f"line {number}: nested too deep") from None
             if not isinstance(line, str):
                 raise InputError(f"line {number}: not a JSON string on the socket")
             lines.append(line)
