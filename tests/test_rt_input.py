@@ -660,3 +660,20 @@ async def test_a_gzip_bomb_posted_to_the_sign_in_form_is_refused_unread(tmp_path
             assert answer.status == 413, answer.status
         grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
         assert grew_mb < 30, grew_mb
+
+
+async def test_pushed_entries_nested_too_deep_are_refused_alone(tmp_path: Path) -> None:
+    """Attack 11, the entries a push carries (read by the ledger, not ``wire``): one nested
+    100,000 deep and one whose ops nest so, in one batch: each refused with a one-line reason,
+    nothing stored, the ledger still writes (held)."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        nested_ops = b'{"db": "' + chaz.db.encode() + b'", "ops": ' + deep + b"}"
+        result = await peer.ledger.ingest([deep, nested_ops])
+        assert len(result.rejected) == 2 and not result.accepted, result
+        for _, reason in result.rejected:
+            one_line(reason)
+        await chaz.remember("after", "the ledger still writes")
+        ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, "recall", {"query": "after"})
+        assert ok and "[after]" in text, text
