@@ -52,6 +52,9 @@ The attacks, and what they did before the fixes of this branch:
     chazbot makes are read; anything else is no reminder.
 20. A gzip bomb (60 KB inflating to 60 MB) posted to the sign-in form, which anyone may post:
     413, peak memory not grown by the inflated size (held: aiohttp stops at the form's bound).
+21. A command with a 30 KB argument from anyone the bot answers (``agent``, ``memory
+    forget-mine``, ``memory stats``…): the error named it whole, a 30 KB reply. Fixed: each
+    line of an error cut to 600 characters.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ import pytest
 import chazbot
 from chazbot.agent.capture import capture_message
 from chazbot.agent.turn import run_turn
+from chazbot.commands import ERROR_LINE_CHARS
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError
 from chazbot.memory.audience import room_audience
@@ -677,3 +681,30 @@ async def test_pushed_entries_nested_too_deep_are_refused_alone(tmp_path: Path) 
         await chaz.remember("after", "the ledger still writes")
         ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, "recall", {"query": "after"})
         assert ok and "[after]" in text, text
+
+
+# 21: command errors that echo what was typed ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "/agent {x}",
+        "/memory forget-mine {x}",
+        "/memory stats {x}",
+        "/memory detach {x}",
+        "/memory search {x} {x}",
+        "/reminders cancel {x}",
+        "/tz {x}",
+        "/help {x}",
+    ],
+)
+async def test_a_command_error_never_echoes_a_huge_argument(tmp_path: Path, line: str) -> None:
+    """Attack 21: anyone the bot answers types a command with a 30 KB argument; many errors
+    named it whole (a 30 KB reply, four Matrix messages for one). Now each line of an error
+    is cut to ``ERROR_LINE_CHARS`` (600)."""
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        text = line.format(x="x" * 30_000)
+        reply = await peer.command(text, session="room", is_admin=False, sender=ALICE)
+        assert len(reply.text) < 2_000, (len(reply.text), reply.text[:100])
+        assert all(len(part) <= ERROR_LINE_CHARS for part in reply.text.splitlines()), reply.text

@@ -55,20 +55,42 @@ async def help_(ctx: Context, topic: str | None = None) -> Reply:
     return Reply(True, "\n".join(lines), markdown=True)
 
 
+ERROR_LINE_CHARS = 600
+"""An error's lines are cut to this: many name the argument typed, and a 30 KB one came back
+whole (a 30 KB reply, four Matrix messages, to anyone who may talk to the bot)."""
+
+
+def _cut(error: Exception) -> str:
+    return "\n".join(
+        line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
+        for line in str(error).splitlines()
+    )
+
+
 async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:
     """Parse and run one command line; every failure becomes a one-line ``Reply(False, …)``."""
     try:
         command, args = tree.parse(text, ctx.prefix)
     except UsageError as exc:
-        return Reply(False, str(exc), usage_error=True)
+        return Reply(False, _cut(exc), usage_error=True)
     if command.admin and not ctx.is_admin:
         return Reply(False, f"only admins may use {ctx.prefix}{' '.join(command.path)}")
     try:
         return await command.run(ctx, args)
     except UsageError as exc:
-        return Reply(False, str(exc), usage_error=True)
+        return Reply(False, _cut(exc), usage_error=True)
     except ChazError as exc:
-        return Reply(False, str(exc))
+        return Reply(False, _cut(exc))
 
 
-__all__ = ["TREE", "Arg", "Command", "CommandTree", "Context", "Reply", "UsageError", "run_command"]
+__all__ = [
+    "ERROR_LINE_CHARS",
+    "TREE",
+    "Arg",
+    "Command",
+    "CommandTree",
+    "Context",
+    "Reply",
+    "UsageError",
+    "run_command",
+]
