@@ -55,6 +55,9 @@ The attacks, and what they did before the fixes of this branch:
 21. A command with a 30 KB argument from anyone the bot answers (``agent``, ``memory
     forget-mine``, ``memory stats``…): the error named it whole, a 30 KB reply. Fixed: each
     line of an error cut to 600 characters.
+22. ``memory search`` (anyone the bot answers, in their room's agent) over rows of 16 KiB:
+    a 160 KB reply, 20 Matrix messages for one command; the model's ``recall`` 192 KB. Fixed:
+    each value shows its first 2,000 characters and how many more there are.
 """
 
 from __future__ import annotations
@@ -708,3 +711,29 @@ async def test_a_command_error_never_echoes_a_huge_argument(tmp_path: Path, line
         reply = await peer.command(text, session="room", is_admin=False, sender=ALICE)
         assert len(reply.text) < 2_000, (len(reply.text), reply.text[:100])
         assert all(len(part) <= ERROR_LINE_CHARS for part in reply.text.splitlines()), reply.text
+
+
+# 22: a search that lists long rows ---------------------------------------------------------
+
+
+async def test_a_search_over_long_rows_shows_a_bounded_part_of_each(tmp_path: Path) -> None:
+    """Attack 22: twelve rows of 16 KiB, then ``memory search`` (anyone the bot answers may
+    search their room's agent) and the model's ``recall``: 160 KB and 192 KB before (20
+    Matrix messages for one command). Now each value shows its first ``SHOWN_VALUE_CHARS``
+    and how much more there is; export still gives it whole."""
+    from chazbot.memory.tools import SHOWN_VALUE_CHARS
+
+    async with chazbot.open(tmp_path, quiet(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        for i in range(12):
+            await chaz.remember(f"long{i}", ("word " * 3_300)[:16_000])
+        reply = await peer.command("/memory search self word", session="cli")
+        assert reply.ok and reply.text.count("- [long") == 10, reply.text[:200]
+        assert len(reply.text) < 10 * (SHOWN_VALUE_CHARS + 100), len(reply.text)
+        assert "(14,000 more characters)" in reply.text
+        ok, text = await run_tool(
+            chaz.memory, MEMORY_TOOLS, "recall", {"query": "word", "limit": 100}
+        )
+        assert ok and text.count("- [long") == 12 and len(text) < 12 * (SHOWN_VALUE_CHARS + 100)
+        rows = await peer.memory.view(chaz.db)
+        assert all(len(r.value) == 16_000 for r in rows.visible.values())

@@ -84,12 +84,24 @@ def _args(args: dict[str, Any], allowed: set[str], required: set[str]) -> dict[s
     return args
 
 
+SHOWN_VALUE_CHARS = 2_000
+"""What a search or the ``recall`` tool shows of each value: ten rows of 16 KiB made one
+``memory search`` a 160 KB reply (20 Matrix messages), and one recall 192 KB for the model."""
+
+
+def _shown(value: str) -> str:
+    if len(value) <= SHOWN_VALUE_CHARS:
+        return value
+    return f"{value[:SHOWN_VALUE_CHARS]}… ({len(value) - SHOWN_VALUE_CHARS:,} more characters)"
+
+
 def format_hits(hits: list[Hit]) -> str:
-    """One line a hit, in recall's order; an earlier statement of the same teller about the
-    same subject as a newer hit says so ("earlier: …", ``memory.current``)."""
+    """One line a hit, in recall's order, each value cut to ``SHOWN_VALUE_CHARS``; an earlier
+    statement of the same teller about the same subject as a newer hit says so ("earlier: …",
+    ``memory.current``)."""
     marks = {id(h): e for h, e in newest_first(hits, _told)}
     return "\n".join(
-        f"- [{h.key}]: {earlier_mark(h.value, marks[id(h)])}"
+        f"- [{h.key}]: {earlier_mark(_shown(h.value), marks[id(h)])}"
         + (f" (tags: {', '.join(h.tags)})" if h.tags else "")
         for h in hits
     )
