@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chazbot.agent.capture import Said, message_row, speaker_name
+from chazbot.agent.grounding import evidence, supports
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them, language, told
@@ -66,6 +68,32 @@ def dont_know(question: str) -> str:
     """ "I don't know" in the language of ``question`` (``words.language``: the one guess of
     the language, as the acknowledgement makes it), English when none is told apart."""
     return reply(language(question), "dont_know")
+
+
+def unsupported(
+    question: str, shown: Sequence[MemoryRow], memory: MemoryScope, sender: str
+) -> str:
+    """The reply when the model's answer about the person stood on nothing it was shown
+    (``grounding.grounded``): when exactly one shown row *the person said* answers the
+    question (``grounding.supports``: its subject and predicate), their own words from it,
+    turned to them ("You told me: your father works as a carpenter."), in the language asked
+    in; otherwise "I don't know". A small model often paraphrases the right row into words
+    the row does not have ("His job is to make furniture."): the row itself is what they
+    said. Another person's row is never quoted as theirs."""
+    speaker = _speaker(memory, sender)
+    said = {
+        said_text(r.value).strip()
+        for r in shown
+        if (r.origin.speaker == speaker if r.origin is not None else speaker is None)
+        and supports(evidence(r), question)
+    }
+    if len(said) != 1:
+        return dont_know(question)
+    (text,) = said
+    words = as_said_to_them(text.rstrip(" .!"), language(text))
+    if words.startswith(("Your ", "You ")):
+        words = words[0].lower() + words[1:]
+    return reply(language(question), "you_said", what=words)
 
 
 def false_friend(row: MemoryRow, question: str) -> bool:
@@ -253,4 +281,5 @@ __all__ = [
     "remember_words",
     "restore_rows",
     "undo_forget",
+    "unsupported",
 ]

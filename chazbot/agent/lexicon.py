@@ -656,6 +656,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "I don't keep anything you told me about {what}.",
         "none_at_all": "I don't keep anything you told me.",
         "remembered": "Noted: {what}.",
+        "you_said": "You told me: {what}.",
         "undone": "Brought back: {what}.",
         "nothing_to_undo": "There is nothing of yours to bring back here.",
         "dont_know": "I don't know: you haven't told me that yet (or asked me to forget it). "
@@ -667,6 +668,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Ich habe nichts gespeichert, was du mir über {what} gesagt hast.",
         "none_at_all": "Ich habe nichts gespeichert, was du mir gesagt hast.",
         "remembered": "Notiert: {what}.",
+        "you_said": "Du hast mir gesagt: {what}.",
         "undone": "Zurückgeholt: {what}.",
         "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
         "dont_know": "Das weiß ich nicht: du hast es mir noch nicht gesagt (oder mich gebeten, "
@@ -678,6 +680,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Je ne garde rien de ce que tu m'as dit sur {what}.",
         "none_at_all": "Je ne garde rien de ce que tu m'as dit.",
         "remembered": "C'est noté : {what}.",
+        "you_said": "Tu m'as dit : {what}.",
         "undone": "Retrouvé : {what}.",
         "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
         "dont_know": "Je ne le sais pas : tu ne me l'as pas encore dit (ou tu m'as demandé de "
@@ -689,6 +692,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "No guardo nada de lo que me dijiste sobre {what}.",
         "none_at_all": "No guardo nada de lo que me dijiste.",
         "remembered": "Anotado: {what}.",
+        "you_said": "Me dijiste: {what}.",
         "undone": "Recuperado: {what}.",
         "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
         "dont_know": "No lo sé: todavía no me lo has dicho (o me pediste que lo olvidara). "
@@ -700,6 +704,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Ik bewaar niets van wat je me over {what} hebt verteld.",
         "none_at_all": "Ik bewaar niets van wat je me hebt verteld.",
         "remembered": "Genoteerd: {what}.",
+        "you_said": "Je hebt me verteld: {what}.",
         "undone": "Teruggehaald: {what}.",
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
         "dont_know": "Dat weet ik niet: je hebt het me nog niet verteld (of me gevraagd het te "
@@ -708,7 +713,9 @@ REPLIES: dict[str, dict[str, str]] = {
 }
 """Replies to requests in words, in the language the request was made in; "remembered" is
 also the acknowledgement of a told fact (``asked.acknowledgement``), "dont_know" the answer
-to a question about the person that nothing recalled supports (``asked.dont_know``)."""
+to a question about the person that nothing recalled supports (``asked.dont_know``),
+"you_said" the person's own row that answers it when the model's words did not stand on it
+(``asked.unsupported``)."""
 QUOTES: dict[str, str] = {"en": "“{}”", "de": "„{}“", "fr": "« {} »", "es": "«{}»", "nl": "‘{}’"}
 """How each language quotes the person's own words (a fact that cannot be turned to them)."""
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
-from chazbot.agent.grounding import evidence, grounded
+from chazbot.agent.grounding import equivalents, evidence, grounded
 from chazbot.agent.pictures import CANNOT_SEE, Picture, picture_parts
 from chazbot.agent.recall import (
     DEFAULT_TUNING,
@@ -82,6 +82,7 @@ async def auto_recall(
     keep: Callable[[MemoryRow], bool] | None = None,
     shown: list[MemoryRow] | None = None,
     tuning: RecallTuning = DEFAULT_TUNING,
+    also: str = "",
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count.
 
@@ -89,7 +90,8 @@ async def auto_recall(
     rows its audience may be told are searched (SPEC §5c); default the agent's own view.
     ``shown`` gets every row the block holds (for the check of the answer, ``grounding``).
     ``tuning``: how the queries are built (``RecallTuning``); each store is ranked as the
-    engine ranks (``MemoryEngine.ranking``)."""
+    engine ranks (``MemoryEngine.ranking``). ``also``: words searched as a third ranking
+    (``grounding.equivalents`` of a question about the person, in the other languages)."""
     memory = memory if memory is not None else agent.memory
     settings = await recall_settings(peer.ledger, agent.db)
     query = recall_query(messages, tuning)
@@ -99,7 +101,7 @@ async def auto_recall(
     ranking = engine.ranking
     limit, floor = settings.max_entries, engine.similarity_floor(settings.min_similarity)
     focus = focus_query(messages, tuning)
-    texts = [q for q in dict.fromkeys([focus, query]) if q]
+    texts = [q for q in dict.fromkeys([focus, query, also]) if q]
     if tuning.one_query_vector and focus:
         vector = await engine.query_vector(focus)
         queries = [(q, vector) for q in texts]
@@ -250,8 +252,9 @@ async def run_turn(
             return not asked.false_friend(row, text)
 
     shown: list[MemoryRow] = []
+    also = " ".join(equivalents(text)) if keep is not None else ""
     block, hits = await auto_recall(
-        peer, agent, session, contents, memory, sender, keep, shown, tuning
+        peer, agent, session, contents, memory, sender, keep, shown, tuning, also
     )
     prompt = agent.config.system_prompt
     store = Reminders(peer.ledger, agent.db, agent.key)
@@ -338,7 +341,7 @@ async def run_turn(
     if asks(text) and personal(text) and not grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
         # an answer about the person needs a row about it (#36), in the person's language
-        result.withheld, reply = reply, asked.dont_know(text)
+        result.withheld, reply = reply, asked.unsupported(text, shown, memory, sender)
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result
