@@ -15,8 +15,8 @@ recalled: that it does not know yet, never an invented fact (the embedded 0.5B m
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from chazbot.agent.capture import Said, message_row, speaker_name
@@ -70,9 +70,7 @@ def dont_know(question: str) -> str:
     return reply(language(question), "dont_know")
 
 
-def unsupported(
-    question: str, shown: Sequence[MemoryRow], memory: MemoryScope, sender: str
-) -> str:
+def unsupported(question: str, shown: Sequence[MemoryRow], memory: MemoryScope, sender: str) -> str:
     """The reply when the model's answer about the person stood on nothing it was shown
     (``grounding.grounded``): when exactly one shown row *the person said* answers the
     question (``grounding.supports``: its subject and predicate), their own words from it,
