@@ -120,6 +120,39 @@ def test_a_wish_not_to_be_remembered_is_a_forget_in_five_languages() -> None:
         assert "onthoudt" not in found.what, (text, found)
 
 
+def test_polite_forms_in_five_languages_and_the_verb_last() -> None:
+    """Found by probing beyond both halves: German and Dutch ask politely with the verb last
+    ("Kannst du meine Adresse vergessen?"), English with "I need you to", "would you mind";
+    "forget I said anything" forgets nothing; "mach das bitte rückgängig" is an undo."""
+    for text, what in (
+        ("Kannst du meine Adresse vergessen?", "adresse"),
+        ("Könntest du bitte meine Telefonnummer vergessen?", "telefonnummer"),
+        ("Kannst du meine Adresse aus deinem Gedächtnis löschen?", "adresse"),
+        ("Kun je mijn adres vergeten?", "adres"),
+        ("Zou je mijn telefoonnummer uit je geheugen willen wissen?", "telefoonnummer"),
+        ("I need you to forget my address", "address"),
+        ("Would you mind forgetting my address?", "address"),
+        ("can u forget my number", "number"),
+    ):
+        found = intent(text)
+        assert found is not None and found.kind == "forget", (text, found)
+        assert what in found.what.lower() and "vergessen" not in found.what, (text, found)
+    for not_meant in (
+        "Kannst du mir helfen?",
+        "Kannst du den Termin löschen?",
+        "Kannst du mir helfen, das zu vergessen?",
+        "Kannst du meinen Geburtstag nicht vergessen?",
+        "Kun je me helpen mijn ex te vergeten?",
+        "Kun je de afspraak verwijderen?",
+        "Hast du meinen Namen vergessen?",
+        "Forget I said anything",
+    ):
+        found = intent(not_meant)
+        assert found is None or found.kind != "forget", (not_meant, found)
+    undo = intent("Mach das bitte rückgängig")
+    assert undo is not None and undo.kind == "undo"
+
+
 def test_one_slip_of_the_keyboard_in_the_verb_is_understood_and_no_more() -> None:
     for text, kind in (
         ("froget my salary", "forget"),

@@ -98,10 +98,15 @@ def false_friend(row: MemoryRow, question: str) -> bool:
     """Whether ``row`` shares words with ``question`` only through attribute words: "What is
     my cat's name?" and "My sister's name is Ada" share "name", and a small model asked the
     first with the second beside it answered "Ada". Rows that share no word at all came from
-    the vector ranker and stand or fall by its floor."""
+    the vector ranker and stand or fall by its floor; a row that answers the question
+    (``grounding.supports``) is kept whatever words it shares."""
     asked_words = set(auto_recall_query([question], 10))
     shared = asked_words & set(tokenize(f"{row.key} {row.value}"))
-    return bool(shared) and shared <= ATTRIBUTE_WORDS
+    if not shared or not shared <= ATTRIBUTE_WORDS:
+        return False
+    # a row the answer check would stand on is no false friend: "I live in Utrecht" for
+    # "Which city do I live in?" shares only "live", and is the answer
+    return not supports(evidence(row), question)
 
 
 def intro(agent: str, prefix: str) -> str:

@@ -60,11 +60,12 @@ class Language:
     """Verbs of a statement that tells something ("ist", "heißt", "s'appelle", "vive")."""
     please: tuple[str, ...] = ()
     """Words that ask something of the bot ("bitte", "peux-tu"): such a message tells nothing."""
-    unwanted: tuple[str, ...] = ()
-    """Openings of a wish not to be remembered whose verb comes last ("ich möchte nicht,
-    dass du dir … merkst", "ik wil niet dat je … onthoudt"): a forget request."""
-    unwanted_end: tuple[str, ...] = ()
-    """The verbs that close an ``unwanted`` clause ("merkst", "onthoudt")."""
+    verb_last: tuple[str, ...] = ()
+    """Openings of a request whose verb closes the clause ("kannst du … vergessen?", "ich
+    möchte nicht, dass du dir … merkst", "kun je … vergeten?", "ik wil niet dat je …
+    onthoudt"): a forget when the clause ends in one of ``verb_last_end``."""
+    verb_last_end: tuple[str, ...] = ()
+    """The verbs that close a ``verb_last`` forget ("vergessen", "merkst", "onthoudt")."""
     todo: str = r"(?!x)x"
     """A regular expression over a remember request's object (lowercase words joined by
     spaces) that finds a thing to do, not a fact: "remember *to buy milk*", "vergiss nicht,
@@ -96,6 +97,10 @@ EN = Language(
         "would you please",
         "i want you to",
         "i'd like you to",
+        "i would like you to",
+        "i need you to",
+        "can u",
+        "could u",
         "pls",
         "plz",
         "wait",
@@ -107,6 +112,7 @@ EN = Language(
     ),
     forget=(
         "forget",
+        "mind forgetting",
         "don't remember",
         "do not remember",
         "stop remembering",
@@ -167,7 +173,19 @@ EN = Language(
         "put it back",
         "put that back",
     ),
-    dismiss=("it", "about it", "that", "this", "about that", "all about it"),
+    dismiss=(
+        "it",
+        "about it",
+        "that",
+        "this",
+        "about that",
+        "all about it",
+        "i said anything",
+        "i said that",
+        "i said it",
+        "i asked",
+        "i mentioned it",
+    ),
     memory=(
         "memory",
         "memories",
@@ -332,14 +350,19 @@ DE = Language(
         "lebe, lebt, mag, spiele, spielt, war, komme"
     ),
     please=_ws("bitte, kannst, könntest, kann, sag mir, erzähl, schreib, hilf"),
-    unwanted=(
+    verb_last=(
         "ich möchte nicht , dass du dir",
         "ich möchte nicht dass du dir",
         "ich will nicht , dass du dir",
         "ich will nicht dass du dir",
-        "mir wäre lieber , wenn du dir",
+        "kannst du",
+        "könntest du",
+        "würdest du",
+        "kannst du bitte",
+        "könntest du bitte",
+        "bitte",
     ),
-    unwanted_end=_ws("merkst, behältst, speicherst, nicht merkst"),
+    verb_last_end=_ws("merkst, behältst, speicherst, vergessen"),
     todo=r"(?:\bzu \w+|\w+zu\w+en)$",
     person=_ws(
         "ich, mich, mir, mein, meine, meinen, meinem, meiner, meines, unser, unsere, unseren, "
@@ -574,7 +597,7 @@ NL = Language(
         "oh",
     ),
     forget=("vergeet", "onthoud niet langer", "onthoud niet meer"),
-    delete=("verwijder", "wis", "haal", "schrap"),
+    delete=("verwijder", "wis", "haal", "schrap", "verwijderen", "wissen"),
     remember=(
         "onthoud",
         "vergeet niet",
@@ -636,14 +659,19 @@ NL = Language(
         "is, ben, zijn, heet, heten, woon, woont, heb, heeft, werk, werkt, speel, speelt, was, hou"
     ),
     please=_ws("alsjeblieft, kun je, wil je, kan je, vertel, help, schrijf"),
-    unwanted=(
+    verb_last=(
         "ik wil liever niet dat je",
         "ik wil liever niet dat jij",
         "ik wil niet dat je",
         "ik wil niet dat jij",
         "ik heb liever niet dat je",
+        "kun je",
+        "kan je",
+        "kun jij",
+        "wil je",
+        "zou je",
     ),
-    unwanted_end=_ws("onthoudt, opslaat, bewaart"),
+    verb_last_end=_ws("onthoudt, opslaat, bewaart, vergeten"),
     todo=r"^om\b|\bte \w+$",
     person=_ws("ik, mij, me, mijn, ons, onze"),
 )

@@ -101,12 +101,14 @@ async def auto_recall(
     ranking = engine.ranking
     limit, floor = settings.max_entries, engine.similarity_floor(settings.min_similarity)
     focus = focus_query(messages, tuning)
-    texts = [q for q in dict.fromkeys([focus, query, also]) if q]
+    texts = [q for q in dict.fromkeys([focus, query]) if q]
     if tuning.one_query_vector and focus:
         vector = await engine.query_vector(focus)
         queries = [(q, vector) for q in texts]
     else:
         queries = [(q, await engine.query_vector(q)) for q in texts]
+    if also and also not in texts:  # the subject's words in other languages: BM25 alone
+        queries.append((also, None))
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)

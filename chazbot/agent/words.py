@@ -93,7 +93,12 @@ def _asking(words: list[str], lang: Language) -> bool:
 
 
 def _whole(words: list[str], phrases: tuple[str, ...], filler: tuple[str, ...]) -> bool:
-    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside)."""
+    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside,
+    a one-word filler also inside the phrase: "mach das *bitte* rückgängig")."""
+    single = {f for f in filler if " " not in f}
+    inside = [w for i, w in enumerate(words) if i == 0 or w not in single]
+    if inside != words and _whole(inside, phrases, filler):
+        return True
     at = _skip(words, 0, filler)
     n = _phrase(words, at, phrases)
     if not n:
@@ -205,10 +210,41 @@ def _asks_of_memory(text: str) -> bool:
     for lang in LANGUAGES:
         words = _mend(typed, lang)
         at = _skip(words, 0, lang.filler)
-        verbs = lang.forget + lang.unwanted + lang.delete + lang.remember + lang.dont_keep
+        verbs = lang.forget + lang.delete + lang.remember + lang.dont_keep
         if _phrase(words, at, verbs):
             return True
     return False
+
+
+def _verb_last(
+    words: list[str], start: int, at: int, lang: Language
+) -> tuple[int, int, bool] | None:
+    """A forget whose verb closes the clause (German and Dutch put it last): "kannst du meine
+    Adresse vergessen?", "ich möchte nicht, dass du dir meine Adresse merkst", "kun je mijn
+    adres vergeten?". An opening of ``Language.verb_last`` from the clause's start to past its
+    filler, the clause's last word one of ``verb_last_end`` (a forget) or ``delete`` (about
+    memory only when the sentence names it), no "nicht"/"niet" nor "zu"/"te" before it, no
+    comma between the opening and the verb. Returns where
+    the opening is, its length, and whether the verb is a forget."""
+    clause = []
+    for w in words[start:]:
+        if w in _CLAUSE_END and w != ",":
+            break
+        clause.append(w)  # the opening may hold a comma: "ich möchte nicht, dass du dir …"
+    if len(clause) < 2 or clause[-2] in _NOT or clause[-2] in ("zu", "te"):
+        return None
+    closing = clause[-1]
+    if closing not in lang.verb_last_end and closing not in lang.delete:
+        return None
+    for i in range(start, at + 1):
+        n = _phrase(words, i, lang.verb_last)
+        between = words[i + n : start + len(clause) - 1]
+        if n and between and "," not in between:  # one clause: "…, das zu vergessen" is not
+            return i, n, closing in lang.verb_last_end
+    return None
+
+
+_NOT = frozenset({"nicht", "niet", "not", "pas", "no"})
 
 
 def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | None:
@@ -228,31 +264,27 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
                 return None  # "remember to buy milk": a thing to do, not a fact to keep
             what = _rest(text, typed, at + lead)
             return Intent("remember", what, lang.code) if what else None
-        n, strong, unwanted = _phrase(words, at, lang.forget), True, False
+        n, strong = _phrase(words, at, lang.forget), True
         if not n:
-            n, unwanted = _phrase(words, at, lang.unwanted), True
-        if not n:
-            n, strong, unwanted = _phrase(words, at, lang.delete), False, False
+            n, strong = _phrase(words, at, lang.delete), False
+        last = None if n else _verb_last(words, start, at, lang)
+        if last is not None:
+            at, n, strong = last
         if not n:
             continue
         if not strong and not _mentions(words, lang.memory):
             return None  # "delete the meeting from my calendar": about the world
-        if asking and start == 0 and at == 0:
+        if asking and start == 0 and at == 0 and last is None:
             return None  # "How do I delete…?" starts elsewhere; "Forget X?" is unclear
         at = _skip(words, at + n, (",", ":"))
         object_words = _clause(words, at)
-        if unwanted and object_words and object_words[-1] in lang.unwanted_end:
-            object_words = object_words[:-1]  # "…, dass du dir meine Adresse merkst"
+        if last is not None:
+            object_words = object_words[:-1]  # "kannst du meine Adresse *vergessen*?"
         if not object_words or _phrase(object_words, 0, lang.dismiss) == len(object_words):
             return None  # "forget it", "vergiss es", "laisse tomber"
         what = _object(text, typed, at, lang)
-        if unwanted:
-            what = re.sub(
-                r"\s*(?:" + "|".join(map(re.escape, lang.unwanted_end)) + r")\W*$",
-                "",
-                what,
-                flags=re.IGNORECASE,
-            )
+        if last is not None:
+            what = re.sub(r"\s*\S+\W*$", "", what)  # the closing verb, as typed
         if what and not _theirs(object_words) and not _mentions(words, lang.memory):
             return None  # "forget about the cinema, let's stay in": nothing of theirs named
         return Intent("forget", what, lang.code)
