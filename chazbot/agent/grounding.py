@@ -140,6 +140,10 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("food eat essen nourriture plat comida eten"),
     _set("book buch livre libro boek"),
     _set("grow grew grown growing"),
+    _set(
+        "study studied studies studying studiert studiere studium étudie étudié études "
+        "estudio estudié estudia estudié studeer studeerde studie"
+    ),
     _set("meet met meeting"),
     _set("buy bought"),
     _set("speak spoke spoken speaks"),
