@@ -19,7 +19,8 @@ question about the person is kept only when a row shown to the model supports it
    names its subject ("My daughter is called Ella") answers only for a name; and a row whose
    value is of another known kind (a trumpet for "which *sport*") does not answer.
 3. **value**: the reply's own words (what it adds to the question) come from a supporting row:
-   at least one of them is in it, and every number in the reply is in one.
+   at least one of them is in it, and every number and every name (a word capitalised inside
+   a sentence: "Harvard") the reply adds is in one.
 
 Words match as forms of one another ("allergic"/"allergy", "live"/"lives") or through
 ``CONCEPTS``, small groups of words that ask the same thing in the five languages of
@@ -403,7 +404,24 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     known = {w for t in about for w in tokenize(t)}
     if any(t.isdigit() and t not in known for t in added):
         return False
+    if any(not _has([name], known) for name in _names(reply) if name in added):
+        return False  # "You study chemistry at Harvard University": Harvard was never said
     return any(_has(tokenize(t), added) for t in about)
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“„«‘'(]\s*)$")
+
+
+def _names(reply: str) -> set[str]:
+    """The words a reply capitalises inside a sentence (names, places, titles: what a small
+    model invents beside a true word), lowercased; not a sentence's first word, nor "I"."""
+    found: set[str] = set()
+    for match in re.finditer(r"\w[\w'-]*", reply):
+        word = match.group(0)
+        if not word[0].isupper() or word == "I" or _SENTENCE_START.search(reply[: match.start()]):
+            continue
+        found.update(tokenize(word))
+    return found
 
 
 __all__ = ["Asked", "asked", "equivalents", "evidence", "grounded", "subject", "supports"]
