@@ -11,6 +11,8 @@
 # pins in deploy/docker/requirements-files.txt, as the Docker image does: pip refuses any wheel
 # but the one hashed there (a build-tagged wheel of the same version could run code at every
 # interpreter start through a .pth file).
+# --no-compile: pip would byte-compile every file of every wheel (~6000, one by one: half the
+# install's time); Python compiles and caches the ones it imports, on first use.
 # PYTHON=/path/to/python3.11 picks the interpreter for a new .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
