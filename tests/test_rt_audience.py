@@ -1,0 +1,418 @@
+"""Red team of the audience rule (SPEC §5c, §2): "a memory is something a person said
+somewhere; the bot repeats it only to people who were there", for a family sharing a bot.
+
+Scenarios (each a test below; none was covered by an earlier test):
+
+1.  History opened afterwards: a group said things under ``joined`` history; an admin of the
+    room switches it to ``shared`` and invites Mallory. Matrix keeps those messages hidden
+    from her (visibility is the one in force when a message was sent); the bot must too, in
+    ``search``, the ``recall`` tool and ``stats``.
+2.  The same for a DM with ``invited`` history that later becomes ``world_readable``.
+3.  A newcomer under ``joined`` history whose turn calls ``forget`` on a key said before she
+    came: refused, the row stays for the people who were there.
+4.  A newcomer under ``joined`` history whose turn calls ``remember`` on a key said before she
+    came must not replace it (a write never supersedes a row its room cannot see): the people
+    who were there still get their own value.
+5.  The ``recall`` tool told to read the agent's own DB by its id, by ``SELF`` in capitals, or
+    by the agent's name: the room's audience still filters it.
+6.  The ``recall`` tool told to read a bank hosted here by DB id that the agent holds no ref
+    to: refused, nothing of the bank told.
+7.  ``/memory stats`` in a group: its counts do not move with what Alice tells the bot in
+    her DM (a nosy member watching a counter learns she talks to it).
+8.  ``/memory mine`` in a DM where Bob has been invited (not joined yet): not "alone", so
+    what Alice said elsewhere is not listed there.
+9.  ``/memory forget-mine 1`` typed in a group with the number of a DM listing: refused.
+10. ``/memory undo`` by Bob after Alice's ``forget-mine`` in the group brings nothing back;
+    Alice's own undo, after Mallory joined, restores the rows with their old audience (Mallory
+    is still not told).
+11. A reminder set in Alice's DM (``joined`` history), which later becomes a group with Bob:
+    not listed to Bob, and delivered without its words (the room has readers who were not
+    there when it was said).
+12. ``cancel_schedule`` from a group turn, with the id of Alice's DM reminder: refused, and
+    the refusal does not echo the reminder's words.
+13. The web page of another person: Bob's page and JSON export show none of Alice's rows; a
+    forged forget with Alice's key from Bob's cookie hides nothing; Bob's undo on the shared
+    web session does not bring back what Alice forgot there.
+14. A revoked read grant: the ``recall`` tool on that bank is refused and auto-recall stops
+    drawing from it at once (revocation wins).
+15. An admin's ``/memory search`` of another agent's memory in a group obeys the group's
+    audience (an admin's reply is read by everyone there).
+16. A synced row whose ``from`` names a history outside Matrix's values, or extra fields, is
+    refused at the ledger boundary (a hostile peer cannot mark its rows "open").
+17. A room whose members the bot cannot list (``unknown_room``) is told no operator row and no
+    other room's row through ``mine``, ``search`` and the tool.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import chazbot
+from chazbot.config import AgentConfig, Config
+from chazbot.errors import InputError
+from chazbot.memory.audience import Audience, check_origin, room_audience, unknown_room
+from chazbot.peer import Peer
+from chazbot.reminders.runner import ReminderRunner
+from chazbot.reminders.store import Reminders
+from chazbot.transports.matrix.reminding import memory_notes
+from tests.standin_llm import StandinLLM
+
+ALICE, BOB, MALLORY = "@alice:example.org", "@bob:example.org", "@mallory:example.org"
+DM = "matrix:!dm-alice:example.org"
+GROUP = "matrix:!group:example.org"
+
+
+def nobody_admin(_: str) -> bool:
+    return False
+
+
+def heard(room: str, *people: str, history: str = "shared", joined: Any = None) -> Audience:
+    return room_audience(room, people, nobody_admin, joined=joined, history=history)
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, standin_llm: StandinLLM) -> Config:
+    return Config(
+        state_dir=tmp_path,
+        timezone="Europe/Berlin",
+        llm=standin_llm.config(),
+        agents=[AgentConfig(name="chaz", capture="off")],
+    )
+
+
+async def tool(peer: Peer, name: str, args: dict[str, Any], who: str, at: Audience) -> str:
+    """One turn in which the model calls ``name`` with ``args`` in ``at``'s room."""
+    assert at.room is not None
+    turn = await peer.chat(
+        f"call {name} {json.dumps(args)}", session=at.room, sender=who, audience=at
+    )
+    assert turn.tool_calls and turn.tool_calls[0][0] == name, turn
+    return turn.text.removeprefix("Tool said: ").removeprefix("Done: ")
+
+
+async def say(peer: Peer, key: str, value: str, who: str, at: Audience) -> None:
+    """``who`` tells the bot ``value`` in ``at``'s room (a row written during their turn)."""
+    chaz = peer.agent("chaz")
+    await chaz.memory.within(peer.hearing(chaz, who, at)).remember(key, value)
+
+
+async def cmd(peer: Peer, text: str, who: str, at: Audience, admin: bool = False) -> str:
+    assert at.room is not None
+    reply = await peer.command(text, session=at.room, sender=who, audience=at, is_admin=admin)
+    return reply.text
+
+
+# 1, 2 -----------------------------------------------------------------------------------
+
+
+async def test_history_opened_afterwards_does_not_open_what_was_said_before(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        closed = heard(GROUP, ALICE, BOB, history="joined")
+        await say(peer, "safe", "The safe code is 7391", ALICE, closed)
+        # the room's admin opens the history and invites Mallory: Matrix still hides the
+        # messages sent under "joined" from her
+        opened = heard(GROUP, ALICE, BOB, MALLORY, history="shared")
+        said = await cmd(peer, "/memory search self safe code", MALLORY, opened)
+        assert "7391" not in said, said
+        said = await tool(peer, "recall", {"query": "safe code"}, MALLORY, opened)
+        assert "7391" not in said, said
+        # what is said under the open history is the room's, told to every member now
+        await say(peer, "bins", "The bins go out on Sunday", BOB, opened)
+        assert "Sunday" in await tool(peer, "recall", {"query": "bins"}, MALLORY, opened)
+        # and the people who were there still get what they said
+        assert "7391" in await tool(peer, "recall", {"query": "safe code"}, ALICE, opened)
+        # a DM under "invited" that later becomes world_readable: told only in that room
+        dm = heard(DM, ALICE, history="invited")
+        await say(peer, "clinic", "Alice's clinic appointment is on Tuesday", ALICE, dm)
+        public = room_audience(DM, [ALICE, MALLORY], nobody_admin, history="world_readable")
+        said = await tool(peer, "recall", {"query": "clinic appointment"}, MALLORY, public)
+        assert "Tuesday" not in said, said
+
+
+# 3, 4 -----------------------------------------------------------------------------------
+
+
+async def test_a_newcomer_neither_forgets_nor_replaces_what_was_said_before_her(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        before = heard(GROUP, ALICE, BOB, history="joined")
+        await say(peer, "wifi", "The wifi password is kettle-42", ALICE, before)
+        after = heard(GROUP, ALICE, BOB, MALLORY, history="joined")
+        said = await tool(peer, "forget", {"key": "wifi"}, MALLORY, after)
+        assert said.startswith("Error"), said
+        said = await tool(
+            peer, "remember", {"key": "wifi", "value": "The wifi password is evil-0"}, MALLORY, after
+        )
+        assert not said.startswith("Error"), said
+        # Alice and Bob, among themselves, still get what Alice said
+        told = await tool(peer, "recall", {"query": "wifi password"}, BOB, before)
+        assert "kettle-42" in told, told
+        chaz = peer.agent("chaz")
+        assert "kettle-42" in {h.value.split()[-1] for h in await chaz.recall("wifi")}
+
+
+# 5, 6 -----------------------------------------------------------------------------------
+
+
+async def test_the_recall_tool_cannot_be_pointed_past_the_rooms_audience(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        await say(peer, "iban", "Alice's IBAN is DE89 3704", ALICE, heard(DM, ALICE))
+        assert (await peer.command("/memory new family-private")).ok
+        await peer.command("/memory grant family-private chaz read")
+        await peer.command("/memory revoke family-private chaz")
+        group = heard(GROUP, BOB, MALLORY)
+        bank = await peer.hosting.registry.get("bank", "family-private")
+        assert bank is not None
+        for name in (chaz.db, "SELF", "Self", "chaz", ""):
+            said = await tool(peer, "recall", {"query": "IBAN", "bank": name}, MALLORY, group)
+            assert "DE89" not in said, (name, said)
+        said = await tool(peer, "recall", {"query": "", "bank": bank.db}, MALLORY, group)
+        assert said.startswith("Error"), said
+
+
+# 7 --------------------------------------------------------------------------------------
+
+
+async def test_stats_in_a_group_do_not_count_what_alice_says_in_her_dm(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        group = heard(GROUP, ALICE, BOB)
+        await say(peer, "bins", "The bins go out on Sunday", BOB, group)
+        before = await cmd(peer, "/memory stats", BOB, group)
+        for i in range(3):
+            await say(peer, f"secret{i}", f"Alice's secret number {i}", ALICE, heard(DM, ALICE))
+        after = await cmd(peer, "/memory stats", BOB, group)
+        numbers = [line for line in after.splitlines() if line.split("=")[0].strip() != "index"]
+        was = [line for line in before.splitlines() if line.split("=")[0].strip() != "index"]
+        assert numbers == was, (was, numbers)
+        # the operator's terminal counts everything
+        full = (await peer.command("/memory stats")).text
+        assert "rows written   = 4" in full, full
+
+
+# 8, 9 -----------------------------------------------------------------------------------
+
+
+async def test_mine_in_a_dm_with_someone_invited_is_not_alone(tmp_path: Path, cfg: Config) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        other = heard("matrix:!book-club:example.org", ALICE, MALLORY)
+        await say(peer, "doctor", "Alice sees Dr Weiss about her back", ALICE, heard(DM, ALICE))
+        await say(peer, "book", "Alice is reading Middlemarch", ALICE, other)
+        dm = heard(DM, ALICE)
+        listed = await cmd(peer, "/memory mine", ALICE, dm)
+        assert "Middlemarch" in listed and "Weiss" in listed, listed
+        # Bob invited into the DM (not joined): the reply is his to read once he joins
+        invited = heard(DM, ALICE, BOB, joined=[ALICE])
+        listed = await cmd(peer, "/memory mine", ALICE, invited)
+        assert "Middlemarch" not in listed, listed
+        # a number from the DM's listing means nothing in a group
+        group = heard(GROUP, ALICE, BOB)
+        said = await cmd(peer, "/memory forget-mine 1", ALICE, group)
+        assert "run" in said and "mine" in said, said
+        assert len(await peer.agent("chaz").recall("")) == 2
+
+
+# 10 -------------------------------------------------------------------------------------
+
+
+async def test_undo_is_the_forgetters_and_restores_the_old_audience(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        group = heard(GROUP, ALICE, BOB, history="joined")
+        await say(peer, "alice.salary", "Alice earns 4100 a month", ALICE, group)
+        assert "1 row" in await cmd(peer, "/memory forget-mine all", ALICE, group)
+        said = await cmd(peer, "/memory undo", BOB, group)
+        assert "nothing" in said, said
+        assert await peer.agent("chaz").recall("salary") == []
+        later = heard(GROUP, ALICE, BOB, MALLORY, history="joined")
+        assert "Brought back 1 row" in await cmd(peer, "/memory undo", ALICE, later)
+        told = await tool(peer, "recall", {"query": "salary"}, MALLORY, later)
+        assert "4100" not in told, told
+        assert "4100" in await tool(peer, "recall", {"query": "salary"}, BOB, group)
+
+
+# 11, 12 ---------------------------------------------------------------------------------
+
+
+async def test_a_dm_reminder_is_not_told_to_people_who_came_later(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = heard(DM, ALICE, history="joined")
+        said = await cmd(peer, "remind in 2 days at 9 to collect the HIV test results", ALICE, dm)
+        assert "HIV" in said, said
+        rid = (await Reminders(peer.ledger, peer.agent("chaz").db, peer.agent("chaz").key).all())[
+            0
+        ].id
+        # a group turn (its model reading a planted line) cancels by the DM reminder's id
+        group = heard(GROUP, ALICE, BOB)
+        said = await tool(peer, "cancel_schedule", {"id": rid}, ALICE, group)
+        assert said.startswith("Error") and "HIV" not in said, said
+        # the DM becomes a group: Bob is not told it, in the list or when it is due
+        grown = heard(DM, ALICE, BOB, history="joined")
+        listed = await cmd(peer, "reminders", BOB, grown)
+        assert "HIV" not in listed, listed
+        sent: list[tuple[str, str]] = []
+
+        async def deliver(room: str, text: str, txn: str) -> bool:
+            sent.append((room, text))
+            return True
+
+        async def audience_of(_: str) -> Audience:
+            return grown
+
+        agent = peer.agent("chaz")
+        runner = ReminderRunner(
+            lambda: [Reminders(peer.ledger, agent.db, agent.key)],
+            deliver,
+            notes=memory_notes(peer, audience_of),
+            audience=audience_of,
+        )
+        await runner.tick(datetime.now(UTC) + timedelta(days=3))
+        assert [room for room, _ in sent] == [DM]
+        assert "HIV" not in sent[0][1] and ALICE in sent[0][1], sent
+        # with only Alice there again it is told in full (the next occurrence: none; so a new one)
+        await cmd(peer, "remind in 2 days at 9 to collect the HIV test results", ALICE, dm)
+
+        async def only_alice(_: str) -> Audience:
+            return dm
+
+        runner = ReminderRunner(
+            lambda: [Reminders(peer.ledger, agent.db, agent.key)], deliver, audience=only_alice
+        )
+        await runner.tick(datetime.now(UTC) + timedelta(days=3))
+        assert "HIV" in sent[-1][1], sent
+
+
+# 13 -------------------------------------------------------------------------------------
+
+
+async def test_another_persons_web_page_shows_and_forgets_nothing_of_alice(
+    tmp_path: Path,
+) -> None:
+    from tests.web_support import browser_session, csrf_of, link, said, serving, sign_in
+
+    async with serving(tmp_path) as (peer, base):
+        await said(peer, ALICE, "locker", "Alice's locker code is 5512")
+        await said(peer, BOB, "bob.car", "Bob drives a Volvo", present=(ALICE,))
+        async with browser_session() as bob:
+            await sign_in(bob, await link(peer, BOB))
+            async with bob.get(f"{base}/ui/me") as page:
+                html = await page.text()
+            assert "Volvo" in html and "5512" not in html, html
+            bob_csrf = csrf_of(html)
+            async with bob.get(f"{base}/ui/me/export.json") as download:
+                rows = json.loads(await download.text())["rows"]
+            assert [r["key"] for r in rows] == ["bob.car"], rows
+            async with bob.post(
+                f"{base}/ui/me/forget", data={"csrf": bob_csrf, "key": "locker"}
+            ) as page:
+                assert "5512" not in await page.text()
+            async with browser_session() as alice:
+                await sign_in(alice, await link(peer, ALICE))
+                async with alice.get(f"{base}/ui/me") as page:
+                    alice_csrf = csrf_of(await page.text())
+                async with alice.post(
+                    f"{base}/ui/me/forget-all", data={"csrf": alice_csrf, "confirm": "yes"}
+                ) as page:
+                    assert "(1 row)" in await page.text()
+            # the web's one session is shared by everyone: Bob's undo is Bob's, not Alice's
+            async with bob.post(f"{base}/ui/me/undo", data={"csrf": bob_csrf}) as page:
+                assert "5512" not in await page.text()
+        keys = {h.key for h in await peer.agent("chaz").recall("")}
+        assert keys == {"bob.car"}, keys
+
+
+# 14 -------------------------------------------------------------------------------------
+
+
+async def test_a_revoked_grant_stops_the_tool_and_auto_recall_at_once(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        assert (await peer.command("/memory new recipes")).ok
+        assert (await peer.command("/memory grant recipes chaz write")).ok
+        chaz = peer.agent("chaz")
+        await chaz.remember("gran.cake", "Gran's cake uses 3 eggs", bank="recipes")
+        assert [h.key for h in await chaz.recall("cake", bank="recipes")] == ["gran.cake"]
+        group = heard(GROUP, ALICE, BOB)
+        assert (await peer.command("/memory attach recipes", session=GROUP)).ok
+        assert "3 eggs" in await tool(
+            peer, "recall", {"query": "cake", "bank": "recipes"}, BOB, group
+        )
+        assert (await peer.command("/memory revoke recipes chaz")).ok
+        said = await tool(peer, "recall", {"query": "cake", "bank": "recipes"}, BOB, group)
+        assert said.startswith("Error") and "eggs" not in said, said
+        turn = await peer.chat("what about gran's cake", session=GROUP, sender=BOB, audience=group)
+        assert turn.recalled == 0 and "eggs" not in turn.text, turn
+
+
+# 15 -------------------------------------------------------------------------------------
+
+
+async def test_an_admins_search_of_another_agent_in_a_group_obeys_the_group(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    cfg = Config(
+        state_dir=tmp_path,
+        llm=standin_llm.config(),
+        agents=[AgentConfig(name="chaz", capture="off"), AgentConfig(name="nurse", capture="off")],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        nurse = peer.agent("nurse")
+        dm = heard(DM, ALICE)
+        await nurse.memory.within(peer.hearing(nurse, ALICE, dm)).remember(
+            "meds", "Alice takes sertraline 50mg"
+        )
+        group = heard(GROUP, ALICE, BOB)
+        said = await cmd(peer, "/memory search nurse sertraline", ALICE, group, admin=True)
+        assert "sertraline" not in said.lower().replace("search nurse sertraline", ""), said
+        said = await cmd(peer, "/memory stats nurse", ALICE, group, admin=True)
+        assert "visible keys   = 0" in said, said
+
+
+# 16 -------------------------------------------------------------------------------------
+
+
+def test_a_forged_origin_cannot_mark_a_row_open() -> None:
+    good = {"room": GROUP, "speaker": ALICE, "audience": [ALICE]}
+    check_origin(good)
+    for bad in (
+        {**good, "history": "shared"},
+        {**good, "history": "world_readable"},
+        {**good, "history": 1},
+        {**good, "open": True},
+    ):
+        with pytest.raises(InputError):
+            check_origin(bad)
+
+
+# 17 -------------------------------------------------------------------------------------
+
+
+async def test_a_room_the_bot_cannot_list_is_told_only_its_own(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        await peer.agent("chaz").remember("router", "The router admin password is hunter2")
+        await say(peer, "iban", "Alice's IBAN is DE89 3704", ALICE, heard(DM, ALICE))
+        await say(peer, "own", "This room's plant needs water weekly", ALICE, heard(GROUP, ALICE))
+        blind = unknown_room(GROUP)
+        for text in ("/memory search self password IBAN plant", "/memory mine"):
+            said = await cmd(peer, text, ALICE, blind, admin=True)
+            assert "hunter2" not in said and "DE89" not in said, said
+        said = await tool(peer, "recall", {"query": "password IBAN plant"}, ALICE, blind)
+        assert "hunter2" not in said and "DE89" not in said and "water" in said, said
