@@ -126,8 +126,9 @@ async def test_history_opened_afterwards_does_not_open_what_was_said_before(
         # what is said under the open history is the room's, told to every member now
         await say(peer, "bins", "The bins go out on Sunday", BOB, opened)
         assert "Sunday" in await tool(peer, "recall", {"query": "bins"}, MALLORY, opened)
-        # and the people who were there still get what they said
-        assert "7391" in await tool(peer, "recall", {"query": "safe code"}, ALICE, opened)
+        # and the people who were there still get what they said, among themselves
+        among = heard(GROUP, ALICE, BOB, history="shared")
+        assert "7391" in await tool(peer, "recall", {"query": "safe code"}, ALICE, among)
         # a DM under "invited" that later becomes world_readable: told only in that room
         dm = heard(DM, ALICE, history="invited")
         await say(peer, "clinic", "Alice's clinic appointment is on Tuesday", ALICE, dm)
