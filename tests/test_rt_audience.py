@@ -158,6 +158,12 @@ async def test_a_newcomer_neither_forgets_nor_replaces_what_was_said_before_her(
         assert "kettle-42" in told, told
         chaz = peer.agent("chaz")
         assert "kettle-42" in {h.value.split()[-1] for h in await chaz.recall("wifi")}
+        # one key in two audiences is two rows; the same audience writing again replaces its own
+        await tool(peer, "remember", {"key": "wifi", "value": "It is evil-1"}, MALLORY, after)
+        values = sorted(h.value.split()[-1] for h in await chaz.recall("wifi"))
+        assert values == ["evil-1", "kettle-42"], values
+        told = await tool(peer, "recall", {"query": "wifi"}, MALLORY, after)
+        assert "evil-1" in told and "kettle-42" not in told, told
 
 
 # 5, 6 -----------------------------------------------------------------------------------
