@@ -41,6 +41,8 @@ Scenarios (each a test below; none was covered by an earlier test):
     refused at the ledger boundary (a hostile peer cannot mark its rows "open").
 17. A room whose members the bot cannot list (``unknown_room``) is told no operator row and no
     other room's row through ``mine``, ``search`` and the tool.
+18. "forget my doctor" in Alice's DM, then Bob is invited into it, then Alice says "undo": the
+    reply that lists what came back lists only what the room may hear now.
 """
 
 from __future__ import annotations
@@ -423,3 +425,23 @@ async def test_a_room_the_bot_cannot_list_is_told_only_its_own(
             assert "hunter2" not in said and "DE89" not in said, said
         said = await tool(peer, "recall", {"query": "password IBAN plant"}, ALICE, blind)
         assert "hunter2" not in said and "DE89" not in said and "water" in said, said
+
+
+# 18 -------------------------------------------------------------------------------------
+
+
+async def test_undo_in_words_tells_only_what_the_room_may_hear_now(tmp_path: Path) -> None:
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = heard(DM, ALICE, history="joined")
+        await say(peer, "doctor", "My doctor is Dr Weiss, for my depression", ALICE, dm)
+        forgot = await peer.chat("forget my doctor", session=DM, sender=ALICE, audience=dm)
+        assert "Weiss" in forgot.text and await peer.agent("chaz").recall("doctor") == []
+        # Bob is invited into the DM before Alice takes it back
+        grown = heard(DM, ALICE, BOB, history="joined")
+        back = await peer.chat("undo", session=DM, sender=ALICE, audience=grown)
+        assert "Weiss" not in back.text and "depression" not in back.text, back.text
+        assert [h.key for h in await peer.agent("chaz").recall("doctor")] == ["doctor"]
+        assert await peer.agent("chaz").memory.within(
+            peer.hearing(peer.agent("chaz"), BOB, grown)
+        ).recall("doctor") == []
