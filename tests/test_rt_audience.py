@@ -43,6 +43,8 @@ Scenarios (each a test below; none was covered by an earlier test):
     other room's row through ``mine``, ``search`` and the tool.
 18. "forget my doctor" in Alice's DM, then Bob is invited into it, then Alice says "undo": the
     reply that lists what came back lists only what the room may hear now.
+19. ``forget-mine <n>`` for a row whose key Alice also said in another room: that row is
+    forgotten, the other room's stays (it was refused as "your list changed", forever).
 """
 
 from __future__ import annotations
@@ -445,3 +447,23 @@ async def test_undo_in_words_tells_only_what_the_room_may_hear_now(tmp_path: Pat
         assert await peer.agent("chaz").memory.within(
             peer.hearing(peer.agent("chaz"), BOB, grown)
         ).recall("doctor") == []
+
+
+# 19 -------------------------------------------------------------------------------------
+
+
+async def test_forget_mine_by_number_takes_that_row_when_a_key_is_in_two_rooms(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = heard(DM, ALICE)
+        await say(peer, "alice.car", "Alice drives a blue Fiat", ALICE, heard(GROUP, ALICE, BOB))
+        await say(peer, "alice.car", "Alice's Fiat is parked at Ines's, not at home", ALICE, dm)
+        listed = await cmd(peer, "/memory mine", ALICE, dm)
+        number = next(
+            line.split(".")[0] for line in listed.splitlines() if "parked" in line
+        )
+        said = await cmd(peer, f"/memory forget-mine {number}", ALICE, dm)
+        assert said.startswith(f"Forgot {number}"), said
+        left = [h.value for h in await peer.agent("chaz").recall("Fiat")]
+        assert left == ["Alice drives a blue Fiat"], left
