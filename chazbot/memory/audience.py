@@ -203,6 +203,9 @@ class Audience:
     bounded: bool = True
     history: str = "shared"
     bank: bool = False
+    late: frozenset[str] = frozenset()
+    """People in the room now who came after the message being answered was sent: they
+    read the reply, but are not among those who heard that message (its rows' audience)."""
 
     def origin(self, speaker: str) -> Provenance | None:
         """The provenance of a row ``speaker`` says here (None in the operator's view): the
@@ -213,7 +216,14 @@ class Audience:
         heard = self.joined if self.joined is not None else self.present
         if self.history == "invited":
             heard = heard | self.present
-        return Provenance.of(self.room, speaker, heard, self.history)
+        return Provenance.of(self.room, speaker, heard - self.late, self.history)
+
+    def heard_then(self, people: Iterable[str]) -> Audience:
+        """This audience answering a message that only ``people`` were in the room for (the
+        transport's reckoning when it was sent): whoever else is here now came later."""
+        was = frozenset(people)
+        now = self.present | (self.joined or frozenset())
+        return replace(self, late=now - was)
 
     @property
     def full(self) -> bool:

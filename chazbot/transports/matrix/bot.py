@@ -306,12 +306,11 @@ class MatrixBot:
                     await self.audience(job.room_id),
                 )
             else:
+                heard = await self.audience(job.room_id)
+                if job.heard_by is not None:  # the edit's words: heard by who was there then
+                    heard = heard.heard_then(job.heard_by)
                 await self.peer.resay(
-                    session,
-                    str(job.content.get("replaces", "")),
-                    job.text,
-                    job.sender,
-                    await self.audience(job.room_id),
+                    session, str(job.content.get("replaces", "")), job.text, job.sender, heard
                 )
         except ChazError as exc:
             log.warning("matrix: %s of %s: %s", job.kind, job.event_id, exc)
@@ -451,6 +450,8 @@ class MatrixBot:
         audience: Audience | None = None
         try:
             audience = await self.audience(job.room_id)
+            if job.heard_by is not None:  # who came after the message did not hear it
+                audience = audience.heard_then(job.heard_by)
             if job.kind == "command":
                 reply = await self.peer.command(
                     job.text,
