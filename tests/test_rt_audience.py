@@ -45,6 +45,10 @@ Scenarios (each a test below; none was covered by an earlier test):
     reply that lists what came back lists only what the room may hear now.
 19. ``forget-mine <n>`` for a row whose key Alice also said in another room: that row is
     forgotten, the other room's stays (it was refused as "your list changed", forever).
+20. An admin's ``/memory list`` in a group with a non-admin names every bank hosted here
+    (``alice-therapy-notes``): in a room it names only what the room's agent can read.
+21. (tests/test_rt_audience_matrix.py) Someone who joins after a message was sent, before the
+    bot reaches it, is not among those who heard it.
 """
 
 from __future__ import annotations
@@ -153,9 +157,8 @@ async def test_a_newcomer_neither_forgets_nor_replaces_what_was_said_before_her(
         after = heard(GROUP, ALICE, BOB, MALLORY, history="joined")
         said = await tool(peer, "forget", {"key": "wifi"}, MALLORY, after)
         assert said.startswith("Error"), said
-        said = await tool(
-            peer, "remember", {"key": "wifi", "value": "The wifi password is evil-0"}, MALLORY, after
-        )
+        evil = {"key": "wifi", "value": "The wifi password is evil-0"}
+        said = await tool(peer, "remember", evil, MALLORY, after)
         assert not said.startswith("Error"), said
         # Alice and Bob, among themselves, still get what Alice said
         told = await tool(peer, "recall", {"query": "wifi password"}, BOB, before)
@@ -414,9 +417,7 @@ def test_a_forged_origin_cannot_mark_a_row_open() -> None:
 # 17 -------------------------------------------------------------------------------------
 
 
-async def test_a_room_the_bot_cannot_list_is_told_only_its_own(
-    tmp_path: Path, cfg: Config
-) -> None:
+async def test_a_room_the_bot_cannot_list_is_told_only_its_own(tmp_path: Path, cfg: Config) -> None:
     async with chazbot.open(tmp_path, cfg) as peer:
         await peer.agent("chaz").remember("router", "The router admin password is hunter2")
         await say(peer, "iban", "Alice's IBAN is DE89 3704", ALICE, heard(DM, ALICE))
@@ -444,9 +445,12 @@ async def test_undo_in_words_tells_only_what_the_room_may_hear_now(tmp_path: Pat
         back = await peer.chat("undo", session=DM, sender=ALICE, audience=grown)
         assert "Weiss" not in back.text and "depression" not in back.text, back.text
         assert [h.key for h in await peer.agent("chaz").recall("doctor")] == ["doctor"]
-        assert await peer.agent("chaz").memory.within(
-            peer.hearing(peer.agent("chaz"), BOB, grown)
-        ).recall("doctor") == []
+        assert (
+            await peer.agent("chaz")
+            .memory.within(peer.hearing(peer.agent("chaz"), BOB, grown))
+            .recall("doctor")
+            == []
+        )
 
 
 # 19 -------------------------------------------------------------------------------------
@@ -460,10 +464,27 @@ async def test_forget_mine_by_number_takes_that_row_when_a_key_is_in_two_rooms(
         await say(peer, "alice.car", "Alice drives a blue Fiat", ALICE, heard(GROUP, ALICE, BOB))
         await say(peer, "alice.car", "Alice's Fiat is parked at Ines's, not at home", ALICE, dm)
         listed = await cmd(peer, "/memory mine", ALICE, dm)
-        number = next(
-            line.split(".")[0] for line in listed.splitlines() if "parked" in line
-        )
+        number = next(line.split(".")[0] for line in listed.splitlines() if "parked" in line)
         said = await cmd(peer, f"/memory forget-mine {number}", ALICE, dm)
         assert said.startswith(f"Forgot {number}"), said
         left = [h.value for h in await peer.agent("chaz").recall("Fiat")]
         assert left == ["Alice drives a blue Fiat"], left
+
+
+# 20 -------------------------------------------------------------------------------------
+
+
+async def test_an_admins_bank_list_in_a_group_names_only_what_the_room_may_know(
+    tmp_path: Path, cfg: Config
+) -> None:
+    admins = {ALICE}
+    async with chazbot.open(tmp_path, cfg) as peer:
+        assert (await peer.command("/memory new alice-therapy-notes")).ok
+        assert (await peer.command("/memory new family-recipes")).ok
+        assert (await peer.command("/memory grant family-recipes chaz read")).ok
+        group = room_audience(GROUP, [ALICE, BOB], admins.__contains__)
+        listed = await cmd(peer, "/memory list", ALICE, group, admin=True)
+        assert "family-recipes" in listed and "therapy" not in listed, listed
+        own = room_audience(DM, [ALICE], admins.__contains__)
+        listed = await cmd(peer, "/memory list", ALICE, own, admin=True)
+        assert "therapy" in listed, listed  # only admins read it there

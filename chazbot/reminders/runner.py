@@ -197,8 +197,8 @@ class ReminderRunner:
 __all__ = [
     "KEPT_BACK",
     "LATE_AFTER",
-    "AudienceOf",
     "NOTE_MARK",
+    "AudienceOf",
     "Deliver",
     "Notes",
     "ReminderRunner",
