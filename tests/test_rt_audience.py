@@ -49,6 +49,9 @@ Scenarios (each a test below; none was covered by an earlier test):
     (``alice-therapy-notes``): in a room it names only what the room's agent can read.
 21. (tests/test_rt_audience_matrix.py) Someone who joins after a message was sent, before the
     bot reaches it, is not among those who heard it.
+22. A newcomer under ``joined`` history is not shown, through the model, the conversation from
+    before she came, nor does a row captured with her there quote it ("[replying to …]");
+    the same over Synapse in tests/test_rt_audience_matrix.py (23).
 """
 
 from __future__ import annotations
@@ -488,3 +491,43 @@ async def test_an_admins_bank_list_in_a_group_names_only_what_the_room_may_know(
         own = room_audience(DM, [ALICE], admins.__contains__)
         listed = await cmd(peer, "/memory list", ALICE, own, admin=True)
         assert "therapy" in listed, listed  # only admins read it there
+
+
+# 22 -------------------------------------------------------------------------------------
+
+
+async def test_a_newcomer_is_not_shown_the_conversation_from_before_she_came(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    from dataclasses import replace
+
+    from tests.standin_llm import message_text
+
+    cfg = Config(
+        state_dir=tmp_path,
+        llm=standin_llm.config(),
+        agents=[AgentConfig(name="chaz", capture="messages")],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        before = heard(GROUP, ALICE, BOB, history="joined")
+        await peer.chat("My salary is 91k a year", session=GROUP, sender=BOB, audience=before)
+        await peer.captures.wait()
+        came = datetime.now(UTC)
+        # Mallory joins; the transport says since when everyone now here could read the room
+        after = replace(
+            heard(GROUP, ALICE, BOB, MALLORY, history="joined"),
+            since=int(came.timestamp() * 1_000_000),
+        )
+        # Alice answers Bob with Mallory there: her captured row quotes none of his words
+        said = "I work at the bakery and earn much less than that"
+        await peer.chat(said, session=GROUP, sender=ALICE, audience=after)
+        await peer.captures.wait()
+        rows = await peer.agent("chaz").recall("bakery")
+        assert rows and all("91k" not in h.value for h in rows), [h.value for h in rows]
+        await peer.chat("what did bob just say?", session=GROUP, sender=MALLORY, audience=after)
+        shown = "\n".join(message_text(m) for m in standin_llm.requests[-1]["messages"])
+        assert "91k" not in shown, shown
+        # among those who were there, the conversation is whole
+        await peer.chat("and what did I say?", session=GROUP, sender=BOB, audience=before)
+        shown = "\n".join(message_text(m) for m in standin_llm.requests[-1]["messages"])
+        assert "91k" in shown, shown

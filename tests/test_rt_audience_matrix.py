@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tests.standin_llm import StandinLLM
+from tests.standin_llm import StandinLLM, message_text
 from tests.synapse import ChazbotProcess, Human, User, requires_synapse
 from tests.waits import wait_until
 
@@ -71,3 +71,40 @@ async def test_who_heard_a_message_is_who_was_there_when_it_was_sent(
     for where in (room, mallory_dm):
         told = await mallory.ask(where, f"!chaz memory search self {LOCKER}", timeout=30)
         assert LOCKER not in told.body, (where, told.body)
+
+
+async def test_a_newcomer_is_not_told_the_conversation_from_before_she_came(
+    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+) -> None:
+    """23. A group of Alice and Bob with ``joined`` history: Bob says his salary; Mallory is
+    invited and joins, and asks the bot what Bob just said. The model is not shown Bob's
+    message (Matrix never showed it to her), while Alice and Bob, among themselves, would be."""
+    alice, bob, mallory = await humans("alice"), await humans("bob"), await humans("mallory")
+    people = [alice.user_id, bob.user_id, mallory.user_id]
+    _, bot = await chazbot(
+        standin_llm.url, people, [], top={"agents": [{"name": "chaz", "capture": "off"}]}
+    )
+    group = await alice.create_room([bot.user_id, bob.user_id], name="alice and bob")
+    state = await alice.client.room_put_state(
+        group, "m.room.history_visibility", {"history_visibility": "joined"}
+    )
+    assert type(state).__name__ == "RoomPutStateResponse", state
+    await bob.wait_invite(group)
+    await bob.join(group)
+    await alice.wait_member(group, bot.user_id)
+    await alice.wait_member(group, bob.user_id)
+    await bob.ask(group, "!chaz my salary is 91k a year, just so you know", timeout=30)
+    invited = await alice.client.room_invite(group, mallory.user_id)
+    assert type(invited).__name__ == "RoomInviteResponse", invited
+    await mallory.wait_invite(group)
+    await mallory.join(group)
+    await alice.wait_member(group, mallory.user_id)
+    question = "what did bob just say about money?"
+    await mallory.ask(group, f"!chaz {question}", timeout=30)
+    body = next(
+        b
+        for b in reversed(standin_llm.requests)
+        if any(question in message_text(m) for m in b["messages"])
+    )
+    shown = "\n".join(message_text(m) for m in body["messages"])
+    assert "91k" not in shown, shown

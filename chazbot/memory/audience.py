@@ -206,6 +206,15 @@ class Audience:
     late: frozenset[str] = frozenset()
     """People in the room now who came after the message being answered was sent: they
     read the reply, but are not among those who heard that message (its rows' audience)."""
+    since: int | None = None
+    """Under a closed history, the time (µs) from which everyone now here could read the room
+    (the newest join or invite among them): what was said there before is not theirs to be
+    told, neither in the conversation the model is shown nor quoted in a captured row. None:
+    no such bound (an open history, or the operator's view)."""
+
+    def reads_from(self, ts: int) -> bool:
+        """Whether everyone here could read what was said in this room at ``ts`` (µs)."""
+        return self.since is None or ts >= self.since
 
     def origin(self, speaker: str) -> Provenance | None:
         """The provenance of a row ``speaker`` says here (None in the operator's view): the
@@ -319,6 +328,7 @@ def visible_groups(
 
 
 __all__ = [
+    "CLOSED_HISTORY",
     "FULL",
     "MAX_AUDIENCE",
     "OPERATOR",

@@ -39,6 +39,7 @@ from chazbot.transports.matrix.client import (
     one_line,
 )
 from chazbot.transports.matrix.media import Heard, Media, heard_line
+from chazbot.transports.matrix.readers import as_heard
 from chazbot.transports.matrix.reminding import reminder_runner
 from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
@@ -306,9 +307,7 @@ class MatrixBot:
                     await self.audience(job.room_id),
                 )
             else:
-                heard = await self.audience(job.room_id)
-                if job.heard_by is not None:  # the edit's words: heard by who was there then
-                    heard = heard.heard_then(job.heard_by)
+                heard = await as_heard(self.sender, job, await self.audience(job.room_id))
                 await self.peer.resay(
                     session, str(job.content.get("replaces", "")), job.text, job.sender, heard
                 )
@@ -449,9 +448,7 @@ class MatrixBot:
         session = session_name(job.room_id)
         audience: Audience | None = None
         try:
-            audience = await self.audience(job.room_id)
-            if job.heard_by is not None:  # who came after the message did not hear it
-                audience = audience.heard_then(job.heard_by)
+            audience = await as_heard(self.sender, job, await self.audience(job.room_id))
             if job.kind == "command":
                 reply = await self.peer.command(
                     job.text,
