@@ -404,17 +404,47 @@ async def test_an_admins_search_of_another_agent_in_a_group_obeys_the_group(
 # 16 -------------------------------------------------------------------------------------
 
 
-def test_a_forged_origin_cannot_mark_a_row_open() -> None:
+async def test_a_forged_origin_cannot_mark_a_row_open(tmp_path: Path, cfg: Config) -> None:
+    """A peer holding write on a bank (what sync delivers goes through the same check)
+    writes rows whose ``from`` claims an open history or extra fields: refused whole, nothing
+    stored; a closed history is a row's own to say."""
+    from chazbot.ledger import KeyPair
+    from chazbot.ledger.auth import Permission, auth_op
+    from chazbot.memory.rows import MEMORY_STORE
+
     good = {"room": GROUP, "speaker": ALICE, "audience": [ALICE]}
     check_origin(good)
-    for bad in (
-        {**good, "history": "shared"},
-        {**good, "history": "world_readable"},
-        {**good, "history": 1},
-        {**good, "open": True},
-    ):
-        with pytest.raises(InputError):
-            check_origin(bad)
+    check_origin({**good, "history": "joined"})
+    async with chazbot.open(tmp_path, cfg) as peer:
+        assert (await peer.command("/memory new family")).ok
+        bank = await peer.hosting.registry.get("bank", "family")
+        assert bank is not None
+        writer = KeyPair.generate()
+        await peer.command(f"/memory grant family {writer.public} write")
+        state = await peer.ledger.auth_state(bank.db)
+        if writer.public not in state:  # the command takes agents: grant the key directly
+            owner = (await peer.hosting.registry.labelled_keys())[0][1]
+            await peer.ledger.write(
+                bank.db, owner, {"_auth": [auth_op(writer.public, Permission.parse("write"))]}
+            )
+        before = await peer.ledger.count_entries(bank.db)
+        for bad in (
+            {**good, "history": "shared"},
+            {**good, "history": "world_readable"},
+            {**good, "history": 1},
+            {**good, "open": True},
+        ):
+            with pytest.raises(InputError):
+                check_origin(bad)
+            row = {"key": "iban", "value": "planted", "from": bad, "scope": GROUP}
+            with pytest.raises(InputError):
+                await peer.ledger.write(
+                    bank.db, writer, {MEMORY_STORE: [{"op": "insert", "row": row}]}
+                )
+        assert await peer.ledger.count_entries(bank.db) == before
+        fine = {"key": "iban", "value": "its own", "from": {**good, "history": "joined"}}
+        await peer.ledger.write(bank.db, writer, {MEMORY_STORE: [{"op": "insert", "row": fine}]})
+        assert await peer.ledger.count_entries(bank.db) == before + 1
 
 
 # 17 -------------------------------------------------------------------------------------
