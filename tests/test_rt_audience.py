@@ -49,6 +49,8 @@ Scenarios (each a test below; none was covered by an earlier test):
     (``alice-therapy-notes``): in a room it names only what the room's agent can read.
 21. (tests/test_rt_audience_matrix.py) Someone who joins after a message was sent, before the
     bot reaches it, is not among those who heard it.
+24. A bank attached to a group, into which a turn in Alice's DM wrote her IBAN (the model's
+    ``remember`` with ``bank``): the group's auto-recall draws the bank's own rows, never hers.
 22. A newcomer under ``joined`` history is not shown, through the model, the conversation from
     before she came, nor does a row captured with her there quote it ("[replying to …]");
     the same over Synapse in tests/test_rt_audience_matrix.py (23).
@@ -561,3 +563,26 @@ async def test_a_newcomer_is_not_shown_the_conversation_from_before_she_came(
         await peer.chat("and what did I say?", session=GROUP, sender=BOB, audience=before)
         shown = "\n".join(message_text(m) for m in standin_llm.requests[-1]["messages"])
         assert "91k" in shown, shown
+
+
+# 24 -------------------------------------------------------------------------------------
+
+
+async def test_a_bank_attached_to_a_group_does_not_carry_a_dm_row_into_it(
+    tmp_path: Path, cfg: Config, standin_llm: StandinLLM
+) -> None:
+    from tests.standin_llm import message_text
+
+    async with chazbot.open(tmp_path, cfg) as peer:
+        assert (await peer.command("/memory new team")).ok
+        assert (await peer.command("/memory grant team chaz write")).ok
+        await peer.agent("chaz").remember("rota", "Bob takes the IBAN forms on Monday", bank="team")
+        dm = heard(DM, ALICE)
+        row = {"key": "alice.iban", "value": "Alice's IBAN is DE89 3704", "bank": "team"}
+        assert not (await tool(peer, "remember", row, ALICE, dm)).startswith("Error")
+        group = heard(GROUP, ALICE, BOB)
+        assert (await peer.command("/memory attach team", session=GROUP)).ok
+        turn = await peer.chat("what is alice's IBAN?", session=GROUP, sender=BOB, audience=group)
+        shown = "\n".join(message_text(m) for m in standin_llm.requests[-1]["messages"])
+        assert "Monday" in shown and "DE89" not in shown and "DE89" not in turn.text, shown
+        assert "DE89" in await cmd(peer, "/memory search team IBAN", ALICE, dm)  # hers, there
