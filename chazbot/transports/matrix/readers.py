@@ -32,7 +32,8 @@ async def as_heard(sender: Sender | None, job: Job, audience: Audience) -> Audie
     everyone there could read the room."""
     if job.heard_by is not None:  # who came after the message did not hear it
         audience = audience.heard_then(job.heard_by)
-    if audience.bounded and audience.history in CLOSED_HISTORY and audience.room is not None:
+    closed = audience.bounded and audience.history in CLOSED_HISTORY
+    if closed and job.kind != "command":  # a command is shown no conversation
         since = await readers_since(sender, job.room_id, audience.present)
         audience = dataclasses.replace(audience, since=since)
     return audience
