@@ -79,6 +79,12 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def memory_block(body: dict[str, Any]) -> str | None:
+    """The text of the last message of a request that holds a ``## Relevant Memories`` block."""
+    found = [message_text(m) for m in body["messages"] if MEMORY_HEADING in message_text(m)]
+    return found[-1] if found else None
+
+
 def offered_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Tool name -> its JSON-schema parameters, for the tools a request offers."""
     tools: dict[str, dict[str, Any]] = {}
@@ -309,4 +315,11 @@ async def standin_llm() -> AsyncIterator[StandinLLM]:
         yield server
 
 
-__all__ = ["CAPTURE_TOOL", "MEMORY_HEADING", "StandinLLM", "memory_block_bullets", "standin_llm"]
+__all__ = [
+    "CAPTURE_TOOL",
+    "MEMORY_HEADING",
+    "StandinLLM",
+    "memory_block",
+    "memory_block_bullets",
+    "standin_llm",
+]

@@ -27,7 +27,7 @@ class StandinSpeech(StandinServer):
         form = await request.post()
         upload = form.get("file")
         got: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
-        if upload is not None and not isinstance(upload, str):
+        if isinstance(upload, web.FileField):
             got["file"] = (upload.filename, upload.content_type, upload.file.read())
         self.uploads.append(got)
         self.requests.append({k: v for k, v in got.items() if k != "file"})

@@ -4,7 +4,9 @@ admin; the config can restrict which agents a room may use."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,20 +18,20 @@ from chazbot.peer import Peer
 ROOM = "matrix:!public:example.org"
 
 
-def config(path: Path, **matrix: object) -> Config:
+def config(path: Path, **matrix: Any) -> Config:
     return Config(
         state_dir=path,
         agents=[AgentConfig(name="public"), AgentConfig(name="hr")],
         matrix=MatrixConfig(
             homeserver_url="http://127.0.0.1:1",
             user_id="@bot:example.org",
-            **matrix,  # type: ignore[arg-type]
+            **matrix,
         ),
     )
 
 
 @pytest.fixture
-async def peer(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def peer(tmp_path: Path) -> AsyncIterator[Peer]:
     async with chazbot.open(tmp_path / "s", config(tmp_path / "s")) as p:
         await p.agent("hr").remember("salary.bob", "Bob earns 90k")
         await p.agent("public").remember("opening.hours", "9 to 5 on weekdays")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import chazbot
 from chazbot.agent.recall import (
@@ -18,18 +19,11 @@ from chazbot.agent.recall import (
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.rows import MemoryRow
 from chazbot.transports.terminal import chat_loop
-from tests.standin_llm import StandinLLM
+from tests.standin_llm import StandinLLM, memory_block
 
 
-def config(tmp_path: Path, llm: StandinLLM, **kw: object) -> Config:
-    return Config(state_dir=tmp_path, llm=llm.config(), **kw)  # type: ignore[arg-type]
-
-
-def block_of(body: dict) -> str | None:  # type: ignore[type-arg]
-    found = [
-        m["content"] for m in body["messages"] if "## Relevant Memories" in str(m.get("content"))
-    ]
-    return found[-1] if found else None
+def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
+    return Config(state_dir=tmp_path, llm=llm.config(), **kw)
 
 
 async def test_remember_in_one_session_recall_in_another_by_auto_recall(
@@ -67,7 +61,7 @@ async def test_auto_recall_block_exact_with_own_memory_and_two_banks(
         await ava.remember("release", "deploy on tuesdays only", bank="notes")
         await ava.remember("unrelated", "the cat sleeps", bank="notes")
         await peer.chat("how do we deploy?", session="s1")
-        assert block_of(standin_llm.requests[-1]) == (
+        assert memory_block(standin_llm.requests[-1]) == (
             "## Relevant Memories\n"
             f"{NOTE}\n"
             "- [api endpoint]: https://api.example.com/v2 deploy\n"
@@ -83,12 +77,12 @@ async def test_auto_recall_block_exact_with_own_memory_and_two_banks(
         await peer.command("/memory config set auto_recall_banks conventions")
         await peer.command("/memory config set max_entries 1")
         await peer.chat("deploy again?", session="s1")
-        block = block_of(standin_llm.requests[-1])
+        block = memory_block(standin_llm.requests[-1])
         assert block is not None and "notes" not in block and block.count("- [") == 2
         # disabled: no block, tools still work
         await peer.command("/memory config set auto_recall_enabled false")
         await peer.chat("deploy please", session="s1")
-        assert block_of(standin_llm.requests[-1]) is None
+        assert memory_block(standin_llm.requests[-1]) is None
 
 
 async def test_no_block_when_nothing_matches(tmp_path: Path, standin_llm: StandinLLM) -> None:
@@ -96,7 +90,7 @@ async def test_no_block_when_nothing_matches(tmp_path: Path, standin_llm: Standi
         await peer.agent("chaz").remember("pet", "a cat named Miso")
         r = await peer.chat("what is the weather like?")
         assert r.text == "You said: what is the weather like?"
-        assert block_of(standin_llm.requests[-1]) is None
+        assert memory_block(standin_llm.requests[-1]) is None
         assert r.recalled == 0
 
 
@@ -113,7 +107,7 @@ async def test_unreadable_banks_are_skipped_silently(
         await peer.command("/memory revoke notes chaz")
         r = await peer.chat("deploy?")
         assert r.ok
-        block = block_of(standin_llm.requests[-1])
+        block = memory_block(standin_llm.requests[-1])
         assert block is not None and "notes" not in block and "[own]" in block
 
 
@@ -234,6 +228,6 @@ async def test_auto_recall_finds_what_was_just_asked_not_the_earlier_topic(
             "What is my dog called?",
         ):
             assert (await peer.chat(question, session="s")).ok
-        block = block_of(standin_llm.requests[-1])
+        block = memory_block(standin_llm.requests[-1])
         assert block is not None
         assert block.splitlines()[2] == "- [dog]: My dog is called Biscuit", block

@@ -61,7 +61,7 @@ def config_file(tmp_path: Path, llm: StandinLLM) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def peer(tmp_path: Path, standin_llm: StandinLLM):  # type: ignore[no-untyped-def]
+async def peer(tmp_path: Path, standin_llm: StandinLLM) -> AsyncIterator[Peer]:
     async with chazbot.open(tmp_path / "state", config(tmp_path, standin_llm)) as p:
         yield p
 

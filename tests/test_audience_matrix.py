@@ -95,8 +95,8 @@ async def test_nothing_learned_in_a_room_is_told_to_anyone_who_was_not_there(
         person, room = where[place]
         word = words[secret]
         prefix = "!chaz " if room == group else ""
-        search = await person.ask(room, f"!chaz memory search self {word}")
-        results[(secret, place, "search")] = secret in search.body
+        searched = await person.ask(room, f"!chaz memory search self {word}")
+        results[(secret, place, "search")] = secret in searched.body
         recalled = await person.ask(room, f"{prefix}recall {word}", timeout=30)
         results[(secret, place, "recall tool")] = secret in recalled.body
         question = f"{prefix}what do you know about the {word}? ({n})"

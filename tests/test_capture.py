@@ -11,6 +11,7 @@ import json
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,26 +29,20 @@ from chazbot.agent.capture import (
     speaker_name,
 )
 from chazbot.agent.session import Message
-from chazbot.config import AgentConfig, Config
+from chazbot.config import AgentConfig, CaptureMode, Config
 from chazbot.memory.rows import Hit
 from chazbot.memory.transfer import export_lines
 from chazbot.peer import Peer
-from tests.standin_llm import StandinLLM
+from tests.standin_chat import OneAnswer
+from tests.standin_llm import StandinLLM, memory_block
 
 ALICE = "@alice:example.org"
 BOB = "@bob:example.org"
 
 
-def config(tmp_path: Path, llm: StandinLLM, capture: str = "messages", **kw: object) -> Config:
-    agents = [AgentConfig(name="chaz", capture=capture)]  # type: ignore[arg-type]
-    return Config(state_dir=tmp_path, llm=llm.config(), agents=agents, **kw)  # type: ignore[arg-type]
-
-
-def block_of(body: dict) -> str | None:  # type: ignore[type-arg]
-    found = [
-        m["content"] for m in body["messages"] if "## Relevant Memories" in str(m.get("content"))
-    ]
-    return found[-1] if found else None
+def config(tmp_path: Path, llm: StandinLLM, capture: CaptureMode = "messages", **kw: Any) -> Config:
+    agents = [AgentConfig(name="chaz", capture=capture)]
+    return Config(state_dir=tmp_path, llm=llm.config(), agents=agents, **kw)
 
 
 async def said_to(peer: Peer, text: str, session: str, sender: str = ALICE) -> None:
@@ -131,17 +126,12 @@ def test_rows_are_bounded_and_flattened() -> None:
 
 
 def test_effective_mode() -> None:
-    class Tools:
-        supports_tools = True
-
-    class NoTools:
-        supports_tools = False
-
-    assert effective_mode("auto", Tools()) == "facts"  # type: ignore[arg-type]
-    assert effective_mode("auto", NoTools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("facts", NoTools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("messages", Tools()) == "messages"  # type: ignore[arg-type]
-    assert effective_mode("off", Tools()) == "off"  # type: ignore[arg-type]
+    tools, no_tools = OneAnswer(tools=True), OneAnswer(tools=False)
+    assert effective_mode("auto", tools) == "facts"
+    assert effective_mode("auto", no_tools) == "messages"
+    assert effective_mode("facts", no_tools) == "messages"
+    assert effective_mode("messages", tools) == "messages"
+    assert effective_mode("off", tools) == "off"
     assert effective_mode("auto", None) == "messages"
 
 
@@ -205,7 +195,7 @@ async def test_messages_capture_is_recalled_in_another_room_and_forgotten(
         found = await peer.command("/memory search self Lyon", session="room-b")
         assert found.ok and row.key in found.text, found.text
         await said_to(peer, "where does Ada live?", "room-b")
-        block = block_of(standin_llm.requests[-1])
+        block = memory_block(standin_llm.requests[-1])
         assert block is not None and f"- [{row.key}]: {row.value}" in block
         lines = await export_lines(peer.memory, peer.agent("chaz").db)
         exported = [json.loads(line) for line in lines]
@@ -216,7 +206,7 @@ async def test_messages_capture_is_recalled_in_another_room_and_forgotten(
         found = await peer.command("/memory search self Lyon", session="room-b")
         assert row.key not in found.text
         await said_to(peer, "tell me about Ada", "room-b")
-        block = block_of(standin_llm.requests[-1]) or ""
+        block = memory_block(standin_llm.requests[-1]) or ""
         assert row.key not in block and "Lyon" not in block
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm)) as peer:  # after a restart
         assert all(row.key != h.key for h in await captured(peer))

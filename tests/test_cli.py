@@ -8,11 +8,14 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.waits import wait_until_sync
+
+Running = tuple[Path, subprocess.Popen[str]]  # the service's directory and its process
 
 COMMANDS = [
     "/memory new notes",
@@ -77,7 +80,7 @@ def test_cmd_exit_codes(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
+def running_service(tmp_path: Path) -> Iterator[Running]:
     where = tmp_path / "running"
     write_config(where)
     env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
@@ -102,8 +105,8 @@ def running_service(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_cmd_through_a_running_service_matches_a_stopped_one(
-    tmp_path: Path, running_service
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, running_service: Running
+) -> None:
     where, proc = running_service
     stopped = tmp_path / "stopped"
     write_config(stopped)
@@ -160,7 +163,7 @@ def test_export_and_import_file(tmp_path: Path) -> None:
     assert rows[0]["tags"] == ["t"] and rows[0]["timestamp"].endswith("+00:00")
 
 
-def test_sighup_reloads_agents_and_default_banks(running_service) -> None:  # type: ignore[no-untyped-def]
+def test_sighup_reloads_agents_and_default_banks(running_service: Running) -> None:
     where, proc = running_service
     config = where / "config.yaml"
     config.write_text(

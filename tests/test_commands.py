@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,16 +15,16 @@ from chazbot.errors import PermissionDenied
 from chazbot.peer import Peer
 
 
-def two_agents(tmp_path: Path, **kw: object) -> Config:
+def two_agents(tmp_path: Path, **kw: Any) -> Config:
     return Config(
         state_dir=tmp_path,
         agents=[AgentConfig(name="alpha"), AgentConfig(name="beta"), AgentConfig(name="gamma")],
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
 @pytest.fixture
-async def peer(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def peer(tmp_path: Path) -> AsyncIterator[Peer]:
     async with chazbot.open(tmp_path / "state", two_agents(tmp_path / "state")) as p:
         yield p
 
@@ -330,7 +332,9 @@ async def test_concurrent_creations_one_wins(peer: Peer) -> None:
 async def test_refs_accept_db_ids(peer: Peer) -> None:
     await peer.command("/memory new notes")
     await peer.command("/memory grant notes alpha write")
-    db = (await peer.registry.get("bank", "notes")).db  # type: ignore[union-attr]
+    notes = await peer.registry.get("bank", "notes")
+    assert notes is not None
+    db = notes.db
     alpha = peer.agent("alpha")
     await alpha.remember("k", "by id", bank=db)
     assert [h.key for h in await alpha.recall("", bank=db)] == ["k"]

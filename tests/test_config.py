@@ -252,13 +252,15 @@ def test_capture_modes_and_yaml_booleans() -> None:
 def test_encryption_follows_the_e2e_extra_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     from chazbot import config as c
 
-    base = {"homeserver_url": "http://hs", "user_id": "@bot:hs"}
+    def matrix(encryption: bool | None = None) -> MatrixConfig:
+        return MatrixConfig(homeserver_url="http://hs", user_id="@bot:hs", encryption=encryption)
+
     monkeypatch.setattr(c, "e2e_installed", lambda: True)
-    assert MatrixConfig(**base).encryption is None and MatrixConfig(**base).use_encryption
-    assert not MatrixConfig(**base, encryption=False).use_encryption
+    assert matrix().encryption is None and matrix().use_encryption
+    assert not matrix(encryption=False).use_encryption
     monkeypatch.setattr(c, "e2e_installed", lambda: False)
-    assert not MatrixConfig(**base).use_encryption
-    assert MatrixConfig(**base, encryption=True).use_encryption
+    assert not matrix().use_encryption
+    assert matrix(encryption=True).use_encryption
 
 
 def test_config_is_frozen() -> None:

@@ -299,7 +299,7 @@ ARG_WORDS = st.one_of(
          "max_entries", "auto_recall", "sha256:" + "ab" * 32, "eidetica:?db=sha256:" + "cd" * 32
          + "&pr=http:127.0.0.1:1", '"quoted', "ünïcode", ""]
     ),
-    st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=20),
 )  # fmt: skip
 
 

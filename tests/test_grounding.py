@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import chazbot
 from chazbot.agent.asked import DONT_KNOW, dont_know
-from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.grounding import asked, grounded, supports
 from chazbot.agent.turn import run_turn
 from chazbot.agent.words import personal
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
+from tests.standin_chat import OneAnswer
 
 ALICE = "@alice:example.org"
 
@@ -116,24 +115,6 @@ def test_the_check_is_cheap() -> None:
         grounded(question, "Something else entirely, 42.", ROWS)
     per_turn_ms = (time.perf_counter() - began) * 1000 / len(questions)
     assert per_turn_ms < 20, per_turn_ms
-
-
-class OneAnswer:
-    """A chat model that calls no tools (as the embedded ones) and always says ``reply``."""
-
-    supports_tools = False
-    name = "one-answer"
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
-    ) -> ChatResult:
-        return ChatResult(content=self.reply, tool_calls=[])
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_a_turn_replaces_an_answer_without_its_predicate(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def forge(path: Path, old: str, new: str) -> None:
     values = [new if v == old else v for v in values]
     arrays["s_value"], arrays["l_value"] = snapshot._pack(values)
     with path.open("wb") as out:
-        np.savez(out, **arrays)  # type: ignore[arg-type]
+        np.savez(out, **arrays)
 
 
 def verify(state: Path) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,7 @@ async def test_a_cancelled_caller_still_gets_its_commit_heard(tmp_path: Path, ho
         blocker = asyncio.ensure_future(ledger.run(lambda core: gate.wait(10)))
         queued = ledger._worker._jobs.qsize
         await wait_until(lambda: queued() == 0, what="the worker to hold the gate")
+        step: Awaitable[object]
         if how == "set_auth":
             step = ledger.set_auth(db, KEY, other.public, Permission.parse("write", 5))
         else:

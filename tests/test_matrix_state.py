@@ -15,8 +15,8 @@ from chazbot.transports.matrix.state import MatrixState
 BOT = "@bot:example.org"
 
 
-def job(n: int, kind: str = "chat", **content: str) -> Job:
-    return Job("!room:x", f"$e{n}", "@alice:x", kind, f"text {n}", dict(content))  # type: ignore[arg-type]
+def job(n: int, **content: str) -> Job:
+    return Job("!room:x", f"$e{n}", "@alice:x", "chat", f"text {n}", dict(content))
 
 
 async def reopened(path: Path, user: str = BOT) -> tuple[Ledger, MatrixState]:

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ from chazbot.peer import Peer
 from tests.standin_embeddings import StandinEmbeddings
 
 
-def cfg(tmp_path: Path, **kw: object) -> Config:
-    return Config(state_dir=tmp_path, **kw)  # type: ignore[arg-type]
+def cfg(tmp_path: Path, **kw: Any) -> Config:
+    return Config(state_dir=tmp_path, **kw)
 
 
 async def test_spec_bm25_check_through_the_api(tmp_path: Path) -> None:
@@ -414,11 +415,9 @@ async def test_a_damaged_or_foreign_snapshot_is_rebuilt(tmp_path: Path) -> None:
         async def fewer(db_id: str) -> dict[str, int]:
             return {k: v - 150 for k, v in (await real_stores(db_id)).items()}
 
-        peer.ledger.stores = fewer  # type: ignore[method-assign,assignment]
-        try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(peer.ledger, "stores", fewer)
             assert visible_state(await monkey.view(db)) == expected
-        finally:
-            peer.ledger.stores = real_stores  # type: ignore[method-assign]
         status = monkey.load_status(db)
         assert status is not None and not status.from_snapshot
 
@@ -433,7 +432,7 @@ async def test_a_reset_drops_the_view_and_its_snapshot(tmp_path: Path) -> None:
         view = await engine.view(db)
         assert list((tmp_path / "snap").iterdir())
         applied = Applied()
-        applied.reset_dbs = {db}  # type: ignore[attr-defined]
+        applied.reset_dbs = {db}
         engine._on_applied(applied)
         assert not list((tmp_path / "snap").iterdir())
         again = await engine.view(db)

@@ -5,6 +5,7 @@ need an admin, and a non-admin's ``list`` shows only what the room's agent can r
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ ALICE = "@alice:example.org"
 
 
 @pytest.fixture
-async def peer(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def peer(tmp_path: Path) -> AsyncIterator[Peer]:
     state = tmp_path / "state"
     config = Config(state_dir=state, agents=[AgentConfig(name="alpha"), AgentConfig(name="beta")])
     async with chazbot.open(state, config) as p:

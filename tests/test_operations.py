@@ -165,10 +165,10 @@ async def test_ctrl_c_stops_an_import_between_batches_and_the_service_keeps_answ
         preexec_fn=default_sigint,
     )
     assert proc.stderr is not None and proc.stdout is not None
-    seen = bytearray()
+    stderr, seen = proc.stderr, bytearray()
 
     async def progressed() -> bool:
-        seen.extend(await proc.stderr.read(4096))  # type: ignore[union-attr]
+        seen.extend(await stderr.read(4096))
         # the bar redraws on a timer, so any count written so far (not one exact figure)
         return b"import notes [" in seen and re.search(rb"[1-9]\d*/%d" % total, seen) is not None
 
@@ -203,7 +203,7 @@ def rewrite_backup(path: Path, target: Path, change: Any) -> None:
     import hashlib
 
     with tarfile.open(path) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+        files = {m.name: f.read() for m in tar.getmembers() if (f := tar.extractfile(m))}
     files["chazbot.sqlite3"] = change(files["chazbot.sqlite3"])
     manifest = json.loads(files["manifest.json"])
     data = files["chazbot.sqlite3"]

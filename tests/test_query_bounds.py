@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,13 +29,15 @@ from chazbot.memory.tokenize import (
     tokenize,
 )
 from chazbot.memory.tools import run_tool
-from chazbot.memory.view import MemoryView
+from chazbot.memory.view import MemoryView, Ranked
 from chazbot.peer import Peer
 from tests.waits import wait_until
 from tests.web_support import ADMIN, browser_session, link, serving, sign_in
 
 ROOM = "matrix:!room:example.org"
 VOCAB = [f"w{i}" for i in range(20_000)]
+
+T = TypeVar("T")
 
 
 def long_query(words: int, seed: int = 1) -> str:
@@ -127,7 +130,7 @@ async def fill(peer: Peer, db: str, key: KeyPair, n: int) -> None:
         await peer.ledger.write(db, key, {MEMORY_STORE: ops})
 
 
-async def longest_gap(work: Awaitable[object]) -> tuple[float, object]:
+async def longest_gap(work: Awaitable[T]) -> tuple[float, T]:
     """The longest gap between a ticker's 2 ms sleeps while ``work`` runs, and its result."""
     gaps: list[float] = []
     done = asyncio.Event()
@@ -181,8 +184,8 @@ async def test_a_huge_search_never_holds_the_event_loop(tmp_path: Path) -> None:
             stop.set()
             compiler.join()
         assert gap <= reference + 0.1, (gap, reference, took)
-        assert reply.ok, reply.text  # type: ignore[attr-defined]
-        text = reply.text  # type: ignore[attr-defined]
+        assert reply.ok, reply.text
+        text = reply.text
         assert text.startswith("Top 10 in") and "(searched the first 32 distinct words" in text
 
 
@@ -201,9 +204,9 @@ async def test_a_row_stored_during_a_search_is_found_by_the_next(
         gate = threading.Event()
         plain = MemoryView.search
 
-        def held_search(self: MemoryView, *args: object, **kwargs: object) -> object:
+        def held_search(self: MemoryView, *args: Any, **kwargs: Any) -> list[Ranked]:
             gate.wait(10)
-            return plain(self, *args, **kwargs)  # type: ignore[arg-type]
+            return plain(self, *args, **kwargs)
 
         monkeypatch.setattr(MemoryView, "search", held_search)
         first = asyncio.create_task(engine.recall(db, "zebra"))
@@ -231,9 +234,9 @@ async def test_a_cancelled_search_holds_updates_until_its_thread_is_done(
         gate = threading.Event()
         plain = MemoryView.search
 
-        def held_search(self: MemoryView, *args: object, **kwargs: object) -> object:
+        def held_search(self: MemoryView, *args: Any, **kwargs: Any) -> list[Ranked]:
             gate.wait(10)
-            return plain(self, *args, **kwargs)  # type: ignore[arg-type]
+            return plain(self, *args, **kwargs)
 
         monkeypatch.setattr(MemoryView, "search", held_search)
         first = asyncio.create_task(engine.recall(db, "zebra"))

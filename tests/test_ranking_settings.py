@@ -47,7 +47,7 @@ def test_the_defaults_are_the_measured_values_and_nonsense_is_refused() -> None:
     assert RecallTuning(5, 10, 10, True) == DEFAULT_TUNING
     for bad in ({"min_candidates": 0}, {"date_window": -1}, {"dense_weight": 0.0}):
         with pytest.raises(InputError):
-            RankingSettings(**bad)  # type: ignore[arg-type]
+            RankingSettings(**bad)
     for bad_tuning in ({"query_tokens": 0}, {"recent_messages": 0}, {"focus_depth": 0}):
         with pytest.raises(InputError):
             RecallTuning(**bad_tuning)  # type: ignore[arg-type]

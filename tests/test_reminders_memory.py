@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import chazbot
 from chazbot.config import AgentConfig, Config
@@ -59,12 +60,12 @@ async def tell(peer: Peer, person: str, room: str, key: str, value: str, heard: 
     await agent.memory.within(peer.hearing(agent, person, heard)).remember(key, value)
 
 
-def config(tmp_path: Path, **kw: object) -> Config:
+def config(tmp_path: Path, **kw: Any) -> Config:
     return Config(
         state_dir=tmp_path,
         timezone="Europe/Berlin",
         agents=[AgentConfig(name="chaz", capture="off")],
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
@@ -167,3 +168,45 @@ def test_a_delivered_reminder_never_pings_the_whole_room() -> None:
     reminder = Reminder("r00000001", GROUP, BOB, made.what, "Europe/Berlin", made.first, None, "en")
     text = message(reminder, made.first, made.first, ["@Room: the bins go out on Monday"])
     assert "@room" not in text.lower() and "about the bins" in text, text
+
+
+async def test_a_reminder_carries_what_the_banks_its_room_reads_hold(tmp_path: Path) -> None:
+    """The banks auto-recall reads in the room (attached there, or the agent's defaults) add
+    their lines too, by the same rule: a bank's own rows (no provenance) wherever the bank
+    is read, a row told in a DM only where its audience may see it; a revoked grant adds
+    nothing."""
+    rooms = Rooms()
+    async with chazbot.open(tmp_path, config(tmp_path)) as peer:
+        dm, group = rooms.now[DM], rooms.now[GROUP]
+        assert (await peer.command("/memory new family")).ok
+        assert (await peer.command("/memory grant family chaz write")).ok
+        agent = peer.agent("chaz")
+        await agent.memory.remember("ines.birthday", "Ines turns 40 on March 3", bank="family")
+        heard = agent.memory.within(peer.hearing(agent, ALICE, dm))
+        await heard.remember("ines.job", "Ines starts at the Porto harbour office", bank="family")
+        await tell(peer, BOB, GROUP, "weather", "the weather is nice today", group)
+        store = Reminders(peer.ledger, agent.db, agent.key)
+        runner = ReminderRunner(
+            lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
+        )
+
+        async def deliver_once(text: str, room: str) -> str:
+            made = await store.add(understand(text, NOW, BERLIN), room, ALICE, None)
+            assert await runner.tick(made.first + timedelta(seconds=1)) == 1
+            return rooms.sent[-1][1]
+
+        # not attached in the group yet, and no default bank: nothing from it
+        bare = await deliver_once("remind me tomorrow at 9 to call Ines", GROUP)
+        assert bare == f"⏰ Reminder ({ALICE}): call Ines", bare
+        assert (await peer.command("/memory attach family", session=GROUP)).ok
+        in_group = await deliver_once("remind me tomorrow at 10 to call Ines", GROUP)
+        assert f"{NOTE_MARK}Ines turns 40 on March 3" in in_group, in_group
+        assert "Porto" not in in_group, in_group  # told in Alice's DM: not for Bob
+        assert (await peer.command("/memory attach family", session=DM)).ok
+        in_dm = await deliver_once("remind me tomorrow at 11 to call Ines", DM)
+        assert f"{NOTE_MARK}Ines starts at the Porto harbour office" in in_dm, in_dm
+        assert f"{NOTE_MARK}Ines turns 40 on March 3" in in_dm, in_dm
+        # the grant revoked: the bank adds nothing, the reminder still goes out
+        assert (await peer.command("/memory revoke family chaz")).ok
+        revoked = await deliver_once("remind me tomorrow at 12 to call Ines", GROUP)
+        assert revoked == f"⏰ Reminder ({ALICE}): call Ines", revoked

@@ -69,8 +69,8 @@ class Captured:
 
 def write_config(where: Path) -> Path:
     where.mkdir(parents=True, exist_ok=True)
-    data = {"state_dir": str(where / "state"), "sync_listen": "", "http_listen": ""}
-    data["embedding"] = None
+    state = str(where / "state")
+    data = {"state_dir": state, "sync_listen": "", "http_listen": "", "embedding": None}
     (where / "config.yaml").write_text(yaml.safe_dump(data))
     return where / "state"
 
@@ -93,7 +93,7 @@ def with_state_file(
     (a function editing a real SQLite file), with the manifest recomputed to match: what
     someone who can write the backup (not sign entries) can make."""
     with tarfile.open(backup) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+        files = {m.name: f.read() for m in tar.getmembers() if (f := tar.extractfile(m))}
     scratch = target.with_suffix(".sqlite3")
     scratch.write_bytes(files[member])
     change(scratch)

@@ -19,6 +19,12 @@ from chazbot.transports.web import admin
 from tests.waits import wait_until
 
 
+async def db_of(peer: Peer, bank: str) -> str:
+    hosted = await peer.registry.get("bank", bank)
+    assert hosted is not None, f"{bank} is not on this peer"
+    return hosted.db
+
+
 async def holders_worded_once(peer: Peer, bank: str, expected: str) -> None:
     """ "Who holds this key" reads the same in ``/memory stats`` and on the web's bank page:
     one function words it (``key_holders``)."""
@@ -111,7 +117,7 @@ async def test_read_only_import_says_a_way_out_that_works(tmp_path: Path) -> Non
         assert (await b.command("/memory grant notes gamma read")).ok  # read is delegable
         r = await a.command(suggested.group(0))
         assert r.ok, r.text
-        db = (await b.registry.get("bank", "notes")).db  # type: ignore[union-attr]
+        db = await db_of(b, "notes")
 
         async def b_holds_write() -> bool:
             return (await b.ledger.permission(db, b.key.public)).name == "write"
@@ -185,7 +191,7 @@ async def test_delegation_on_an_imported_bank(tmp_path: Path) -> None:
             )
 
         await wait_until(both)
-        bank_db = (await a.registry.get("bank", "project-notes")).db  # type: ignore[union-attr]
+        bank_db = await db_of(a, "project-notes")
         rows = {r.data["key"]: r for r in await a.ledger.rows(bank_db, "memory")}
         assert rows["from.b"].author == b.key.public and rows["from.b"].data["agent"] == "gamma"
         assert rows["from.a"].author == alpha.key.public
@@ -238,7 +244,7 @@ async def test_a_revoked_peers_later_rows_stay_hidden_when_relayed(tmp_path: Pat
         await a.command("/memory grant project-notes alpha write")
         await share_and_import(a, b, "project-notes")
         assert (await b.command("/memory grant project-notes gamma write")).ok
-        bank_db = (await a.registry.get("bank", "project-notes")).db  # type: ignore[union-attr]
+        bank_db = await db_of(a, "project-notes")
         await b.sync.stop()  # B keeps the auth state from before the revocation
         assert (await a.command(f"/memory revoke project-notes {b.key.public}")).ok
         await b.agent("gamma").remember("after.revoke", "reaches no one", bank="project-notes")
@@ -281,6 +287,7 @@ async def test_sharing_status_shows_each_pair_its_last_pull_and_push_and_failure
     async with chazbot.open(tmp_path / "b", two_cfg(tmp_path / "b", "gamma")) as b:
         r = await b.command("/sharing status")
         assert r.ok and r.text.startswith("No bank here is synced with another peer"), r.text
+    a_cm: contextlib.AbstractAsyncContextManager[Peer] | None
     a_cm = chazbot.open(tmp_path / "a", two_cfg(tmp_path / "a", "alpha"))
     a = await a_cm.__aenter__()
     try:

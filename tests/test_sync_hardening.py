@@ -11,7 +11,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -38,7 +38,9 @@ async def owner(tmp_path: Path) -> AsyncIterator[Owner]:
     await opened.close()
 
 
-async def answer_of(owner: Owner, text: str, parts: list[bytes] = (), gap: float = 0.0) -> bytes:  # type: ignore[assignment]
+async def answer_of(
+    owner: Owner, text: str, parts: Sequence[bytes] = (), gap: float = 0.0
+) -> bytes:
     return await raw_request("127.0.0.1", owner.server.port, text, list(parts), gap, "127.0.0.1")
 
 

@@ -98,14 +98,14 @@ async def _simulate(
             if not pending:
                 break
             rnd.shuffle(pending)
-            refused: list[bytes] = []
+            again: list[bytes] = []
             while pending:
                 size = rnd.randint(1, 8)
                 chunk, pending = pending[:size], pending[size:]
                 result = await client.push(server.address, db, chunk)
                 retry = {i for i, why in result.rejected if "not known" in why}
-                refused += [d for d in chunk if _id(d) in retry]
-            pending = list(dict.fromkeys(refused))
+                again += [d for d in chunk if _id(d) in retry]
+            pending = list(dict.fromkeys(again))
         assert pending == []
         # Each entry was accepted once at most; every other delivery was a duplicate or
         # refused (for a missing parent, then sent again; or soft-failed on arrival).

@@ -13,19 +13,19 @@ import chazbot
 from bench.honesty import HONEST
 from chazbot import metrics
 from chazbot.agent.asked import dont_know
-from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.lexicon import reply
 from chazbot.agent.turn import now_line, run_turn
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.store import Reminders
+from tests.standin_chat import OneAnswer
 from tests.standin_llm import StandinLLM
 
 ALICE = "@alice:example.org"
 
 
-def config(tmp_path: Path, llm: StandinLLM, **kw: object) -> Config:
-    return Config(state_dir=tmp_path, llm=llm.config(), **kw)  # type: ignore[arg-type]
+def config(tmp_path: Path, llm: StandinLLM, **kw: Any) -> Config:
+    return Config(state_dir=tmp_path, llm=llm.config(), **kw)
 
 
 def tool_labels() -> set[str]:
@@ -86,25 +86,6 @@ async def test_a_model_with_tools_is_told_the_date_in_the_persons_zone(
         await run_turn(peer, agent, session, "hi", "@ann:x", small, clock=lambda: FRIDAY)
         assert small.seen and "Now it is" not in small.seen[-1][0]["content"]
     assert "Friday 04 December 2026, 23:30 in UTC" in now_line(FRIDAY, "Mars/Olympus")
-
-
-class OneAnswer:
-    """A chat model that always says ``reply``; ``supports_tools`` as asked."""
-
-    name = "one-answer"
-
-    def __init__(self, reply: str, tools: bool) -> None:
-        self.reply, self.supports_tools = reply, tools
-        self.seen: list[list[dict[str, Any]]] = []
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
-    ) -> ChatResult:
-        self.seen.append(messages)
-        return ChatResult(content=self.reply, tool_calls=[])
-
-    async def aclose(self) -> None:
-        return None
 
 
 ASKED = {

@@ -9,6 +9,7 @@ Real peers on real SQLite in a temporary state dir; the embedder is the loopback
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def test_the_text_keeps_what_a_key_says_and_names_a_matrix_speaker() -> None:
 
 
 async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
-    tmp_path: object, standin_embeddings: StandinEmbeddings
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
     cfg = config(tmp_path, standin_embeddings)
     rows = {f"Ann 8 May, 2023 D1:{i}": f"otters swim by pier{i}" for i in range(40)}
@@ -65,7 +66,7 @@ async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
         for k, v in rows.items():  # written as before version 2: the vector of "key value"
             await peer.memory.remember(db, key, k, v, embed_as=f"{k} {v}")
     # a state from before this text version: no record of the version its vectors are of
-    ledger = await Ledger.open(tmp_path / STATE_FILE)  # type: ignore[operator]
+    ledger = await Ledger.open(tmp_path / STATE_FILE)
     try:
         await ledger.kv.delete(TEXT_VERSION_KEY)
         await ledger.kv.delete(TEXT_DONE_PREFIX + db)
@@ -113,7 +114,7 @@ def new_vec(emb: StandinEmbeddings, key: str, rows: dict[str, str]) -> np.ndarra
 
 
 async def test_a_close_right_after_a_bank_opens_leaves_no_check_behind(
-    tmp_path: object, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = config(tmp_path, standin_embeddings)
     async with chazbot.open(tmp_path, cfg) as peer:

@@ -18,7 +18,7 @@ import pytest
 
 from chazbot.commands.web_cmds import LINK_TTL_S, LINKS_PER_WINDOW, base_url, digest, issue_link
 from chazbot.commands.web_signins import WebGrant, WebSignIns
-from chazbot.config import parse_config
+from chazbot.config import Config, parse_config
 from chazbot.errors import ConfigError, InputError, Unavailable
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MAX_VALUE_BYTES
@@ -289,7 +289,7 @@ async def test_the_web_command_answers_only_in_a_dm(tmp_path: Path) -> None:
 
 
 def test_the_link_address_comes_from_the_config(tmp_path: Path) -> None:
-    def cfg(**data: object) -> object:
+    def cfg(**data: object) -> Config:
         return parse_config({"state_dir": str(tmp_path), "embedding": None, **data})
 
     assert base_url(cfg(web={"enabled": True, "public_url": "https://chaz.example.org/"})) == (

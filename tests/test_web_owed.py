@@ -41,7 +41,9 @@ async def test_the_bank_page_says_how_many_vectors_are_still_owed(
             async with client.get(page) as answer:
                 html = await answer.text()
             stats = (await peer.command("/memory stats team")).text
-            found = peer.memory.vectors_owed((await peer.registry.get("bank", "team")).db)
+            team = await peer.registry.get("bank", "team")
+            assert team is not None
+            found = peer.memory.vectors_owed(team.db)
             assert found is not None and found.count, found
             assert f"{found.count} vectors owed" in stats, stats  # the same numbers
             assert f'<p id="vectors-owed">{found.count} vectors owed' in html, html

@@ -9,16 +9,16 @@ peer (real SQLite); the model is a stand-in that calls no tools, as the embedded
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import chazbot
 from chazbot.agent.capture import capture_turn
-from chazbot.agent.chat_model import ChatResult
 from chazbot.agent.turn import run_turn
 from chazbot.agent.words import (
+    Intent,
     as_said_to_them,
     asks,
     intent,
@@ -28,38 +28,24 @@ from chazbot.agent.words import (
 )
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
+from tests.standin_chat import OneAnswer
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 
 
-class NoToolsModel:
-    """A chat model that calls no tools (as the embedded ones); records what it was sent."""
-
-    supports_tools = False
-    name = "no-tools"
-
-    def __init__(self, reply: str = "Biscuit.") -> None:
-        self.reply = reply
-        self.requests: list[list[dict[str, Any]]] = []
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None
-    ) -> ChatResult:
-        self.requests.append(messages)
-        return ChatResult(content=self.reply, tool_calls=[])
-
-    async def aclose(self) -> None:
-        return None
+def intent_of(text: str) -> Intent:
+    found = intent(text)
+    assert found is not None, text
+    return found
 
 
 def test_intents_and_what_is_kept() -> None:
-    assert intent("Please forget my manager's name.") is not None
-    assert intent("Please forget my manager's name.").what == "my manager's name"  # type: ignore[union-attr]
-    assert intent("forget everything about me").what == ""  # type: ignore[union-attr]
-    assert intent("What can you do?").kind == "intro"  # type: ignore[union-attr]
-    assert intent("help").kind == "intro"  # type: ignore[union-attr]
-    assert intent("what do you know about me?").kind == "about_me"  # type: ignore[union-attr]
-    assert intent("Remember that my dog is Rex").what == "my dog is Rex"  # type: ignore[union-attr]
+    assert intent_of("Please forget my manager's name.").what == "my manager's name"
+    assert intent_of("forget everything about me").what == ""
+    assert intent_of("What can you do?").kind == "intro"
+    assert intent_of("help").kind == "intro"
+    assert intent_of("what do you know about me?").kind == "about_me"
+    assert intent_of("Remember that my dog is Rex").what == "my dog is Rex"
     for ordinary in ("help me plan a trip", "My dog is Rex.", "What is my dog called?"):
         assert intent(ordinary) is None, ordinary
     for not_kept in ("Hello!", "thanks a lot, chaz", "Please forget my manager's name.", "help"):
@@ -101,7 +87,7 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         await alice.remember("a/1", "My manager is called Priya.")
         await alice.remember("a/2", "My sister's name is Ada.")
         await bob.remember("b/1", "My manager is called Zed.")
-        model = NoToolsModel()
+        model = OneAnswer()
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:
@@ -119,7 +105,7 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         assert "group room" in intro
         # asked about what was never told, with nothing recalled: no invented answer
         dont = await say("What is my cat's name?")
-        assert "don't know" in dont and model.requests == []
+        assert "don't know" in dont and model.seen == []
         assert await say("Remember that I drive a blue Volvo") == "Noted: You drive a blue Volvo."
         assert any("blue Volvo" in h.value for h in await alice.recall("Volvo"))
         everything = await say("forget everything")
@@ -127,6 +113,35 @@ async def test_forget_in_words_takes_only_the_persons_matching_rows(
         assert "Volvo" in everything
         assert "haven't told me" in await say("what do you know about me?")
         assert [h.value for h in await chaz.recall("")] == ["My manager is called Zed."]
+
+
+async def test_forget_in_words_matches_what_a_row_says_not_its_teller_or_day(
+    tmp_path: Path, cfg: Config
+) -> None:
+    """Recall finds a row written during a turn by its teller and the day it was told
+    (``view.indexed_tokens``); forgetting by words must not: "forget what I told you about
+    <this month>" or "about alice" hides only rows that say so, not every row Alice told this
+    month."""
+    month = datetime.now(UTC).strftime("%B")
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm-alice", [ALICE], lambda u: False)
+        alice = chaz.memory.within(peer.hearing(chaz, ALICE, dm, "!chaz "))
+        await alice.remember("trip", f"My {month} trip is to Lisbon.")
+        await alice.remember("pet", "My cat is called Mo.")
+        await alice.remember("nick", "Everyone calls me Ali, not Alice.")
+        await alice.remember("car", "I drive a blue Volvo.")
+        assert {h.key for h in await alice.recall(month)} >= {"trip", "pet", "car"}
+        session = await peer.session("dm-alice")
+
+        async def say(text: str) -> str:
+            return (await run_turn(peer, chaz, session, text, ALICE, OneAnswer(), alice)).text
+
+        reply = await say(f"Please forget what I told you about {month}.")
+        assert "Lisbon" in reply and "called Mo" not in reply and "Volvo" not in reply, reply
+        reply = await say("Forget what I said about Alice.")
+        assert "Ali, not Alice" in reply and "Volvo" not in reply, reply
+        assert {h.key for h in await chaz.recall("")} == {"pet", "car"}
 
 
 async def test_help_says_how_to_address_the_bot_in_a_group(tmp_path: Path, cfg: Config) -> None:
@@ -178,7 +193,7 @@ async def test_a_misread_forget_is_undone_and_the_world_keeps_its_onions(
         await alice.remember("a/2", "The team meeting is on my calendar for Monday.")
         await alice.remember("a/3", "Mein WLAN-Passwort ist tulip-42.")
         await alice.remember("a/4", "My friend Ines moved to Porto.")
-        model = NoToolsModel()
+        model = OneAnswer()
         session = await peer.session("dm-alice")
 
         async def say(text: str) -> str:

@@ -23,7 +23,7 @@ from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them, language, told
 from chazbot.memory.rows import MemoryRow, said_text
-from chazbot.memory.tokenize import auto_recall_query, tokenize
+from chazbot.memory.tokenize import auto_recall_query, document_text, tokenize
 
 if TYPE_CHECKING:
     from chazbot.agent.session import Session
@@ -138,6 +138,7 @@ async def forget_words(
             for r in found
             if r.bm25 is not None
             and (r.row.origin.speaker if r.row.origin is not None else None) == speaker
+            and says_any(r.row, words)
         ]
         best = max((r.score for r in mine), default=0.0)
         rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]
@@ -147,6 +148,14 @@ async def forget_words(
     if undo is not None:
         undo.put(sender, memory.db, rows)
     return reply(lang, "forgotten", what=_listed(rows), minutes=UNDO_MINUTES)
+
+
+def says_any(row: MemoryRow, words: list[str]) -> bool:
+    """Whether the row itself (key, value, tags: SPEC §3's document) has one of ``words``:
+    recall also finds a told row by its teller and its day (``view.indexed_tokens``), which
+    must not make "forget what I said about May" hide everything said in May."""
+    own = set(tokenize(document_text(row.key, row.value, row.tags)))
+    return any(w in own for w in words)
 
 
 def _listed(rows: list[MemoryRow] | tuple[MemoryRow, ...]) -> str:
@@ -160,7 +169,12 @@ async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: s
     if found is None or found.db != memory.db:
         return reply(lang, "nothing_to_undo")
     await restore_rows(memory, found.rows)
-    return reply(lang, "undone", what=_listed(found.rows))
+    # told only what the room may hear now (someone may have come in since the forget)
+    heard = memory.hearing.audience
+    told = [r for r in found.rows if heard is None or heard.sees(r.origin, r.scope)]
+    kept = len(found.rows) - len(told)
+    what = " ".join(filter(None, [_listed(told) if told else "", f"(+{kept})" if kept else ""]))
+    return reply(lang, "undone", what=what)
 
 
 async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None:

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from chazbot.errors import InputError
+from chazbot.errors import InputError, NotFound
 from chazbot.memory.audience import Audience
+from chazbot.memory.banks import read_refs
 from chazbot.memory.current import earlier_mark, newest_first, told_of
 from chazbot.memory.embedders.floors import AGENT_CONFIG_STORE, FLOOR_FIELD, stored_floor
 from chazbot.memory.fusion import top_fused
@@ -28,7 +29,9 @@ from chazbot.memory.tokenize import auto_recall_query
 from chazbot.memory.view import RRF_K
 
 if TYPE_CHECKING:
+    from chazbot.agent.session import Session
     from chazbot.ledger import Ledger
+    from chazbot.memory.scope import MemoryScope
 
 HEADING = "## Relevant Memories"
 NOTE = (
@@ -155,6 +158,32 @@ def choose_banks(
         return names
     wanted = {b.lower() for b in settings.banks}
     return [n for n in names if n.lower() in wanted]
+
+
+async def recall_banks(
+    ledger: Ledger,
+    session: Session,
+    memory: MemoryScope,
+    defaults: Sequence[str],
+    settings: RecallSettings,
+) -> list[tuple[str, str]]:
+    """``(name, db)`` of the banks recall searches in ``session`` beside own memory: attached,
+    then the agent's defaults (``choose_banks``), those the agent can read now (its own grant,
+    or a delegation); the others are skipped silently. Auto-recall's, and a delivered
+    reminder's (``transports.matrix.reminding``)."""
+    refs = await read_refs(ledger, memory.db)
+    attached = await session.attachments()
+    found: list[tuple[str, str]] = []
+    for name in choose_banks(list(attached), defaults, settings):
+        db = attached.get(name) or (refs[name].db if name in refs else None)
+        if db is None:
+            continue
+        try:
+            if await memory.can_read(db):
+                found.append((name, db))
+        except NotFound:
+            continue
+    return found
 
 
 def memory_line(row: MemoryRow, audience: Audience | None = None, reader: str = "") -> str:

@@ -18,16 +18,15 @@ from chazbot.agent.recall import (
     DEFAULT_TUNING,
     MEMORY_RULE,
     RecallTuning,
-    choose_banks,
     focus_query,
     format_block,
     fuse_rankings,
+    recall_banks,
     recall_query,
     recall_settings,
 )
 from chazbot.agent.words import asks, intent, personal
 from chazbot.errors import BackendError, InputError, NotFound
-from chazbot.memory.banks import read_refs
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
 from chazbot.reminders.setting import set_reminder
@@ -128,19 +127,12 @@ async def auto_recall(
         return found
 
     own = await search(agent.db)
-    refs = await read_refs(peer.ledger, agent.db)
-    attached = await session.attachments()
-    names = choose_banks(list(attached), agent.config.default_memory_banks, settings)
+    defaults = agent.config.default_memory_banks
     found: list[tuple[str, list[MemoryRow]]] = []
-    for name in names:
-        db = attached.get(name) or (refs[name].db if name in refs else None)
-        if db is None:
-            continue
+    for name, db in await recall_banks(peer.ledger, session, memory, defaults, settings):
         try:
-            if not await memory.can_read(db):  # its own grant, or a delegation
-                continue
             found.append((name, await search(db)))
-        except NotFound:
+        except NotFound:  # deleted meanwhile
             continue
     if keep is not None:  # a small model's view, narrowed (see ``run_turn``)
         own = [r for r in own if keep(r)]
@@ -247,7 +239,9 @@ async def run_turn(
         return TurnResult(noted)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
-    history = [{"role": m.role, "content": m.content} for m in await session.history()]
+    heard = memory.hearing.audience  # under a closed history, what a newcomer could not read
+    readable = [m for m in await session.history() if heard is None or heard.reads_from(m.ts)]
+    history = [{"role": m.role, "content": m.content} for m in readable]
     history = _trim(history)
     contents = [m["content"] for m in history]
     keep = None

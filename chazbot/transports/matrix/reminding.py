@@ -2,13 +2,15 @@
 for each hosted agent's reminders and hands each due one to ``deliver``, which sends it into
 the room it was set in, and only there. With the room's audience now (``audience``, the bot's
 own reckoning of who reads the room, as for a reply), a reminder may carry a line or two of
-what the agent's memory holds about it that those people may be told (``memory_notes``)."""
+what the agent's memory (and the banks its auto-recall reads in that room) holds about it
+that those people may be told (``memory_notes``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from chazbot.agent.recall import recall_banks, recall_settings
 from chazbot.memory.audience import Audience
 from chazbot.reminders.remembering import related
 from chazbot.reminders.runner import Notes, ReminderRunner
@@ -39,7 +41,11 @@ def memory_notes(peer: Peer, audience_of: AudienceOf) -> Notes:
         if not heard.present:
             return []  # nobody there (everyone left, or a room the bot is not in): nothing
         memory = agent.memory.within(peer.hearing(agent, reminder.by, heard))
-        return await related(memory, reminder.what)
+        settings = await recall_settings(peer.ledger, agent.db)
+        session = await peer.session(reminder.room)
+        defaults = agent.config.default_memory_banks
+        banks = await recall_banks(peer.ledger, session, memory, defaults, settings)
+        return await related(memory, reminder.what, [db for _, db in banks])
 
     return notes
 
@@ -70,6 +76,7 @@ def reminder_runner(
         return True
 
     notes: Notes | None = None
+    told: AudienceOf | None = None
     if audience is not None:
         of_room = audience
 
@@ -77,7 +84,8 @@ def reminder_runner(
             return await of_room(session.removeprefix(SESSION_PREFIX))
 
         notes = memory_notes(peer, audience_of)
-    return ReminderRunner(stores, deliver, notes=notes)
+        told = audience_of  # a reminder's words only to readers who could read them then
+    return ReminderRunner(stores, deliver, notes=notes, audience=told)
 
 
 __all__ = ["AudienceOf", "memory_notes", "reminder_runner"]
