@@ -82,49 +82,20 @@ NO_NIO = {"chazbot.transports.tables", "chazbot.transports.matrix.credentials"}
 (through the Matrix package's re-export it cost every ``chazbot cmd`` 0.4 s and 280 modules)."""
 
 _PROBE = r"""
-import importlib, json, os, sys, traceback
-
-def spawn(work):
-    # work() in a forked child; its JSON answer comes back through a pipe (see collect). The
-    # child never returns into this script: a failure prints its traceback and ends it.
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(r)
-            data = json.dumps(work()).encode()
-            while data:
-                data = data[os.write(w, data):]
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
-
-def collect(job):
-    pid, r = job
-    data = b""
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-def watched():
-    return sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+import importlib, json, os, sys
 
 def probe(name, group, tree):
     # In a child: import name, record what is loaded, then probe name's submodules from there
     # (importing P.C imports P first: a child forked once P is loaded does what a fresh
     # interpreter would, without importing P again for every module of P).
-    def work():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
         out = {}
         try:
             importlib.import_module(name)
-            loaded = watched()
+            loaded = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
         except BaseException as exc:
             loaded = ["!" + repr(exc)]
         if name in group:
@@ -132,24 +103,29 @@ def probe(name, group, tree):
         if loaded and loaded[0].startswith("!"):  # then every module of it fails alike
             out.update({m: loaded for m in group if m.startswith(name + ".")})
         else:
-            out.update(probe_under(name, group, tree, loaded, sorted(tree.get(name, ()))))
-        return out
+            out.update(probe_under(name, group, tree, loaded))
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data)
 
-    return collect(spawn(work))
-
-def probe_under(parent, group, tree, loaded, names):
+def probe_under(parent, group, tree, loaded):
     out = {}
-    for name in names:
+    for name in sorted(tree.get(parent, ())):
         if name in group and name in loaded:
             out[name] = loaded  # importing the package loaded it: the same modules
-            out.update(probe_under(name, group, tree, loaded, sorted(tree.get(name, ()))))
+            out.update(probe_under(name, group, tree, loaded))
         else:
             out.update(probe(name, group, tree))
     return out
 
-def probe_all(names, workers):
-    # The packages on the way to each name, so each is imported once per group; the
-    # branches below the top are shared out between ``workers`` children that run at once.
+def probe_all(names):
+    # the packages on the way to each name, so each is imported once per group
     tree = {}
     for name in names:
         parts = name.split(".")
@@ -157,49 +133,47 @@ def probe_all(names, workers):
             tree.setdefault(".".join(parts[: i - 1]), set()).add(".".join(parts[:i]))
     group = set(names)
     if "chazbot" in sys.modules:  # after PRELOAD: the root is loaded, probe below it
-        top, loaded = "chazbot", watched()
+        now = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+        out.update(probe_under("chazbot", group, tree, now))
     else:
-        top, loaded = "", []
-    branches = sorted(tree.get(top, ()), key=lambda b: -sum(n.startswith(b) for n in names))
-    shares = [[] for _ in range(workers)]
-    for branch in branches:  # the largest first, each to the share with the fewest modules
-        least = min(shares, key=lambda share: sum(n.startswith(b) for b in share for n in names))
-        least.append(branch)
-    jobs = [
-        spawn(lambda share=share: probe_under(top, group, tree, loaded, sorted(share)))
-        for share in shares
-    ]
-    found = {}
-    for job in jobs:
-        found.update(collect(job))
-    return found
+        out.update(probe_under("", group, tree, []))
 
 WATCHED = ("chazbot",) + tuple(LIBS)
 assert not any(m.startswith("chazbot") for m in sys.modules)
-bare = spawn(lambda: probe_all(BARE, 1))  # meanwhile, here: the upper layers
+out = {}
+probe_all(BARE)
 for name in PRELOAD:
     importlib.import_module(name)
-
 # Every other library the upper layers load, loaded here once rather than in each child: no
 # watched one (nor chazbot), so what a child records is what it would record without them.
-def libraries():
+libraries = []
+r, w = os.pipe()
+if (pid := os.fork()) == 0:
+    os.close(r)
     known = set(sys.modules)
     for name in REST:
         try:
             importlib.import_module(name)
         except BaseException:
             pass
-    return [m for m in sys.modules if m not in known and m.split(".")[0] not in WATCHED]
-
-before = watched()
-for name in collect(spawn(libraries)):
+    found = [m for m in sys.modules if m not in known and m.split(".")[0] not in WATCHED]
+    os.write(w, json.dumps(found).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 1 << 16):
+    data += chunk
+os.close(r)
+os.waitpid(pid, 0)
+before = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+for name in json.loads(data):
     try:
         importlib.import_module(name)
     except BaseException:
         pass
-assert watched() == before, sorted(set(watched()) - set(before))
-out = probe_all(REST, 2)
-out.update(collect(bare))
+after = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+assert after == before, sorted(set(after) - set(before))
+probe_all(REST)
 print(json.dumps(out))
 """
 
