@@ -200,7 +200,12 @@ async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: s
     if found is None or found.db != memory.db:
         return reply(lang, "nothing_to_undo")
     await restore_rows(memory, found.rows)
-    return reply(lang, "undone", what=_listed(found.rows))
+    # told only what the room may hear now (someone may have come in since the forget)
+    heard = memory.hearing.audience
+    told = [r for r in found.rows if heard is None or heard.sees(r.origin, r.scope)]
+    kept = len(found.rows) - len(told)
+    what = " ".join(filter(None, [_listed(told) if told else "", f"(+{kept})" if kept else ""]))
+    return reply(lang, "undone", what=what)
 
 
 async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None:

@@ -243,7 +243,9 @@ async def run_turn(
         return TurnResult(noted)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
-    history = [{"role": m.role, "content": m.content} for m in await session.history()]
+    heard = memory.hearing.audience  # under a closed history, what a newcomer could not read
+    readable = [m for m in await session.history() if heard is None or heard.reads_from(m.ts)]
+    history = [{"role": m.role, "content": m.content} for m in readable]
     history = _trim(history)
     contents = [m["content"] for m in history]
     keep = None
