@@ -6,6 +6,7 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/honesty.py --half held         # score once, at the end
     .venv/bin/python bench/honesty.py --half dev --show   # every question and reply
     .venv/bin/python bench/honesty.py --set honesty_unseen --half dev   # the second set
+    .venv/bin/python bench/honesty.py --words-only --words-set words_rt --show   # red team's
 
 With ``--show`` a reply the answer check refused is printed beside its "I don't know".
 
@@ -59,9 +60,9 @@ HONEST = re.compile(
 )
 
 
-def words_score(half: str) -> dict[str, str]:
-    """The intent step on the words set: understood / total, per language and in all."""
-    rows = json.loads((DATA / "words_intents.json").read_text())[half]
+def words_score(half: str, name: str = "words_intents", show: bool = False) -> dict[str, str]:
+    """The intent step on a words set: understood / total, per language and in all."""
+    rows = json.loads((DATA / f"{name}.json").read_text())[half]
     right: Counter[str] = Counter()
     total: Counter[str] = Counter()
     for lang, text, kind, what in rows:
@@ -76,6 +77,8 @@ def words_score(half: str) -> dict[str, str]:
             ok = got.what == ""
         else:
             ok = what in got.what.lower()
+        if show and not ok:
+            print(f"  words [BAD] {lang} {kind} {text!r} -> {got}")
         for where in (lang, "all", kind):
             total[where] += 1
             right[where] += ok
@@ -142,7 +145,9 @@ def check_cost(half: str, name: str) -> dict[str, float]:
     }
 
 
-async def run(half: str, model: str | None, show: bool, name: str = "honesty") -> dict[str, Any]:
+async def run(
+    half: str, model: str | None, show: bool, name: str = "honesty", words: str = "words_intents"
+) -> dict[str, Any]:
     data = json.loads((DATA / f"{name}.json").read_text())[half]
     last_refused: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,7 +212,7 @@ async def run(half: str, model: str | None, show: bool, name: str = "honesty") -
         "turn_max_s": round(max(walls), 2),
         "load_avg": round(os.getloadavg()[0], 2),
         "check_cost": check_cost(half, name),
-        "words": words_score(half),
+        "words": words_score(half, words, show),
         "reminders": reminders_score(half, show),
     }
 
@@ -219,10 +224,16 @@ def main() -> None:
     parser.add_argument("--show", action="store_true")
     parser.add_argument(
         "--set",
-        choices=("honesty", "honesty_unseen"),
+        choices=("honesty", "honesty_unseen", "honesty_rt"),
         default="honesty",
-        help="tests/data/<set>.json: the first set, or the second written before the "
-        "predicate check (near misses)",
+        help="tests/data/<set>.json: the first set, the second written before the "
+        "predicate check (near misses), or the red team's (honesty_rt)",
+    )
+    parser.add_argument(
+        "--words-set",
+        choices=("words_intents", "words_rt"),
+        default="words_intents",
+        help="tests/data/<set>.json for the words score: the first set or the red team's",
     )
     parser.add_argument(
         "--words-only",
@@ -233,12 +244,12 @@ def main() -> None:
     if args.words_only:
         found = {
             "check_cost": check_cost(args.half, args.set),
-            "words": words_score(args.half),
+            "words": words_score(args.half, args.words_set, args.show),
             "reminders": reminders_score(args.half, args.show),
         }
         print(json.dumps({"half": args.half, **found}, indent=1))
         return
-    out = asyncio.run(run(args.half, args.model, args.show, args.set))
+    out = asyncio.run(run(args.half, args.model, args.show, args.set, args.words_set))
     print(json.dumps(out, indent=1))
 
 

@@ -30,7 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo
+from locomo_data import ANCHOR, DEFAULT_DATA, NO_FLOOR, SPLITS, CachedEmbedder, Scores, load_locomo
 
+from chazbot.config import EmbeddingConfig
+from chazbot.memory.embedders import DEFAULT_LOCAL_MODEL, LocalEmbedder
 from chazbot.memory.engine import embed_text
 
 SHAPES: dict[str, dict[str, str]] = {
@@ -64,11 +67,11 @@ def text_lead_twice(key: str, value: str, speaker: str | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--split", choices=("dev", "heldout"), default="dev")
     parser.add_argument("--text", choices=("1", "2", "lead2"), default="2")
     parser.add_argument("--shapes", default=",".join(SHAPES))
-    parser.add_argument("--model", default=locomo.DEFAULT_LOCAL_MODEL)
+    parser.add_argument("--model", default=DEFAULT_LOCAL_MODEL)
     parser.add_argument("--cache", type=Path, default=None, help="directory for cached vectors")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -118,9 +121,9 @@ def cross_validate(args: argparse.Namespace, shapes: list[str], embed: Any) -> i
     """Leave one dev conversation out: the shape (a rule, as two shapes of the same rows) with
     the best hybrid recall@10 on the other four (their questions pooled) scores the fifth.
     Prints each shape's figure per conversation and the cross-validated mean beside them."""
-    conversations = [c for c in locomo.load_locomo(args.data) if c.index in locomo.SPLITS["dev"]]
-    local = locomo.LocalEmbedder(locomo.EmbeddingConfig(backend="local", model=args.model))
-    embedder = locomo.CachedEmbedder(local, args.cache)
+    conversations = [c for c in load_locomo(args.data) if c.index in SPLITS["dev"]]
+    local = LocalEmbedder(EmbeddingConfig(backend="local", model=args.model))
+    embedder = CachedEmbedder(local, args.cache)
     asyncio.run(embedder.load())
     hits: dict[str, dict[int, list[float]]] = {}
     for shape in shapes:
@@ -133,9 +136,7 @@ def cross_validate(args: argparse.Namespace, shapes: list[str], embed: Any) -> i
         )
         hits[shape] = {}
         for conv in conversations:
-            scores = {
-                m: locomo.Scores([], [], []) for m in (locomo.ANCHOR, "hybrid", locomo.NO_FLOOR)
-            }
+            scores = {m: Scores([], [], []) for m in (ANCHOR, "hybrid", NO_FLOOR)}
             asyncio.run(locomo.run_conversation(conv, run_args, embedder, scores, {}))
             hits[shape][conv.index] = scores["hybrid"].r10
     out: dict[str, Any] = {"bench": "row_shape_cv", "shapes": shapes, "folds": []}

@@ -1,7 +1,8 @@
 """The newest statement first (issue 35): the update set ``tests/data/updates.json`` through
 the product's ranking (``MemoryView.search``: BM25 and vectors fused, then ``memory.current``).
 
-Run: ``.venv/bin/python bench/updates.py [--split dev|heldout|both] [--hashed]``, or
+Run: ``.venv/bin/python bench/updates.py [--set updates|updates_rt] [--split dev|heldout|both]
+[--hashed]`` (``updates_rt``: a second set, written blind), or
 ``--locomo 20,15,12 [--cache DIR]``: the step's effect on LoCoMo's dev conversations (the
 bench's rows, hybrid top 10, the local embedder) at each ``statement_words`` (a field of the
 ``RankingSettings`` the searches are passed; ``current.MAX_STATEMENT_WORDS`` is the product's):
@@ -66,8 +67,8 @@ def hashed(text: str, dim: int = 64) -> np.ndarray:
     return out
 
 
-def load_cases(split: str) -> list[dict[str, Any]]:
-    cases = json.loads(DATA.read_text())["cases"]
+def load_cases(split: str, data: Path = DATA) -> list[dict[str, Any]]:
+    cases = json.loads(data.read_text())["cases"]
     return [c for c in cases if split in ("both", c["split"])]
 
 
@@ -116,8 +117,8 @@ async def vectors_for(texts: list[str], use_hashed: bool) -> tuple[str, list[np.
     return embedder.name, list(docs), embedder
 
 
-async def run(split: str, use_hashed: bool) -> dict[str, Any]:
-    cases = load_cases(split)
+async def run(split: str, use_hashed: bool, data: Path = DATA) -> dict[str, Any]:
+    cases = load_cases(split, data)
     rows = rows_of(cases)
     model, vecs, embedder = await vectors_for(
         [embed_text(r.key, r.value) for r, _, _ in rows], use_hashed
@@ -247,14 +248,20 @@ def main() -> int:
     parser.add_argument("--locomo", default="", help="MAX_STATEMENT_WORDS values, e.g. 20,12")
     parser.add_argument("--cache", type=Path, default=None, help="cached LoCoMo vectors")
     parser.add_argument("--shape", choices=("rows", "captured"), default="rows")
+    parser.add_argument(
+        "--set", default="updates", help="a set in tests/data (updates, updates_rt)"
+    )
     args = parser.parse_args()
+    data = DATA.with_name(f"{args.set}.json")
+    if not data.is_file():
+        parser.error(f"no set {args.set!r} in {DATA.parent}")
     if args.locomo:
         words = [int(w) for w in args.locomo.split(",")]
         asyncio.run(locomo_effect(words, args.cache, args.shape))
         return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
     for split in splits:
-        result = asyncio.run(run(split, args.hashed))
+        result = asyncio.run(run(split, args.hashed, data))
         for name, value in result.items():
             if name != "misses":
                 print(f"{name:42} {value}")

@@ -13,11 +13,14 @@ import logging
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chazbot import __version__
 from chazbot.config import Config, load_config
 from chazbot.errors import ChazError, InputError
+
+if TYPE_CHECKING:
+    from chazbot.peer import Peer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -190,21 +193,27 @@ async def _reindex(cfg: Config, bank: str | None, agent_name: str | None) -> int
 
 
 async def _tool(cfg: Config, name: str, arguments: str, agent_name: str | None) -> int:
-    from chazbot.transports.control import handle_request
     from chazbot.transports.control_client import ask
 
     request = {"op": "tool", "name": name, "arguments": arguments, "agent": agent_name}
-    reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
+    reply = await ask(cfg, request, lambda peer: _handle_here(peer, request))
     print(reply["text"])
     return EXIT_OK if reply["ok"] else EXIT_FAILED
 
 
-async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
+async def _handle_here(peer: Peer, request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` answered on the peer opened here (no running service): the control
+    server's code, loaded only then (a client of a running service needs none of it)."""
     from chazbot.transports.control import handle_request
+
+    return await handle_request(peer, request)
+
+
+async def _cmd(cfg: Config, text: str, agent: str | None, session: str) -> int:
     from chazbot.transports.control_client import ask
 
     request = {"op": "cmd", "text": text, "agent": agent, "session": session}
-    reply = await ask(cfg, request, lambda peer: handle_request(peer, request))
+    reply = await ask(cfg, request, lambda peer: _handle_here(peer, request))
     print(reply["text"])
     if reply.get("usage_error"):
         return EXIT_USAGE

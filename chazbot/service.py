@@ -25,9 +25,11 @@ from chazbot.ledger.archive import remove_leftovers
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
+from chazbot.transports.matrix_rules import SESSION_PREFIX
 from chazbot.transports.tables import FEATURE_TABLES
 
 if TYPE_CHECKING:
+    from chazbot.memory.audience import Audience
     from chazbot.transports.matrix.bot import MatrixBot
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,7 @@ class Service:
         if self.config.web.enabled:
             from chazbot.transports.web import WebUI
 
-            mount = WebUI(peer, self.room_name).mount
+            mount = WebUI(peer, self).mount
         server = HttpServer(peer, self.config.http_listen, self, mount)
         await server.start()
         self._stops.append(server.stop)
@@ -108,6 +110,13 @@ class Service:
     def room_name(self, session: str) -> str | None:
         """A session's room name as the Matrix transport knows it (for the memory page)."""
         return self.matrix.room_name(session) if self.matrix is not None else None
+
+    async def room_audience(self, session: str) -> Audience | None:
+        """Who reads a Matrix session now (for the memory page's sign-in links); None when
+        the session is no Matrix room of this bot's."""
+        if self.matrix is None or not session.startswith(SESSION_PREFIX):
+            return None
+        return await self.matrix.audience(session.removeprefix(SESSION_PREFIX))
 
     async def reload(self) -> None:
         """SIGHUP: what the ``agent reload`` command does (``Hosting.reload_config``: re-read

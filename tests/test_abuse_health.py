@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -117,3 +119,39 @@ async def test_http_listener_and_control_socket_drop_slow_and_idle_connections(
         await control.stop()
         await server.stop()
         await peer.close()
+
+
+async def test_a_failing_answer_is_cached_only_briefly(tmp_path: Path) -> None:
+    """A 503 (here: Matrix not synced yet, as at every start) was cached for HEALTH_CACHE_S
+    (5 s), so a service that became healthy right after was reported sick for 5 s more: every
+    start waited that long for its /healthz 200. A healthy answer is still cached."""
+    from types import SimpleNamespace
+
+    from tests.waits import wait_until
+
+    peer = await Peer.open(Config(state_dir=tmp_path / "state", sync_listen="", http_listen=""))
+    matrix = SimpleNamespace(last_sync_ok=None, healthy=True)
+    server = HttpServer(peer, "127.0.0.1:0", service=SimpleNamespace(matrix=matrix))
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        async with aiohttp.ClientSession() as session:
+
+            async def status() -> int:
+                async with session.get(url) as resp:
+                    return resp.status
+
+            assert await status() == 503
+            matrix.last_sync_ok = time.time()  # the first sync is done
+            began = time.monotonic()
+            await wait_until(lambda: status_ok(status), 10, "/healthz 200", interval=0.05)
+            assert time.monotonic() - began < health.HEALTH_CACHE_S / 2
+            matrix.last_sync_ok = None  # within the cache time, the healthy answer stands
+            assert await status() == 200
+    finally:
+        await server.stop()
+        await peer.close()
+
+
+async def status_ok(status: Callable[[], Awaitable[int]]) -> bool:
+    return await status() == 200

@@ -293,14 +293,17 @@ def test_a_room_whose_readers_cannot_be_bounded_sees_only_its_own_rows() -> None
 
 def test_a_rooms_own_rows_follow_its_history_visibility() -> None:
     """joined: those who were joined when it was said; invited: also those invited then;
-    shared and world_readable: anyone who is a member now."""
+    shared and world_readable: anyone who is a member now. The visibility is the one in force
+    when it was said (Matrix's rule): a room that opens its history later does not open it."""
     said = room_audience("r", [ALICE], lambda u: False, history="joined").origin(ALICE)
     assert said is not None and said.audience == (ALICE,)
     later = {h: room_audience("r", [ALICE, BOB], lambda u: False, history=h) for h in HISTORIES}
     assert not later["joined"].sees(said)  # Bob came later: he may not read it
     assert not later["invited"].sees(said)
-    assert later["shared"].sees(said)
+    assert not later["shared"].sees(said)  # opened afterwards: still Alice's alone
     assert room_audience("r", [ALICE], lambda u: False, history="joined").sees(said)
+    shared = room_audience("r", [ALICE], lambda u: False).origin(ALICE)
+    assert shared is not None and later["shared"].sees(shared)
     # invited history: who was invited when it was said counts as having heard it
     invited = room_audience("r", [ALICE, BOB], lambda u: False, joined=[ALICE], history="invited")
     said = invited.origin(ALICE)

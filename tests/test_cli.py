@@ -198,3 +198,26 @@ def test_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
         r = chazbot("run", cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert f"cannot listen on http_listen 127.0.0.1:{port}" in r.stderr
+
+
+def test_a_client_of_a_running_service_loads_no_peer(running_service) -> None:  # type: ignore[no-untyped-def]
+    """``chazbot cmd`` and ``tool`` beside a running service only send a line to its socket:
+    they loaded all of chazbot first (the peer, memory, the control server: over 1 s of
+    imports per call). Measured as ``python -X importtime`` lists what a process imports."""
+    where, proc = running_service
+    env = {**os.environ, "CHAZBOT_CONFIG": str(where / "config.yaml")}
+    for args in (["cmd", "/memory list"], ["tool", "recall", '{"query": "x"}']):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "chazbot.cli", *args],
+            cwd=where,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        names = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", done.stderr, re.M))
+        assert "chazbot.config" in names
+        heavy = {"chazbot.peer", "chazbot.memory", "chazbot.transports.control", "numpy", "nio"}
+        assert names & heavy == set(), args
+    assert proc.poll() is None

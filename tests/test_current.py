@@ -101,6 +101,22 @@ def test_the_update_set_held_out_with_the_default_embedder() -> None:
     assert result["cross-person replacements"].startswith("0/"), result
 
 
+def test_same_subject_in_five_languages_and_with_punctuation_inside_a_value() -> None:
+    """The second update set's dev misses (tests/data/updates_rt.json, scored blind first):
+    a "!" inside a password ended the clause as an exclamation; copulas, articles and "now"
+    were English only; German nouns are capitalised, which read as names."""
+    assert same_subject("The server password is hunter2", "The server password is now 7xQ!pLm")
+    assert same_subject("Rent is 950 euros", "Rent is 1,020 euros now")
+    assert same_subject("Mi color favorito es el azul", "Mi color favorito ahora es el verde")
+    assert same_subject("Mein WLAN-Passwort ist sonne123", "Mein WLAN-Passwort ist jetzt mond456")
+    assert same_subject("Der Zahnarzt ist Dr. Weber", "Der Zahnarzt ist jetzt Dr. Yilmaz")
+    assert same_subject("Mon médecin est Dr. Petit", "Mon médecin est maintenant Dr. Roux")
+    assert same_subject("Mijn huisarts is dokter Jansen", "Mijn huisarts is nu dokter de Vries")
+    assert not same_subject("Mein Hund heißt Rex", "Meine Katze heißt Tom")
+    assert not same_subject("Mi hermano vive en Roma", "Mi hermana vive en Oslo")
+    assert not same_subject("Is it done? Yes!", "Is it done? No!")  # questions state nothing
+
+
 def test_the_update_set_judged_pair_by_pair() -> None:
     """The rule alone on every pair: updates judged the same subject, and never a mark
     between two people's statements, however alike."""

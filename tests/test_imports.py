@@ -44,8 +44,12 @@ PRELOAD = (
     *("chazbot.errors", "chazbot.config", "chazbot.metrics", "chazbot.backends"),
 )
 """Loaded by the parent before the upper layers' children fork, to keep the test quick (every
-layer may use these); the ledger, sync, the leaves and ``NO_HTTP`` fork from the bare parent,
-where every library and every chazbot module still counts."""
+layer may use these), with every library the upper layers load that is not watched (found by
+one child that imports them all: nio's and jinja2's own dependencies, ...); the ledger, sync,
+the leaves and ``NO_HTTP`` fork from the bare parent, where every library and every chazbot
+module still counts. A child imports its module once its package is loaded (as a fresh
+interpreter would, importing the package first) and forks the probes of the package's modules
+from there."""
 
 LEAF = -1
 RANKS = {
@@ -80,17 +84,27 @@ NO_NIO = {"chazbot.transports.tables", "chazbot.transports.matrix.credentials"}
 _PROBE = r"""
 import importlib, json, os, sys
 
-def probe(name):
+def probe(name, group, tree):
+    # In a child: import name, record what is loaded, then probe name's submodules from there
+    # (importing P.C imports P first: a child forked once P is loaded does what a fresh
+    # interpreter would, without importing P again for every module of P).
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        out = {}
         try:
             importlib.import_module(name)
             loaded = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
         except BaseException as exc:
             loaded = ["!" + repr(exc)]
-        os.write(w, json.dumps(loaded).encode())
+        if name in group:
+            out[name] = loaded
+        if loaded and loaded[0].startswith("!"):  # then every module of it fails alike
+            out.update({m: loaded for m in group if m.startswith(name + ".")})
+        else:
+            out.update(probe_under(name, group, tree, loaded))
+        os.write(w, json.dumps(out).encode())
         os._exit(0)
     os.close(w)
     data = b""
@@ -100,13 +114,29 @@ def probe(name):
     os.waitpid(pid, 0)
     return json.loads(data)
 
-def probe_all(names):
-    for name in sorted(names):  # a package before its modules
-        parent = name.rpartition(".")[0]
-        if parent in out and name in out[parent]:
-            out[name] = out[parent]  # importing the package loaded it: the same modules
+def probe_under(parent, group, tree, loaded):
+    out = {}
+    for name in sorted(tree.get(parent, ())):
+        if name in group and name in loaded:
+            out[name] = loaded  # importing the package loaded it: the same modules
+            out.update(probe_under(name, group, tree, loaded))
         else:
-            out[name] = probe(name)
+            out.update(probe(name, group, tree))
+    return out
+
+def probe_all(names):
+    # the packages on the way to each name, so each is imported once per group
+    tree = {}
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            tree.setdefault(".".join(parts[: i - 1]), set()).add(".".join(parts[:i]))
+    group = set(names)
+    if "chazbot" in sys.modules:  # after PRELOAD: the root is loaded, probe below it
+        now = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+        out.update(probe_under("chazbot", group, tree, now))
+    else:
+        out.update(probe_under("", group, tree, []))
 
 WATCHED = ("chazbot",) + tuple(LIBS)
 assert not any(m.startswith("chazbot") for m in sys.modules)
@@ -114,6 +144,35 @@ out = {}
 probe_all(BARE)
 for name in PRELOAD:
     importlib.import_module(name)
+# Every other library the upper layers load, loaded here once rather than in each child: no
+# watched one (nor chazbot), so what a child records is what it would record without them.
+libraries = []
+r, w = os.pipe()
+if (pid := os.fork()) == 0:
+    os.close(r)
+    known = set(sys.modules)
+    for name in REST:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass
+    found = [m for m in sys.modules if m not in known and m.split(".")[0] not in WATCHED]
+    os.write(w, json.dumps(found).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 1 << 16):
+    data += chunk
+os.close(r)
+os.waitpid(pid, 0)
+before = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+for name in json.loads(data):
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+after = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+assert after == before, sorted(set(after) - set(before))
 probe_all(REST)
 print(json.dumps(out))
 """

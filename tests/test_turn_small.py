@@ -127,7 +127,7 @@ async def test_recall_context_bench_reads_the_block_the_model_was_sent(
     tmp_path: Path, standin_llm: StandinLLM
 ) -> None:
     """bench/recall_context.py scores what auto-recall put in the block, whatever the reply
-    (an answer the check withheld is "I don't know" and names nothing)."""
+    (an answer the check withheld is replaced by what the person said, or "I don't know")."""
     from bench.recall_context import block_bullets
 
     standin_llm.respond_with({"role": "assistant", "content": "Your sister is called Marta."})
@@ -143,7 +143,9 @@ async def test_recall_context_bench_reads_the_block_the_model_was_sent(
         result = await run_turn(
             peer, chaz, session, "Where does my sister live?", ALICE, llm, alice
         )
-        assert result.text == dont_know("Where does my sister live?"), result.text  # withheld
+        assert result.withheld == "Your sister is called Marta."  # the check refused it
+        # and the one row she told that answers is said back in her words (asked.unsupported)
+        assert result.text == "You told me: your sister lives in Lisbon.", result.text
         bullets = block_bullets(standin_llm.requests[sent:])
         assert len(bullets) == 1 and "lisbon" in bullets[0], bullets
         assert block_bullets([]) == []

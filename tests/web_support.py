@@ -17,6 +17,7 @@ from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
 from chazbot.transports.http import HttpServer
 from chazbot.transports.web import WebUI
+from chazbot.transports.web.pages import Rooms
 
 ALICE, BOB, ADMIN = "@alice:example.org", "@bob:example.org", "@admin:example.org"
 
@@ -42,15 +43,19 @@ def web_config(state_dir: Path, **web: Any) -> Config:
 
 @asynccontextmanager
 async def serving(
-    state_dir: Path, embedding: EmbeddingConfig | None = None, **web: Any
+    state_dir: Path,
+    embedding: EmbeddingConfig | None = None,
+    rooms: Rooms | None = None,
+    **web: Any,
 ) -> AsyncIterator[tuple[Peer, str]]:
     """A peer with the memory page on a loopback port: ``(peer, "http://127.0.0.1:port")``;
-    ``embedding``: an embedder (a stand-in's) instead of none."""
+    ``embedding``: an embedder (a stand-in's) instead of none; ``rooms``: what the chat
+    transport would say of its rooms (the service's part)."""
     cfg = web_config(state_dir, **web)
     if embedding is not None:
         cfg = cfg.model_copy(update={"embedding": embedding})
     peer = await Peer.open(cfg)
-    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount)
+    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer, rooms).mount)
     await server.start()
     base = f"http://127.0.0.1:{server.port}"
     if not web.get("public_url"):

@@ -15,10 +15,12 @@ recalled: that it does not know yet, never an invented fact (the embedded 0.5B m
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from chazbot.agent.capture import Said, message_row, speaker_name
+from chazbot.agent.grounding import evidence, supports
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them, language, told
@@ -68,14 +70,43 @@ def dont_know(question: str) -> str:
     return reply(language(question), "dont_know")
 
 
+def unsupported(question: str, shown: Sequence[MemoryRow], memory: MemoryScope, sender: str) -> str:
+    """The reply when the model's answer about the person stood on nothing it was shown
+    (``grounding.grounded``): when exactly one shown row *the person said* answers the
+    question (``grounding.supports``: its subject and predicate), their own words from it,
+    turned to them ("You told me: your father works as a carpenter."), in the language asked
+    in; otherwise "I don't know". A small model often paraphrases the right row into words
+    the row does not have ("His job is to make furniture."): the row itself is what they
+    said. Another person's row is never quoted as theirs."""
+    speaker = _speaker(memory, sender)
+    said = {
+        said_text(r.value).strip()
+        for r in shown
+        if (r.origin.speaker == speaker if r.origin is not None else speaker is None)
+        and supports(evidence(r), question)
+    }
+    if len(said) != 1:
+        return dont_know(question)
+    (text,) = said
+    words = as_said_to_them(text.rstrip(" .!"), language(text))
+    if words.startswith(("Your ", "You ")):
+        words = words[0].lower() + words[1:]
+    return reply(language(question), "you_said", what=words)
+
+
 def false_friend(row: MemoryRow, question: str) -> bool:
     """Whether ``row`` shares words with ``question`` only through attribute words: "What is
     my cat's name?" and "My sister's name is Ada" share "name", and a small model asked the
     first with the second beside it answered "Ada". Rows that share no word at all came from
-    the vector ranker and stand or fall by its floor."""
+    the vector ranker and stand or fall by its floor; a row that answers the question
+    (``grounding.supports``) is kept whatever words it shares."""
     asked_words = set(auto_recall_query([question], 10))
     shared = asked_words & set(tokenize(f"{row.key} {row.value}"))
-    return bool(shared) and shared <= ATTRIBUTE_WORDS
+    if not shared or not shared <= ATTRIBUTE_WORDS:
+        return False
+    # a row the answer check would stand on is no false friend: "I live in Utrecht" for
+    # "Which city do I live in?" shares only "live", and is the answer
+    return not supports(evidence(row), question)
 
 
 def intro(agent: str, prefix: str) -> str:
@@ -169,7 +200,12 @@ async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: s
     if found is None or found.db != memory.db:
         return reply(lang, "nothing_to_undo")
     await restore_rows(memory, found.rows)
-    return reply(lang, "undone", what=_listed(found.rows))
+    # told only what the room may hear now (someone may have come in since the forget)
+    heard = memory.hearing.audience
+    told = [r for r in found.rows if heard is None or heard.sees(r.origin, r.scope)]
+    kept = len(found.rows) - len(told)
+    what = " ".join(filter(None, [_listed(told) if told else "", f"(+{kept})" if kept else ""]))
+    return reply(lang, "undone", what=what)
 
 
 async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None:
@@ -253,4 +289,5 @@ __all__ = [
     "remember_words",
     "restore_rows",
     "undo_forget",
+    "unsupported",
 ]

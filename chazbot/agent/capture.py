@@ -256,9 +256,11 @@ def said_at(
     session_db: str,
     agent_name: str,
     when: datetime | None = None,
+    since: int | None = None,
 ) -> Said:
     """``history[index]`` as a ``Said`` whose words are ``text`` (an edit's new words keep
-    the message's place, context and short id)."""
+    the message's place, context and short id); what was said before ``since`` (µs) is not
+    quoted (SPEC §5c: under a closed history, someone there now could not read it)."""
     message = history[index]
     sender = message.sender
     replied: Message | None = None
@@ -271,6 +273,8 @@ def said_at(
         if replied is None:
             replied = earlier
     context = None
+    if replied is not None and since is not None and replied.ts < since:
+        replied = None  # said before someone now here came
     if replied is not None and replied.content.strip() and needs_context(text, replied):
         who = agent_name if replied.role == "assistant" else speaker_name(replied.sender)
         context = (who, replied.content)
@@ -455,7 +459,8 @@ async def capture_message(
             index = next((i for i, m in enumerate(history) if m.n == n), None)
         if index is None or history[index].sender != sender:
             return Captured()
-        said = said_at(history, index, text, session.db, agent.name, when)
+        since = memory.hearing.audience.since if memory.hearing.audience else None
+        said = said_at(history, index, text, session.db, agent.name, when, since)
         index_n = history[index].n
         if mode == "off":
             return Captured((), index_n)  # where it is: a redaction or an edit finds it

@@ -19,7 +19,8 @@ question about the person is kept only when a row shown to the model supports it
    names its subject ("My daughter is called Ella") answers only for a name; and a row whose
    value is of another known kind (a trumpet for "which *sport*") does not answer.
 3. **value**: the reply's own words (what it adds to the question) come from a supporting row:
-   at least one of them is in it, and every number in the reply is in one.
+   at least one of them is in it, and every number and every name (a word capitalised inside
+   a sentence: "Harvard") the reply adds is in one.
 
 Words match as forms of one another ("allergic"/"allergy", "live"/"lives") or through
 ``CONCEPTS``, small groups of words that ask the same thing in the five languages of
@@ -34,6 +35,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from chazbot.agent.lexicon import ES
+from chazbot.agent.words import personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import STOPWORDS, tokenize
 
@@ -138,6 +141,10 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("food eat essen nourriture plat comida eten"),
     _set("book buch livre libro boek"),
     _set("grow grew grown growing"),
+    _set(
+        "study studied studies studying studiert studiere studium étudie étudié études "
+        "estudio estudié estudia estudié studeer studeerde studie"
+    ),
     _set("meet met meeting"),
     _set("buy bought"),
     _set("speak spoke spoken speaks"),
@@ -173,6 +180,13 @@ _CONCEPT_OF: dict[str, frozenset[int]] = {}
 for _i, _words in enumerate(CONCEPTS):
     for _w in _words:
         _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | {_i}
+_OWN_CONCEPTS = frozenset(
+    i
+    for word in ("job", "live", "born", "birthday", "old", "phone", "email", "address")
+    for i in _CONCEPT_OF[word]
+)
+"""What a person has themselves ("my *job*", "my *phone* number", "where do I *live*"): a
+question about one of these is about the person, not about someone of theirs."""
 STEM = 4
 """Two words are forms of one when they share their first ``STEM`` letters and one is the
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
@@ -298,8 +312,37 @@ def supports(text: str, question: str) -> bool:
     return _supports(text, question, asked(question))
 
 
+def _about_the_person(q: Asked) -> bool:
+    """Whether ``q`` asks about the person themselves ("Where do I live?", "Was ist mein
+    Beruf?"), not about someone or something of theirs ("my son", "my dentist")."""
+    return all(_CONCEPT_OF.get(s, frozenset()) & _OWN_CONCEPTS for s in q.subject)
+
+
+def _someone_else(text: str) -> bool:
+    """Whether a row (``evidence``) tells of someone it names, not of the person who said it:
+    "Raj lives in Leicester", "Kees werkt als bakker". The row has no first-person word (nor,
+    in Spanish, a first-person verb: "Vivo en…") and its first capitalised word is a name,
+    not the speaker's own (a fact row written in the third person, "Alice works as a nurse",
+    has the speaker in its key: "alice example org job")."""
+    said = text.replace("\u2019", "'")
+    if personal(said):
+        return False
+    raw = said.split()
+    for i, word in enumerate(raw):
+        if not word[:1].isupper():
+            continue
+        name = word.strip(".,;:!?\"'()").lower()
+        if i == len(raw) - 1 or name.endswith("'s") or name in ES.opens:
+            return False
+        keyed = {w.lower() for w in raw[:i]}
+        return name not in keyed and name not in FUNCTION and name not in POSSESSIVES
+    return False
+
+
 def _supports(text: str, question: str, q: Asked) -> bool:
     words = tokenize(text.replace("\u2019", "'"))
+    if _about_the_person(q) and _someone_else(text):
+        return False  # "Raj lives in Leicester" does not say where *I* live
     if q.subject and not _has(words, q.subject):
         return False
     owners = {s for s, _ in _owned(text)}
@@ -328,6 +371,22 @@ def _supports(text: str, question: str, q: Asked) -> bool:
     return not _other_kind(q.kind, words)
 
 
+def equivalents(question: str) -> list[str]:
+    """The words of ``CONCEPTS`` that name what ``question`` asks about (``subject``: "my
+    *dentist*", "mein *Beruf*"), in the five languages, beyond the question's words: recall
+    needs them to show the row the check would accept ("What is my dentist's name?" beside
+    "Mein Zahnarzt heißt Dr. Keller": no word in common, and the embedder's vector alone fell
+    below the floor). Attribute words (names, numbers, favourites) are left out: every row
+    has one."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    generic = {i for i, words in enumerate(CONCEPTS) if words in (NAME, NUMBER, FAVOURITE)}
+    found: list[str] = []
+    for token in sorted(subject(question)):
+        for i in sorted(_CONCEPT_OF.get(token, frozenset()) - generic):
+            found += [w for w in sorted(CONCEPTS[i]) if w not in tokens]
+    return list(dict.fromkeys(found))
+
+
 def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     """Whether ``reply`` to ``question`` stands on what the model was shown (``evidence``
     of recalled rows, the answers of its ``recall`` calls): see the module doc. Every
@@ -345,7 +404,24 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
     known = {w for t in about for w in tokenize(t)}
     if any(t.isdigit() and t not in known for t in added):
         return False
+    if any(not _has([name], known) for name in _names(reply) if name in added):
+        return False  # "You study chemistry at Harvard University": Harvard was never said
     return any(_has(tokenize(t), added) for t in about)
 
 
-__all__ = ["Asked", "asked", "evidence", "grounded", "subject", "supports"]
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“„«‘'(]\s*)$")
+
+
+def _names(reply: str) -> set[str]:
+    """The words a reply capitalises inside a sentence (names, places, titles: what a small
+    model invents beside a true word), lowercased; not a sentence's first word, nor "I"."""
+    found: set[str] = set()
+    for match in re.finditer(r"\w[\w'-]*", reply):
+        word = match.group(0)
+        if not word[0].isupper() or word == "I" or _SENTENCE_START.search(reply[: match.start()]):
+            continue
+        found.update(tokenize(word))
+    return found
+
+
+__all__ = ["Asked", "asked", "equivalents", "evidence", "grounded", "subject", "supports"]

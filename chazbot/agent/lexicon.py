@@ -60,6 +60,21 @@ class Language:
     """Verbs of a statement that tells something ("ist", "heißt", "s'appelle", "vive")."""
     please: tuple[str, ...] = ()
     """Words that ask something of the bot ("bitte", "peux-tu"): such a message tells nothing."""
+    verb_last: tuple[str, ...] = ()
+    """Openings of a request whose verb closes the clause ("kannst du … vergessen?", "ich
+    möchte nicht, dass du dir … merkst", "kun je … vergeten?", "ik wil niet dat je …
+    onthoudt"): a forget when the clause ends in one of ``verb_last_end``."""
+    verb_last_end: tuple[str, ...] = ()
+    """The verbs that close a ``verb_last`` forget ("vergessen", "merkst", "onthoudt")."""
+    todo: str = r"(?!x)x"
+    """A regular expression over a remember request's object (lowercase words joined by
+    spaces) that finds a thing to do, not a fact: "remember *to buy milk*", "vergiss nicht,
+    *Milch zu kaufen*", "n'oublie pas *d'acheter* du pain", "no olvides *regar* las
+    plantas", "vergeet niet *om* brood *te kopen*". Such a request is about the world (a
+    reminder), never a fact to keep."""
+    person: tuple[str, ...] = ()
+    """The person and what is theirs ("my", "me", "mein", "mon", "mi", "mijn"…): what a
+    forget request names is theirs, or it is about the world ("forget about the cinema")."""
 
 
 EN = Language(
@@ -82,18 +97,51 @@ EN = Language(
         "would you please",
         "i want you to",
         "i'd like you to",
+        "i would like you to",
+        "i need you to",
+        "can u",
+        "could u",
+        "pls",
+        "plz",
+        "wait",
+        "oops",
+        "oh",
+        "ah",
+        "sorry",
+        "actually",
     ),
-    forget=("forget",),
-    delete=("delete", "remove", "erase", "drop", "wipe", "clear", "scrap"),
+    forget=(
+        "forget",
+        "mind forgetting",
+        "don't remember",
+        "do not remember",
+        "stop remembering",
+        "no need to remember",
+        "you don't need to remember",
+        "you do not need to remember",
+        "i'd rather you didn't remember",
+        "i'd rather you did not remember",
+        "i would rather you didn't remember",
+        "i'd prefer you didn't remember",
+        "i don't want you to remember",
+        "i do not want you to remember",
+    ),
+    delete=("delete", "remove", "erase", "drop", "wipe", "clear", "scrap", "scratch", "strike"),
     remember=(
         "remember",
         "note",
         "keep in mind",
+        "bear in mind",
         "make a note",
         "don't forget",
         "do not forget",
         "never forget",
         "write down",
+        "for the record",
+        "keep this :",
+        "save this :",
+        "store this :",
+        "note this :",
     ),
     dont_keep=(
         "don't keep this",
@@ -105,15 +153,43 @@ EN = Language(
         "do not store this",
         "don't save this",
         "don't write this down",
+        "don't note this",
+        "don't note that",
+        "do not note this",
         "off the record",
         "between us",
         "just between us",
     ),
-    undo=("undo", "undo that", "undo it", "bring it back", "bring that back", "restore it"),
-    dismiss=("it", "about it", "that", "this", "about that", "all about it"),
+    undo=(
+        "undo",
+        "undo that",
+        "undo it",
+        "bring it back",
+        "bring that back",
+        "bring them back",
+        "restore it",
+        "restore that",
+        "restore them",
+        "put it back",
+        "put that back",
+    ),
+    dismiss=(
+        "it",
+        "about it",
+        "that",
+        "this",
+        "about that",
+        "all about it",
+        "i said anything",
+        "i said that",
+        "i said it",
+        "i asked",
+        "i mentioned it",
+    ),
     memory=(
         "memory",
         "memories",
+        "from memory",
         "from your memory",
         "from your memories",
         "the memory about",
@@ -122,8 +198,11 @@ EN = Language(
         "what i told you",
         "what i said",
         "what i've told you",
+        "what i've said",
         "everything i told you",
         "you know about me",
+        "what you know about",
+        "what you know",
         "you remember",
         "you stored",
         "you saved",
@@ -155,22 +234,54 @@ EN = Language(
     marks=_ws(
         "i, my, is, the, am, and, called, live, have, was, a, in, what, where, who, which, how"
     ),
+    todo=r"^to\b",
+    person=_ws("my, me, i, mine, i'm, i've, our, ours, us, myself"),
 )
 
 DE = Language(
     "de",
-    filler=("hey", "hallo", "ok", "also", "und", "jetzt", "bitte", "kannst du", "könntest du"),
-    forget=("vergiss", "vergessen", "vergesse"),
-    delete=("lösche", "lösch", "löschen", "entferne", "entfern", "entfernen", "streiche"),
+    filler=(
+        "hey",
+        "hallo",
+        "ok",
+        "also",
+        "und",
+        "jetzt",
+        "bitte",
+        "kannst du",
+        "könntest du",
+        "warte",
+        "moment",
+        "oh",
+        "ups",
+        "hoppla",
+    ),
+    forget=("vergiss", "vergessen", "vergesse", "merk dir nicht mehr", "merke dir nicht mehr"),
+    delete=(
+        "lösche",
+        "lösch",
+        "löschen",
+        "entferne",
+        "entfern",
+        "entfernen",
+        "streiche",
+        "streich",
+    ),
     remember=(
         "merk dir",
         "merke dir",
         "vergiss nicht",
         "denk daran",
         "denke daran",
+        "denk dran",
+        "denke dran",
         "notiere",
         "notier",
         "behalte",
+        "behalte im hinterkopf",
+        "fürs protokoll",
+        "speicher das :",
+        "speichere das :",
     ),
     dont_keep=(
         "merk dir das nicht",
@@ -181,8 +292,21 @@ DE = Language(
         "speichere das nicht",
         "unter uns",
         "behalte das nicht",
+        "schreib das nicht auf",
+        "notier das nicht",
+        "notiere das nicht",
     ),
-    undo=("rückgängig", "mach das rückgängig", "rückgängig machen", "mach es rückgängig"),
+    undo=(
+        "rückgängig",
+        "mach das rückgängig",
+        "rückgängig machen",
+        "mach es rückgängig",
+        "stell das wieder her",
+        "stell es wieder her",
+        "stelle das wieder her",
+        "hol das zurück",
+        "hol es zurück",
+    ),
     dismiss=("es", "das", "es einfach", "das einfach", "es doch"),
     memory=(
         "aus deinem gedächtnis",
@@ -196,6 +320,11 @@ DE = Language(
         "was ich dir",
         "was du über mich weißt",
         "was du von mir weißt",
+        "was du weißt",
+        "aus deinem speicher",
+        "speicher",
+        "gesagt habe",
+        "erzählt habe",
     ),
     everything=("alles", "alles über mich"),
     asking=("weißt du noch", "erinnerst du dich"),
@@ -221,6 +350,24 @@ DE = Language(
         "lebe, lebt, mag, spiele, spielt, war, komme"
     ),
     please=_ws("bitte, kannst, könntest, kann, sag mir, erzähl, schreib, hilf"),
+    verb_last=(
+        "ich möchte nicht , dass du dir",
+        "ich möchte nicht dass du dir",
+        "ich will nicht , dass du dir",
+        "ich will nicht dass du dir",
+        "kannst du",
+        "könntest du",
+        "würdest du",
+        "kannst du bitte",
+        "könntest du bitte",
+        "bitte",
+    ),
+    verb_last_end=_ws("merkst, behältst, speicherst, vergessen"),
+    todo=r"(?:\bzu \w+|\w+zu\w+en)$",
+    person=_ws(
+        "ich, mich, mir, mein, meine, meinen, meinem, meiner, meines, unser, unsere, unseren, "
+        "unserem, uns"
+    ),
 )
 
 FR = Language(
@@ -239,9 +386,21 @@ FR = Language(
         "pourrais-tu",
         "pouvez-vous",
         "tu peux",
+        "attends",
+        "oups",
+        "oh",
     ),
-    forget=("oublie", "oubliez", "oublier"),
-    delete=("efface", "effacez", "supprime", "supprimez", "enlève", "enlevez", "retire"),
+    forget=(
+        "oublie",
+        "oubliez",
+        "oublier",
+        "ne retiens plus",
+        "arrête de retenir",
+        "je préfère que tu ne retiennes pas",
+        "je ne veux pas que tu retiennes",
+        "je préfère que tu oublies",
+    ),
+    delete=("efface", "effacez", "supprime", "supprimez", "enlève", "enlevez", "retire", "raye"),
     remember=(
         "souviens-toi",
         "rappelle-toi",
@@ -251,6 +410,11 @@ FR = Language(
         "notez",
         "n'oublie pas",
         "n'oubliez pas",
+        "garde en tête",
+        "garde à l'esprit",
+        "pour mémoire",
+        "garde ça :",
+        "retiens ça :",
     ),
     dont_keep=(
         "ne retiens pas ça",
@@ -260,8 +424,21 @@ FR = Language(
         "ne l'enregistre pas",
         "n'enregistre pas ça",
         "entre nous",
+        "ne note pas ça",
+        "ne note pas",
+        "ne l'écris pas",
+        "n'écris pas ça",
     ),
-    undo=("annule", "annule ça", "annuler", "annulez"),
+    undo=(
+        "annule",
+        "annule ça",
+        "annuler",
+        "annulez",
+        "remets-le",
+        "remets ça",
+        "rétablis-le",
+        "restaure-le",
+    ),
     dismiss=("ça", "cela", "le", "tout ça"),
     memory=(
         "de ta mémoire",
@@ -273,6 +450,7 @@ FR = Language(
         "ce que je vous ai dit",
         "ce que tu sais",
         "enregistré",
+        "ce que j'ai dit",
     ),
     everything=("tout", "tout ce que tu sais sur moi", "tout sur moi"),
     asking=(
@@ -296,6 +474,8 @@ FR = Language(
         "est, suis, sont, s'appelle, m'appelle, appelle, habite, ai, a, travaille, aime, joue, "
         "vis, vit, était"
     ),
+    todo=r"^(?:de |d')(?:(?:le|la|les|l'|me|m'|te|t'|lui|leur|y|en|se|s') ?)*\w+(?:er|ir|re)\b",
+    person=_ws("je, j', moi, me, m', mon, ma, mes, notre, nos"),
     please=_ws(
         "s'il te plaît, s'il vous plaît, peux-tu, pourrais-tu, tu peux, dis-moi, pouvez-vous, "
         "aide-moi, écris"
@@ -304,9 +484,32 @@ FR = Language(
 
 ES = Language(
     "es",
-    filler=("oye", "hola", "vale", "y", "ahora", "por favor", "puedes", "podrías"),
-    forget=("olvida", "olvídate de", "olvídate", "olvidar"),
-    delete=("borra", "elimina", "quita", "suprime", "borrar", "eliminar"),
+    filler=(
+        "oye",
+        "hola",
+        "vale",
+        "y",
+        "ahora",
+        "por favor",
+        "puedes",
+        "podrías",
+        "porfa",
+        "espera",
+        "uy",
+        "ups",
+    ),
+    forget=(
+        "olvida",
+        "olvídate de",
+        "olvídate",
+        "olvidar",
+        "deja de recordar",
+        "ya no recuerdes",
+        "prefiero que no recuerdes",
+        "no quiero que recuerdes",
+        "prefiero que olvides",
+    ),
+    delete=("borra", "elimina", "quita", "suprime", "borrar", "eliminar", "tacha"),
     remember=(
         "recuerda",
         "acuérdate de",
@@ -315,6 +518,12 @@ ES = Language(
         "anota",
         "no olvides",
         "no te olvides de",
+        "ten en cuenta",
+        "ten presente",
+        "que conste",
+        "para que conste",
+        "guarda esto :",
+        "apunta esto :",
     ),
     dont_keep=(
         "no guardes esto",
@@ -322,10 +531,31 @@ ES = Language(
         "no lo guardes",
         "no lo recuerdes",
         "entre nosotros",
+        "no apuntes esto",
+        "no anotes esto",
+        "no lo apuntes",
+        "no lo anotes",
     ),
-    undo=("deshacer", "deshaz", "deshazlo", "deshacer eso", "deshaz eso"),
+    undo=(
+        "deshacer",
+        "deshaz",
+        "deshazlo",
+        "deshacer eso",
+        "deshaz eso",
+        "recupéralo",
+        "devuélvelo",
+        "restáuralo",
+    ),
     dismiss=("lo", "eso", "esto"),
-    memory=("de tu memoria", "memoria", "recuerdos", "lo que te dije", "lo que sabes", "guardado"),
+    memory=(
+        "de tu memoria",
+        "memoria",
+        "recuerdos",
+        "lo que te dije",
+        "lo que dije",
+        "lo que sabes",
+        "guardado",
+    ),
     everything=("todo", "todo lo que sabes de mí", "todo sobre mí"),
     asking=("recuerdas", "te acuerdas"),
     about_me=("qué sabes de mí", "que sabes de mi", "qué sabes sobre mí"),
@@ -342,17 +572,63 @@ ES = Language(
         "es, soy, son, está, estoy, llama, llamo, vivo, vive, tengo, tiene, trabajo, trabaja, "
         "gusta, juego, juega, era"
     ),
+    todo=r"^(?:de )?\w+(?:ar|er|ir)(?:la|lo|le|las|los|les|me|te|se)?\b",
+    person=_ws("yo, me, mí, mi, mis, nuestro, nuestra, nuestros, nuestras, nos"),
     please=_ws("por favor, puedes, podrías, dime, ayúdame, escribe"),
 )
 
 NL = Language(
     "nl",
-    filler=("hé", "hoi", "ok", "oké", "dus", "en", "nu", "alsjeblieft", "kun je", "wil je"),
-    forget=("vergeet",),
-    delete=("verwijder", "wis", "haal"),
-    remember=("onthoud", "vergeet niet", "denk eraan", "noteer", "schrijf op"),
-    dont_keep=("onthoud dit niet", "onthoud dat niet", "niet opslaan", "sla dit niet op"),
-    undo=("ongedaan maken", "maak dat ongedaan", "maak het ongedaan", "herstel"),
+    filler=(
+        "hé",
+        "hoi",
+        "ok",
+        "oké",
+        "dus",
+        "en",
+        "nu",
+        "alsjeblieft",
+        "kun je",
+        "wil je",
+        "aub",
+        "ajb",
+        "wacht",
+        "oeps",
+        "oh",
+    ),
+    forget=("vergeet", "onthoud niet langer", "onthoud niet meer"),
+    delete=("verwijder", "wis", "haal", "schrap", "verwijderen", "wissen"),
+    remember=(
+        "onthoud",
+        "vergeet niet",
+        "denk eraan",
+        "noteer",
+        "schrijf op",
+        "hou in je achterhoofd",
+        "houd in je achterhoofd",
+        "hou er rekening mee",
+        "houd er rekening mee",
+        "sla op",
+        "sla dit op :",
+        "bewaar dit :",
+    ),
+    dont_keep=(
+        "onthoud dit niet",
+        "onthoud dat niet",
+        "niet opslaan",
+        "sla dit niet op",
+        "schrijf dit niet op",
+        "noteer dit niet",
+    ),
+    undo=(
+        "ongedaan maken",
+        "maak dat ongedaan",
+        "maak het ongedaan",
+        "herstel",
+        "herstel het",
+        "zet het terug",
+        "haal het terug",
+    ),
     dismiss=("het", "het maar", "dat", "dat maar", "maar"),
     memory=(
         "uit je geheugen",
@@ -361,7 +637,11 @@ NL = Language(
         "herinnering",
         "wat ik je",
         "wat je over mij weet",
+        "wat je weet",
         "opgeslagen",
+        "heb verteld",
+        "heb gezegd",
+        "wat ik zei",
     ),
     everything=("alles", "alles over mij", "alles wat je over mij weet"),
     asking=("weet je nog", "herinner je je", "herinner jij je"),
@@ -379,6 +659,21 @@ NL = Language(
         "is, ben, zijn, heet, heten, woon, woont, heb, heeft, werk, werkt, speel, speelt, was, hou"
     ),
     please=_ws("alsjeblieft, kun je, wil je, kan je, vertel, help, schrijf"),
+    verb_last=(
+        "ik wil liever niet dat je",
+        "ik wil liever niet dat jij",
+        "ik wil niet dat je",
+        "ik wil niet dat jij",
+        "ik heb liever niet dat je",
+        "kun je",
+        "kan je",
+        "kun jij",
+        "wil je",
+        "zou je",
+    ),
+    verb_last_end=_ws("onthoudt, opslaat, bewaart, vergeten"),
+    todo=r"^om\b|\bte \w+$",
+    person=_ws("ik, mij, me, mijn, ons, onze"),
 )
 
 LANGUAGES: tuple[Language, ...] = (EN, DE, FR, ES, NL)
@@ -389,6 +684,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "I don't keep anything you told me about {what}.",
         "none_at_all": "I don't keep anything you told me.",
         "remembered": "Noted: {what}.",
+        "you_said": "You told me: {what}.",
         "undone": "Brought back: {what}.",
         "nothing_to_undo": "There is nothing of yours to bring back here.",
         "dont_know": "I don't know: you haven't told me that yet (or asked me to forget it). "
@@ -400,6 +696,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Ich habe nichts gespeichert, was du mir über {what} gesagt hast.",
         "none_at_all": "Ich habe nichts gespeichert, was du mir gesagt hast.",
         "remembered": "Notiert: {what}.",
+        "you_said": "Du hast mir gesagt: {what}.",
         "undone": "Zurückgeholt: {what}.",
         "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
         "dont_know": "Das weiß ich nicht: du hast es mir noch nicht gesagt (oder mich gebeten, "
@@ -411,6 +708,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Je ne garde rien de ce que tu m'as dit sur {what}.",
         "none_at_all": "Je ne garde rien de ce que tu m'as dit.",
         "remembered": "C'est noté : {what}.",
+        "you_said": "Tu m'as dit : {what}.",
         "undone": "Retrouvé : {what}.",
         "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
         "dont_know": "Je ne le sais pas : tu ne me l'as pas encore dit (ou tu m'as demandé de "
@@ -422,6 +720,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "No guardo nada de lo que me dijiste sobre {what}.",
         "none_at_all": "No guardo nada de lo que me dijiste.",
         "remembered": "Anotado: {what}.",
+        "you_said": "Me dijiste: {what}.",
         "undone": "Recuperado: {what}.",
         "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
         "dont_know": "No lo sé: todavía no me lo has dicho (o me pediste que lo olvidara). "
@@ -433,6 +732,7 @@ REPLIES: dict[str, dict[str, str]] = {
         "none": "Ik bewaar niets van wat je me over {what} hebt verteld.",
         "none_at_all": "Ik bewaar niets van wat je me hebt verteld.",
         "remembered": "Genoteerd: {what}.",
+        "you_said": "Je hebt me verteld: {what}.",
         "undone": "Teruggehaald: {what}.",
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
         "dont_know": "Dat weet ik niet: je hebt het me nog niet verteld (of me gevraagd het te "
@@ -441,7 +741,9 @@ REPLIES: dict[str, dict[str, str]] = {
 }
 """Replies to requests in words, in the language the request was made in; "remembered" is
 also the acknowledgement of a told fact (``asked.acknowledgement``), "dont_know" the answer
-to a question about the person that nothing recalled supports (``asked.dont_know``)."""
+to a question about the person that nothing recalled supports (``asked.dont_know``),
+"you_said" the person's own row that answers it when the model's words did not stand on it
+(``asked.unsupported``)."""
 QUOTES: dict[str, str] = {"en": "“{}”", "de": "„{}“", "fr": "« {} »", "es": "«{}»", "nl": "‘{}’"}
 """How each language quotes the person's own words (a fact that cannot be turned to them)."""
 

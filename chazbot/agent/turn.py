@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from chazbot import metrics
 from chazbot.agent import asked
 from chazbot.agent.chat_model import ChatModel
-from chazbot.agent.grounding import evidence, grounded
+from chazbot.agent.grounding import equivalents, evidence, grounded
 from chazbot.agent.pictures import CANNOT_SEE, Picture, picture_parts
 from chazbot.agent.recall import (
     DEFAULT_TUNING,
@@ -90,6 +90,7 @@ async def auto_recall(
     keep: Callable[[MemoryRow], bool] | None = None,
     shown: list[MemoryRow] | None = None,
     tuning: RecallTuning = DEFAULT_TUNING,
+    also: str = "",
 ) -> tuple[str | None, int]:
     """The auto-recall block for this turn (None when nothing matched) and the hit count.
 
@@ -97,7 +98,8 @@ async def auto_recall(
     rows its audience may be told are searched (SPEC §5c); default the agent's own view.
     ``shown`` gets every row the block holds (for the check of the answer, ``grounding``).
     ``tuning``: how the queries are built (``RecallTuning``); each store is ranked as the
-    engine ranks (``MemoryEngine.ranking``)."""
+    engine ranks (``MemoryEngine.ranking``). ``also``: words searched as a third ranking
+    (``grounding.equivalents`` of a question about the person, in the other languages)."""
     memory = memory if memory is not None else agent.memory
     settings = await recall_settings(peer.ledger, agent.db)
     query = recall_query(messages, tuning)
@@ -113,6 +115,8 @@ async def auto_recall(
         queries = [(q, vector) for q in texts]
     else:
         queries = [(q, await engine.query_vector(q)) for q in texts]
+    if also and also not in texts:  # the subject's words in other languages: BM25 alone
+        queries.append((also, None))
 
     async def search(db: str) -> list[MemoryRow]:
         view = await engine.view(db)
@@ -254,7 +258,9 @@ async def run_turn(
         return TurnResult(noted)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
-    history = [{"role": m.role, "content": m.content} for m in await session.history()]
+    heard = memory.hearing.audience  # under a closed history, what a newcomer could not read
+    readable = [m for m in await session.history() if heard is None or heard.reads_from(m.ts)]
+    history = [{"role": m.role, "content": m.content} for m in readable]
     history = _trim(history)
     contents = [m["content"] for m in history]
     keep = None
@@ -265,8 +271,9 @@ async def run_turn(
             return not asked.false_friend(row, text)
 
     shown: list[MemoryRow] = []
+    also = " ".join(equivalents(text)) if keep is not None else ""
     block, hits = await auto_recall(
-        peer, agent, session, contents, memory, sender, keep, shown, tuning
+        peer, agent, session, contents, memory, sender, keep, shown, tuning, also
     )
     prompt = agent.config.system_prompt
     store = Reminders(peer.ledger, agent.db, agent.key)
@@ -353,7 +360,7 @@ async def run_turn(
     if asks(text) and personal(text) and not await _grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
         # an answer about the person needs a row about it (#36), in the person's language
-        result.withheld, reply = reply, asked.dont_know(text)
+        result.withheld, reply = reply, asked.unsupported(text, shown, memory, sender)
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result

@@ -93,7 +93,12 @@ def _asking(words: list[str], lang: Language) -> bool:
 
 
 def _whole(words: list[str], phrases: tuple[str, ...], filler: tuple[str, ...]) -> bool:
-    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside)."""
+    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside,
+    a one-word filler also inside the phrase: "mach das *bitte* rückgängig")."""
+    single = {f for f in filler if " " not in f}
+    inside = [w for i, w in enumerate(words) if i == 0 or w not in single]
+    if inside != words and _whole(inside, phrases, filler):
+        return True
     at = _skip(words, 0, filler)
     n = _phrase(words, at, phrases)
     if not n:
@@ -136,7 +141,114 @@ def intent(text: str) -> Intent | None:
     return None
 
 
-def _memory_request(text: str, words: list[str], lang: Language) -> Intent | None:
+def _typo(word: str, verb: str) -> bool:
+    """Whether ``word`` is ``verb`` typed with one slip that leaves no other word: a doubled
+    letter ("forgett", "remmember"), two neighbours swapped ("froget"), or, in a verb of 7
+    letters or more, one letter left out ("remeber", "vergis"). A changed letter is not a
+    slip here: "forgot", "oublié", "olvidó" are other words."""
+    if word == verb or not word.isalpha():
+        return False
+    if len(word) == len(verb) + 1:
+        return any(
+            word[:i] + word[i + 1 :] == verb and word[i] in (word[i - 1 : i] + word[i + 1 : i + 2])
+            for i in range(len(word))
+        )
+    if len(word) == len(verb) - 1:
+        return len(verb) >= 7 and any(verb[:i] + verb[i + 1 :] == word for i in range(len(verb)))
+    if len(word) == len(verb):
+        diff = [i for i in range(len(word)) if word[i] != verb[i]]
+        return (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and word[diff[0]] == verb[diff[1]]
+            and word[diff[1]] == verb[diff[0]]
+        )
+    return False
+
+
+def _mend(words: list[str], lang: Language) -> list[str]:
+    """``words`` with a slip of the keyboard in a one-word forget or remember verb mended
+    ("forgett my adress" → "forget my adress"), so a typo does not turn a request into a fact
+    to keep. Only those verbs: a request about memory still needs its own words."""
+    verbs = [v for v in lang.forget + lang.remember if " " not in v and len(v) >= 6]
+    mended = list(words)
+    for i, word in enumerate(words):
+        if len(word) >= 5 and word not in verbs:
+            for verb in verbs:
+                if _typo(word, verb):
+                    mended[i] = verb
+                    break
+    return mended
+
+
+_THAT = frozenset({"that", "dass", "que", "dat"})
+"""The leads that open a fact ("remember *that* …"), never a thing to do."""
+_PERSON = frozenset(w for lang in LANGUAGES for w in lang.person)
+
+
+def _theirs(words: list[str]) -> bool:
+    """Whether ``words`` name the person or what is theirs, in any language of ``lexicon``
+    (a message may mix them: "Vergeet mijn wifi password")."""
+    return any(w in _PERSON or w.split("'")[0] + "'" in _PERSON for w in words)
+
+
+def _clause(words: list[str], at: int) -> list[str]:
+    """The words from ``at`` to the end of their clause."""
+    out = []
+    for w in words[at:]:
+        if w in _CLAUSE_END:
+            break
+        out.append(w)
+    return out
+
+
+def _asks_of_memory(text: str) -> bool:
+    """Whether ``text`` opens with a verb that asks something of the bot's memory (forget,
+    remember, delete… in any language of ``lexicon``), understood or not: such a message
+    ("Remember to buy milk", "Forget the onions") is never itself a fact to keep."""
+    typed = _words(" ".join(text.split()))
+    for lang in LANGUAGES:
+        words = _mend(typed, lang)
+        at = _skip(words, 0, lang.filler)
+        verbs = lang.forget + lang.delete + lang.remember + lang.dont_keep
+        if _phrase(words, at, verbs):
+            return True
+    return False
+
+
+def _verb_last(
+    words: list[str], start: int, at: int, lang: Language
+) -> tuple[int, int, bool] | None:
+    """A forget whose verb closes the clause (German and Dutch put it last): "kannst du meine
+    Adresse vergessen?", "ich möchte nicht, dass du dir meine Adresse merkst", "kun je mijn
+    adres vergeten?". An opening of ``Language.verb_last`` from the clause's start to past its
+    filler, the clause's last word one of ``verb_last_end`` (a forget) or ``delete`` (about
+    memory only when the sentence names it), no "nicht"/"niet" nor "zu"/"te" before it, no
+    comma between the opening and the verb. Returns where
+    the opening is, its length, and whether the verb is a forget."""
+    clause = []
+    for w in words[start:]:
+        if w in _CLAUSE_END and w != ",":
+            break
+        clause.append(w)  # the opening may hold a comma: "ich möchte nicht, dass du dir …"
+    if len(clause) < 2 or clause[-2] in _NOT or clause[-2] in ("zu", "te"):
+        return None
+    closing = clause[-1]
+    if closing not in lang.verb_last_end and closing not in lang.delete:
+        return None
+    for i in range(start, at + 1):
+        n = _phrase(words, i, lang.verb_last)
+        between = words[i + n : start + len(clause) - 1]
+        if n and between and "," not in between:  # one clause: "…, das zu vergessen" is not
+            return i, n, closing in lang.verb_last_end
+    return None
+
+
+_NOT = frozenset({"nicht", "niet", "not", "pas", "no"})
+
+
+def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | None:
+    words = _mend(typed, lang)
     asking = _asking(words, lang)
     for start in _clause_starts(words):
         at = _skip(words, start, lang.filler)
@@ -144,28 +256,37 @@ def _memory_request(text: str, words: list[str], lang: Language) -> Intent | Non
         if n:
             if asking:
                 return None  # "Remember when we went to Paris?": never stored as a fact
+            colon = ":" in words[at + n : at + n + 2]
             at = _skip(words, at + n, (",", ":"))
-            at += _phrase(words, at, lang.lead)
-            what = _rest(text, words, at)
+            lead = _phrase(words, at, lang.lead)
+            that = lead and words[at] in _THAT
+            if not colon and not that and re.search(lang.todo, " ".join(_clause(words, at))):
+                return None  # "remember to buy milk": a thing to do, not a fact to keep
+            what = _rest(text, typed, at + lead)
             return Intent("remember", what, lang.code) if what else None
         n, strong = _phrase(words, at, lang.forget), True
         if not n:
             n, strong = _phrase(words, at, lang.delete), False
+        last = None if n else _verb_last(words, start, at, lang)
+        if last is not None:
+            at, n, strong = last
         if not n:
             continue
         if not strong and not _mentions(words, lang.memory):
             return None  # "delete the meeting from my calendar": about the world
-        if asking and start == 0 and at == 0:
+        if asking and start == 0 and at == 0 and last is None:
             return None  # "How do I delete…?" starts elsewhere; "Forget X?" is unclear
         at = _skip(words, at + n, (",", ":"))
-        object_words = []
-        for w in words[at:]:
-            if w in _CLAUSE_END:
-                break
-            object_words.append(w)
+        object_words = _clause(words, at)
+        if last is not None:
+            object_words = object_words[:-1]  # "kannst du meine Adresse *vergessen*?"
         if not object_words or _phrase(object_words, 0, lang.dismiss) == len(object_words):
             return None  # "forget it", "vergiss es", "laisse tomber"
-        what = _object(text, words, at, lang)
+        what = _object(text, typed, at, lang)
+        if last is not None:
+            what = re.sub(r"\s*\S+\W*$", "", what)  # the closing verb, as typed
+        if what and not _theirs(object_words) and not _mentions(words, lang.memory):
+            return None  # "forget about the cinema, let's stay in": nothing of theirs named
         return Intent("forget", what, lang.code)
     return None
 
@@ -367,6 +488,8 @@ def told(text: str, names: tuple[str, ...] = ()) -> str | None:
     question, a request or command to the bot, small talk, an intent, several sentences."""
     flat = " ".join(text.split())
     if not flat or len(flat) > MAX_TOLD_CHARS or asks(flat) or intent(flat) is not None:
+        return None
+    if _asks_of_memory(flat):
         return None
     lang = language(flat)
     if lang != "en":

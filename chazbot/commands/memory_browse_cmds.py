@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 RECALL_DEFAULTS = RecallSettings.FIELDS  # the settings /memory config names
 STATS_WAIT_S = 1.0  # /memory stats waits this long for a view to load, then shows progress
+ROOM_TOTALS = "(the operator's: chazbot cmd memory stats)"
+"""What ``stats`` in a room says of the totals (rows, vectors, entries, size)."""
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -150,8 +152,8 @@ async def stats(ctx: Context, bank: str = "self") -> Reply:
     if status and status.ready:
         allowed = (await engine.view(db)).audience_filter(heard)
         keys = str(engine.visible_count(db) if allowed is None else len(allowed))
-        if allowed is not None:
-            keys += " (those this room may hear)"
+        if heard is not None:  # always said in a room: saying it only when rows are hidden
+            keys += " (those this room may hear)"  # would tell that there are some
     else:
         keys = "…"
     vectors = [
@@ -159,16 +161,25 @@ async def stats(ctx: Context, bank: str = "self") -> Reply:
         for s, n in sorted(stores.items())
         if s.startswith(EMBEDDINGS_PREFIX)
     ]
+    if heard is not None:
+        # a room is told only what it may hear: totals move with what is said elsewhere (a
+        # DM), so they are the operator's (SPEC §5c)
+        written = vectors_line = entries = size_line = ROOM_TOTALS
+    else:
+        written = str(stores.get(MEMORY_STORE, 0))
+        vectors_line = f"{', '.join(vectors) or 'none'}{_owed_note(engine, db)}"
+        entries = str(await ctx.ledger.count_entries(db))
+        size_line = f"{size} bytes"
     return ok(
         f"Stats for {label}:\n"
-        f"rows written   = {stores.get(MEMORY_STORE, 0)}\n"
+        f"rows written   = {written}\n"
         f"visible keys   = {keys}\n"
         f"index          = {_index_line(status)}\n"
         f"search         = {bm25_kernel.describe()}\n"
-        f"vectors        = {', '.join(vectors) or 'none'}{_owed_note(engine, db)}\n"
-        f"recall         = {_recall_line(engine)}\n"
-        f"entries        = {await ctx.ledger.count_entries(db)}\n"
-        f"size           = {size} bytes\n" + await _access_lines(ctx, db)
+        f"vectors        = {vectors_line}\n"
+        f"recall         = {_recall_line(engine, heard is None)}\n"
+        f"entries        = {entries}\n"
+        f"size           = {size_line}\n" + await _access_lines(ctx, db)
     )
 
 
@@ -189,9 +200,10 @@ def _floor_line(ctx: Context, chosen: float | None) -> str:
     return f"{floor:g} ({model}'s default)"
 
 
-def _recall_line(engine: MemoryEngine) -> str:
+def _recall_line(engine: MemoryEngine, totals: bool = True) -> str:
     """How recall ranks, and how often it fell back to BM25 since the start (SPEC §3:
-    never silently), with the captured rows still waiting for their vectors."""
+    never silently), with the captured rows still waiting for their vectors (``totals``:
+    not in a room, where they would count what is said elsewhere)."""
     if engine.model is None:
         return "BM25 only (no embedder)"
     falls = engine.fallbacks
@@ -199,7 +211,7 @@ def _recall_line(engine: MemoryEngine) -> str:
     if falls.total:
         line += " (" + ", ".join(f"{n} {r}" for r, n in sorted(falls.by_reason.items())) + ")"
     waiting = engine.vectors_later.pending if engine.vectors_later is not None else 0
-    if waiting:
+    if waiting and totals:
         line += f"; {waiting} rows waiting for their vectors (all databases)"
     return line
 

@@ -150,17 +150,18 @@ async def _forget_numbered(ctx: Context, number: int) -> Reply:
         if agent is None
         else await agent.memory.within(ctx.hearing).said_by(ctx.sender, _alone(ctx))
     )
-    same_key = [r for r in rows if r.key == key]
-    if agent is None or [r.row_id for r in same_key] != [row_id]:
+    # that row, still the visible one of its key in its room (the same key said in another
+    # room is another row, and stays)
+    same_row = [r for r in rows if r.row_id == row_id and r.key == key]
+    if agent is None or not same_row:
         raise ConflictError(
             f"your list changed since I showed it ({number} is gone or changed); run "
             f"{ctx.prefix}memory mine again"
         )
-    memory = agent.memory.within(ctx.hearing)
-    rows = await memory.forget_said_by(ctx.sender, key, _alone(ctx))
+    await ctx.engine.forget_rows(agent.db, agent.key, same_row, ctx.hearing.origin)
     if agent.db == ctx.agent.db:
-        ctx.session.undo.put(ctx.sender, agent.db, rows)
-    value = same_key[0].value
+        ctx.session.undo.put(ctx.sender, agent.db, same_row)
+    value = same_row[0].value
     shown = value if len(value) <= 80 else value[:80] + "…"
     hint = _undo_hint(ctx) if agent.db == ctx.agent.db else ""
     return ok(f"Forgot {number}: {shown}{hint}")

@@ -65,11 +65,14 @@ async def new(ctx: Context, name: str, description: str = "") -> Reply:
 @command(
     "memory list",
     (),
-    "list the banks hosted by this peer (non-admins: those the room's agent can read)",
+    "list the banks hosted by this peer (non-admins, and rooms not only of admins: those the "
+    "room's agent can read)",
 )
 async def list_(ctx: Context) -> Reply:
     banks = await ctx.banks.registry.all("bank")
-    if not ctx.is_admin:
+    heard = ctx.hearing.audience
+    if not ctx.is_admin or not (heard is None or heard.full or heard.admins_only):
+        # in a room, whoever asked, the reply is read by everyone there (SPEC §5c, §6)
         return await _list_readable(ctx, banks)
     if not banks:
         return ok(f"No banks yet. Create one with {ctx.prefix}memory new <name>.")

@@ -32,6 +32,9 @@ COMMANDS = CommandTree()
 
 NOT_SIGNED_IN = "You are not signed in (or your sign-in ended)."
 LINK_NOT_VALID = "This sign-in link was used already, has expired or is unknown."
+LINK_SHARED_ROOM = (
+    "This sign-in link was sent in a room that someone else can read now, so it signs no one in."
+)
 """What the memory page says to someone without a session or with a spent link, before
 ``ask_for_link``."""
 
@@ -74,13 +77,20 @@ def base_url(cfg: Config) -> str:
 
 
 async def issue_link(
-    ledger: Ledger, cfg: Config, person: str, admin: bool, now: float | None = None
+    ledger: Ledger,
+    cfg: Config,
+    person: str,
+    admin: bool,
+    now: float | None = None,
+    room: str = "",
 ) -> str:
-    """A new one-time sign-in link for ``person`` (Unavailable when they asked too often)."""
+    """A new one-time sign-in link for ``person`` (Unavailable when they asked too often);
+    ``room``: the session it is sent in, which must still be read by ``person`` alone when
+    the link is used ("" for the operator's)."""
     base = base_url(cfg)
     when = int(time.time() if now is None else now)
     secret = secrets.token_urlsafe(SECRET_BYTES)
-    grant = WebGrant(person, admin, when + LINK_TTL_S)
+    grant = WebGrant(person, admin, when + LINK_TTL_S, room=room)
     stored = await WebSignIns(ledger).add_link(
         digest(secret), grant, when, LINK_WINDOW_S, LINKS_PER_WINDOW
     )
@@ -119,7 +129,7 @@ async def web(ctx: Context) -> Reply:
             f"a sign-in link is sent only in a DM: message me {ctx.prefix}web in a direct"
             " chat with me"
         )
-    link = await issue_link(ctx.ledger, cfg, ctx.sender, ctx.is_admin)
+    link = await issue_link(ctx.ledger, cfg, ctx.sender, ctx.is_admin, room=ctx.session.name)
     return Reply(
         True,
         f"Your memory page (one use, valid 10 minutes; do not share it): {link}",
@@ -129,6 +139,7 @@ async def web(ctx: Context) -> Reply:
 __all__ = [
     "COMMANDS",
     "LINK_NOT_VALID",
+    "LINK_SHARED_ROOM",
     "LINK_TTL_S",
     "NOT_SIGNED_IN",
     "ask_for_link",

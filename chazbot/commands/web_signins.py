@@ -39,6 +39,9 @@ class WebGrant:
     admin: bool
     expires: int
     csrf: str = ""
+    room: str = ""
+    """For a link: the session it was sent in ("" for the operator's): it signs in only while
+    that room is still read by its person alone."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -101,6 +104,7 @@ WEB_SIGNINS = LocalTable(
         "CREATE TABLE web_issued (person TEXT NOT NULL, at INTEGER NOT NULL)",
         "CREATE INDEX web_issued_person ON web_issued (person, at)",
         _from_local_kv,
+        "ALTER TABLE web_grants ADD COLUMN room TEXT NOT NULL DEFAULT ''",
     ),
 )
 
@@ -110,8 +114,15 @@ def _columns(grant: WebGrant) -> tuple[str, int, int, str]:
 
 
 def _grant(row: tuple[Any, ...]) -> WebGrant:
-    person, admin, expires, csrf = row
-    return WebGrant(str(person), bool(admin), int(expires), str(csrf))
+    person, admin, expires, csrf, room = row
+    return WebGrant(str(person), bool(admin), int(expires), str(csrf), str(room))
+
+
+_INSERT = (
+    "INSERT OR REPLACE INTO web_grants (kind, digest, person, admin, expires, csrf, room)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_FIELDS = "person, admin, expires, csrf, room"
 
 
 class WebSignIns:
@@ -139,11 +150,7 @@ class WebSignIns:
                 conn.execute(
                     "INSERT INTO web_issued (person, at) VALUES (?, ?)", (grant.person, now)
                 )
-                conn.execute(
-                    "INSERT OR REPLACE INTO web_grants (kind, digest, person, admin, expires,"
-                    " csrf) VALUES (?, ?, ?, ?, ?, ?)",
-                    (LINK, digest, *_columns(grant)),
-                )
+                conn.execute(_INSERT, (LINK, digest, *_columns(grant), grant.room))
                 return True
 
         return await self._ledger.run_in(WEB_SIGNINS, write)
@@ -153,8 +160,7 @@ class WebSignIns:
 
         def step(core: LedgerCore) -> WebGrant | None:
             row = core.conn.execute(
-                "DELETE FROM web_grants WHERE kind = ? AND digest = ?"
-                " RETURNING person, admin, expires, csrf",
+                f"DELETE FROM web_grants WHERE kind = ? AND digest = ? RETURNING {_FIELDS}",
                 (LINK, digest),
             ).fetchone()
             grant = None if row is None else _grant(row)
@@ -169,11 +175,7 @@ class WebSignIns:
                 conn.execute(
                     "DELETE FROM web_grants WHERE kind = ? AND expires <= ?", (SESSION, now)
                 )
-                conn.execute(
-                    "INSERT OR REPLACE INTO web_grants (kind, digest, person, admin, expires,"
-                    " csrf) VALUES (?, ?, ?, ?, ?, ?)",
-                    (SESSION, digest, *_columns(grant)),
-                )
+                conn.execute(_INSERT, (SESSION, digest, *_columns(grant), ""))
 
         await self._ledger.run_in(WEB_SIGNINS, write)
 
@@ -182,7 +184,7 @@ class WebSignIns:
 
         def step(core: LedgerCore) -> WebGrant | None:
             row = core.conn.execute(
-                "SELECT person, admin, expires, csrf FROM web_grants WHERE kind = ? AND digest = ?",
+                f"SELECT {_FIELDS} FROM web_grants WHERE kind = ? AND digest = ?",
                 (SESSION, digest),
             ).fetchone()
             if row is None:

@@ -12,7 +12,7 @@ A row from room R is visible in session S when
 - S is R and every person in S now could read the original message under R's
   ``history_visibility`` as Matrix defines it (``shared``/``world_readable``: anyone who is
   a member now; ``joined``/``invited``: those who were there when it was said, the row's
-  audience), or
+  audience; the visibility in force when it was said, recorded in the row), or
 - S's readers are bounded and every person now in S is in the row's audience (a row an
   agent with ``memory_audience: agent`` wrote has that agent's whole audience: any bounded
   session of an agent that may read the DB).
@@ -53,6 +53,9 @@ OPERATOR = "operator"
 """How the operator's rows name their speaker."""
 ORIGIN_FIELD = "from"
 SCOPE_FIELD = "scope"
+CLOSED_HISTORY = frozenset({"joined", "invited"})
+"""``history_visibility`` values under which only those there when a message was sent read it
+(recorded in a row's provenance: a row said so stays so when the room opens later)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,24 +63,35 @@ class Provenance:
     """Where a row was learned: the session (room), who said it, who heard it.
 
     ``audience`` is the sorted joined members then (the bot aside), or None when the room had
-    more than ``MAX_AUDIENCE`` (then it is the room's members at read time).
+    more than ``MAX_AUDIENCE`` (then it is the room's members at read time). ``history`` is
+    the room's ``history_visibility`` then when it was a closed one (``joined``/``invited``):
+    Matrix decides who reads a message by the visibility in force when it was sent, so a
+    room that opens its history later does not open what was said before (None: open, or
+    written before this was kept).
     """
 
     room: str
     speaker: str
     audience: tuple[str, ...] | None
+    history: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"room": self.room, "speaker": self.speaker}
         if self.audience is not None:
             data["audience"] = list(self.audience)
+        if self.history is not None:
+            data["history"] = self.history
         return data
 
     @classmethod
-    def of(cls, room: str, speaker: str, members: Iterable[str]) -> Provenance:
-        """The provenance of a row said by ``speaker`` in ``room`` with ``members`` present."""
+    def of(
+        cls, room: str, speaker: str, members: Iterable[str], history: str | None = None
+    ) -> Provenance:
+        """The provenance of a row said by ``speaker`` in ``room`` with ``members`` present,
+        under ``history`` (kept when closed)."""
         people = sorted(set(members) | {speaker})
-        return cls(room, speaker, tuple(people) if len(people) <= MAX_AUDIENCE else None)
+        closed = history if history in CLOSED_HISTORY else None
+        return cls(room, speaker, tuple(people) if len(people) <= MAX_AUDIENCE else None, closed)
 
     @classmethod
     def from_data(cls, data: Any) -> Provenance | None:
@@ -90,12 +104,16 @@ class Provenance:
         room, speaker, audience = data.get("room"), data.get("speaker"), data.get("audience")
         if not isinstance(room, str) or not room or not isinstance(speaker, str):
             return None
+        history = data.get("history")
+        closed = history if history in CLOSED_HISTORY else None
+        if history is not None and closed is None:
+            return None
         if audience is None:
-            found = cls(room, speaker, None)
+            found = cls(room, speaker, None, closed)
         elif not isinstance(audience, list) or not all(isinstance(m, str) for m in audience):
             return None
         else:
-            found = cls(room, speaker, tuple(audience))
+            found = cls(room, speaker, tuple(audience), closed)
         return _intern(found)
 
     @classmethod
@@ -118,8 +136,10 @@ def _intern(prov: Provenance) -> Provenance:
 
 def check_origin(data: Any) -> None:
     """The bounds of a stored ``from`` field (registered with the ledger through rows.py)."""
-    if not isinstance(data, dict) or not set(data) <= {"room", "speaker", "audience"}:
-        raise InputError("a row's 'from' is {room, speaker, audience}")
+    if not isinstance(data, dict) or not set(data) <= {"room", "speaker", "audience", "history"}:
+        raise InputError("a row's 'from' is {room, speaker, audience, history}")
+    if "history" in data and data["history"] not in CLOSED_HISTORY:
+        raise InputError(f"a row's from.history is one of {', '.join(sorted(CLOSED_HISTORY))}")
     room, speaker, audience = data.get("room"), data.get("speaker"), data.get("audience")
     if not isinstance(room, str) or not 1 <= len(room) <= MAX_ROOM_CHARS:
         raise InputError(f"a row's from.room is 1-{MAX_ROOM_CHARS} characters")
@@ -138,11 +158,12 @@ def check_scope(scope: Any) -> None:
         raise InputError(f"a row's scope is at most {MAX_ROOM_CHARS} characters")
 
 
-GroupKey = tuple[str, tuple[str, ...] | None, bool]
-"""Rows that share a room, a recorded audience and a width are visible together: ``("", (),
-False)`` is the operator's group; a True width marks rows an agent-wide agent wrote (scope
-``""`` with a provenance)."""
-OPERATOR_GROUP: GroupKey = ("", (), False)
+GroupKey = tuple[str, tuple[str, ...] | None, bool, bool]
+"""Rows that share a room, a recorded audience, a width and a closed history are visible
+together: ``("", (), False, False)`` is the operator's group; a True width marks rows an
+agent-wide agent wrote (scope ``""`` with a provenance); a True last field rows said under a
+closed history (told in their own room only to their audience, whatever the room says now)."""
+OPERATOR_GROUP: GroupKey = ("", (), False, False)
 HISTORY_VISIBILITY = frozenset({"shared", "world_readable", "joined", "invited"})
 """Matrix's ``history_visibility`` values; an unknown one is treated as ``joined``."""
 OPEN_HISTORY = frozenset({"shared", "world_readable"})
@@ -153,7 +174,7 @@ def group_of(prov: Provenance | None, scope: str | None = None) -> GroupKey:
     """The group of a row with provenance ``prov`` and ``scope`` (None: a room-scoped row)."""
     if prov is None:
         return OPERATOR_GROUP
-    return (prov.room, prov.audience, scope == "")
+    return (prov.room, prov.audience, scope == "", prov.history is not None)
 
 
 @dataclass(frozen=True)
@@ -182,6 +203,18 @@ class Audience:
     bounded: bool = True
     history: str = "shared"
     bank: bool = False
+    late: frozenset[str] = frozenset()
+    """People in the room now who came after the message being answered was sent: they
+    read the reply, but are not among those who heard that message (its rows' audience)."""
+    since: int | None = None
+    """Under a closed history, the time (µs) from which everyone now here could read the room
+    (the newest join or invite among them): what was said there before is not theirs to be
+    told, neither in the conversation the model is shown nor quoted in a captured row. None:
+    no such bound (an open history, or the operator's view)."""
+
+    def reads_from(self, ts: int) -> bool:
+        """Whether everyone here could read what was said in this room at ``ts`` (µs)."""
+        return self.since is None or ts >= self.since
 
     def origin(self, speaker: str) -> Provenance | None:
         """The provenance of a row ``speaker`` says here (None in the operator's view): the
@@ -192,7 +225,14 @@ class Audience:
         heard = self.joined if self.joined is not None else self.present
         if self.history == "invited":
             heard = heard | self.present
-        return Provenance.of(self.room, speaker, heard)
+        return Provenance.of(self.room, speaker, heard - self.late, self.history)
+
+    def heard_then(self, people: Iterable[str]) -> Audience:
+        """This audience answering a message that only ``people`` were in the room for (the
+        transport's reckoning when it was sent): whoever else is here now came later."""
+        was = frozenset(people)
+        now = self.present | (self.joined or frozenset())
+        return replace(self, late=now - was)
 
     @property
     def full(self) -> bool:
@@ -210,11 +250,11 @@ class Audience:
         """Whether rows of ``group`` (see ``group_of``) may be told in this session."""
         if self.room is None:
             return True
-        room, audience, wide = group
+        room, audience, wide, closed = group
         if not room:
             return self.bank or (self.admins_only and self.bounded)
         if room == self.room:
-            if self.history in OPEN_HISTORY:
+            if self.history in OPEN_HISTORY and not closed:
                 return True
             return audience is not None and self.present <= frozenset(audience)
         if not self.bounded:
@@ -288,6 +328,7 @@ def visible_groups(
 
 
 __all__ = [
+    "CLOSED_HISTORY",
     "FULL",
     "MAX_AUDIENCE",
     "OPERATOR",

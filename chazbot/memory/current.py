@@ -17,6 +17,8 @@ up to the first preposition or value ("I live in …" → live; "the team meetin
 team meeting). Values are words with digits, '@' or '.', number words and capitalised words
 inside a sentence (names). Stopwords, update words ("now", "new", "actually", "changed" …)
 and verbs in the past tense (an event: "I went to …" twice is two events, both true) go too.
+The word lists cover English, German, French, Spanish and Dutch; in a German clause (opening
+with an article or possessive) capitalised words before the verb are nouns, not names.
 Two statements are about the same subject when, for a clause of each, the shared subject
 words are at least ``SAME_SUBJECT`` of the smaller subject. Questions, exclamations, a
 one-word subject given no value, and rows of more than ``MAX_STATEMENT_WORDS`` words state
@@ -57,28 +59,52 @@ def _set(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-_COPULAS = frozenset({"is", "are", "was", "were", "am", "be", "'s", "'m", "'re", ":", "="})
-_PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "this", "that", "there"})
+_COPULAS = frozenset(
+    {"is", "are", "was", "were", "am", "be", "'s", "'m", "'re", ":", "="}
+    | _set("ist sind bin bist war waren")  # de
+    | _set("est sont suis es était")  # fr
+    | _set("son soy eres está están estoy era")  # es
+    | _set("zijn ben bent")  # nl
+)
+_PRONOUNS = frozenset(
+    {"i", "we", "you", "he", "she", "they", "it", "this", "that", "there"}
+    | _set("ich wir du er sie je nous il elle ils yo nosotros ella ik wij hij zij")
+)
 _PREPOSITIONS = frozenset(
     {"at", "in", "to", "on", "for", "from", "with", "as", "by", "into", "near", "of", "about"}
+    | _set("im auf bei mit nach zu zum zur für aus")  # de
+    | _set("à au aux en dans chez avec pour sur")  # fr
+    | _set("al con para por")  # es ("en" above)
+    | _set("op met naar voor aan uit")  # nl
 )
 _STOP = _set(
     "a an the my our your his her their its me us and or but so not no do does did "
     "has have had will would can could also too very just really than then up out "
     "there here am be been being ones one"
+    # articles, possessives and "of" in German, French, Spanish and Dutch
+    " der die das den dem des ein eine einen mein meine meinen unser unsere von vom"
+    " le la les un une mon ma mes notre nos du de"
+    " el los las lo una mi mis tu nuestro nuestra del"
+    " het een mijn onze ons van"
 )
 _UPDATE_WORDS = _set(
     "now new newer actually changed change moved move switched again since instead "
     "anymore longer still today currently these days turns turned got became become "
     "updated update from old former previously before later this year week sold quit "
     "raised pushed was were"
+    " jetzt nun neu neue neuer neues neuen inzwischen mittlerweile seit"
+    " maintenant nouveau nouvelle nouvel désormais depuis"
+    " ahora nuevo nueva ya desde"
+    " nu nieuw nieuwe voortaan sinds tegenwoordig"
 )
 _NUMBERS = _set(
     "zero one two three four five six seven eight nine ten eleven twelve twenty "
     "hundred first second third fourth fifth once twice half"
 )
 """Number words: values, like digits."""
-_CLAUSE = re.compile(r"([,;!?]|\.(?:\s|$)|\s(?:but|and so|so)\s)")  # the separator kept
+_CLAUSE = re.compile(r"([,;!?](?=\s|$)|\.(?:\s|$)|\s(?:but|and so|so)\s)")
+"""Clause separators, kept: punctuation ends a clause only before a space or the end (a
+password ``7xQ!pLm`` or ``1,020 euros`` is one word)."""
 _ASKING = _set(
     "what where when who whom whose which why how did do does is are was were can "
     "could would will should have has shall may might"
@@ -190,10 +216,20 @@ def _has_value(words: Sequence[tuple[str, bool]]) -> bool:
     return any(value or (w not in _PREPOSITIONS and w not in _STOP) for w, value in words)
 
 
+_GERMAN_OPENING = _set(
+    "der die das den dem des ein eine einen einem einer mein meine meinen meinem meiner "
+    "unser unsere unseren dein deine sein seine ihr ihre"
+)
+"""A clause opening with one of these is German: its capitalised words before the verb are
+nouns ("Mein WLAN-Passwort ist …"), not names."""
+
+
 def _words(clause: str) -> list[tuple[str, bool]]:
     """``(word, is a value)`` of a clause, lower case; contractions split off ("i", "'m")."""
     out: list[tuple[str, bool]] = []
-    for position, raw in enumerate(_WORD.findall(clause.replace("’", "'"))):
+    raws = _WORD.findall(clause.replace("’", "'"))
+    nouns = bool(raws) and raws[0].lower() in _GERMAN_OPENING  # until the verb
+    for position, raw in enumerate(raws):
         raw = raw.strip('"()[]{}<>!?,;')
         if not raw:
             continue
@@ -202,6 +238,7 @@ def _words(clause: str) -> list[tuple[str, bool]]:
             out.append((":", False))
             continue
         low = raw.lower()
+        nouns = nouns and low not in _COPULAS
         for tail in ("'m", "'s", "'re", "'ll", "'ve", "'d"):
             if low.endswith(tail) and len(low) > len(tail):
                 out.append((low[: -len(tail)], False))
@@ -213,7 +250,7 @@ def _words(clause: str) -> list[tuple[str, bool]]:
                 or low.strip(".,") in _NUMBERS
                 or "@" in raw
                 or "." in raw.strip(".")
-                or (position > 0 and raw[:1].isupper() and low != "i")
+                or (position > 0 and raw[:1].isupper() and low != "i" and not nouns)
             )
             word = _INNER.sub("", low).strip(".'-")
             if word:

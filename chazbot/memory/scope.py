@@ -9,16 +9,18 @@ the peer key and name the agent in the row.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from chazbot.errors import NotFound, PermissionDenied
 from chazbot.ledger import KeyPair, Level
 from chazbot.ledger.auth import permission_of
-from chazbot.memory.audience import Audience, Provenance
+from chazbot.memory.audience import MAX_ROOM_CHARS, Audience, Provenance
 from chazbot.memory.banks import BankRef, Registry, holder_keys, read_refs
 from chazbot.memory.engine import MemoryEngine, ReindexProgress
-from chazbot.memory.rows import Hit, MemoryRow, to_datetime
+from chazbot.memory.rows import Hit, MemoryRow, check_key, to_datetime
 
 SELF = "self"
 
@@ -185,6 +187,8 @@ class MemoryScope:
         # a row a turn writes into a bank keeps the room's audience (SPEC §5c)
         room = origin.room if origin is not None else ""
         scope = self.hearing.scope if db == self.db else room
+        if scope and origin is not None:
+            scope = await self._scope_apart(db, scope, key, origin)
         return await self.engine.remember(
             db,
             found.signer,
@@ -197,6 +201,22 @@ class MemoryScope:
             embed_as=embed_as,
             vector_later=vector_later,
         )
+
+    async def _scope_apart(self, db: str, scope: str, key: str, origin: Provenance) -> str:
+        """The scope a write of ``key`` heard by this audience takes: the room's, unless the
+        row of ``key`` there is one this audience may not be told (said before a newcomer
+        came, under ``joined`` history): then a scope of its own for this audience, so the
+        write supersedes nothing it cannot see (SPEC §5c: one key in two audiences is two
+        rows). The same audience writing again finds the same scope."""
+        audience = await self.filtered(db)
+        if audience is None:
+            return scope
+        current = (await self.engine.view(db)).latest.get((scope, check_key(key)))
+        if current is None or current.forgotten or audience.sees(current.origin, current.scope):
+            return scope
+        heard = json.dumps([origin.audience, origin.history], separators=(",", ":"))
+        digest = hashlib.sha256(heard.encode()).hexdigest()[:12]
+        return f"{scope[: MAX_ROOM_CHARS - 13]}#{digest}"
 
     async def forget(self, key: str, bank: str | None = None, speaker: str | None = None) -> int:
         """Hide ``key`` wherever this scope's audience may see it (only rows said by

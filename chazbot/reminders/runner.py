@@ -10,6 +10,11 @@ late delivery that says so. The clock is passed in: tests move it, nobody sleeps
 
 ``notes`` (the transport's, ``reminders.remembering``) gives a line or two of memory the room
 may be told now, shown under the reminder; its failure delivers the reminder without them.
+
+``audience`` (the transport's) says who reads the room now: a reminder is what its setter said
+there, so when the room's readers now could not have read that (SPEC §5c: a DM that became a
+group under ``joined`` history), it is delivered without its words, saying whose it is; when
+the room cannot be looked at, the same (fail closed).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from chazbot import metrics
 from chazbot.errors import ChazError
+from chazbot.memory.audience import Audience
 from chazbot.reminders.store import Reminder, Reminders
 from chazbot.reminders.when import zone
 
@@ -32,6 +38,8 @@ Deliver = Callable[[str, str, str], Awaitable[bool]]
 """``deliver(room, text, transaction_id)``: True once the message is sent."""
 Notes = Callable[[Reminders, Reminder], Awaitable[list[str]]]
 """``notes(store, reminder)``: lines of memory to show with it (the room's audience now)."""
+AudienceOf = Callable[[str], Awaitable[Audience]]
+"""``audience(room)``: who reads the room (the session) now."""
 NOTE_MARK = "↳ "
 _ROOM_PING = re.compile(r"@room\b", re.IGNORECASE)
 
@@ -53,6 +61,19 @@ LATE = {
     "es": "(tarde: era para el {when})",
     "nl": "(te laat: dit was voor {when})",
 }
+KEPT_BACK = {
+    "en": "set before some of the people here joined, so I keep its words back (they are in "
+    "the message that set it)",
+    "de": "gesetzt, bevor einige hier dazukamen, darum sage ich den Text nicht (er steht in "
+    "der Nachricht, die sie gesetzt hat)",
+    "fr": "posé avant l'arrivée de certaines personnes ici, je n'en redis donc pas le texte "
+    "(il est dans le message qui l'a posé)",
+    "es": "puesto antes de que llegaran algunas personas, así que no repito su texto (está en "
+    "el mensaje que lo puso)",
+    "nl": "gezet voordat sommige mensen hier kwamen, dus ik herhaal de tekst niet (hij staat "
+    "in het bericht dat hem zette)",
+}
+"""Said instead of a reminder's words in a room whose readers now were not all there."""
 HEAD = {
     "en": "⏰ Reminder",
     "de": "⏰ Erinnerung",
@@ -62,9 +83,18 @@ HEAD = {
 }
 
 
-def message(reminder: Reminder, due: datetime, now: datetime, notes: Iterable[str] = ()) -> str:
-    """The delivered text: what, who set it, whether it is late, and what memory adds."""
-    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {unpinging(reminder.what)}"
+def message(
+    reminder: Reminder,
+    due: datetime,
+    now: datetime,
+    notes: Iterable[str] = (),
+    told: bool = True,
+) -> str:
+    """The delivered text: what, who set it, whether it is late, and what memory adds
+    (``told``: the room may hear its words; else they are kept back, and so is memory)."""
+    what = unpinging(reminder.what) if told else KEPT_BACK.get(reminder.lang, KEPT_BACK["en"])
+    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {what}"
+    notes = notes if told else ()
     if now - due > LATE_AFTER:
         when = due.astimezone(zone(reminder.tz)).strftime("%a %d %b %H:%M")
         text += " " + LATE.get(reminder.lang, LATE["en"]).format(when=when)
@@ -85,11 +115,13 @@ class ReminderRunner:
         deliver: Deliver,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         notes: Notes | None = None,
+        audience: AudienceOf | None = None,
     ) -> None:
         self.stores = stores
         self.deliver = deliver
         self.clock = clock
         self.notes = notes
+        self.audience = audience
         self._task: asyncio.Task[None] | None = None
 
     async def tick(self, now: datetime | None = None) -> int:
@@ -108,7 +140,9 @@ class ReminderRunner:
                     continue
                 metrics.REMINDERS.labels("due").inc()
                 late = now - due > LATE_AFTER
-                text = message(reminder, due, now, await self._notes(store, reminder))
+                told = await self._told(reminder)
+                notes = await self._notes(store, reminder) if told else []
+                text = message(reminder, due, now, notes, told)
                 try:
                     ok = await self.deliver(reminder.room, text, transaction_id(reminder, due))
                 except Exception as exc:  # the transport's failure: retried at the next tick
@@ -120,6 +154,17 @@ class ReminderRunner:
                 metrics.REMINDERS.labels("late" if late else "delivered").inc()
                 sent += 1
         return sent
+
+    async def _told(self, reminder: Reminder) -> bool:
+        """Whether the room's readers now may hear the reminder's words (no ``audience``:
+        the caller does not know rooms, as the operator's own runs)."""
+        if self.audience is None:
+            return True
+        try:
+            return reminder.told_in(await self.audience(reminder.room))
+        except Exception as exc:  # who reads the room is unknown: its words are kept back
+            log.warning("reminders: who reads %s is unknown: %s", reminder.room[:80], exc)
+            return False
 
     async def _notes(self, store: Reminders, reminder: Reminder) -> list[str]:
         if self.notes is None:
@@ -150,8 +195,10 @@ class ReminderRunner:
 
 
 __all__ = [
+    "KEPT_BACK",
     "LATE_AFTER",
     "NOTE_MARK",
+    "AudienceOf",
     "Deliver",
     "Notes",
     "ReminderRunner",

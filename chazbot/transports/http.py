@@ -2,7 +2,9 @@
 
 /healthz reports each check (Matrix sync alive, state DB answering, LLM reachable) and
 answers 200 when all that are configured pass, 503 otherwise. It is unauthenticated, so it
-is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check),
+is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check; a
+failing answer only for ``HEALTH_FAIL_CACHE_S``, so a service that just became healthy, e.g.
+at start once its model loaded and Matrix synced, says so at the next poll, not 5 s later),
 the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
 Connections are capped per address (``MAX_PER_ADDRESS``) and in all (a tenth of the
 descriptors), must send a complete head within 10 s and keep a least rate on a body
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MATRIX_STALE_S = 90.0
 HEALTH_CACHE_S = 5.0
+HEALTH_FAIL_CACHE_S = 0.25
 LLM_CACHE_S = 30.0
 MAX_PER_ADDRESS = 64
 
@@ -194,8 +197,11 @@ class HttpServer:
     async def checks(self) -> dict[str, dict[str, Any]]:
         """The checks, at most one run per ``HEALTH_CACHE_S`` (callers meanwhile share it)."""
         now = time.monotonic()
-        if self._checked is not None and now - self._checked[0] < HEALTH_CACHE_S:
-            return self._checked[1]
+        if self._checked is not None:
+            at, last = self._checked
+            ok = all(c["ok"] for c in last.values())
+            if now - at < (HEALTH_CACHE_S if ok else HEALTH_FAIL_CACHE_S):
+                return last
         if self._checking is None:
             self._checking = asyncio.ensure_future(self._run_checks())
         checking = self._checking
@@ -214,6 +220,9 @@ class HttpServer:
             out["db"] = {"ok": True}
         except Exception as exc:
             out["db"] = {"ok": False, "error": str(exc)}
+        # the LLM first: its first probe loads an embedded model (seconds), and Matrix's state
+        # is read after it, so the answer says how Matrix is now, not before the load
+        llm = await self._llm_check()
         bot = getattr(self.service, "matrix", None)
         if bot is not None:
             last = getattr(bot, "last_sync_ok", None)
@@ -222,7 +231,7 @@ class HttpServer:
                 "ok": bool(alive and getattr(bot, "healthy", True)),
                 "last_sync_ok": last,
             }
-        out["llm"] = await self._llm_check()
+        out["llm"] = llm
         return out
 
     async def _llm_check(self) -> dict[str, Any]:

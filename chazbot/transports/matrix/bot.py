@@ -39,6 +39,7 @@ from chazbot.transports.matrix.client import (
     one_line,
 )
 from chazbot.transports.matrix.media import Heard, Media, heard_line
+from chazbot.transports.matrix.readers import as_heard
 from chazbot.transports.matrix.reminding import reminder_runner
 from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
@@ -306,12 +307,9 @@ class MatrixBot:
                     await self.audience(job.room_id),
                 )
             else:
+                heard = await as_heard(self.sender, job, await self.audience(job.room_id))
                 await self.peer.resay(
-                    session,
-                    str(job.content.get("replaces", "")),
-                    job.text,
-                    job.sender,
-                    await self.audience(job.room_id),
+                    session, str(job.content.get("replaces", "")), job.text, job.sender, heard
                 )
         except ChazError as exc:
             log.warning("matrix: %s of %s: %s", job.kind, job.event_id, exc)
@@ -451,7 +449,7 @@ class MatrixBot:
         session = session_name(job.room_id)
         audience: Audience | None = None
         try:
-            audience = await self.audience(job.room_id)
+            audience = await as_heard(self.sender, job, await self.audience(job.room_id))
             if job.kind == "command":
                 reply = await self.peer.command(
                     job.text,

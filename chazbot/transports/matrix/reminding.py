@@ -76,6 +76,7 @@ def reminder_runner(
         return True
 
     notes: Notes | None = None
+    told: AudienceOf | None = None
     if audience is not None:
         of_room = audience
 
@@ -83,7 +84,8 @@ def reminder_runner(
             return await of_room(session.removeprefix(SESSION_PREFIX))
 
         notes = memory_notes(peer, audience_of)
-    return ReminderRunner(stores, deliver, notes=notes)
+        told = audience_of  # a reminder's words only to readers who could read them then
+    return ReminderRunner(stores, deliver, notes=notes, audience=told)
 
 
 __all__ = ["AudienceOf", "memory_notes", "reminder_runner"]

@@ -65,6 +65,9 @@ class Job:
     text: str = ""
     content: dict[str, Any] = field(default_factory=dict)
     is_admin: bool = False
+    heard_by: list[str] | None = None
+    """Who was in the room when the event was sent, the bot aside (``heard_then``); None: not
+    known (a job stored before this was kept)."""
 
 
 class Router:

@@ -61,6 +61,11 @@ def _pending_of(slot: str, text: str) -> Pending | None:
         strings = (job.room_id, job.event_id, job.sender, job.text)
         if not all(isinstance(s, str) for s in strings) or not isinstance(job.content, dict):
             return None
+        heard = job.heard_by
+        if heard is not None and not (
+            isinstance(heard, list) and all(isinstance(u, str) for u in heard)
+        ):
+            return None
         if not isinstance(starts, int) or isinstance(starts, bool):
             return None
         return Pending(job, slot, starts)

@@ -215,13 +215,27 @@ class SyncLoop:
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
-            for event in await self._room_events(room_id, info.timeline, since):
+            events = await self._room_events(room_id, info.timeline, since)
+            for i, event in enumerate(events):
                 job = self.router.job(
                     room, event, self.state.handled, self.state.undecryptable_noticed
                 ) or revision_job(self.router, room, event, self.state.handled)
                 if job is not None:
+                    job.heard_by = self.heard_then(room, events[i + 1 :])
                     jobs.append(job)
         return jobs
+
+    def heard_then(self, room: Any, after: list[Any]) -> list[str]:
+        """Who was in ``room`` when an event was sent (SPEC §5c: its rows' audience), the bot
+        aside: everyone in it now (nio holds this sync's state), but for those whose join or
+        invite comes after the event in this timeline. A later sync's newcomers are told
+        apart when the job runs (whoever is not in this list came later)."""
+        came = {
+            e.state_key
+            for e in after
+            if isinstance(e, RoomMemberEvent) and e.membership in ("join", "invite")
+        }
+        return sorted(u for u in room.users if u != self.user_id and u not in came)
 
     async def _room_events(self, room_id: str, timeline: Any, since: str) -> list[Any]:
         """The timeline's new events, paged back to ``since`` when it is limited.

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 import jinja2
@@ -31,7 +31,13 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from chazbot.commands import Reply
-from chazbot.commands.web_cmds import LINK_NOT_VALID, NOT_SIGNED_IN, ask_for_link, digest
+from chazbot.commands.web_cmds import (
+    LINK_NOT_VALID,
+    LINK_SHARED_ROOM,
+    NOT_SIGNED_IN,
+    ask_for_link,
+    digest,
+)
 from chazbot.commands.web_signins import WebGrant, WebSignIns
 from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
@@ -72,6 +78,18 @@ _LOCAL_PATH = re.compile(r"/ui/[A-Za-z0-9/._~%+=&?-]*")
 Handler = Callable[[web.Request, "Who"], Awaitable[web.StreamResponse]]
 
 
+class Rooms(Protocol):
+    """What the chat transport tells the pages about its rooms (the service passes itself)."""
+
+    def room_name(self, session: str) -> str | None:
+        """A session's room as people call it ("#family"), or None."""
+        ...
+
+    async def room_audience(self, session: str) -> Audience | None:
+        """Who reads ``session`` now; None when no transport has such a room."""
+        ...
+
+
 @dataclass(frozen=True)
 class Who:
     """The signed-in person on this request: MXID (or ``operator``), whether they are an
@@ -91,9 +109,9 @@ class Pages:
     """What the pages of one peer share; the route modules add the pages themselves
     (``app.WebUI`` puts them together)."""
 
-    def __init__(self, peer: Peer, room_names: Callable[[str], str | None] | None = None) -> None:
+    def __init__(self, peer: Peer, rooms: Rooms | None = None) -> None:
         self.peer = peer
-        self._room_names = room_names
+        self._rooms = rooms
         self.store = WebSignIns(peer.ledger)
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("chazbot.transports.web", "templates"),
@@ -115,12 +133,24 @@ class Pages:
 
     def room_name(self, session: str) -> str | None:
         """A session's room as people call it ("#family"), when a transport knows it."""
-        if self._room_names is None:
+        if self._rooms is None:
             return None
         try:
-            return self._room_names(session)
+            return self._rooms.room_name(session)
         except Exception:  # a transport stopping under us: no name, not a broken page
             return None
+
+    async def read_alone(self, session: str, person: str) -> bool:
+        """Whether ``person`` alone (and the bot) reads ``session`` now: where a sign-in
+        link sent there may still be used. False when it cannot be told (fail closed)."""
+        if self._rooms is None:
+            return False
+        try:
+            audience = await self._rooms.room_audience(session)
+        except Exception:  # the homeserver did not answer: the link waits, unused
+            log.info("web: who reads %s could not be told", session, exc_info=True)
+            return False
+        return audience is not None and not audience.full and audience.only(person)
 
     # ---- the app ------------------------------------------------------------------------
 
@@ -331,6 +361,11 @@ class Pages:
             )
         if not self.may_sign_in(grant.person):
             return self.message(None, 403, "Not allowed", "You are not on this bot's allow-list.")
+        if grant.room and not await self.read_alone(grant.room, grant.person):
+            log.info("web: a sign-in link refused: the room it was sent in is read by others now")
+            return self.message(
+                None, 403, "Link not valid", f"{LINK_SHARED_ROOM} {ask_for_link(self.cfg)}"
+            )
         secret = secrets.token_urlsafe(32)
         hours = self.cfg.web.session_hours
         session = WebGrant(
