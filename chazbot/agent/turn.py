@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -360,7 +360,11 @@ async def run_turn(
     if asks(text) and personal(text) and not await _grounded(text, reply, told):
         log.info("turn agent=%s: a reply about the person stood on nothing shown", agent.name)
         # an answer about the person needs a row about it (#36), in the person's language
-        result.withheld, reply = reply, asked.unsupported(text, shown, memory, sender)
+        bounded = [replace(r, value=r.value[:EVIDENCE_LINE_CHARS]) for r in shown]
+        result.withheld = reply
+        reply = await asyncio.to_thread(
+            asked.unsupported, text[-WORDS_MAX_CHARS:], bounded, memory, sender
+        )
     await session.add_message("assistant", reply, agent.name)
     result.text = reply
     return result
