@@ -46,15 +46,21 @@ async def member(peer: Peer, text: str, session: str = ROOM) -> tuple[bool, str]
 async def test_the_reported_finding_is_closed(peer: Peer) -> None:
     """A non-admin in public's room read hr's private memory; now every path is refused."""
     for text in (
-        "/memory search hr salary",
         "/memory stats hr",
-        f"/memory search {peer.agent('hr').db} salary",
         "/agent hr",
         "/memory forget salary.bob hr",
     ):
         ok, reply = await member(peer, text)
         assert not ok, (text, reply)
         assert "90k" not in reply
+    # to a member a name or id the room's agent holds no ref to is a word of the query: the
+    # answer is the one a name that nothing has gets (which banks and agents exist is not told)
+    nothing = await member(peer, "/memory search nosuchbank salary")
+    assert nothing == (True, "No memories found in public's own memory."), nothing
+    for text in ("/memory search hr salary", f"/memory search {peer.agent('hr').db} salary"):
+        assert await member(peer, text) == nothing, text
+    stats = [(await member(peer, f"/memory stats {name}"))[1] for name in ("hr", "hx")]
+    assert stats[0] == stats[1].replace("'hx'", "'hr'"), stats
     ok, _ = await member(peer, "/memory forget salary.bob")  # public's own memory: no such key
     assert not ok
     assert [h.key for h in await peer.agent("hr").recall("salary")] == ["salary.bob"]
@@ -75,7 +81,9 @@ async def test_a_member_reads_the_rooms_agent_and_its_banks(peer: Peer) -> None:
     ok, reply = await member(peer, "/memory search handbook")
     assert ok, reply
     assert (await member(peer, "/memory stats handbook"))[0]
-    ok, reply = await member(peer, "/memory search payroll")
+    ok, reply = await member(peer, "/memory search payroll")  # a word, as any unheld name
+    assert ok and reply == "No memories found in public's own memory.", reply
+    ok, reply = await member(peer, "/memory stats payroll")
     assert not ok and "admin" in reply
     # an admin may browse anything, and switch the room's agent
     r = await peer.command("/memory search hr salary", session=ROOM)

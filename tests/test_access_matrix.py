@@ -44,8 +44,12 @@ async def test_a_member_cannot_read_another_agents_memory(
     await admin.wait_member(room, member.user_id)
 
     refused = {
-        "!chaz memory search hr salary": "cannot read 'hr'",
-        "!chaz memory stats hr": "cannot read 'hr'",
+        # hr's name is a word of the query to someone who may not read it: the answer is
+        # the same as for a name nothing has (which names exist is not told)
+        "!chaz memory search hr salary": "No memories found in public's own memory.",
+        "!chaz memory search hx salary": "No memories found in public's own memory.",
+        "!chaz memory stats hr": "cannot read 'hr' (or nothing has that name)",
+        "!chaz memory stats hx": "cannot read 'hx' (or nothing has that name)",
         "!chaz agent hr": "only admins may choose another agent",
         "!chaz memory forget salary.bob hr": "no bank named 'hr'",
         "!chaz memory forget salary.bob": "no memory with key",  # public's own memory

@@ -239,12 +239,16 @@ def _index_line(status: LoadStatus | None) -> str:
 
 
 async def _names_a_database(ctx: Context, ref: str) -> bool:
-    """Whether ``ref`` is self, a bank the room's agent holds, or a bank or agent hosted here."""
+    """Whether ``ref`` is self, a bank the room's agent holds, or (for an admin) a bank or
+    agent hosted here. For anyone else a name the agent holds no ref to is a word of the
+    query, whether or not such a bank exists: the answer must not tell which names do."""
     try:
         await ctx.agent.memory.resolve(ref)
         return True
     except NotFound:
         pass
+    if not ctx.is_admin:
+        return False
     reg = ctx.banks.registry
     if is_db_id(ref):
         return await reg.by_db(ref) is not None
@@ -263,11 +267,11 @@ async def _browse_target(ctx: Context, ref: str) -> tuple[str, str]:
         return db, f"{ctx.agent.name}'s own memory"
     if db and await scope.can_read(db):
         return db, name or db
-    if not ctx.is_admin:
+    if not ctx.is_admin:  # the same words whether or not a bank has that name
         readable = [b.name for b in await scope.banks() if b.permission != "none"]
         raise PermissionDenied(
-            f"{ctx.agent.name} cannot read {ref[:80]!r}; here you may browse "
-            f"{', '.join(readable)} (other databases need an admin)"
+            f"{ctx.agent.name} cannot read {ref[:80]!r} (or nothing has that name); here you"
+            f" may browse {', '.join(readable)} (other databases need an admin)"
         )
     hosted = await resolve_hosted(ctx, ref)
     return hosted.db, hosted.name
