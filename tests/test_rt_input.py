@@ -67,10 +67,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -92,34 +91,11 @@ from chazbot.sync.tickets import parse_ticket
 from chazbot.transports.control import ControlServer
 from chazbot.transports.matrix_rules import Me, render_markdown, route, text_contents
 from tests.standin_chat import OneAnswer
+from tests.test_query_bounds import longest_gap
 
-T = TypeVar("T")
 ALICE = "@alice:example.org"
 LOOP_BOUND_S = 1.0  # honest figures: tens of milliseconds
 DB = "sha256:" + "ab" * 32
-
-
-async def longest_gap(work: Awaitable[T]) -> tuple[float, T]:
-    """The longest gap between a ticker's 2 ms sleeps while ``work`` runs, and its result."""
-    gaps: list[float] = [0.0]
-    done = asyncio.Event()
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.002)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.01)
-    try:
-        result = await work
-    finally:
-        done.set()
-        await ticker
-    return max(gaps), result
 
 
 def one_line(text: str) -> str:
