@@ -84,14 +84,27 @@ NO_NIO = {"chazbot.transports.tables", "chazbot.transports.matrix.credentials"}
 _PROBE = r"""
 import importlib, json, os, sys
 
-def probe(name, group, tree):
-    # In a child: import name, record what is loaded, then probe name's submodules from there
-    # (importing P.C imports P first: a child forked once P is loaded does what a fresh
-    # interpreter would, without importing P again for every module of P).
+def in_child(work):
+    # work() in a forked child; its JSON result read back here (the child never returns)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        os.write(w, json.dumps(work()).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+def probe(name, group, tree):
+    # In a child: import name, record what is loaded, then probe name's submodules from there
+    # (importing P.C imports P first: a child forked once P is loaded does what a fresh
+    # interpreter would, without importing P again for every module of P).
+    def work():
         out = {}
         try:
             importlib.import_module(name)
@@ -104,15 +117,8 @@ def probe(name, group, tree):
             out.update({m: loaded for m in group if m.startswith(name + ".")})
         else:
             out.update(probe_under(name, group, tree, loaded))
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data)
+        return out
+    return in_child(work)
 
 def probe_under(parent, group, tree, loaded):
     out = {}
@@ -146,27 +152,17 @@ for name in PRELOAD:
     importlib.import_module(name)
 # Every other library the upper layers load, loaded here once rather than in each child: no
 # watched one (nor chazbot), so what a child records is what it would record without them.
-libraries = []
-r, w = os.pipe()
-if (pid := os.fork()) == 0:
-    os.close(r)
+def libraries():
     known = set(sys.modules)
     for name in REST:
         try:
             importlib.import_module(name)
         except BaseException:
             pass
-    found = [m for m in sys.modules if m not in known and m.split(".")[0] not in WATCHED]
-    os.write(w, json.dumps(found).encode())
-    os._exit(0)
-os.close(w)
-data = b""
-while chunk := os.read(r, 1 << 16):
-    data += chunk
-os.close(r)
-os.waitpid(pid, 0)
+    return [m for m in sys.modules if m not in known and m.split(".")[0] not in WATCHED]
+
 before = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
-for name in json.loads(data):
+for name in in_child(libraries):
     try:
         importlib.import_module(name)
     except BaseException:
