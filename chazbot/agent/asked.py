@@ -15,10 +15,12 @@ recalled: that it does not know yet, never an invented fact (the embedded 0.5B m
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from chazbot.agent.answering import fits, read_question
 from chazbot.agent.capture import Said, message_row, speaker_name
 from chazbot.agent.grounding import evidence, supports
 from chazbot.agent.lexicon import reply
@@ -29,6 +31,7 @@ from chazbot.memory.tokenize import auto_recall_query, document_text, tokenize
 
 if TYPE_CHECKING:
     from chazbot.agent.session import Session
+    from chazbot.memory.audience import Audience
     from chazbot.memory.scope import MemoryScope
 
 FORGET_RATIO = 0.8
@@ -153,7 +156,10 @@ async def forget_words(
     memory: MemoryScope, sender: str, what: str, undo: UndoSlots | None = None, lang: str = "en"
 ) -> str:
     """Hide the person's own rows that best match ``what`` ("" for all of them); what was
-    hidden goes to ``undo`` for a while (``agent.undo``)."""
+    hidden goes to ``undo`` for a while (``agent.undo``). Rows that share a word with ``what``
+    go first; without one, the rows it names by meaning (``forget_by_meaning``): one clearly,
+    or several listed to choose from (``undo.offer``), never "nothing kept" while a row of
+    theirs is near by meaning."""
     speaker = _speaker(memory, sender)
     everywhere = _alone(memory, sender)
     view = await memory.engine.view(memory.db)
@@ -173,12 +179,109 @@ async def forget_words(
         ]
         best = max((r.score for r in mine), default=0.0)
         rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]
+        if not rows:
+            rows, listed = await forget_by_meaning(memory, speaker, what, audience)
+            if listed:
+                if undo is not None:
+                    undo.offer(sender, memory.db, listed)
+                return which_one(listed, lang)
+    return await _forget(memory, sender, rows, undo, lang, what)
+
+
+async def _forget(
+    memory: MemoryScope,
+    sender: str,
+    rows: list[MemoryRow],
+    undo: UndoSlots | None,
+    lang: str,
+    what: str = "",
+) -> str:
     if not rows:
         return reply(lang, "none", what=what) if what else reply(lang, "none_at_all")
     await memory.engine.forget_rows(memory.db, memory.key, rows, memory.hearing.origin)
     if undo is not None:
         undo.put(sender, memory.db, rows)
     return reply(lang, "forgotten", what=_listed(rows), minutes=UNDO_MINUTES)
+
+
+FORGET_MARGIN = 0.02
+"""A forget by meaning takes the nearest row alone when it is nearer ``what`` than the next
+row of the person's by this much (cosine); otherwise the near ones are listed."""
+FORGET_LISTED = 4
+
+
+async def forget_by_meaning(
+    memory: MemoryScope, speaker: str | None, what: str, audience: Audience | None
+) -> tuple[list[MemoryRow], list[MemoryRow]]:
+    """The person's rows ``what`` names by meaning, across languages: (rows to forget, rows
+    to list and ask about). A row whose subject and attribute fit ``what`` read as a question
+    (``answering.fits``: "wie mein Hund heißt" → the dog's name) is named alone when it is the
+    only one or the clear nearest by cosine; otherwise the near rows are listed."""
+    engine = memory.engine
+    view = await engine.view(memory.db)
+    vector = await engine.query_vector(what)
+    if vector is None:
+        return [], []
+    floor = engine.similarity_floor(None)
+    found = view.search(what, (), FORGET_CANDIDATES, vector, audience, None, engine.ranking)
+    mine = [
+        (r.row, r.cosine if r.cosine is not None else 0.0)
+        for r in found
+        if (r.row.origin.speaker if r.row.origin is not None else None) == speaker
+    ]
+    mine.sort(key=lambda rc: rc[1], reverse=True)
+    q = read_question(what)
+    fitting = [(row, cos) for row, cos in mine if fits(evidence(row), q)]
+    near = fitting or [(row, cos) for row, cos in mine if floor is None or cos >= floor]
+    if not near:
+        return [], []
+    rest = [cos for row, cos in mine if row is not near[0][0]]
+    if len(near) == 1 or not rest or near[0][1] - max(rest) >= FORGET_MARGIN:
+        return [near[0][0]], []
+    return [], [row for row, _ in near[:FORGET_LISTED]]
+
+
+def which_one(rows: Sequence[MemoryRow], lang: str) -> str:
+    """The numbered list of rows a forget could mean, and the question which."""
+    lines = [f"{i}. {_plain(row)}" for i, row in enumerate(rows, 1)]
+    return reply(lang, "which", rows="\n".join(lines))
+
+
+_CHOICE = re.compile(r"^\W*(\d{1,2})\W*$")
+
+
+async def choose_forget(
+    memory: MemoryScope, sender: str, text: str, undo: UndoSlots, lang: str = "en"
+) -> str | None:
+    """The person's answer to ``which_one`` (a number of the list): that row forgotten;
+    None when no list waits for them or ``text`` is no number of it."""
+    match = _CHOICE.match(text)
+    if match is None or not undo.offered(sender):
+        return None
+    offer = undo.chosen(sender)
+    index = int(match.group(1)) - 1
+    if offer is None or offer.db != memory.db or not 0 <= index < len(offer.rows):
+        return None
+    return await _forget(memory, sender, [offer.rows[index]], undo, lang)
+
+
+async def forget_last(
+    memory: MemoryScope, sender: str, session: Session, undo: UndoSlots, lang: str = "en"
+) -> str:
+    """ "Forget what I just said": the rows captured from the person's previous message in
+    this room (capture names them by the message's place in the history)."""
+    said = [m for m in await session.history(40) if m.role == "user" and m.sender == sender]
+    if len(said) < 2:
+        return reply(lang, "none_last")
+    source = hashlib.sha256(f"{session.db}:{said[-2].n}".encode()).hexdigest()[:8]
+    view = await memory.engine.view(memory.db)
+    audience = None if _alone(memory, sender) else memory.hearing.audience
+    rows = [
+        r for r in view.rows_by(_speaker(memory, sender), audience) if r.key.endswith("/" + source)
+    ]
+    if not rows:
+        return reply(lang, "none_last")
+    return await _forget(memory, sender, rows, undo, lang)
 
 
 def says_any(row: MemoryRow, words: list[str]) -> bool:
@@ -269,6 +372,10 @@ async def answer(
         return await about_me(memory, sender)
     if found.kind == "undo":
         return await undo_forget(memory, sender, session.undo, found.lang)
+    if found.kind == "forget_last":
+        return await forget_last(memory, sender, session, session.undo, found.lang)
+    if found.kind == "choose":
+        return await choose_forget(memory, sender, found.what, session.undo, found.lang)
     if found.kind in tools:
         return None  # a model given the forget (remember) tool does it by calling it
     if found.kind == "forget":
@@ -282,12 +389,16 @@ __all__ = [
     "about_me",
     "acknowledgement",
     "answer",
+    "choose_forget",
     "dont_know",
     "false_friend",
+    "forget_by_meaning",
+    "forget_last",
     "forget_words",
     "intro",
     "remember_words",
     "restore_rows",
     "undo_forget",
     "unsupported",
+    "which_one",
 ]

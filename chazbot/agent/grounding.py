@@ -60,10 +60,14 @@ ATTRIBUTE = (
     | NUMBER
     | FAVOURITE
     | _set("new old current best first last thing things kind sort type neue neuer neues")
+    | _set("meilleur meilleure mejor beste besten bester")
 )
 """Words that say which attribute of the subject is asked, not what the subject is; a
 question for a name (a number) needs a row that names (numbers) its subject."""
-PLAIN = _set("new current best first last thing things kind sort type neue neuer neues")
+PLAIN = _set(
+    "new current best first last thing things kind sort type neue neuer neues meilleur "
+    "meilleure mejor beste besten bester"
+)
 """Attribute words a row need not repeat ("my *new* job")."""
 GENERIC = _set(
     "go goes went going get gets got make makes made take takes took come comes came last "
@@ -108,8 +112,9 @@ CONCEPTS: tuple[frozenset[str], ...] = (
         "beroep"
     ),
     _set(
-        "live lives lived wohnt wohne wohnst wohnen lebt leben habite habites habitent "
-        "habiter vit vive vives vivo viven woont woon wonen"
+        "live lives lived living wohnt wohne wohnst wohnen lebt leben lebe habite habites "
+        "habitent habiter vit vis vive vives vivo viven woont woon wonen moved move "
+        "umgezogen gezogen déménagé déménagés mudé mudamos mudado verhuisd"
     ),
     _set("born birthplace geboren née né nés nacido nacida nació nací"),
     _set("birthday birthdays geburtstag anniversaire cumpleaños verjaardag jarig"),
@@ -117,7 +122,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("son sons sohn söhne fils hijo zoon"),
     _set("daughter daughters tochter töchter fille hija dochter"),
     _set("wife frau ehefrau femme épouse esposa mujer vrouw echtgenote"),
-    _set("husband mann ehemann mari époux marido esposo echtgenoot"),
+    _set("husband mann ehemann mari époux marido esposo echtgenoot man"),
     _set("mother mum mom mutter mama mère maman madre moeder"),
     _set("father dad vater papa père padre vader"),
     _set("sister schwester sœur soeur hermana zus zuster"),
@@ -135,10 +140,19 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("dentist zahnarzt dentiste dentista tandarts"),
     _set("teacher lehrer lehrerin professeur prof profesor profesora leraar lerares"),
     _set("colour color farbe couleur kleur"),
-    _set("car auto voiture coche wagen"),
+    _set(
+        "car auto voiture coche wagen drive drives drove driving fahre fährst fährt fahren "
+        "conduis conduit conduire conduzco conduces manejo rijd rijdt rijden"
+    ),
     _set("bike bicycle fahrrad rad vélo bicicleta fiets"),
     _set("drink getränk boisson bebida drankje"),
     _set("food eat essen nourriture plat comida eten"),
+    _set(
+        "neighbour neighbor neighbours nachbar nachbarin voisin voisine vecino vecina buurman "
+        "buurvrouw"
+    ),
+    _set("friend friends freund freundin ami amie amigo amiga vriend vriendin"),
+    _set("partner partnerin partenaire pareja"),
     _set("book buch livre libro boek"),
     _set("grow grew grown growing"),
     _set(
@@ -147,8 +161,10 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     ),
     _set("meet met meeting"),
     _set("buy bought"),
-    _set("speak spoke spoken speaks"),
-    _set("drive drove driven drives driving"),
+    _set(
+        "speak spoke spoken speaks language languages spreche spricht sprache sprachen "
+        "parle parles langue langues hablo hablas idioma idiomas spreek spreekt taal talen"
+    ),
     _set("ride rode ridden rides riding"),
     _set("teach taught teaches"),
     _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),

@@ -75,6 +75,19 @@ class Language:
     person: tuple[str, ...] = ()
     """The person and what is theirs ("my", "me", "mein", "mon", "mi", "mijn"…): what a
     forget request names is theirs, or it is about the world ("forget about the cinema")."""
+    polite: tuple[str, ...] = ()
+    """Politeness that may sit anywhere in a request ("Vergiss *bitte*, dass …", "Oublie,
+    *s'il te plaît*, …", "Olvida, *por favor*, …"): read past, never part of what is named."""
+    last_said: tuple[str, ...] = ()
+    """What a forget names when it means the person's previous message ("what I just said",
+    "was ich gerade gesagt habe", "lo que acabo de decir")."""
+    remember_asked: tuple[str, ...] = ()
+    """A remember verb as a question asks it, after a modal ("can you *remember that* …",
+    "kannst du dir *merken, dass* …", "peux-tu *retenir que* …"): a request when a
+    "that" follows, a question about the world otherwise ("can you remember when …?")."""
+    intro_said: tuple[str, ...] = ()
+    """Sentences that may come before an intro question in one message and leave it an intro
+    ("I'm new here", "hello, I'm Ana"): openings of a sentence about the newcomer."""
 
 
 EN = Language(
@@ -236,6 +249,20 @@ EN = Language(
     ),
     todo=r"^to\b",
     person=_ws("my, me, i, mine, i'm, i've, our, ours, us, myself"),
+    polite=_ws(
+        "please, pls, plz, kindly, if you don't mind, if you do not mind, if you would, "
+        "if you can, if possible"
+    ),
+    last_said=_ws(
+        "what i just said, what i just told you, what i just wrote, what i said just now, "
+        "that last message, my last message, the last message, the last thing i said, "
+        "my previous message, what i just sent, that last thing, the last thing i told you"
+    ),
+    remember_asked=_ws("remember, keep in mind, note, make a note"),
+    intro_said=_ws(
+        "i'm, i am, my name, i just, i've just, this is, first time, new here, good morning, "
+        "good afternoon, good evening"
+    ),
 )
 
 DE = Language(
@@ -329,11 +356,20 @@ DE = Language(
     everything=("alles", "alles über mich"),
     asking=("weißt du noch", "erinnerst du dich"),
     about_me=("was weißt du über mich", "was weißt du von mir", "was habe ich dir erzählt"),
-    intro=("hilfe", "was kannst du", "wer bist du", "was bist du", "wie funktionierst du"),
+    intro=(
+        "hilfe",
+        "was kannst du",
+        "was kannst du alles",
+        "wer bist du",
+        "was bist du",
+        "wie funktionierst du",
+        "wie funktioniert das",
+        "was machst du",
+    ),
     lead=("dass", "über", "was"),
     marks=_ws(
         "ich, mein, meine, meinen, ist, und, der, die, das, heißt, wohne, nicht, bin, habe, "
-        "ein, eine, mit, im, wo, wer, wann, welche, welcher, wohnt"
+        "ein, eine, mit, im, wo, wer, wann, welche, welcher, welches, wohnt, spielt, heißt"
     ),
     mine=(
         ("mein", "dein"),
@@ -367,6 +403,17 @@ DE = Language(
     person=_ws(
         "ich, mich, mir, mein, meine, meinen, meinem, meiner, meines, unser, unsere, unseren, "
         "unserem, uns"
+    ),
+    polite=_ws("bitte, bitteschön, doch bitte, wenn's geht, wenn es geht"),
+    last_said=_ws(
+        "was ich gerade gesagt habe, was ich eben gesagt habe, was ich gerade geschrieben "
+        "habe, was ich eben geschrieben habe, was ich gerade sagte, meine letzte nachricht, "
+        "die letzte nachricht, das letzte, was ich gesagt habe"
+    ),
+    remember_asked=_ws("dir merken, dir das merken, merken, notieren, dir notieren"),
+    intro_said=_ws(
+        "ich bin, ich heiße, mein name, ich bin neu, neu hier, das erste mal, guten tag, "
+        "guten morgen, guten abend, servus, moin"
     ),
 )
 
@@ -461,7 +508,15 @@ FR = Language(
         "vous souvenez-vous",
     ),
     about_me=("que sais-tu de moi", "que sais-tu sur moi", "qu'est-ce que tu sais sur moi"),
-    intro=("aide", "que peux-tu faire", "qui es-tu", "comment ça marche"),
+    intro=(
+        "aide",
+        "que peux-tu faire",
+        "qu'est-ce que tu peux faire",
+        "que sais-tu faire",
+        "qui es-tu",
+        "comment ça marche",
+        "tu sers à quoi",
+    ),
     lead=("que", "de", "ce que"),
     marks=_ws(
         "je, j', mon, ma, mes, est, suis, le, la, les, et, une, s'appelle, m'appelle, habite, "
@@ -476,6 +531,16 @@ FR = Language(
     ),
     todo=r"^(?:de |d')(?:(?:le|la|les|l'|me|m'|te|t'|lui|leur|y|en|se|s') ?)*\w+(?:er|ir|re)\b",
     person=_ws("je, j', moi, me, m', mon, ma, mes, notre, nos"),
+    polite=_ws("s'il te plaît, s'il vous plaît, stp, svp, si possible, si tu veux bien"),
+    last_said=_ws(
+        "ce que je viens de dire, ce que je viens d'écrire, ce que je t'ai dit à l'instant, "
+        "mon dernier message, le dernier message"
+    ),
+    remember_asked=_ws("retenir, te souvenir, noter, garder en tête, vous souvenir"),
+    intro_said=_ws(
+        "je suis, je m'appelle, moi c'est, je suis nouveau, je suis nouvelle, bonjour, bonsoir, "
+        "salut"
+    ),
     please=_ws(
         "s'il te plaît, s'il vous plaît, peux-tu, pourrais-tu, tu peux, dis-moi, pouvez-vous, "
         "aide-moi, écris"
@@ -559,7 +624,15 @@ ES = Language(
     everything=("todo", "todo lo que sabes de mí", "todo sobre mí"),
     asking=("recuerdas", "te acuerdas"),
     about_me=("qué sabes de mí", "que sabes de mi", "qué sabes sobre mí"),
-    intro=("ayuda", "qué puedes hacer", "quién eres"),
+    intro=(
+        "ayuda",
+        "qué puedes hacer",
+        "que puedes hacer",
+        "qué sabes hacer",
+        "quién eres",
+        "cómo funciona esto",
+        "cómo funcionas",
+    ),
     lead=("que", "de", "de que", "lo que"),
     marks=_ws(
         "yo, mi, mis, es, el, los, las, y, soy, se, llama, vivo, vive, tengo, una, del, está, "
@@ -574,6 +647,16 @@ ES = Language(
     ),
     todo=r"^(?:de )?\w+(?:ar|er|ir)(?:la|lo|le|las|los|les|me|te|se)?\b",
     person=_ws("yo, me, mí, mi, mis, nuestro, nuestra, nuestros, nuestras, nos"),
+    polite=_ws("por favor, porfa, porfavor, si puedes"),
+    last_said=_ws(
+        "lo que acabo de decir, lo que acabo de escribir, lo que te acabo de decir, "
+        "mi último mensaje, el último mensaje"
+    ),
+    remember_asked=_ws("recordar, acordarte de, acordarte, apuntar, anotar, tener en cuenta"),
+    intro_said=_ws(
+        "soy, me llamo, mi nombre, es mi primera vez, soy nuevo, soy nueva, buenos días, "
+        "buenas tardes, buenas noches, buenas"
+    ),
     please=_ws("por favor, puedes, podrías, dime, ayúdame, escribe"),
 )
 
@@ -589,6 +672,7 @@ NL = Language(
         "nu",
         "alsjeblieft",
         "kun je",
+        "kan je",
         "wil je",
         "aub",
         "ajb",
@@ -646,7 +730,16 @@ NL = Language(
     everything=("alles", "alles over mij", "alles wat je over mij weet"),
     asking=("weet je nog", "herinner je je", "herinner jij je"),
     about_me=("wat weet je over mij", "wat weet je van mij"),
-    intro=("help", "wat kun je", "wie ben je", "hoe werk je"),
+    intro=(
+        "help",
+        "wat kun je",
+        "wat kan je",
+        "wat kun jij",
+        "wat kun je allemaal",
+        "wie ben je",
+        "hoe werk je",
+        "hoe werkt dit",
+    ),
     lead=("dat", "over", "wat"),
     marks=_ws(
         "ik, mijn, het, een, de, en, heet, woon, ben, niet, van, heb, werk, onze, wat, waar, hoe, "
@@ -674,6 +767,16 @@ NL = Language(
     verb_last_end=_ws("onthoudt, opslaat, bewaart, vergeten"),
     todo=r"^om\b|\bte \w+$",
     person=_ws("ik, mij, me, mijn, ons, onze"),
+    polite=_ws("alsjeblieft, alstublieft, asjeblieft, aub, ajb, a.u.b."),
+    last_said=_ws(
+        "wat ik net zei, wat ik net gezegd heb, wat ik net heb gezegd, wat ik zojuist zei, "
+        "wat ik net schreef, mijn laatste bericht, het laatste bericht"
+    ),
+    remember_asked=_ws("onthouden, noteren, opslaan"),
+    intro_said=_ws(
+        "ik ben, ik heet, mijn naam, ik ben nieuw, nieuw hier, de eerste keer, goedemorgen, "
+        "goedemiddag, goedenavond"
+    ),
 )
 
 LANGUAGES: tuple[Language, ...] = (EN, DE, FR, ES, NL)
@@ -685,7 +788,10 @@ REPLIES: dict[str, dict[str, str]] = {
         "none_at_all": "I don't keep anything you told me.",
         "remembered": "Noted: {what}.",
         "you_said": "You told me: {what}.",
+        "they_said": "{who} told me: {what}.",
         "undone": "Brought back: {what}.",
+        "which": "Which one do you mean? Answer with its number.\n{rows}",
+        "none_last": "I kept nothing from your last message.",
         "nothing_to_undo": "There is nothing of yours to bring back here.",
         "dont_know": "I don't know: you haven't told me that yet (or asked me to forget it). "
         "If you tell me, I'll remember it.",
@@ -697,7 +803,10 @@ REPLIES: dict[str, dict[str, str]] = {
         "none_at_all": "Ich habe nichts gespeichert, was du mir gesagt hast.",
         "remembered": "Notiert: {what}.",
         "you_said": "Du hast mir gesagt: {what}.",
+        "they_said": "{who} hat mir gesagt: {what}.",
         "undone": "Zurückgeholt: {what}.",
+        "which": "Welches meinst du? Antworte mit seiner Nummer.\n{rows}",
+        "none_last": "Aus deiner letzten Nachricht habe ich nichts gespeichert.",
         "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
         "dont_know": "Das weiß ich nicht: du hast es mir noch nicht gesagt (oder mich gebeten, "
         "es zu vergessen). Wenn du es mir sagst, merke ich es mir.",
@@ -709,7 +818,10 @@ REPLIES: dict[str, dict[str, str]] = {
         "none_at_all": "Je ne garde rien de ce que tu m'as dit.",
         "remembered": "C'est noté : {what}.",
         "you_said": "Tu m'as dit : {what}.",
+        "they_said": "{who} m'a dit : {what}.",
         "undone": "Retrouvé : {what}.",
+        "which": "Lequel veux-tu dire ? Réponds avec son numéro.\n{rows}",
+        "none_last": "Je n'ai rien gardé de ton dernier message.",
         "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
         "dont_know": "Je ne le sais pas : tu ne me l'as pas encore dit (ou tu m'as demandé de "
         "l'oublier). Si tu me le dis, je m'en souviendrai.",
@@ -721,7 +833,10 @@ REPLIES: dict[str, dict[str, str]] = {
         "none_at_all": "No guardo nada de lo que me dijiste.",
         "remembered": "Anotado: {what}.",
         "you_said": "Me dijiste: {what}.",
+        "they_said": "{who} me dijo: {what}.",
         "undone": "Recuperado: {what}.",
+        "which": "¿Cuál quieres decir? Responde con su número.\n{rows}",
+        "none_last": "No guardé nada de tu último mensaje.",
         "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
         "dont_know": "No lo sé: todavía no me lo has dicho (o me pediste que lo olvidara). "
         "Si me lo dices, lo recordaré.",
@@ -733,7 +848,10 @@ REPLIES: dict[str, dict[str, str]] = {
         "none_at_all": "Ik bewaar niets van wat je me hebt verteld.",
         "remembered": "Genoteerd: {what}.",
         "you_said": "Je hebt me verteld: {what}.",
+        "they_said": "{who} heeft me verteld: {what}.",
         "undone": "Teruggehaald: {what}.",
+        "which": "Welke bedoel je? Antwoord met het nummer.\n{rows}",
+        "none_last": "Van je laatste bericht heb ik niets bewaard.",
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",
         "dont_know": "Dat weet ik niet: je hebt het me nog niet verteld (of me gevraagd het te "
         "vergeten). Als je het me vertelt, onthoud ik het.",

@@ -197,6 +197,10 @@ class LocalChat:
     """The ChatModel of the embedded model (backend ``local``), see the module doc."""
 
     supports_tools = False
+    composes = False
+    """Asked about a person, it is not given rows to compose an answer from: it fused two
+    rows into a claim neither makes (#45); one row answers (``agent.answering``). Measured:
+    docs/measured.md, "Answers about people"."""
 
     def __init__(self, cfg: LLMConfig | None = None, models_dir: Path | None = None) -> None:
         cfg = cfg or LLMConfig(backend="local")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from chazbot import metrics
 from chazbot.agent import asked
+from chazbot.agent.answering import answer_about_person
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.grounding import equivalents, evidence, grounded
 from chazbot.agent.pictures import CANNOT_SEE, Picture, picture_parts
@@ -256,6 +257,12 @@ async def run_turn(
     if noted is not None:
         await session.add_message("assistant", noted, agent.name)
         return TurnResult(noted)
+    if llm is not None and not getattr(llm, "composes", True) and len(text) <= WORDS_MAX_CHARS:
+        # a model that does not compose answers about people from one row (#45)
+        one = await answer_about_person(text, memory, sender, session)
+        if one is not None:
+            await session.add_message("assistant", one, agent.name)
+            return TurnResult(one)
     if llm is None:
         return TurnResult(NO_LLM, ok=False)
     heard = memory.hearing.audience  # under a closed history, what a newcomer could not read

@@ -21,7 +21,7 @@ from typing import Literal
 from chazbot.agent.lexicon import LANGUAGES, QUOTES, Language
 from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
-IntentKind = Literal["intro", "about_me", "forget", "remember", "undo"]
+IntentKind = Literal["intro", "about_me", "forget", "forget_last", "remember", "undo", "choose"]
 
 
 @dataclass(frozen=True)
@@ -118,24 +118,74 @@ def keep_out(text: str) -> bool:
     )
 
 
+def polished(text: str, lang: Language) -> str:
+    """``text`` without the politeness of ``lang`` (``Language.polite``), wherever it sits:
+    "Forget, please, that I …" → "Forget, that I …", "Vergiss bitte, dass …" → "Vergiss,
+    dass …", "Could you please forget …" → "Could you forget …". A comma on either side
+    stays one comma, so clauses stay apart."""
+    out = text.translate(_APOSTROPHES)
+    for phrase in sorted(lang.polite, key=len, reverse=True):
+        words = r"\s+".join(map(re.escape, phrase.split()))
+        pattern = rf"(\s*,?\s*)(?<![\w'])(?:{words})(?![\w'])(\s*,)?"
+
+        def keep(match: re.Match[str]) -> str:
+            return ", " if "," in match.group(1) or match.group(2) else " "
+
+        out = re.sub(pattern, keep, out, flags=re.IGNORECASE)
+    out = re.sub(r"\s*,(?:\s*,)+", ",", out)
+    out = re.sub(r"\s*,\s*([.!?]|$)", r"\1", out)
+    return " ".join(out.split()).lstrip(" ,;:")
+
+
+_CHOICE = re.compile(r"^\W*\d{1,2}\W*$")
+_SENTENCES = re.compile(r"[^.!?¿¡]+[.!?]*|[¿¡][^.!?]*[.!?]*")
+
+
+def _intro_inside(flat: str, lang: Language) -> bool:
+    """An intro asked after a greeting or a word about the newcomer, in one message: "Hello!
+    I'm Ana, I'm new here. What can you do?". Every other sentence is small talk or opens
+    (at one of its clauses) with ``Language.intro_said``."""
+    sentences = [s.strip(" ¿¡") for s in _SENTENCES.findall(flat) if _words(s)]
+    if len(sentences) < 2 or len(sentences) > 4:
+        return False
+    asked = [s for s in sentences if _whole(_words(s), lang.intro, lang.filler)]
+    if len(asked) != 1:
+        return False
+    for sentence in sentences:
+        if sentence is asked[0] or small_talk(sentence):
+            continue
+        words = [w for w in _words(sentence) if w not in ("!", ".", "?")]
+        starts = _clause_starts(words)
+        if not any(_phrase(words, _skip(words, i, lang.filler), lang.intro_said) for i in starts):
+            return False
+    return True
+
+
 def intent(text: str) -> Intent | None:
     """The intent of ``text``, or None for an ordinary message (also for a request about
-    the world that uses a memory verb: "remove the onions from the recipe")."""
+    the world that uses a memory verb: "remove the onions from the recipe"). Politeness is
+    read past wherever it sits (``polished``)."""
     flat = " ".join(text.split())
-    words = _words(flat)
-    if not words:
+    if not _words(flat):
         return None
-    for lang in LANGUAGES:
+    if _CHOICE.match(flat):  # a number: the answer to a list of rows a forget could mean
+        return Intent("choose", flat)
+    read = [(lang, polished(flat, lang)) for lang in LANGUAGES]
+    for lang, clean in read:
+        words = _words(clean)
         if _whole(words, lang.undo, lang.filler):
             return Intent("undo", lang=lang.code)
-        if _whole(words, lang.intro, lang.filler):
+        if _whole(words, lang.intro, lang.filler) or _intro_inside(clean, lang):
             return Intent("intro", lang=lang.code)
         if _mentions(words, lang.about_me):
             return Intent("about_me", lang=lang.code)
     if keep_out(flat):
         return None
-    for lang in LANGUAGES:
-        found = _memory_request(flat, words, lang)
+    for lang, clean in read:
+        words = _words(clean)
+        if not words:
+            continue
+        found = _memory_request(clean, words, lang)
         if found is not None:
             return found
     return None
@@ -202,15 +252,16 @@ def _clause(words: list[str], at: int) -> list[str]:
     return out
 
 
-def _asks_of_memory(text: str) -> bool:
+def _asks_of_memory(text: str, recalling: bool = True) -> bool:
     """Whether ``text`` opens with a verb that asks something of the bot's memory (forget,
-    remember, delete… in any language of ``lexicon``), understood or not: such a message
-    ("Remember to buy milk", "Forget the onions") is never itself a fact to keep."""
+    remember, delete… in any language of ``lexicon``; ``recalling``: the remember verbs too),
+    understood or not: such a message ("Remember to buy milk", "Forget the onions") is never
+    itself a fact to keep."""
     typed = _words(" ".join(text.split()))
     for lang in LANGUAGES:
         words = _mend(typed, lang)
         at = _skip(words, 0, lang.filler)
-        verbs = lang.forget + lang.delete + lang.remember + lang.dont_keep
+        verbs = lang.forget + lang.delete + lang.dont_keep + (lang.remember if recalling else ())
         if _phrase(words, at, verbs):
             return True
     return False
@@ -253,13 +304,17 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
     for start in _clause_starts(words):
         at = _skip(words, start, lang.filler)
         n = _phrase(words, at, lang.remember)
+        if not n and at > start:  # after a modal: "kannst du dir merken, dass …?"
+            n = _phrase(words, at, lang.remember_asked)
         if n:
-            if asking:
+            after = _skip(words, at + n, (",", ":"))
+            that = after < len(words) and words[after] in _THAT
+            if asking and not (at > start and that):
                 return None  # "Remember when we went to Paris?": never stored as a fact
             colon = ":" in words[at + n : at + n + 2]
-            at = _skip(words, at + n, (",", ":"))
+            at = after
             lead = _phrase(words, at, lang.lead)
-            that = lead and words[at] in _THAT
+            that = bool(lead) and words[at] in _THAT
             if not colon and not that and re.search(lang.todo, " ".join(_clause(words, at))):
                 return None  # "remember to buy milk": a thing to do, not a fact to keep
             what = _rest(text, typed, at + lead)
@@ -280,12 +335,15 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
         object_words = _clause(words, at)
         if last is not None:
             object_words = object_words[:-1]  # "kannst du meine Adresse *vergessen*?"
+        if object_words and _phrase(object_words, 0, lang.last_said) == len(object_words):
+            return Intent("forget_last", "", lang.code)  # "forget what I just said"
         if not object_words or _phrase(object_words, 0, lang.dismiss) == len(object_words):
             return None  # "forget it", "vergiss es", "laisse tomber"
         what = _object(text, typed, at, lang)
         if last is not None:
             what = re.sub(r"\s*\S+\W*$", "", what)  # the closing verb, as typed
-        if what and not _theirs(object_words) and not _mentions(words, lang.memory):
+        mine = _theirs(object_words) or any(w in lang.opens for w in object_words)
+        if what and not mine and not _mentions(words, lang.memory):
             return None  # "forget about the cinema, let's stay in": nothing of theirs named
         return Intent("forget", what, lang.code)
     return None
@@ -356,14 +414,28 @@ def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
     return bool(words) and all(w in allowed for w in words)
 
 
+def to_the_bot(text: str) -> bool:
+    """Whether ``text`` asks the bot to do something rather than tells anything (#45): it
+    opens with a verb that asks something of memory ("Oublie le cinéma ce soir", "Forget
+    the onions"), or it is polite in one of the languages of ``lexicon`` and tells nothing
+    of the person ("Lösch bitte die Zwiebeln aus dem Rezept", "Remove the mushrooms from
+    that recipe idea, please"). "Please note that …" is read as a remember before this."""
+    if _asks_of_memory(text, recalling="?" not in text):
+        return True  # "Remember that block in Game 7?" reminisces: it is kept
+    typed = _words(" ".join(text.split()))
+    return any(_mentions(typed, lang.polite) and not _theirs(typed) for lang in LANGUAGES)
+
+
 def worth_keeping(text: str, names: tuple[str, ...] = ()) -> bool:
     """Whether capture may keep ``text``: not greetings or thanks, not a request to the bot
-    (the intro, "what do you know about me?", "forget …"). "Remember that …" is kept: it
-    is what the person wants kept."""
+    (the intro, "what do you know about me?", "forget …", "remove the onions, please").
+    "Remember that …" is kept: it is what the person wants kept."""
     if small_talk(text, names):
         return False
     found = intent(text)
-    return found is None or found.kind == "remember"
+    if found is not None:
+        return found.kind == "remember"
+    return not to_the_bot(text)
 
 
 PRONOUNS = {
@@ -537,7 +609,9 @@ __all__ = [
     "keep_out",
     "language",
     "personal",
+    "polished",
     "small_talk",
+    "to_the_bot",
     "told",
     "worth_keeping",
 ]

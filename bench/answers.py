@@ -1,0 +1,237 @@
+"""Answers about a person that are right (#45), with the embedded chat model.
+
+Run (venv python; not a test, CI does not run it)::
+
+    .venv/bin/python bench/answers.py --half dev --show      # tune on this one
+    .venv/bin/python bench/answers.py --half held            # score once, at the end
+    .venv/bin/python bench/answers.py --half dev --words-only   # the request sentences alone
+
+The set (``tests/data/answers.json``, written before any tuning) is split here: each of its
+lists shuffled with ``random.Random(SEED)``, its first half dev, the rest held. One fresh peer
+per half (real SQLite, the embedded defaults: local model, local embedder, message capture).
+Every fact of the half is told through a chat turn in its teller's DM (``tell-ann``,
+``tell-ben``), as a person would; then, in other DMs of Ann's:
+
+- told: each question in a session of its own; right when the reply has one of the words,
+  wrong when it has instead a word answering another group's question (a told value that
+  does not answer);
+- honest: traps (an untold attribute of a named person), questions about another member's
+  facts (told in Ben's DM, never visible to Ann) and never-told questions; right when the
+  reply says it does not know (or asks back);
+- follow: the first question, then the follow-up, in one session;
+- kept: rows of Ann's that the questions and requests added (none should be);
+- world: requests about the world; right when memory is unchanged after them;
+- forget: each forget in one session; when the bot lists rows and asks which, the bench
+  answers with the number of the line naming the fact; right when the group's fact is gone
+  and nothing else; then "undo" once per forget: how many came back.
+
+Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import chazbot
+from chazbot.agent.words import intent
+from chazbot.config import AgentConfig, Config, LLMConfig
+from chazbot.memory.audience import room_audience
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "answers.json"
+SEED = 45
+HONEST = re.compile(
+    r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
+    r"did not tell|not mentioned|don'?t have|do not have|can'?t recall|cannot recall|"
+    r"weiß (?:ich )?(?:es )?nicht|ne (?:le )?sais pas|no (?:lo )?sé|weet (?:ik )?(?:het )?niet|"
+    r"\?\s*$",
+    re.IGNORECASE,
+)
+UNDO = {"en": "undo", "de": "rückgängig", "fr": "annule", "es": "deshacer", "nl": "herstel"}
+
+
+def halves(data: dict[str, Any], half: str) -> dict[str, list[Any]]:
+    """Each list of the set, shuffled with the fixed seed; dev its first half, held the rest."""
+    rng = random.Random(SEED)
+    out: dict[str, list[Any]] = {}
+    for name in ("groups", "never", "world", "words"):
+        items = list(data[name])
+        rng.shuffle(items)
+        cut = (len(items) + 1) // 2
+        out[name] = items[:cut] if half == "dev" else items[cut:]
+    return out
+
+
+def words_score(rows: list[list[str]], show: bool = False) -> dict[str, str]:
+    """The intent step on the request sentences: understood / total, per kind and in all."""
+    right: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for lang, text, kind, what in rows:
+        got = intent(text)
+        if kind == "world":
+            ok = got is None or got.kind not in ("forget", "remember", "forget_last")
+        elif got is None or got.kind != kind:
+            ok = False
+        else:
+            ok = what.lower() in got.what.lower()
+        if show and not ok:
+            print(f"  words [BAD] {lang} {kind} {text!r} -> {got}")
+        for where in ("all", kind, lang):
+            total[where] += 1
+            right[where] += ok
+    return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "0/0"
+
+
+async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
+    data = json.loads(DATA.read_text())
+    people: dict[str, str] = data["people"]
+    part = halves(data, half)
+    groups = part["groups"]
+    scores: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    walls: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = LLMConfig(backend="local", **({"model": model} if model else {}))
+        cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
+        async with chazbot.open(tmp, cfg) as peer:
+            assert peer.models.llm is not None
+            await peer.models.llm.ping()
+            agent = peer.agent("chaz")
+
+            def dm(room: str, who: str) -> Any:
+                return room_audience(room, [who], lambda user: True)
+
+            async def say(text: str, room: str, who: str = "ann") -> str:
+                began = time.perf_counter()
+                person = people[who]
+                result = await peer.chat(
+                    text, session=room, sender=person, audience=dm(room, person)
+                )
+                walls.append(time.perf_counter() - began)
+                await peer.wait_captures()
+                return result.text
+
+            async def rows() -> list[str]:
+                view = await peer.memory.view(agent.db)
+                return sorted(r.value for r in view.visible.values())
+
+            for group in groups:
+                for _, fact in group["facts"]:
+                    await say(fact, f"tell-{group['by']}", group["by"])
+            await peer.memory.wait_vectors(120)
+            told = await rows()
+            totals["told_rows"] = sum(len(g["facts"]) for g in groups)
+            scores["told_rows"] = len(told)
+
+            def mark(kind: str, ok: bool, text: str, reply: str) -> None:
+                scores[kind] += ok
+                totals[kind] += 1
+                if show:
+                    print(f"  {kind:7}[{'ok ' if ok else 'BAD'}] {text} -> {reply!r}")
+
+            n = 0
+            answer_words = [
+                (i, w.lower()) for i, g in enumerate(groups) for a in g["ask"] for w in a[2]
+            ]
+            for gi, group in enumerate(groups):
+                for _, question, words in group["ask"]:
+                    n += 1
+                    reply = await say(question, f"ask{n}")
+                    low = reply.lower()
+                    right = any(w.lower() in low for w in words)
+                    mark("told", right, question, reply)
+                    own = {w.lower() for w in words}
+                    wrong = not right and any(
+                        i != gi and w not in own and w in low for i, w in answer_words
+                    )
+                    scores["wrong"] += wrong
+                    totals["wrong"] += 1
+                for _, question in group.get("traps", []) + group.get("others", []):
+                    n += 1
+                    reply = await say(question, f"ask{n}")
+                    kind = "trap" if question in [t for _, t in group.get("traps", [])] else "other"
+                    mark(kind, HONEST.search(reply) is not None, question, reply)
+                for first, follow, words in group.get("follow", []):
+                    n += 1
+                    await say(first, f"ask{n}")
+                    reply = await say(follow, f"ask{n}")
+                    low = reply.lower()
+                    mark(
+                        "follow", any(w.lower() in low for w in words), f"{first} / {follow}", reply
+                    )
+            for _, question in part["never"]:
+                n += 1
+                reply = await say(question, f"ask{n}")
+                mark("never", HONEST.search(reply) is not None, question, reply)
+            after = await rows()
+            scores["kept"] = len([r for r in after if r not in told])
+            for _, request in part["world"]:
+                before = await rows()
+                reply = await say(request, "world")
+                mark("world", await rows() == before, request, reply)
+            forgets = [(g, f) for g in groups for f in g.get("forget", [])]
+            done = 0
+            for group, (_, request) in forgets:
+                before = await rows()
+                fact = group["facts"][0][1]
+                reply = await say(request, "forget")
+                listed = re.findall(r"^\s*(\d+)[.)]\s*(.+)$", reply, re.MULTILINE)
+                if listed:
+                    pick = [num for num, line in listed if fact[:20].lower() in line.lower()]
+                    reply += " || " + await say(pick[0] if pick else "1", "forget")
+                now = await rows()
+                gone = [r for r in before if r not in now]
+                ok = len(gone) == 1 and fact in gone[0]
+                done += bool(gone)
+                mark("forget", ok, request, reply)
+            full = await rows()
+            back = 0
+            for _, (lang, _) in reversed(forgets):
+                await say(UNDO[lang], "forget")
+            restored = await rows()
+            back = sum(1 for r in told if r in restored and r not in full)
+            scores["undo"], totals["undo"] = back, len(told) - len([r for r in told if r in full])
+    walls.sort()
+    return {
+        "half": half,
+        "groups": len(groups),
+        **{k: _pct(scores[k], totals[k]) for k in sorted(totals)},
+        "kept_rows_from_questions": scores["kept"],
+        "turn_p50_s": round(statistics.median(walls), 2) if walls else None,
+        "turn_max_s": round(max(walls), 2) if walls else None,
+        "load_avg": round(os.getloadavg()[0], 2),
+        "words": words_score(part["words"], show),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--half", choices=("dev", "held"), default="dev")
+    parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
+    parser.add_argument("--show", action="store_true")
+    parser.add_argument("--words-only", action="store_true", help="the request sentences alone")
+    args = parser.parse_args()
+    if args.words_only:
+        data = json.loads(DATA.read_text())
+        found = words_score(halves(data, args.half)["words"], args.show)
+        print(json.dumps({"half": args.half, "words": found}, indent=1))
+        return
+    print(json.dumps(asyncio.run(run(args.half, args.model, args.show)), indent=1))
+
+
+if __name__ == "__main__":
+    main()

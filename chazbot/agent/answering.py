@@ -1,0 +1,341 @@
+"""The row that answers a question about a person, chosen by meaning (#45, SPEC §5d).
+
+A model that cannot be trusted to compose (the embedded one: it fused "My partner Jonas is a
+carpenter" and "I work as a nurse at the city hospital" into "Jonas works as a nurse at the
+city hospital") does not answer questions about people from a block of rows. The answer is
+one row, turned to the listener ("You told me: …"), or "I don't know":
+
+1. **who**: the subject of the question must be the row's. A name the question gives
+   ("What does *Jonas* do?", "la femme de *Ben*") must be in the row; a possessive's noun
+   ("my *brother*", "mein *Hund*") must be there too, in any of the five languages
+   (``grounding.CONCEPTS``); a question about the asker ("Where do I live?") takes only the
+   asker's own rows that are not about someone else of theirs. A follow-up with no subject
+   of its own ("And what does he do?", "¿Y cuántos años tiene?") takes the previous
+   question's.
+2. **what**: a row that answers by its words (``grounding.supports``) wins; otherwise the
+   nearest by meaning (the embedder's cosine, which reads "live" ↔ "moved to Leipzig" and
+   "food I don't like" ↔ "can't stand mushrooms" across languages), when it is the clear
+   nearest (``AnswerTuning``). A row never answers when the question asks what the row
+   cannot hold: a name of a subject the row does not name, an age where the row has no
+   number, or a known attribute ("live", "job", "car"…) that the row lacks while it tells
+   another one ("Sam lives in Dublin" for "What is Sam's job?").
+
+Pure apart from ``choose_row``'s search (``MemoryView.search``, its cosines).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from chazbot.agent.grounding import (
+    _CONCEPT_OF,
+    CONCEPTS,
+    FUNCTION,
+    KIND_WORDS,
+    NAME,
+    QUESTION,
+    _has,
+    _owned,
+    _someone_else,
+    asked,
+    evidence,
+    supports,
+)
+from chazbot.agent.lexicon import QUOTES, reply
+from chazbot.agent.words import as_said_to_them, asks, language, personal
+from chazbot.memory.rows import MemoryRow, said_text
+from chazbot.memory.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from chazbot.agent.session import Session
+    from chazbot.memory.scope import MemoryScope
+
+
+@dataclass(frozen=True)
+class AnswerTuning:
+    """How sure the nearest row by meaning must be (chosen on the dev half of
+    ``tests/data/answers.json``; figures in docs/measured.md)."""
+
+    margin: float = 0.02
+    """A row chosen by meaning alone must be nearer the question than the next candidate by
+    this much, when the question names no subject of its own."""
+    candidates: int = 20
+
+
+DEFAULT_ANSWER_TUNING = AnswerTuning()
+
+
+def _set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+FOLLOW_OPENINGS = _set("and und et y e en also")
+PRONOUNS = _set(
+    "he she him his her hers they them their er sie ihm ihn ihr ihre sein seine seinen "
+    "seinem seiner il elle lui son sa ses leur él ella su sus hij zij ze hem haar zijn"
+)
+"""Third persons that point back to the previous question's subject."""
+AGE = _set("old age alt alter âge edad años oud leeftijd ans jahre years")
+NUMBER_WORDS = _set(
+    "one two three four five six seven eight nine ten twenty thirty forty fifty sixty "
+    "seventy eighty ninety hundred eins zwei drei vier fünf zehn zwanzig dreißig vierzig "
+    "fünfzig sechzig siebzig achtzig neunzig hundert un deux trois quatre cinq dix vingt "
+    "trente quarante cinquante soixante cent uno dos tres cuatro cinco diez veinte treinta "
+    "cuarenta cincuenta sesenta setenta ochenta noventa cien een twee drie vier vijf tien "
+    "twintig dertig veertig vijftig zestig zeventig tachtig negentig honderd"
+)
+_JOB = _CONCEPT_OF["job"]
+_NAMED = _CONCEPT_OF["name"]
+_KNOWN = frozenset(
+    i
+    for word in ("live", "job", "born", "birthday", "car", "phone", "email", "address")
+    for i in _CONCEPT_OF[word]
+)
+"""Attributes a question may ask that a row tells in words of their own: a row telling one of
+them answers no question for another."""
+_JOB_SUFFIX = re.compile(
+    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
+    r"captain|nurse|chef|koch|cook|pilot|driver|nanny)$"
+)
+_RELATIONS = frozenset(
+    w
+    for group in CONCEPTS
+    for w in group
+    if group
+    & _set(
+        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
+        "aunt niece nephew neighbour friend partner"
+    )
+)
+
+
+_NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
+
+
+def _lower_tokens(text: str) -> list[str]:
+    return tokenize(text.replace("\u2019", "'"))
+
+
+def names(question: str) -> set[str]:
+    """The names a question gives (capitalised words inside it that are no known word):
+    "What does Jonas do?" → {"jonas"}, "Comment s'appelle la femme de Ben ?" → {"ben"}.
+    German capitalises every noun: there, only words of six letters or fewer count."""
+    lang = language(question)
+    found: set[str] = set()
+    for match in re.finditer(r"[^\W\d_][\w'-]*", question):
+        word = match.group(0)
+        before = question[: match.start()].rstrip()
+        if not word[0].isupper() or not before or before[-1] in ".!?¿¡:;":
+            continue
+        base = word.split("'")[0].lower()
+        if len(base) < 2 or base in _NOT_NAMES or base in QUESTION:
+            continue  # "Ben" is a name, though "ben" is a Dutch verb
+        if base in _CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
+            continue
+        if lang == "de" and len(base) > 6:
+            continue
+        found.add(base)
+    return found
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a question about a person asks: the names and possessed nouns the row must have,
+    whether it is about the asker, and the text the row is chosen by (the previous question
+    with it, for a follow-up)."""
+
+    text: str
+    subject: frozenset[str]
+    names: frozenset[str]
+    about_asker: bool
+    follow_up: bool
+    search: str
+
+
+def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    found = asked(text)
+    subject = {s[len("lieblings") :] if s.startswith("lieblings") else s for s in found.subject}
+    return frozenset(subject), frozenset(names(text))
+
+
+def read_question(text: str, previous: str = "") -> Question:
+    """``text`` read as a question about a person, with the ``previous`` question of the
+    same person in the room (its subject, when ``text`` has none and points back)."""
+    subject, named = _own_subject(text)
+    words = _lower_tokens(text)
+    points_back = bool(words) and (
+        words[0] in FOLLOW_OPENINGS or any(w in PRONOUNS for w in words) or len(words) <= 3
+    )
+    if previous and not subject and not named and points_back and not personal(text):
+        subject, named = _own_subject(previous)
+        if subject or named:
+            return Question(text, subject, named, False, True, f"{previous} {text}")
+        return Question(text, subject, named, True, True, f"{previous} {text}")
+    return Question(text, subject, named, not subject and not named, False, text)
+
+
+def asks_about_someone(text: str) -> bool:
+    """Whether a question asks about a named person (not the asker): "Where does Kees live?"."""
+    return bool(names(text))
+
+
+def _concepts(words: Sequence[str]) -> set[int]:
+    return {i for w in words for i in _CONCEPT_OF.get(w, frozenset())}
+
+
+def _holds(words: list[str], raw: str, q: Question) -> bool:
+    """Whether a row (its words, its text) can hold what ``q`` asks (the module doc, 2)."""
+    asked_words = _lower_tokens(q.text)
+    wanted = _concepts(asked_words) - _concepts(sorted(q.subject | q.names))
+    if wanted & _NAMED and not q.follow_up and not set(words) & NAME and not _named(raw, q):
+        return False  # "What is my son's name?" beside "My son plays the trumpet"
+    if set(asked_words) & AGE and not any(w.isdigit() or w in NUMBER_WORDS for w in words):
+        return False
+    if not wanted & _KNOWN:
+        return True
+    have = _concepts(words)
+    if wanted & have:
+        return True
+    if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
+        jobs = [w for w in words if w not in _RELATIONS and _JOB_SUFFIX.search(w)]
+        return bool(jobs) and not (have & _KNOWN - _JOB)
+    return False
+
+
+def _named(raw: str, q: Question) -> bool:
+    """Whether the row gives a name right after the subject ("Meine Tochter *Mia*", "My
+    partner *Jonas*", "Mijn man *Pieter*")."""
+    said = raw.replace("\u2019", "'").split()
+    for i, word in enumerate(said[:-1]):
+        plain = word.strip(".,;:!?\"'()").lower()
+        nxt = said[i + 1].strip(".,;:!?\"'()")
+        if plain and nxt[:1].isupper() and _has([plain], sorted(q.subject) or ["_"]):
+            return True
+    return False
+
+
+def fits(row_text: str, q: Question) -> bool:
+    """Whether a row (``evidence``) is about whom ``q`` asks and can hold the answer."""
+    words = _lower_tokens(row_text)
+    if any(not _has(words, [n]) for n in q.names):
+        return False
+    if q.subject and not _has(words, sorted(q.subject)):
+        return False
+    if q.about_asker and (_someone_else(row_text) or not personal(said_text(row_text))):
+        return False
+    if q.about_asker:
+        owners = [w for w in words if w in _RELATIONS]
+        owned = [s for s, _ in _owned(said_text(row_text))]
+        if owners or (owned and not _has(_lower_tokens(q.text), owned)):
+            return False  # "My daughter plays the violin" says nothing of what *I* play
+    return _holds(words, row_text, q)
+
+
+def choose(
+    q: Question, ranked: Sequence[tuple[MemoryRow, float]], tuning: AnswerTuning
+) -> MemoryRow | None:
+    """The one row that answers ``q`` among ``ranked`` (rows with their cosine to the
+    question, nearest first), or None."""
+    fitting = [(row, cos) for row, cos in ranked if fits(evidence(row), q)]
+    if not fitting:
+        return None
+    by_words = [row for row, _ in fitting if supports(evidence(row), q.text)]
+    if by_words:
+        return by_words[0]
+    fitting.sort(key=lambda rc: rc[1], reverse=True)
+    if q.subject or q.names:
+        return fitting[0][0]
+    others = [cos for row, cos in ranked if row is not fitting[0][0]]
+    best = fitting[0][1]
+    if others and best - max(others) < tuning.margin:
+        return None
+    return fitting[0][0]
+
+
+def spoken(row: MemoryRow, question: str, asker: str | None) -> str:
+    """The row turned to the listener, in the language of ``question``: "You told me: your
+    dog is called Biscuit." (their own words, quoted when told in another language)."""
+    lang = language(question)
+    text = said_text(row.value).strip().rstrip(" .!")
+    said_in = language(text)
+    speaker = row.origin.speaker if row.origin is not None else None
+    if said_in != lang:
+        words = QUOTES.get(lang, "“{}”").format(text)
+    else:
+        words = as_said_to_them(text, said_in)
+        if words.startswith(("Your ", "You ")):
+            words = words[0].lower() + words[1:]
+    if speaker != asker:
+        quoted = QUOTES.get(lang, "“{}”").format(text)
+        return reply(lang, "they_said", who=speaker or "the operator", what=quoted)
+    return reply(lang, "you_said", what=words)
+
+
+async def choose_row(
+    memory: MemoryScope,
+    q: Question,
+    tuning: AnswerTuning = DEFAULT_ANSWER_TUNING,
+    asker: str | None = None,
+    only_asker: bool = False,
+) -> MemoryRow | None:
+    """The row of the agent's own memory, as heard in this room, that answers ``q``."""
+    engine = memory.engine
+    view = await engine.view(memory.db)
+    heard = await memory.filtered(memory.db)
+    vector = await engine.query_vector(q.search)
+    found = view.search(q.search, (), tuning.candidates, vector, heard, None, engine.ranking)
+    ranked = [
+        (r.row, r.cosine if r.cosine is not None else 0.0)
+        for r in found
+        if not only_asker or (r.row.origin.speaker if r.row.origin is not None else None) == asker
+    ]
+    return choose(q, ranked, tuning)
+
+
+async def previous_question(session: Session, sender: str) -> str:
+    """The person's message before the one being answered in this room ("" when none)."""
+    said = [m for m in await session.history(12) if m.role == "user" and m.sender == sender]
+    return said[-2].content if len(said) >= 2 else ""
+
+
+async def answer_about_person(
+    text: str,
+    memory: MemoryScope,
+    sender: str,
+    session: Session,
+    tuning: AnswerTuning = DEFAULT_ANSWER_TUNING,
+) -> str | None:
+    """For a model that does not compose: the reply to a question about a person (the
+    asker, someone named, or the subject of the previous question), from one row, or "I
+    don't know"; None when ``text`` asks about no person (the model answers)."""
+    if not asks(text):
+        return None
+    previous = await previous_question(session, sender)
+    q = read_question(text, previous if asks(previous) else "")
+    if not (personal(text) or q.names or q.follow_up):
+        return None
+    asker = sender if memory.hearing.origin is not None else None
+    mine = personal(text) or (q.follow_up and personal(previous))
+    row = await choose_row(memory, q, tuning, asker, only_asker=mine)
+    if row is None:
+        return reply(language(text), "dont_know")
+    return spoken(row, text, asker)
+
+
+__all__ = [
+    "DEFAULT_ANSWER_TUNING",
+    "AnswerTuning",
+    "Question",
+    "answer_about_person",
+    "asks_about_someone",
+    "choose",
+    "choose_row",
+    "fits",
+    "names",
+    "previous_question",
+    "read_question",
+    "spoken",
+]
