@@ -45,7 +45,7 @@ from typing import Any
 
 import chazbot
 from chazbot.agent.words import intent
-from chazbot.config import AgentConfig, Config, LLMConfig
+from chazbot.config import AgentConfig, Config, EmbeddingConfig, LLMConfig
 from chazbot.memory.audience import room_audience
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "answers.json"
@@ -106,7 +106,12 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
     walls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMConfig(backend="local", **({"model": model} if model else {}))
-        cfg = Config(state_dir=Path(tmp), llm=llm, agents=[AgentConfig(name="chaz")])
+        cfg = Config(  # the README's local run: the embedded model and the local embedder
+            state_dir=Path(tmp),
+            llm=llm,
+            agents=[AgentConfig(name="chaz")],
+            embedding=EmbeddingConfig(backend="local"),
+        )
         async with chazbot.open(tmp, cfg) as peer:
             assert peer.models.llm is not None
             await peer.models.llm.ping()

@@ -44,7 +44,7 @@ from chazbot.agent.grounding import (
     evidence,
     supports,
 )
-from chazbot.agent.lexicon import QUOTES, reply
+from chazbot.agent.lexicon import ES, QUOTES, reply
 from chazbot.agent.words import as_said_to_them, asks, language, personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
@@ -177,6 +177,16 @@ def read_question(text: str, previous: str = "") -> Question:
     return Question(text, subject, named, not subject and not named, False, text)
 
 
+FIRST_PERSON = frozenset(ES.opens) | _set("practico hablo hago estudié nací entreno odio")
+"""Spanish tells the asker by the verb alone ("¿Qué coche *tengo*?")."""
+
+
+def about_me(text: str) -> bool:
+    """Whether a question is about the asker: ``words.personal``, or a first-person verb
+    where the language drops the pronoun."""
+    return personal(text) or any(w in FIRST_PERSON for w in _lower_tokens(text))
+
+
 def asks_about_someone(text: str) -> bool:
     """Whether a question asks about a named person (not the asker): "Where does Kees live?"."""
     return bool(names(text))
@@ -224,7 +234,7 @@ def fits(row_text: str, q: Question) -> bool:
         return False
     if q.subject and not _has(words, sorted(q.subject)):
         return False
-    if q.about_asker and (_someone_else(row_text) or not personal(said_text(row_text))):
+    if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
         return False
     if q.about_asker:
         owners = [w for w in words if w in _RELATIONS]
@@ -266,7 +276,7 @@ def spoken(row: MemoryRow, question: str, asker: str | None) -> str:
         words = QUOTES.get(lang, "“{}”").format(text)
     else:
         words = as_said_to_them(text, said_in)
-        if words.startswith(("Your ", "You ")):
+        if words.startswith("You"):
             words = words[0].lower() + words[1:]
     if speaker != asker:
         quoted = QUOTES.get(lang, "“{}”").format(text)
@@ -315,10 +325,10 @@ async def answer_about_person(
         return None
     previous = await previous_question(session, sender)
     q = read_question(text, previous if asks(previous) else "")
-    if not (personal(text) or q.names or q.follow_up):
+    if not (about_me(text) or q.names or q.follow_up):
         return None
     asker = sender if memory.hearing.origin is not None else None
-    mine = personal(text) or (q.follow_up and personal(previous))
+    mine = about_me(text) or (q.follow_up and about_me(previous))
     row = await choose_row(memory, q, tuning, asker, only_asker=mine)
     if row is None:
         return reply(language(text), "dont_know")
@@ -329,6 +339,7 @@ __all__ = [
     "DEFAULT_ANSWER_TUNING",
     "AnswerTuning",
     "Question",
+    "about_me",
     "answer_about_person",
     "asks_about_someone",
     "choose",

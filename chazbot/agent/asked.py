@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from chazbot.agent.answering import fits, read_question
 from chazbot.agent.capture import Said, message_row, speaker_name
-from chazbot.agent.grounding import evidence, supports
+from chazbot.agent.grounding import FUNCTION, POSSESSIVES, QUESTION, evidence, supports
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
 from chazbot.agent.words import Intent, as_said_to_them, language, told
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from chazbot.memory.audience import Audience
     from chazbot.memory.scope import MemoryScope
 
+PLAIN_WORDS = FUNCTION | QUESTION | POSSESSIVES
+"""Words that name nothing to forget, in the five languages ("wo *ich* geboren *bin*": "ich"
+found every row told in German)."""
 FORGET_RATIO = 0.8
 """Rows scoring at least this share of the best match are forgotten with it: "forget my
 sister" takes both sister rows; "forget my manager's name" not the sister's name row."""
@@ -167,7 +170,7 @@ async def forget_words(
     if not what:
         rows = view.rows_by(speaker, audience)
     else:
-        words = auto_recall_query([what], 10)
+        words = [w for w in auto_recall_query([what], 10) if w not in PLAIN_WORDS]
         words = [w for w in words if w not in ATTRIBUTE_WORDS] or words
         found = view.search(" ".join(words), (), FORGET_CANDIDATES, None, audience)
         mine = [
@@ -232,13 +235,13 @@ async def forget_by_meaning(
     mine.sort(key=lambda rc: rc[1], reverse=True)
     q = read_question(what)
     fitting = [(row, cos) for row, cos in mine if fits(evidence(row), q)]
-    near = fitting or [(row, cos) for row, cos in mine if floor is None or cos >= floor]
-    if not near:
-        return [], []
-    rest = [cos for row, cos in mine if row is not near[0][0]]
-    if len(near) == 1 or not rest or near[0][1] - max(rest) >= FORGET_MARGIN:
-        return [near[0][0]], []
-    return [], [row for row, _ in near[:FORGET_LISTED]]
+    if not fitting:  # nothing fits what it names: the near ones are listed, none forgotten
+        near = [row for row, cos in mine if floor is None or cos >= floor]
+        return [], near[:FORGET_LISTED]
+    rest = [cos for row, cos in mine if row is not fitting[0][0]]
+    if len(fitting) == 1 or not rest or fitting[0][1] - max(rest) >= FORGET_MARGIN:
+        return [fitting[0][0]], []
+    return [], [row for row, _ in fitting[:FORGET_LISTED]]
 
 
 def which_one(rows: Sequence[MemoryRow], lang: str) -> str:

@@ -54,7 +54,10 @@ NAME = _set(
     "appelle appelles appellent nom prénom nombre llama llaman llamo"
 )
 NUMBER = _set("number numbers nummer numéro número nummer code pin")
-FAVOURITE = _set("favourite favorite favourites lieblings favori favorie favorito favorita")
+FAVOURITE = _set(
+    "favourite favorite favourites lieblings favori favorie favorito favorita favoriete "
+    "favoriet préféré préférée preferido preferida"
+)
 ATTRIBUTE = (
     NAME
     | NUMBER
@@ -216,7 +219,10 @@ def _same(a: str, b: str) -> bool:
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
-    return long.startswith(short) or short[:-3] == long[: len(short) - 3]
+    if long.startswith(short):
+        return True
+    # "allergic"/"allergy"; not "fahre"/"fahrrad": the shared start must be a stem itself
+    return len(short) - 3 >= STEM and short[:-3] == long[: len(short) - 3]
 
 
 def _has(words: Iterable[str], wanted: Iterable[str]) -> bool:
