@@ -331,3 +331,15 @@ async def test_forget_what_i_just_said_takes_the_previous_message(tmp_path: Path
         kept = [r.value for r in view.visible.values()]
         assert any("Miso" in v for v in kept) and not any("5520" in v for v in kept), reply
         assert reply.startswith("Olvidado"), reply
+
+
+async def test_the_bots_own_text_is_in_the_persons_language(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path, _config(tmp_path, False)) as peer:
+        dm = room_audience("dm", [ANN], lambda u: True)
+
+        async def say(text: str) -> str:
+            return (await peer.chat(text, session="dm", sender=ANN, audience=dm)).text
+
+        assert (await say("Guten Tag! Ich heiße Lena. Was kannst du alles?")).startswith("Ich bin")
+        assert (await say("¿Qué sabes de mí?")).startswith("No me has dicho nada")
+        assert (await say("Salut ! Je m'appelle Hugo. Que peux-tu faire ?")).startswith("Je suis")

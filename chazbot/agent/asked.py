@@ -115,17 +115,9 @@ def false_friend(row: MemoryRow, question: str) -> bool:
     return not supports(evidence(row), question)
 
 
-def intro(agent: str, prefix: str) -> str:
-    return (
-        f"I'm {agent}, an assistant that remembers what you tell me.\n"
-        "- I bring up what you told me when it matters, and only where everyone present "
-        "was there when you said it.\n"
-        '- Ask "what do you know about me?" to see it, and say "forget …" to take something '
-        f"back (or {prefix}memory mine and {prefix}memory forget-mine <key>|all).\n"
-        f"- In a group room, start a message with {prefix.strip()} or mention me; in a DM "
-        "(a room of just you and me) just talk.\n"
-        f"- {prefix}help lists every command."
-    )
+def intro(agent: str, prefix: str, lang: str = "en") -> str:
+    """What the bot is and how to use it, in ``lang`` (``lexicon.REPLIES``, "intro")."""
+    return reply(lang, "intro", agent=agent, prefix=prefix, bare=prefix.strip())
 
 
 def _speaker(memory: MemoryScope, sender: str) -> str | None:
@@ -138,16 +130,19 @@ def _alone(memory: MemoryScope, sender: str) -> bool:
     return audience is None or audience.full or audience.only(sender)
 
 
-async def about_me(memory: MemoryScope, sender: str) -> str:
-    """The person's own rows this room may see, newest first."""
+async def about_me(memory: MemoryScope, sender: str, lang: str = "en") -> str:
+    """The person's own rows this room may see, newest first, in ``lang``."""
     view = await memory.engine.view(memory.db)
     everywhere = _alone(memory, sender)
     rows = view.rows_by(_speaker(memory, sender), None if everywhere else memory.hearing.audience)
     if not rows:
-        return "You haven't told me anything I keep" + ("." if everywhere else " in this room.")
+        return reply(lang, "told_nothing" if everywhere else "told_nothing_here")
     lines = [f"- {_plain(r)}" for r in rows[:ABOUT_SHOWN]]
-    more = f" (the newest {ABOUT_SHOWN} of {len(rows)})" if len(rows) > ABOUT_SHOWN else ""
-    return "What you told me" + more + ":\n" + "\n".join(lines)
+    if len(rows) > ABOUT_SHOWN:
+        head = reply(lang, "told_newest", shown=ABOUT_SHOWN, total=len(rows))
+    else:
+        head = reply(lang, "told")
+    return head + "\n" + "\n".join(lines)
 
 
 def _plain(row: MemoryRow) -> str:
@@ -186,7 +181,7 @@ async def forget_words(
             rows, listed = await forget_by_meaning(memory, speaker, what, audience)
             if listed:
                 if undo is not None:
-                    undo.offer(sender, memory.db, listed)
+                    undo.offer(sender, memory.db, listed, lang)
                 return which_one(listed, lang)
     return await _forget(memory, sender, rows, undo, lang, what)
 
@@ -265,7 +260,7 @@ async def choose_forget(
     index = int(match.group(1)) - 1
     if offer is None or offer.db != memory.db or not 0 <= index < len(offer.rows):
         return None
-    return await _forget(memory, sender, [offer.rows[index]], undo, lang)
+    return await _forget(memory, sender, [offer.rows[index]], undo, offer.lang)
 
 
 async def forget_last(
@@ -370,9 +365,9 @@ async def answer(
     model's when it has that tool; otherwise, whatever the model, it is answered here).
     Commands it names are written as where ``memory`` is heard (``hearing.prefix``)."""
     if found.kind == "intro":
-        return intro(agent, memory.hearing.prefix)
+        return intro(agent, memory.hearing.prefix, found.lang)
     if found.kind == "about_me":
-        return await about_me(memory, sender)
+        return await about_me(memory, sender, found.lang)
     if found.kind == "undo":
         return await undo_forget(memory, sender, session.undo, found.lang)
     if found.kind == "forget_last":

@@ -790,6 +790,18 @@ REPLIES: dict[str, dict[str, str]] = {
         "you_said": "You told me: {what}.",
         "they_said": "{who} told me: {what}.",
         "undone": "Brought back: {what}.",
+        "intro": "I'm {agent}, an assistant that remembers what you tell me.\n"
+        "- I bring up what you told me when it matters, and only where everyone present was "
+        "there when you said it.\n"
+        '- Ask "what do you know about me?" to see it, and say "forget …" to take something '
+        "back (or {prefix}memory mine and {prefix}memory forget-mine <key>|all).\n"
+        "- In a group room, start a message with {bare} or mention me; in a DM (a room of "
+        "just you and me) just talk.\n"
+        "- {prefix}help lists every command.",
+        "told": "What you told me:",
+        "told_newest": "What you told me (the newest {shown} of {total}):",
+        "told_nothing": "You haven't told me anything I keep.",
+        "told_nothing_here": "You haven't told me anything I keep in this room.",
         "which": "Which one do you mean? Answer with its number.\n{rows}",
         "none_last": "I kept nothing from your last message.",
         "nothing_to_undo": "There is nothing of yours to bring back here.",
@@ -805,6 +817,19 @@ REPLIES: dict[str, dict[str, str]] = {
         "you_said": "Du hast mir gesagt: {what}.",
         "they_said": "{who} hat mir gesagt: {what}.",
         "undone": "Zurückgeholt: {what}.",
+        "intro": "Ich bin {agent}, ein Assistent, der sich merkt, was du mir erzählst.\n"
+        "- Ich bringe es zur Sprache, wenn es passt, und nur wo alle Anwesenden dabei waren, "
+        "als du es gesagt hast.\n"
+        "- Frag „was weißt du über mich?“, um es zu sehen, und sag „vergiss …“, um etwas "
+        "zurückzunehmen (oder {prefix}memory mine und {prefix}memory forget-mine "
+        "<key>|all).\n"
+        "- In einem Gruppenraum beginne eine Nachricht mit {bare} oder erwähne mich; in "
+        "einer Direktnachricht sprich einfach.\n"
+        "- {prefix}help listet alle Befehle.",
+        "told": "Was du mir gesagt hast:",
+        "told_newest": "Was du mir gesagt hast (die neuesten {shown} von {total}):",
+        "told_nothing": "Du hast mir nichts gesagt, was ich behalte.",
+        "told_nothing_here": "Du hast mir in diesem Raum nichts gesagt, was ich behalte.",
         "which": "Welches meinst du? Antworte mit seiner Nummer.\n{rows}",
         "none_last": "Aus deiner letzten Nachricht habe ich nichts gespeichert.",
         "nothing_to_undo": "Hier gibt es nichts von dir zurückzuholen.",
@@ -820,6 +845,18 @@ REPLIES: dict[str, dict[str, str]] = {
         "you_said": "Tu m'as dit : {what}.",
         "they_said": "{who} m'a dit : {what}.",
         "undone": "Retrouvé : {what}.",
+        "intro": "Je suis {agent}, un assistant qui retient ce que tu lui dis.\n"
+        "- Je le rappelle quand c'est utile, et seulement là où tous les présents étaient "
+        "là quand tu l'as dit.\n"
+        "- Demande « que sais-tu de moi ? » pour le voir, et dis « oublie … » pour reprendre "
+        "quelque chose (ou {prefix}memory mine et {prefix}memory forget-mine <key>|all).\n"
+        "- Dans un salon de groupe, commence ton message par {bare} ou mentionne-moi ; en "
+        "message privé, parle simplement.\n"
+        "- {prefix}help liste toutes les commandes.",
+        "told": "Ce que tu m'as dit :",
+        "told_newest": "Ce que tu m'as dit (les {shown} plus récents sur {total}) :",
+        "told_nothing": "Tu ne m'as rien dit que je garde.",
+        "told_nothing_here": "Tu ne m'as rien dit que je garde dans ce salon.",
         "which": "Lequel veux-tu dire ? Réponds avec son numéro.\n{rows}",
         "none_last": "Je n'ai rien gardé de ton dernier message.",
         "nothing_to_undo": "Il n'y a rien à toi à retrouver ici.",
@@ -835,6 +872,18 @@ REPLIES: dict[str, dict[str, str]] = {
         "you_said": "Me dijiste: {what}.",
         "they_said": "{who} me dijo: {what}.",
         "undone": "Recuperado: {what}.",
+        "intro": "Soy {agent}, un asistente que recuerda lo que le cuentas.\n"
+        "- Lo menciono cuando importa, y solo donde todos los presentes estaban cuando lo "
+        "dijiste.\n"
+        "- Pregunta «¿qué sabes de mí?» para verlo, y di «olvida …» para retirar algo (o "
+        "{prefix}memory mine y {prefix}memory forget-mine <key>|all).\n"
+        "- En una sala de grupo, empieza el mensaje con {bare} o mencióname; en un mensaje "
+        "directo, simplemente habla.\n"
+        "- {prefix}help lista todos los comandos.",
+        "told": "Lo que me dijiste:",
+        "told_newest": "Lo que me dijiste (los {shown} más recientes de {total}):",
+        "told_nothing": "No me has dicho nada que guarde.",
+        "told_nothing_here": "No me has dicho nada que guarde en esta sala.",
         "which": "¿Cuál quieres decir? Responde con su número.\n{rows}",
         "none_last": "No guardé nada de tu último mensaje.",
         "nothing_to_undo": "Aquí no hay nada tuyo que recuperar.",
@@ -850,6 +899,18 @@ REPLIES: dict[str, dict[str, str]] = {
         "you_said": "Je hebt me verteld: {what}.",
         "they_said": "{who} heeft me verteld: {what}.",
         "undone": "Teruggehaald: {what}.",
+        "intro": "Ik ben {agent}, een assistent die onthoudt wat je me vertelt.\n"
+        "- Ik breng het ter sprake als het ertoe doet, en alleen waar iedereen die er is "
+        "erbij was toen je het zei.\n"
+        "- Vraag „wat weet je over mij?” om het te zien, en zeg „vergeet …” om iets terug "
+        "te nemen (of {prefix}memory mine en {prefix}memory forget-mine <key>|all).\n"
+        "- Begin in een groepsruimte je bericht met {bare} of noem mij; in een privébericht "
+        "praat je gewoon.\n"
+        "- {prefix}help toont alle commando's.",
+        "told": "Wat je me hebt verteld:",
+        "told_newest": "Wat je me hebt verteld (de nieuwste {shown} van {total}):",
+        "told_nothing": "Je hebt me niets verteld dat ik bewaar.",
+        "told_nothing_here": "Je hebt me in deze ruimte niets verteld dat ik bewaar.",
         "which": "Welke bedoel je? Antwoord met het nummer.\n{rows}",
         "none_last": "Van je laatste bericht heb ik niets bewaard.",
         "nothing_to_undo": "Er is hier niets van jou om terug te halen.",

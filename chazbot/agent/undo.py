@@ -37,6 +37,7 @@ class Offered:
     db: str
     rows: tuple[MemoryRow, ...]
     until: float
+    lang: str = "en"  # the language the list was given in, for the reply to the choice
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,10 @@ class UndoSlots:
         self._slots.pop(person, None)
         return None
 
-    def offer(self, person: str, db: str, rows: list[MemoryRow]) -> None:
+    def offer(self, person: str, db: str, rows: list[MemoryRow], lang: str = "en") -> None:
         """Rows a forget could mean, listed to the person to choose from (``chosen``)."""
-        self._offers[person] = Offered(db, tuple(rows), self._clock() + OFFER_MINUTES * 60)
+        until = self._clock() + OFFER_MINUTES * 60
+        self._offers[person] = Offered(db, tuple(rows), until, lang)
         while len(self._offers) > MAX_PEOPLE:
             self._offers.pop(next(iter(self._offers)))
 
