@@ -92,11 +92,55 @@ def words_score(rows: list[list[str]], show: bool = False) -> dict[str, str]:
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
 
 
+class Paraphraser:
+    """A stand-in for a user's larger model (``--paraphrase``): it composes (tools offered,
+    none called) and answers freely in words of its own, from the memory block it is shown:
+    when a shown line has a word that answers the question it is asked (``answers``: the
+    set's), it says that word in a sentence nobody wrote; otherwise that it does not know.
+    What the answer check then refuses of a right answer is a false refusal."""
+
+    supports_tools = True
+    composes = True
+    vision = False
+
+    def __init__(self, answers: dict[str, list[str]]) -> None:
+        self.name = "paraphraser"
+        self.answers = answers
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: Any = None, model: str | None = None
+    ) -> Any:
+        from chazbot.agent.chat_model import ChatResult
+
+        asked = [m["content"] for m in messages if m["role"] == "user"]
+        shown = " ".join(str(c) for c in asked if "Relevant Memories" in str(c)).lower()
+        question = next((str(c) for c in reversed(asked) if "Relevant Memories" not in str(c)), "")
+        words = [w for w in self.answers.get(question, []) if w.lower() in shown]
+        text = (
+            f"Let me think... I believe it's {words[0]}, going by what you mentioned."
+            if words
+            else "I'm not sure, you haven't told me."
+        )
+        return ChatResult(content=text, tool_calls=[])
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        return "paraphraser (bench stand-in)"
+
+    def with_model(self, model: str, offered_only: bool) -> Any:
+        return self
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "0/0"
 
 
-async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
+async def run(half: str, model: str | None, show: bool, paraphrase: bool = False) -> dict[str, Any]:
     data = json.loads(DATA.read_text())
     people: dict[str, str] = data["people"]
     part = halves(data, half)
@@ -109,10 +153,16 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
         cfg = Config(  # the README's local run: the embedded model and the local embedder
             state_dir=Path(tmp),
             llm=llm,
-            agents=[AgentConfig(name="chaz")],
+            agents=[AgentConfig(name="chaz", capture="messages" if paraphrase else "auto")],
             embedding=EmbeddingConfig(backend="local"),
         )
         async with chazbot.open(tmp, cfg) as peer:
+            refused: list[str] = []
+            given: list[str] = []
+            if paraphrase:
+                answers = {a[1]: a[2] for g in groups for a in g["ask"]}
+                answers |= {f[1]: f[2] for g in groups for f in g.get("follow", [])}
+                peer.models._llm, peer.models._made = Paraphraser(answers), True
             assert peer.models.llm is not None
             await peer.models.llm.ping()
             agent = peer.agent("chaz")
@@ -128,6 +178,11 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
                 )
                 walls.append(time.perf_counter() - began)
                 await peer.wait_captures()
+                said = result.withheld or result.text
+                if "I believe it's" in said:
+                    given.append(text)
+                if result.withheld and "I believe it's" in result.withheld:
+                    refused.append(text)
                 return result.text
 
             async def rows() -> list[str]:
@@ -213,6 +268,9 @@ async def run(half: str, model: str | None, show: bool) -> dict[str, Any]:
     walls.sort()
     return {
         "half": half,
+        "model": "paraphraser" if paraphrase else (model or "embedded"),
+        "right_answers_refused_by_the_check": f"{len(refused)}/{len(given)}",
+        "refused": refused,
         "groups": len(groups),
         **{k: _pct(scores[k], totals[k]) for k in sorted(totals)},
         "kept_rows_from_questions": scores["kept"],
@@ -229,13 +287,19 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--words-only", action="store_true", help="the request sentences alone")
+    parser.add_argument(
+        "--paraphrase",
+        action="store_true",
+        help="a stand-in that composes freely (see Paraphraser)",
+    )
     args = parser.parse_args()
     if args.words_only:
         data = json.loads(DATA.read_text())
         found = words_score(halves(data, args.half)["words"], args.show)
         print(json.dumps({"half": args.half, "words": found}, indent=1))
         return
-    print(json.dumps(asyncio.run(run(args.half, args.model, args.show)), indent=1))
+    out = asyncio.run(run(args.half, args.model, args.show, args.paraphrase))
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

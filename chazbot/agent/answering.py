@@ -32,16 +32,17 @@ from typing import TYPE_CHECKING
 
 from chazbot.agent.grounding import (
     _CONCEPT_OF,
-    CONCEPTS,
     FUNCTION,
     KIND_WORDS,
     NAME,
     QUESTION,
+    RELATIONS,
     _has,
     _owned,
     _someone_else,
     asked,
     evidence,
+    job_nouns,
     supports,
 )
 from chazbot.agent.lexicon import ES, QUOTES, reply
@@ -96,22 +97,6 @@ _KNOWN = frozenset(
 )
 """Attributes a question may ask that a row tells in words of their own: a row telling one of
 them answers no question for another."""
-_JOB_SUFFIX = re.compile(
-    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
-    r"captain|nurse|chef|koch|cook|pilot|driver|nanny)$"
-)
-_RELATIONS = frozenset(
-    w
-    for group in CONCEPTS
-    for w in group
-    if group
-    & _set(
-        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
-        "aunt niece nephew neighbour friend partner"
-    )
-)
-
-
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
 
 
@@ -210,8 +195,7 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        jobs = [w for w in words if w not in _RELATIONS and _JOB_SUFFIX.search(w)]
-        return bool(jobs) and not (have & _KNOWN - _JOB)
+        return bool(job_nouns(words)) and not (have & _KNOWN - _JOB)
     return False
 
 
@@ -237,7 +221,7 @@ def fits(row_text: str, q: Question) -> bool:
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
         return False
     if q.about_asker:
-        owners = [w for w in words if w in _RELATIONS]
+        owners = [w for w in words if w in RELATIONS]
         owned = [s for s, _ in _owned(said_text(row_text))]
         if owners or (owned and not _has(_lower_tokens(q.text), owned)):
             return False  # "My daughter plays the violin" says nothing of what *I* play

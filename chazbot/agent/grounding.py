@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chazbot.agent.lexicon import ES
 from chazbot.agent.words import personal
@@ -206,6 +206,36 @@ _OWN_CONCEPTS = frozenset(
 )
 """What a person has themselves ("my *job*", "my *phone* number", "where do I *live*"): a
 question about one of these is about the person, not about someone of theirs."""
+RELATIONS = frozenset(
+    w
+    for group in CONCEPTS
+    for w in group
+    if group
+    & _set(
+        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
+        "aunt niece nephew neighbour friend partner"
+    )
+)
+"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*")."""
+_JOB_NOUN = re.compile(
+    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
+    r"captain|nurse|chef|koch|cook|pilot|driver|nanny)$"
+)
+
+
+def job_nouns(words: Iterable[str]) -> list[str]:
+    """Words that may name a job ("carpenter", "Elektriker", "dentista", "infirmière",
+    "buschauffeur"): a job is told as what someone *is*, without a word for "job"."""
+    return [w for w in words if len(w) > 3 and w not in RELATIONS and _JOB_NOUN.search(w)]
+
+
+_JOB_CONCEPT = _set(
+    "job jobs work works working worked living profession occupation career beruf arbeit "
+    "arbeitet arbeite métier travail travaille trabajo trabaja trabajas baan werk werkt "
+    "beroep beruflich dedica dedicas macht mache machst gemacht hace haces fait fais doet doe"
+)
+
+
 STEM = 4
 """Two words are forms of one when they share their first ``STEM`` letters and one is the
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
@@ -386,6 +416,8 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return False  # "what is my cat called?" needs a row that names it
     if q.kind is not None and _has(words, [q.kind]):
         return True  # "My car is a red Skoda" for "What car do I drive?"
+    if job_nouns(words):  # "What did my father do for work?" beside "… war Elektriker"
+        q = replace(q, predicate=tuple(p for p in q.predicate if p not in _JOB_CONCEPT))
     if not all(_has(words, [p]) for p in q.predicate):
         return False
     if q.kind is not None and not q.naming and _names_only(words, q):
@@ -446,4 +478,14 @@ def _names(reply: str) -> set[str]:
     return found
 
 
-__all__ = ["Asked", "asked", "equivalents", "evidence", "grounded", "subject", "supports"]
+__all__ = [
+    "RELATIONS",
+    "Asked",
+    "asked",
+    "equivalents",
+    "evidence",
+    "grounded",
+    "job_nouns",
+    "subject",
+    "supports",
+]
