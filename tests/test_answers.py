@@ -251,6 +251,8 @@ async def test_one_row_answers_across_languages_never_a_fused_one(tmp_path: Path
         ):
             assert "don't know" in await say(question, "ask5"), question
         assert not model.seen  # the model was never asked to compose an answer about a person
+        # a question about the world that names a place is the model's
+        assert await say("What is the capital of Italy?", "ask6") == FUSED
 
 
 # ---- forgetting ---------------------------------------------------------------------------

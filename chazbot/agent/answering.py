@@ -315,8 +315,31 @@ async def answer_about_person(
     mine = about_me(text) or (q.follow_up and about_me(previous))
     row = await choose_row(memory, q, tuning, asker, only_asker=mine)
     if row is None:
+        if q.names and not mine and not q.follow_up and not personal_attribute(text, q.names):
+            return None  # "What is the capital of France?": the world's, the model answers
         return reply(language(text), "dont_know")
     return spoken(row, text, asker)
+
+
+_PERSONAL_CONCEPTS = (
+    _KNOWN
+    | _NAMED
+    | frozenset(i for w in ("old", "dog", "cat", "horse", "favourite") for i in _CONCEPT_OF[w])
+    | frozenset(i for w in RELATIONS for i in _CONCEPT_OF.get(w, frozenset()))
+)
+
+
+def personal_attribute(text: str, named: frozenset[str]) -> bool:
+    """Whether a question asks something of a person it names (their job, home, age, name,
+    family, pets…, or anything of theirs: "Ben's", "de Ben", "von Ben"), not of a place or a
+    thing ("What is the capital of France?")."""
+    low = text.replace("\u2019", "'").lower()
+    for name in named:
+        if re.search(rf"\b{re.escape(name)}'s?\b|\b(?:de|von|van|del) {re.escape(name)}\b", low):
+            return True
+    return bool(_concepts(_lower_tokens(text)) & _PERSONAL_CONCEPTS) or bool(
+        set(_lower_tokens(text)) & AGE
+    )
 
 
 __all__ = [
@@ -330,6 +353,7 @@ __all__ = [
     "choose_row",
     "fits",
     "names",
+    "personal_attribute",
     "previous_question",
     "read_question",
     "spoken",

@@ -112,7 +112,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set(
         "job jobs work works working worked living profession occupation career beruf arbeit "
         "arbeitet arbeite métier travail travaille trabajo trabaja trabajas baan werk werkt "
-        "beroep"
+        "beroep beruflich"
     ),
     _set(
         "live lives lived living wohnt wohne wohnst wohnen lebt leben lebe habite habites "
