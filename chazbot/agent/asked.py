@@ -233,6 +233,9 @@ async def forget_by_meaning(
     if not fitting:  # nothing fits what it names: the near ones are listed, none forgotten
         near = [row for row, cos in mine if floor is None or cos >= floor]
         return [], near[:FORGET_LISTED]
+    by_words = [row for row, _ in fitting if supports(evidence(row), what)]
+    if len(by_words) == 1:  # "welche Sprachen ich spreche" and "Ik spreek … Japans"
+        return by_words, []
     rest = [cos for row, cos in mine if row is not fitting[0][0]]
     if len(fitting) == 1 or not rest or fitting[0][1] - max(rest) >= FORGET_MARGIN:
         return [fitting[0][0]], []
