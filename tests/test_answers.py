@@ -8,6 +8,7 @@ chat model that says the same fused answer whatever it is asked, as the embedded
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,16 @@ async def test_the_bots_own_text_is_in_the_persons_language(tmp_path: Path) -> N
         assert (await say("Guten Tag! Ich heiße Lena. Was kannst du alles?")).startswith("Ich bin")
         assert (await say("¿Qué sabes de mí?")).startswith("No me has dicho nada")
         assert (await say("Salut ! Je m'appelle Hugo. Que peux-tu faire ?")).startswith("Je suis")
+
+
+def test_a_follow_up_reaches_the_row_that_names_the_subject() -> None:
+    """ "What's my sister's name?" then "And where does she live?": "Ada lives in Porto" is
+    about the sister through "My sister is called Ada"; the row that answered the first
+    question does not answer the second."""
+    named, lives = row("My sister is called Ada.", n=1), row("Ada lives in Porto.", n=2)
+    landlord = row("Our landlord's phone number is 0612 555 019.", n=3)
+    q = read_question("And where does she live?", "What's my sister's name?")
+    q = replace(q, aliases=answering.aliases_of(q, [named, lives]))
+    pairs = [(named, 0.0), (lives, 0.0), (landlord, 0.0)]
+    assert choose(q, pairs, answering.AnswerTuning(), answered=named) is lives
+    assert not fits(evidence(landlord), read_question("What is my phone number?"))

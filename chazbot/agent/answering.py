@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chazbot.agent.grounding import (
@@ -138,6 +138,9 @@ class Question:
     about_asker: bool
     follow_up: bool
     search: str
+    aliases: frozenset[str] = frozenset()
+    """Names a row gives the subject ("My sister is called *Ada*"): a row about Ada is about
+    the sister ("Ada lives in Porto" answers "And where does she live?")."""
 
 
 def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -216,26 +219,36 @@ def fits(row_text: str, q: Question) -> bool:
     words = _lower_tokens(row_text)
     if any(not _has(words, [n]) for n in q.names):
         return False
-    if q.subject and not _has(words, sorted(q.subject)):
+    alias = bool(q.aliases & set(words))
+    if q.subject and not _has(words, sorted(q.subject)) and not alias:
         return False
+    owners = {s for s, _ in _owned(said_text(row_text))}
+    if owners and q.subject and not alias and not _has(sorted(owners), sorted(q.subject)):
+        return False  # "Our landlord's phone number" is not "my phone number"
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
         return False
     if q.about_asker:
-        owners = [w for w in words if w in RELATIONS]
-        owned = [s for s, _ in _owned(said_text(row_text))]
-        if owners or (owned and not _has(_lower_tokens(q.text), owned)):
+        kin = [w for w in words if w in RELATIONS]
+        owned = sorted(owners)
+        if kin or (owned and not _has(_lower_tokens(q.text), owned)):
             return False  # "My daughter plays the violin" says nothing of what *I* play
     return _holds(words, row_text, q)
 
 
 def choose(
-    q: Question, ranked: Sequence[tuple[MemoryRow, float]], tuning: AnswerTuning
+    q: Question,
+    ranked: Sequence[tuple[MemoryRow, float]],
+    tuning: AnswerTuning,
+    answered: MemoryRow | None = None,
 ) -> MemoryRow | None:
     """The one row that answers ``q`` among ``ranked`` (rows with their cosine to the
-    question, nearest first), or None."""
+    question, nearest first), or None. ``answered``: the row that answered the question a
+    follow-up follows; another fitting row goes first (it asks something new)."""
     fitting = [(row, cos) for row, cos in ranked if fits(evidence(row), q)]
     if not fitting:
         return None
+    if answered is not None and len(fitting) > 1:
+        fitting = [(row, cos) for row, cos in fitting if row.ident != answered.ident]
     by_words = [row for row, _ in fitting if supports(evidence(row), q.text)]
     if by_words:
         return by_words[0]
@@ -274,6 +287,7 @@ async def choose_row(
     tuning: AnswerTuning = DEFAULT_ANSWER_TUNING,
     asker: str | None = None,
     only_asker: bool = False,
+    answered: MemoryRow | None = None,
 ) -> MemoryRow | None:
     """The row of the agent's own memory, as heard in this room, that answers ``q``."""
     engine = memory.engine
@@ -281,12 +295,31 @@ async def choose_row(
     heard = await memory.filtered(memory.db)
     vector = await engine.query_vector(q.search)
     found = view.search(q.search, (), tuning.candidates, vector, heard, None, engine.ranking)
+    if q.subject:
+        aliases = aliases_of(q, [r.row for r in found])
+        if aliases:
+            q = replace(q, aliases=aliases)
+            more = view.search(
+                " ".join(sorted(aliases)), (), tuning.candidates, None, heard, None, engine.ranking
+            )
+            seen = {r.row.ident for r in found}
+            found += [r for r in more if r.row.ident not in seen]
     ranked = [
         (r.row, r.cosine if r.cosine is not None else 0.0)
         for r in found
         if not only_asker or (r.row.origin.speaker if r.row.origin is not None else None) == asker
     ]
-    return choose(q, ranked, tuning)
+    return choose(q, ranked, tuning, answered)
+
+
+def aliases_of(q: Question, rows: Sequence[MemoryRow]) -> frozenset[str]:
+    """The names rows about ``q``'s subject give it ("My sister is called Ada" → "ada")."""
+    found: set[str] = set()
+    for row in rows:
+        said = said_text(row.value)
+        if _has(_lower_tokens(said), sorted(q.subject)):
+            found |= names(" " + said) - q.subject - q.names
+    return frozenset(found)
 
 
 async def previous_question(session: Session, sender: str) -> str:
@@ -313,7 +346,11 @@ async def answer_about_person(
         return None
     asker = sender if memory.hearing.origin is not None else None
     mine = about_me(text) or (q.follow_up and about_me(previous))
-    row = await choose_row(memory, q, tuning, asker, only_asker=mine)
+    answered = None
+    if q.follow_up:
+        first = read_question(previous)
+        answered = await choose_row(memory, first, tuning, asker, only_asker=mine)
+    row = await choose_row(memory, q, tuning, asker, only_asker=mine, answered=answered)
     if row is None:
         if q.names and not mine and not q.follow_up and not personal_attribute(text, q.names):
             return None  # "What is the capital of France?": the world's, the model answers
@@ -347,6 +384,7 @@ __all__ = [
     "AnswerTuning",
     "Question",
     "about_me",
+    "aliases_of",
     "answer_about_person",
     "asks_about_someone",
     "choose",
