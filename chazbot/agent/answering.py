@@ -41,6 +41,7 @@ from chazbot.agent.grounding import (
     _owned,
     _someone_else,
     asked,
+    equivalents,
     evidence,
     job_nouns,
     supports,
@@ -222,6 +223,8 @@ def fits(row_text: str, q: Question) -> bool:
     alias = bool(q.aliases & set(words))
     if q.subject and not _has(words, sorted(q.subject)) and not alias:
         return False
+    if q.subject and not alias and _someone_else(row_text):
+        return False  # "Odile a un chien …" is not about "mi perro"
     owners = {s for s, _ in _owned(said_text(row_text))}
     if owners and q.subject and not alias and not _has(sorted(owners), sorted(q.subject)):
         return False  # "Our landlord's phone number" is not "my phone number"
@@ -249,10 +252,14 @@ def choose(
         return None
     if answered is not None and len(fitting) > 1:
         fitting = [(row, cos) for row, cos in fitting if row.ident != answered.ident]
+    if q.aliases:  # the rows about whom the first answer named go first
+        fitting.sort(key=lambda rc: not q.aliases & set(_lower_tokens(evidence(rc[0]))))
     by_words = [row for row, _ in fitting if supports(evidence(row), q.text)]
     if by_words:
         return by_words[0]
-    fitting.sort(key=lambda rc: rc[1], reverse=True)
+    fitting.sort(
+        key=lambda rc: (bool(q.aliases & set(_lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
+    )
     if q.subject or q.names:
         return fitting[0][0]
     others = [cos for row, cos in ranked if row is not fitting[0][0]]
@@ -295,8 +302,14 @@ async def choose_row(
     heard = await memory.filtered(memory.db)
     vector = await engine.query_vector(q.search)
     found = view.search(q.search, (), tuning.candidates, vector, heard, None, engine.ranking)
+    also = equivalents(q.search)  # "dentist" finds "Mein Zahnarzt heißt …" without vectors
+    if also:
+        seen = {r.row.ident for r in found}
+        more = view.search(" ".join(also), (), tuning.candidates, None, heard, None, engine.ranking)
+        found += [r for r in more if r.row.ident not in seen]
     if q.subject:
-        aliases = aliases_of(q, [r.row for r in found])
+        # a follow-up's "she" is whom the first answer named ("My neighbour is called Greta")
+        aliases = aliases_of(q, [answered] if answered is not None else [r.row for r in found])
         if aliases:
             q = replace(q, aliases=aliases)
             more = view.search(
@@ -317,7 +330,8 @@ def aliases_of(q: Question, rows: Sequence[MemoryRow]) -> frozenset[str]:
     found: set[str] = set()
     for row in rows:
         said = said_text(row.value)
-        if _has(_lower_tokens(said), sorted(q.subject)):
+        owned = [s for s, _ in _owned(said)]  # "*My sister* is called Ada", not "Odile's dog"
+        if owned and _has(owned, sorted(q.subject)):
             found |= names(" " + said) - q.subject - q.names
     return frozenset(found)
 
