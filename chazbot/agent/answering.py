@@ -17,8 +17,9 @@ one row, turned to the listener ("You told me: …"), or "I don't know":
    "food I don't like" ↔ "can't stand mushrooms" across languages), when it is the clear
    nearest (``AnswerTuning``). A row never answers when the question asks what the row
    cannot hold: a name of a subject the row does not name, an age where the row has no
-   number, or a known attribute ("live", "job", "car"…) that the row lacks while it tells
-   another one ("Sam lives in Dublin" for "What is Sam's job?").
+   number, or a known attribute ("live", "born", "car"…) that the row lacks; a job may be
+   told as what someone is ("Jonas is a carpenter"), but not by a row that tells another
+   attribute ("Sam lives in Dublin" for "What is Sam's job?").
 
 Pure apart from ``choose_row``'s search (``MemoryView.search``, its cosines).
 """
@@ -31,21 +32,21 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chazbot.agent.grounding import (
-    _CONCEPT_OF,
+    CONCEPT_OF,
     FUNCTION,
     KIND_WORDS,
     NAME,
     QUESTION,
     RELATIONS,
-    _has,
-    _owned,
-    _someone_else,
     asked,
     equivalents,
     evidence,
     job_nouns,
     supports,
 )
+from chazbot.agent.grounding import has_word as _has
+from chazbot.agent.grounding import owned as _owned
+from chazbot.agent.grounding import someone_else as _someone_else
 from chazbot.agent.lexicon import ES, QUOTES, reply
 from chazbot.agent.words import as_said_to_them, asks, language, personal
 from chazbot.memory.rows import MemoryRow, said_text
@@ -89,12 +90,12 @@ NUMBER_WORDS = _set(
     "cuarenta cincuenta sesenta setenta ochenta noventa cien een twee drie vier vijf tien "
     "twintig dertig veertig vijftig zestig zeventig tachtig negentig honderd"
 )
-_JOB = _CONCEPT_OF["job"]
-_NAMED = _CONCEPT_OF["name"]
+_JOB = CONCEPT_OF["job"]
+_NAMED = CONCEPT_OF["name"]
 _KNOWN = frozenset(
     i
     for word in ("live", "job", "born", "birthday", "car", "phone", "email", "address")
-    for i in _CONCEPT_OF[word]
+    for i in CONCEPT_OF[word]
 )
 """Attributes a question may ask that a row tells in words of their own: a row telling one of
 them answers no question for another."""
@@ -119,7 +120,7 @@ def names(question: str) -> set[str]:
         base = word.split("'")[0].lower()
         if len(base) < 2 or base in _NOT_NAMES or base in QUESTION:
             continue  # "Ben" is a name, though "ben" is a Dutch verb
-        if base in _CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
+        if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
             continue
         if lang == "de" and len(base) > 6:
             continue
@@ -182,7 +183,7 @@ def asks_about_someone(text: str) -> bool:
 
 
 def _concepts(words: Sequence[str]) -> set[int]:
-    return {i for w in words for i in _CONCEPT_OF.get(w, frozenset())}
+    return {i for w in words for i in CONCEPT_OF.get(w, frozenset())}
 
 
 def _holds(words: list[str], raw: str, q: Question) -> bool:
@@ -375,8 +376,8 @@ async def answer_about_person(
 _PERSONAL_CONCEPTS = (
     _KNOWN
     | _NAMED
-    | frozenset(i for w in ("old", "dog", "cat", "horse", "favourite") for i in _CONCEPT_OF[w])
-    | frozenset(i for w in RELATIONS for i in _CONCEPT_OF.get(w, frozenset()))
+    | frozenset(i for w in ("old", "dog", "cat", "horse", "favourite") for i in CONCEPT_OF[w])
+    | frozenset(i for w in RELATIONS for i in CONCEPT_OF.get(w, frozenset()))
 )
 
 

@@ -478,14 +478,24 @@ def _names(reply: str) -> set[str]:
     return found
 
 
+CONCEPT_OF = _CONCEPT_OF
+"""Each word of ``CONCEPTS`` with the groups it is in (for ``agent.answering``)."""
+has_word = _has
+owned = _owned
+someone_else = _someone_else
+
 __all__ = [
+    "CONCEPT_OF",
     "RELATIONS",
     "Asked",
     "asked",
     "equivalents",
     "evidence",
     "grounded",
+    "has_word",
     "job_nouns",
+    "owned",
+    "someone_else",
     "subject",
     "supports",
 ]
