@@ -33,11 +33,15 @@ from typing import TYPE_CHECKING
 
 from chazbot.agent.grounding import (
     CONCEPT_OF,
+    CONCEPTS,
     FUNCTION,
     KIND_WORDS,
     NAME,
+    NUMBER,
+    POSSESSIVES,
     QUESTION,
     RELATIONS,
+    WHO,
     asked,
     equivalents,
     evidence,
@@ -194,6 +198,11 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return False  # "What is my son's name?" beside "My son plays the trumpet"
     if set(asked_words) & AGE and not any(w.isdigit() or w in NUMBER_WORDS for w in words):
         return False
+    if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in words):
+        return False  # "my car's registration number" beside "I drive a blue Volvo"
+    naming = set(asked_words) & (NAME | WHO)
+    if not naming and not q.follow_up and _only_names(raw, q):
+        return False  # "What breed is my dog?" beside "My dog is called Biscuit"
     if not wanted & _KNOWN:
         return True
     have = _concepts(words)
@@ -202,6 +211,28 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
         return bool(job_nouns(words)) and not (have & _KNOWN - _JOB)
     return False
+
+
+def _only_names(raw: str, q: Question) -> bool:
+    """Whether a row says nothing of its subject but its name ("My dog is called Biscuit",
+    "Ma voisine s'appelle Odile"); "Mi abuela se llama Carmen y tiene noventa años" says more."""
+    start = next((i for i, c in enumerate(raw) if c.isupper()), 0)  # past the key's words
+    said = said_text(raw[start:])
+    words = _lower_tokens(said)
+    if not set(words) & NAME:
+        return False
+    given = names(" " + said)
+    rest = [
+        w
+        for w in words
+        if w not in FUNCTION
+        and w not in NAME
+        and w not in POSSESSIVES
+        and w not in given
+        and not _has([w], sorted(q.subject | q.names | q.aliases))
+        and len(w) > 1
+    ]
+    return not rest
 
 
 def _named(raw: str, q: Question) -> bool:
@@ -265,8 +296,8 @@ def choose(
         return fitting[0][0]
     others = [cos for row, cos in ranked if row is not fitting[0][0]]
     best = fitting[0][1]
-    if others and best - max(others) < tuning.margin:
-        return None
+    if not others or best <= 0.0 or best - max(others) < tuning.margin:
+        return None  # by meaning only when it is measured, and clear
     return fitting[0][0]
 
 
@@ -303,7 +334,10 @@ async def choose_row(
     heard = await memory.filtered(memory.db)
     vector = await engine.query_vector(q.search)
     found = view.search(q.search, (), tuning.candidates, vector, heard, None, engine.ranking)
-    also = equivalents(q.search)  # "dentist" finds "Mein Zahnarzt heißt …" without vectors
+    # "dentist" finds "Mein Zahnarzt heißt …" without vectors; "Lieblingsessen" finds "food"
+    also = equivalents(q.search) + [
+        w for s in sorted(q.subject) for i in sorted(CONCEPT_OF.get(s, ())) for w in CONCEPTS[i]
+    ]
     if also:
         seen = {r.row.ident for r in found}
         more = view.search(" ".join(also), (), tuning.candidates, None, heard, None, engine.ranking)

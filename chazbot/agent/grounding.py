@@ -483,6 +483,7 @@ CONCEPT_OF = _CONCEPT_OF
 has_word = _has
 owned = _owned
 someone_else = _someone_else
+names_only = _names_only
 
 __all__ = [
     "CONCEPT_OF",
@@ -494,6 +495,7 @@ __all__ = [
     "grounded",
     "has_word",
     "job_nouns",
+    "names_only",
     "owned",
     "someone_else",
     "subject",
