@@ -151,7 +151,9 @@ class Question:
 
 def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
     found = asked(text)
-    subject = {s[len("lieblings") :] if s.startswith("lieblings") else s for s in found.subject}
+    subject = set(found.subject) | {
+        s[len("lieblings") :] for s in found.subject if s.startswith("lieblings")
+    }  # "Lieblingsessen" is asked as itself and as "essen" (food)
     return frozenset(subject), frozenset(names(text))
 
 
@@ -198,7 +200,8 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return False  # "What is my son's name?" beside "My son plays the trumpet"
     if set(asked_words) & AGE and not any(w.isdigit() or w in NUMBER_WORDS for w in words):
         return False
-    if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in words):
+    told = _lower_tokens(_said_part(raw))
+    if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in told):
         return False  # "my car's registration number" beside "I drive a blue Volvo"
     naming = set(asked_words) & (NAME | WHO)
     if not naming and not q.follow_up and _only_names(raw, q):
@@ -213,11 +216,17 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     return False
 
 
+def _said_part(raw: str) -> str:
+    """What the person said, of a row's ``evidence``: past the key's words (lowercase, and
+    with ids such as "f6" in them), from its first capital."""
+    start = next((i for i, c in enumerate(raw) if c.isupper()), 0)
+    return said_text(raw[start:])
+
+
 def _only_names(raw: str, q: Question) -> bool:
     """Whether a row says nothing of its subject but its name ("My dog is called Biscuit",
     "Ma voisine s'appelle Odile"); "Mi abuela se llama Carmen y tiene noventa años" says more."""
-    start = next((i for i, c in enumerate(raw) if c.isupper()), 0)  # past the key's words
-    said = said_text(raw[start:])
+    said = _said_part(raw)
     words = _lower_tokens(said)
     if not set(words) & NAME:
         return False

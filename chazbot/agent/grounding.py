@@ -165,8 +165,8 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("meet met meeting"),
     _set("buy bought"),
     _set(
-        "speak spoke spoken speaks language languages spreche spricht sprache sprachen "
-        "parle parles langue langues hablo hablas idioma idiomas spreek spreekt taal talen"
+        "speak spoke spoken speaks spreche spricht sprichst parle parles parlé hablo hablas "
+        "habla spreek spreekt spreken"
     ),
     _set("ride rode ridden rides riding"),
     _set("teach taught teaches"),
