@@ -13,7 +13,7 @@ from chazbot.agent.chat_model import ChatModel, ChatResult
 class OneAnswer:
     def __init__(self, reply: str = "Biscuit.", tools: bool = False) -> None:
         self.name = "one-answer"
-        self.reply, self.supports_tools = reply, tools
+        self.reply, self.supports_tools, self.vision = reply, tools, False
         self.seen: list[list[dict[str, Any]]] = []
 
     async def complete(

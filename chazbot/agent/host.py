@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from chazbot.agent.definition import Definition
     from chazbot.config import AgentConfig
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.engine import MemoryEngine
@@ -27,7 +28,8 @@ class MemoryHost(Protocol):
 
 
 class AgentHandle(Protocol):
-    """One hosted agent: its name, config, key, its own DB and its memory scope."""
+    """One hosted agent: its name, config, key, its own DB, its memory scope and where its
+    settings come from."""
 
     @property
     def name(self) -> str: ...
@@ -43,6 +45,11 @@ class AgentHandle(Protocol):
 
     @property
     def memory(self) -> MemoryScope: ...
+
+    @property
+    def definition(self) -> Definition | None:
+        """Where each setting of ``config`` came from (None: config.yaml alone says it)."""
+        ...
 
 
 __all__ = ["AgentHandle", "MemoryHost"]
