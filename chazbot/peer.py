@@ -27,7 +27,7 @@ from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
-from chazbot.agent.turn import TurnResult, run_turn, tool_label
+from chazbot.agent.turn import Incoming, TurnContext, TurnResult, take_turn, tool_label
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import Config, load_config
 from chazbot.errors import (
@@ -208,15 +208,40 @@ class Peer:
     async def session_agent(self, session: Session) -> Agent:
         """The agent that answers in a session: its chosen one if it may, else the first it
         may use (the first configured, unless the config restricts the room)."""
-        allowed = self.hosting.allowed_agents(session.name)
+        return self._answering(session.name, await session.agent_name())
+
+    def _answering(self, session: str, chosen: str | None) -> Agent:
+        """``session_agent`` with the session's chosen agent already read."""
+        allowed = self.hosting.allowed_agents(session)
         if not allowed:
             raise PermissionDenied("no configured agent may answer in this room")
-        chosen = await session.agent_name()
         if chosen is not None:
             for agent in allowed:
                 if agent.name.lower() == chosen.lower():
                     return agent
         return allowed[0]
+
+    async def turn_context(
+        self,
+        session: Session,
+        agent: str | None = None,
+        sender: str = "local",
+        audience: Audience | None = None,
+        prefix: str = "/",
+    ) -> TurnContext:
+        """Everything a turn in ``session`` reads, looked up once (``TurnContext``): the agent
+        (``agent``, else the session's), which must be allowed there; its memory as heard by
+        ``audience`` (``hearing``); its chat model and what it can do; what capture does (the
+        session's switch and the agent's setting, read together); the sender's zone."""
+        state = await session.state()
+        who = self.agent(agent) if agent else self._answering(session.name, state.agent)
+        self.hosting.check_agent_allowed(session.name, who)
+        memory = who.memory.within(self.hearing(who, sender, audience, prefix))
+        llm = self.models.llm_for(who)
+        mode = self.models.switched_mode(who, state.capture)
+        return await TurnContext.open(
+            self, who, session, sender, llm, memory, self.config.timezone, mode
+        )
 
     async def command(
         self,
@@ -284,28 +309,12 @@ class Peer:
         the message (a Matrix event id) so a redaction or an edit can find what capture kept.
         """
         sess = await self.session(session)
-        who = self.agent(agent) if agent else await self.session_agent(sess)
-        self.hosting.check_agent_allowed(session, who)
-        memory = who.memory.within(self.hearing(who, sender, audience, prefix))
-        llm = self.models.llm_for(who)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            mode = await self.models.capture_mode(who, sess)
-            result = await run_turn(
-                self,
-                who,
-                sess,
-                text,
-                sender,
-                llm,
-                memory,
-                self.config.timezone,
-                pictures,
-                acknowledge=mode != "off",
-            )
-            if not result.ok or result.answered_in_words:
-                mode = "off"
+            ctx = await self.turn_context(sess, agent, sender, audience, prefix)
+            result = await take_turn(ctx, Incoming(text, pictures))
+            mode = "off" if not result.ok or result.answered_in_words else ctx.capture
         except BaseException:
             lock.release()
             raise
@@ -315,14 +324,14 @@ class Peer:
             # (capture off, it only notes where the message is, for a redaction or an edit)
             self.captures.start(
                 lock,
-                Said(who, sess, text, sender, result.text, sent_at, message_id),
-                llm,
+                Said(ctx.agent, sess, text, sender, result.text, sent_at, message_id),
+                ctx.llm,
                 mode,
-                memory,
+                ctx.memory,
             )
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
-            who.name,
+            ctx.agent.name,
             session,
             result.ok,
             len(result.tool_calls),
