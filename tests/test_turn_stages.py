@@ -29,49 +29,11 @@ from chazbot.errors import BackendError, PermissionDenied
 from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
 from chazbot.reminders.store import Reminders
+from tests.standin_chat import Scripted
 
 ALICE = "@alice:example.org"
 FRIDAY = datetime(2026, 12, 4, 23, 30, tzinfo=UTC)  # Saturday already in Berlin
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
-
-
-class Scripted:
-    """A chat model that gives its ``answers`` in turn (a BackendError is raised) and keeps
-    what it was sent; what it can do is what it declares."""
-
-    def __init__(
-        self, *answers: ChatResult | BackendError, tools: bool = True, vision: bool = False
-    ) -> None:
-        self.name = "scripted"
-        self.supports_tools, self.vision = tools, vision
-        self.answers = list(answers)
-        self.seen: list[list[dict[str, Any]]] = []
-        self.offered: list[list[dict[str, Any]] | None] = []
-
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
-        model: str | None = None,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        self.offered.append(tools)
-        answer = self.answers.pop(0) if self.answers else ChatResult("Done.", [])
-        if isinstance(answer, BackendError):
-            raise answer
-        return answer
-
-    async def ping(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
-
-    def describe(self) -> str:
-        return "scripted (a test stand-in)"
-
-    def with_model(self, model: str, offered_only: bool) -> ChatModel | None:
-        return self
 
 
 def said(text: str) -> ChatResult:
