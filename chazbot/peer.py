@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -43,7 +44,7 @@ from chazbot.memory.banks import (
     Registry,
 )
 from chazbot.memory.embedders import Embedder, make_embedder
-from chazbot.memory.engine import MemoryEngine
+from chazbot.memory.engine import DEFAULT_ENGINE_TIMING, EngineTiming, MemoryEngine
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing
 from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
@@ -53,10 +54,24 @@ from chazbot.sync import Sharing as SharingStore
 log = logging.getLogger(__name__)
 
 STATE_FILE = "chazbot.sqlite3"
-CAPTURE_CLOSE_WAIT_S = 30.0
 PEER_KEY = "peer"
 ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
 """A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
+
+
+@dataclass(frozen=True)
+class PeerTuning:
+    """How long a peer waits: measured values, not a matter of taste (no config key sets
+    them), passed to ``Peer.open`` (``chazbot.open(..., tuning=)``); tests and benches build
+    their own with ``dataclasses.replace``, never flip a module global."""
+
+    capture_close_wait_s: float = 30.0
+    """At close, how long captures still running are waited for (then cancelled)."""
+    memory: EngineTiming = DEFAULT_ENGINE_TIMING
+    """The memory engine's (``EngineTiming``: query vectors, captured rows' vectors)."""
+
+
+DEFAULT_TUNING = PeerTuning()
 
 
 class Peer:
@@ -75,8 +90,10 @@ class Peer:
         hosting: Hosting,
         sync: SyncService,
         sharing: Sharing,
+        tuning: PeerTuning = DEFAULT_TUNING,
     ) -> None:
         self.ledger = ledger
+        self.tuning = tuning
         self.key = key
         self.registry = registry
         self.memory = memory
@@ -108,10 +125,12 @@ class Peer:
         config: Config,
         role: str = "open",
         config_loader: Callable[[], Config] | None = None,
+        tuning: PeerTuning = DEFAULT_TUNING,
     ) -> Peer:
         """Open the state directory, holding its lock until ``close`` (``StateLocked`` when
         another process holds it; ``role`` is what that process is told holds it).
-        ``config_loader`` reads the config file again for a reload (``chazbot run``)."""
+        ``config_loader`` reads the config file again for a reload (``chazbot run``).
+        ``tuning``: how long the peer waits (``PeerTuning``; the measured defaults)."""
         state = Path(config.state_dir)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(state, 0o700)
@@ -132,10 +151,20 @@ class Peer:
             registry = Registry(ledger, withdrawn=sync.withdrawn)
             sharing = Sharing(sync, ledger, registry, store)
             embedder = make_embedder(config.embedding)
-            memory = MemoryEngine(ledger, embedder)
+            memory = MemoryEngine(ledger, embedder, timing=tuning.memory)
             hosting = Hosting(config, ledger, key, registry, memory, sharing, config_loader)
             peer = cls(
-                config, ledger, key, registry, memory, embedder, lock, hosting, sync, sharing
+                config,
+                ledger,
+                key,
+                registry,
+                memory,
+                embedder,
+                lock,
+                hosting,
+                sync,
+                sharing,
+                tuning,
             )
             await hosting.load_agents()
             await peer.people.load()
@@ -148,7 +177,7 @@ class Peer:
         return peer
 
     async def close(self) -> None:
-        await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
+        await self.wait_captures(self.tuning.capture_close_wait_s)
         await self.sync.stop()
         await self.memory.stop_vectors(0)  # what is left is recorded as owed
         await asyncio.gather(*self.hosting.redefining, return_exceptions=True)
@@ -417,9 +446,12 @@ class Peer:
 
 @asynccontextmanager
 async def open_peer(
-    state_dir: str | Path, config: str | Path | Config | None = None
+    state_dir: str | Path,
+    config: str | Path | Config | None = None,
+    tuning: PeerTuning = DEFAULT_TUNING,
 ) -> AsyncIterator[Peer]:
-    """``chazbot.open``: the peer in ``state_dir`` with ``config`` (a path, a Config or None)."""
+    """``chazbot.open``: the peer in ``state_dir`` with ``config`` (a path, a Config or None)
+    and ``tuning`` (``PeerTuning``)."""
     if config is None:
         cfg = Config()
     elif isinstance(config, Config):
@@ -427,7 +459,7 @@ async def open_peer(
     else:
         cfg = load_config(config)
     cfg = cfg.model_copy(update={"state_dir": Path(state_dir)})
-    peer = await Peer.open(cfg)
+    peer = await Peer.open(cfg, tuning=tuning)
     try:
         yield peer
     finally:
