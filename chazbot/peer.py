@@ -49,6 +49,7 @@ from chazbot.memory.scope import OPERATOR_HEARING, Hearing
 from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
+from chazbot.reminders.store import ReminderBook
 from chazbot.sync import Sharing as SharingStore
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class Peer:
         self.models = Models(config.llm, Path(config.state_dir) / "models")
         self.captures = CaptureTasks(CaptureSources(ledger.kv))
         self.people = People(ledger, key)  # allowed from chat (!chaz people)
+        self.reminders = ReminderBook(ledger)  # every agent's reminders, one set of locks
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()
@@ -305,6 +307,7 @@ class Peer:
             engine=self.memory,
             key=self.key,
             people=self.people,
+            reminders=self.reminders,
             agent=who,
             session=sess,
             sender=sender,

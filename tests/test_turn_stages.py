@@ -28,7 +28,6 @@ from chazbot.config import AgentConfig, Config
 from chazbot.errors import BackendError, PermissionDenied
 from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
-from chazbot.reminders.store import Reminders
 from tests.standin_chat import Scripted
 
 ALICE = "@alice:example.org"
@@ -72,7 +71,7 @@ async def test_the_context_is_resolved_once_from_the_peer_the_session_and_the_mo
     async with chazbot.open(tmp_path, cfg) as peer:
         session = await peer.session("room")
         dot = peer.agent("dot")
-        await Reminders(peer.ledger, dot.db, dot.key).set_zone(ALICE, "Europe/Berlin")
+        await peer.reminders.of(dot.db, dot.key).set_zone(ALICE, "Europe/Berlin")
         await session.set_agent("dot")
         dm = room_audience("room", [ALICE], lambda u: False)
         ctx = await peer.turn_context(session, None, ALICE, dm, "!chaz ")
@@ -152,7 +151,7 @@ async def test_a_told_fact_is_acknowledged_only_where_capture_keeps_it(tmp_path:
 async def test_the_prompt_holds_the_memory_rule_the_block_and_the_date(tmp_path: Path) -> None:
     async with a_peer(tmp_path, system_prompt="You are chaz.") as peer:
         await peer.agent("chaz").remember("ops.deploy", "The deploy window is Friday at 10.")
-        await Reminders(peer.ledger, peer.agent("chaz").db, peer.agent("chaz").key).set_zone(
+        await peer.reminders.of(peer.agent("chaz").db, peer.agent("chaz").key).set_zone(
             ALICE, "Europe/Berlin"
         )
         ctx = await context(peer, Scripted(tools=True), ALICE)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.engine import MemoryEngine
     from chazbot.memory.scope import MemoryScope
+    from chazbot.reminders.store import ReminderBook
 
 
 class MemoryHost(Protocol):
@@ -25,6 +26,13 @@ class MemoryHost(Protocol):
 
     @property
     def memory(self) -> MemoryEngine: ...
+
+
+class TurnHost(MemoryHost, Protocol):
+    """What a turn needs of the peer: its ledger and memory engine, and its reminders part."""
+
+    @property
+    def reminders(self) -> ReminderBook: ...
 
 
 class AgentHandle(Protocol):
@@ -52,4 +60,4 @@ class AgentHandle(Protocol):
         ...
 
 
-__all__ = ["AgentHandle", "MemoryHost"]
+__all__ = ["AgentHandle", "MemoryHost", "TurnHost"]

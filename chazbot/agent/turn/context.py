@@ -20,7 +20,7 @@ from chazbot.reminders.store import Reminders
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
     from chazbot.agent.chat_model import ChatModel
-    from chazbot.agent.host import AgentHandle, MemoryHost
+    from chazbot.agent.host import AgentHandle, MemoryHost, TurnHost
     from chazbot.agent.pictures import Picture
     from chazbot.agent.session import Session
     from chazbot.memory.audience import Audience
@@ -77,7 +77,7 @@ class TurnContext:
     @classmethod
     async def open(
         cls,
-        peer: MemoryHost,
+        peer: TurnHost,
         agent: AgentHandle,
         session: Session,
         sender: str,
@@ -90,7 +90,7 @@ class TurnContext:
     ) -> TurnContext:
         """The context of a turn of ``agent`` in ``session`` (``memory``: default the agent's
         own view); reads the sender's zone once."""
-        reminders = Reminders(peer.ledger, agent.db, agent.key)
+        reminders = peer.reminders.of(agent.db, agent.key)
         zone = await reminders.zone_of(sender, default_zone)
         return cls(
             peer,

@@ -25,7 +25,7 @@ from chazbot.agent.turn.result import TurnResult
 if TYPE_CHECKING:
     from chazbot.agent.capture import Mode
     from chazbot.agent.chat_model import ChatModel
-    from chazbot.agent.host import AgentHandle, MemoryHost
+    from chazbot.agent.host import AgentHandle, TurnHost
     from chazbot.agent.pictures import Picture
     from chazbot.agent.session import Session
     from chazbot.memory.scope import MemoryScope
@@ -65,7 +65,7 @@ async def take_turn(ctx: TurnContext, said: Incoming) -> TurnResult:
 
 
 async def run_turn(
-    peer: MemoryHost,
+    peer: TurnHost,
     agent: AgentHandle,
     session: Session,
     text: str,
