@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.sync import Replicator, Sharing, SyncServer, wire
 from chazbot.sync.protocol import sign_request
 from tests.waits import wait_until as wait_until
@@ -54,10 +55,15 @@ class Node:
 
     @classmethod
     async def open(
-        cls, path: Path, key: KeyPair | None = None, port: int = 0, **options: Any
+        cls,
+        path: Path,
+        key: KeyPair | None = None,
+        port: int = 0,
+        limits: KeptLimits = DEFAULT_LIMITS,
+        **options: Any,
     ) -> Node:
         key = key or KeyPair.generate()
-        ledger = await Ledger.open(path)
+        ledger = await Ledger.open(path, limits=limits)
         server = SyncServer(ledger, host="127.0.0.1", port=port)
         await server.start()
         replicator = Replicator(ledger, key, **{**FAST, **options})

@@ -82,7 +82,6 @@ from chazbot.errors import InputError
 from chazbot.memory.audience import room_audience
 from chazbot.memory.tools import run_tool
 from chazbot.memory.transfer import import_lines, parse_all
-from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder, understand, zone
@@ -262,7 +261,7 @@ async def test_tool_arguments_nested_past_the_parser_are_refused_in_one_line(
         for name in MEMORY_TOOLS:
             ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, name, DEEP)
             assert not ok and "not valid JSON" in one_line(text), text
-        asking = Asking(Reminders(peer.ledger, chaz.db, chaz.key), "cli", "cli", True, "UTC", None)
+        asking = Asking(peer.reminders.of(chaz.db, chaz.key), "cli", "cli", True, "UTC", None)
         for name in REMINDER_TOOLS:
             ok, text = await run_reminder_tool(asking, [name], name, DEEP)
             assert not ok and "not valid JSON" in one_line(text), text
