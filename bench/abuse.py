@@ -63,6 +63,9 @@ from chazbot.ledger import KeyPair
 from chazbot.sync.protocol import (
     KEY_HEADER,
     NONCE_HEADER,
+    PROTOCOL,
+    PROTOCOL_HEADER,
+    SERVER_HEADER,
     SIGNATURE_HEADER,
     TIME_HEADER,
     sign_request,
@@ -70,7 +73,7 @@ from chazbot.sync.protocol import (
 
 
 def _bogus(
-    kind: int, db: str, legit_key: str, strangers: list[KeyPair]
+    kind: int, db: str, legit_key: str, strangers: list[KeyPair], server: str
 ) -> tuple[str, bytes, dict[str, str]]:
     names = ("heads", "entries", "push", "access")
     name = names[kind % 4]
@@ -84,6 +87,8 @@ def _bogus(
             path,
             body,
             {
+                PROTOCOL_HEADER: PROTOCOL,
+                SERVER_HEADER: server,
                 KEY_HEADER: legit_key,
                 TIME_HEADER: str(int(time.time() * 1000)),
                 NONCE_HEADER: secrets.token_hex(16),
@@ -94,7 +99,7 @@ def _bogus(
         path = f"/v1/dbs/{db}/heads"
         body = b"x" * 4096
     key = strangers[kind % len(strangers)]
-    return path, body, sign_request(key, "POST", path, body, time.time())
+    return path, body, sign_request(key, "POST", path, body, time.time(), server=server)
 
 
 async def _flood(
@@ -112,7 +117,7 @@ async def _flood(
     inflight: set[asyncio.Task[None]] = set()
 
     async def one(n: int) -> None:
-        path, body, headers = _bogus(n, db, legit_key, strangers)
+        path, body, headers = _bogus(n, db, legit_key, strangers, address.replace("://", ":"))
         try:
             async with sessions[n % 4].post(f"{address}{path}", data=body, headers=headers) as r:
                 await r.read()

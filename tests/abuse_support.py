@@ -105,6 +105,7 @@ async def start_served(workdir: Path, nofile: int | None = None, **config: Any) 
     cfg = {
         "state_dir": str(workdir / "state"),
         "sync_listen": f"127.0.0.1:{port}",
+        "sync_allow_private_peers": True,  # every peer of these tests is on loopback
         "http_listen": "",
         **config,
     }
@@ -218,8 +219,10 @@ async def post(
         return 0
 
 
-def signed(key: KeyPair, path: str, body: bytes) -> dict[str, str]:
-    return sign_request(key, "POST", path, body, time.time())
+def signed(key: KeyPair, path: str, body: bytes, server: str) -> dict[str, str]:
+    """Headers signing a POST of ``body`` to ``path`` by ``key``, for the server at the peer
+    address ``server``."""
+    return sign_request(key, "POST", path, body, time.time(), server=server)
 
 
 async def raw_request(

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.sync import Replicator, Sharing, SyncServer, wire
-from chazbot.sync.protocol import sign_request
+from chazbot.sync.protocol import PROTOCOL, PROTOCOL_HEADER, sign_request
 from tests.waits import wait_until as wait_until
 
 FAST: dict[str, Any] = {
@@ -30,6 +30,7 @@ FAST: dict[str, Any] = {
     "retry_initial": 0.05,
     "retry_max": 0.5,
     "timeout": 5.0,
+    "allow_private_peers": True,  # every peer of these tests is on loopback
 }
 
 
@@ -135,7 +136,8 @@ async def raw_call(
     if headers is None:
         headers = {}
         if key is not None:
-            headers = sign_request(key, "POST", path, body, time.time() if now is None else now)
+            now = time.time() if now is None else now
+            headers = sign_request(key, "POST", path, body, now, server=address)
     async with (
         aiohttp.ClientSession() as session,
         session.post(url, data=body, headers=headers) as resp,
@@ -225,7 +227,8 @@ class FakePeer:
         else:
             answer = wire.ErrorAnswer(error=f"no endpoint {name}")
         status = 500 if isinstance(answer, wire.ErrorAnswer) else 200
-        return web.json_response(text=answer.model_dump_json(), status=status)
+        headers = {PROTOCOL_HEADER: PROTOCOL}  # it passes for a chazbot peer
+        return web.json_response(text=answer.model_dump_json(), status=status, headers=headers)
 
     async def access(self, ask: wire.AccessRequest) -> wire.WireModel:
         return wire.AccessAnswer(status="granted")

@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from aiohttp.abc import AbstractResolver
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -137,7 +138,7 @@ class Replicator:
     """Keeps this peer's tracked databases in step with their remotes (see the module doc).
 
     ``key`` is this peer's key: it signs every request, and it is the key an import asks
-    the owner to authorise.
+    the owner to authorise. The last four settings are the client's (``SyncClient``).
     """
 
     def __init__(
@@ -157,6 +158,8 @@ class Replicator:
         clock: Callable[[], float] = time.time,
         ssl_context: ssl.SSLContext | None = None,
         allow_plain_http: bool = False,
+        allow_private_peers: bool = False,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         self.ledger = ledger
         self.import_timeout = import_timeout
@@ -175,6 +178,8 @@ class Replicator:
             clock=clock,
             ssl_context=ssl_context,
             allow_plain_http=allow_plain_http,
+            allow_private_peers=allow_private_peers,
+            resolver=resolver,
         )
         self.remotes = Remotes(ledger)
         self.counters = SyncCounters()
