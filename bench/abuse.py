@@ -44,7 +44,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import secrets
 import shutil
 import statistics
 import sys
@@ -60,16 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aiohttp
 
 from chazbot.ledger import KeyPair
-from chazbot.sync.protocol import (
-    KEY_HEADER,
-    NONCE_HEADER,
-    PROTOCOL,
-    PROTOCOL_HEADER,
-    SERVER_HEADER,
-    SIGNATURE_HEADER,
-    TIME_HEADER,
-    sign_request,
-)
+from chazbot.sync.protocol import sign_request
+from tests.abuse_support import bogus_headers
 
 
 def _bogus(
@@ -83,18 +74,7 @@ def _bogus(
     if style == 0:  # unsigned
         return path, body, {}
     if style == 1:  # badly signed under the legitimate key's name
-        return (
-            path,
-            body,
-            {
-                PROTOCOL_HEADER: PROTOCOL,
-                SERVER_HEADER: server,
-                KEY_HEADER: legit_key,
-                TIME_HEADER: str(int(time.time() * 1000)),
-                NONCE_HEADER: secrets.token_hex(16),
-                SIGNATURE_HEADER: secrets.token_hex(64),
-            },
-        )
+        return path, body, bogus_headers(legit_key, server)
     if style == 4:  # oversized (announced, refused from the head)
         path = f"/v1/dbs/{db}/heads"
         body = b"x" * 4096
@@ -415,12 +395,7 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             return resp.status == 200
 
     def slow_push() -> bytes:
-        bogus = {
-            KEY_HEADER: node.key.public,
-            TIME_HEADER: str(int(time.time() * 1000)),
-            NONCE_HEADER: secrets.token_hex(16),
-            SIGNATURE_HEADER: secrets.token_hex(64),
-        }
+        bogus = bogus_headers(node.key.public, served.address)
         lines = [f"POST {push} HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 60000"]
         lines += [f"{k}: {v}" for k, v in bogus.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode()

@@ -146,6 +146,14 @@ async def raw_call(
         return resp.status, answer, headers
 
 
+async def serve_on_loopback(app: web.Application) -> tuple[web.AppRunner, int]:
+    """Run ``app`` on 127.0.0.1 at a free port; its runner (to clean up) and the port."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, next(a[1] for a in runner.addresses if isinstance(a, tuple))
+
+
 @dataclass
 class Owner:
     """A bank on one ledger, shared by a sync server: what a remote peer talks to."""
@@ -199,10 +207,7 @@ class FakePeer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/v1/dbs/{db}/{name}", self._answer)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
+        self._runner, self.port = await serve_on_loopback(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:

@@ -32,7 +32,7 @@ from chazbot.errors import BackendError, ChazError, InputError
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.sync import Replicator, SyncClient
 from chazbot.sync.tickets import format_ticket
-from tests.sync_support import FAST
+from tests.sync_support import FAST, serve_on_loopback
 
 DB = "sha256:" + "cd" * 32
 SAID = ("SSH", "OpenSSH", "secret", "HTTP", "404", "302", "refused", "Connect", "granted")
@@ -97,11 +97,9 @@ def http_service(status: int, text: str, **headers: str) -> web.Application:
 
 @asynccontextmanager
 async def serving(app: web.Application) -> AsyncIterator[int]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    runner, port = await serve_on_loopback(app)
     try:
-        yield next(a[1] for a in runner.addresses if isinstance(a, tuple))
+        yield port
     finally:
         await runner.cleanup()
 

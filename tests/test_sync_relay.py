@@ -34,7 +34,7 @@ from chazbot.sync.protocol import (
     TIME_HEADER,
 )
 from chazbot.sync.tickets import format_ticket
-from tests.sync_support import FAST, Owner, insert
+from tests.sync_support import FAST, Owner, insert, serve_on_loopback
 
 READ = Permission.parse("read")
 
@@ -71,10 +71,7 @@ class Relay:
         self._session = aiohttp.ClientSession()
         app = web.Application()
         app.router.add_post("/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
+        self._runner, self.port = await serve_on_loopback(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:
