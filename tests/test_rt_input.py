@@ -551,7 +551,7 @@ async def test_a_peer_redirecting_elsewhere_is_not_followed(tmp_path: Path) -> N
         with pytest.raises(BackendError) as caught:
             await client.heads(f"http:127.0.0.1:{ports[1]}", DB)
         one_line(str(caught.value))
-        assert f"peer http:127.0.0.1:{ports[1]}" in str(caught.value)
+        assert f"http:127.0.0.1:{ports[1]}" in str(caught.value)
         assert "not a chazbot peer" in str(caught.value), caught.value
         assert hits == []
     finally:

@@ -13,7 +13,7 @@ InputError.
 **Nothing another service says is repeated** (issue #47: a ticket names any host and port,
 and an import must not become a probe): a closed port, a timeout, a service that is not HTTP
 and an HTTP answer without this protocol's ``Eidetica-Protocol`` header are all the same one
-line, ``peer … not reachable, or not a chazbot peer speaking eidetica-sync/2``. Only a peer
+line, ``peer not reachable, or not a chazbot peer (eidetica-sync/2): <address>``. Only a peer
 that names the protocol has its error message shown (one line, cut short). Requests go only
 to addresses ``sync.reach`` allows: never link-local or cloud metadata ones, loopback and
 private ones only with ``allow_private_peers`` (``sync_allow_private_peers``); a name is
@@ -69,7 +69,7 @@ def _bad(address: str, what: str) -> BackendError:
 
 def not_a_peer(address: str) -> BackendError:
     """The one line for every failure that is not a chazbot peer's own answer."""
-    return BackendError(f"peer {address} not reachable, or not a chazbot peer speaking {PROTOCOL}")
+    return BackendError(f"peer not reachable, or not a chazbot peer ({PROTOCOL}): {address}")
 
 
 def _other_protocol(address: str, spoken: str | None) -> BackendError:
@@ -172,8 +172,8 @@ class SyncClient:
                 raw = b"".join(chunks)
         except aiohttp.ClientConnectorCertificateError as exc:
             raise BackendError(
-                f"peer {address} not reachable: its certificate is not trusted here (a "
-                "self-signed peer's CA goes in sync_ca_file)"
+                f"peer not reachable: {address} has a certificate this peer does not trust "
+                "(a self-signed peer's CA goes in sync_ca_file)"
             ) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             refused = refused_by(exc)

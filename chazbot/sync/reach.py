@@ -62,11 +62,11 @@ class RefusedAddress(OSError):
         """The one line an import or a sync pair shows for ``address``."""
         if self.kind == NEVER:
             return (
-                f"peer {address} not reachable: link-local, cloud metadata and other special "
-                "addresses are never synced with"
+                f"peer not reachable: {address} is a link-local, cloud metadata or other "
+                "special address, never synced with"
             )
         return (
-            f"peer {address} not reachable: loopback and private addresses are synced with "
+            f"peer not reachable: {address} is a loopback or private address, synced with "
             f"only when {PRIVATE_KEY} is true in the config"
         )
 
