@@ -29,11 +29,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import BackendError, ChazError, InputError
-from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.sync import Replicator, SyncClient
 from chazbot.sync.tickets import format_ticket
-from tests.sync_support import FAST, serve_on_loopback
+from tests.sync_support import FAST, Owner, serve_on_loopback
 
+READ = Permission.parse("read")
 DB = "sha256:" + "cd" * 32
 SAID = ("SSH", "OpenSSH", "secret", "HTTP", "404", "302", "refused", "Connect", "granted")
 
@@ -313,3 +314,26 @@ async def test_the_import_command_refuses_a_probe_in_one_line(tmp_path: Path) ->
             assert "SSH" not in reply.text and "\n" not in reply.text.strip()
             await peer.sync.stop()
         assert banner.accepted == 1
+
+
+async def test_a_refused_address_is_skipped_for_the_tickets_next_one(
+    importer: Replicator, tmp_path: Path
+) -> None:
+    """Refused before connecting (as written, or once resolved), an address costs nothing
+    and the import goes on to the ticket's next one."""
+    owner = await Owner.open(tmp_path / "o.sqlite3")
+    try:
+        await owner.ledger.set_auth(owner.db, owner.admin, importer.key.public, READ)
+        names = Names({"sneaky.example.org": ["169.254.169.254"]})
+        importer.client.resolver = names
+        ticket = format_ticket(
+            owner.db,
+            ["http:169.254.169.254:80", "https:sneaky.example.org:443", owner.server.address],
+        )
+        result = await importer.import_db(ticket, "read")
+        assert (result.status, result.address) == ("done", owner.server.address)
+        assert names.asked == 1
+        with pytest.raises(InputError, match="link-local, cloud metadata"):
+            await importer.import_db(format_ticket(owner.db, ["http:[fe80::1]:80"]), "read")
+    finally:
+        await owner.close()

@@ -49,7 +49,13 @@ from chazbot.errors import (
 from chazbot.ledger.keys import KeyPair
 from chazbot.sync import wire
 from chazbot.sync.protocol import MAX_BATCH_ENTRIES, PROTOCOL, PROTOCOL_HEADER, sign_request
-from chazbot.sync.reach import PeerResolver, RefusedAddress, check_reachable, refused_by
+from chazbot.sync.reach import (
+    AddressRefused,
+    PeerResolver,
+    RefusedAddress,
+    check_reachable,
+    refused_by,
+)
 from chazbot.sync.store import AccessDecision, check_db_id
 from chazbot.sync.tickets import base_url, plain_off_host
 
@@ -178,7 +184,7 @@ class SyncClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             refused = refused_by(exc)
             if refused is not None:
-                raise InputError(refused.line(address)) from None
+                raise AddressRefused(refused.line(address)) from None
             raise not_a_peer(address) from exc
         if status != 200:
             try:
@@ -193,15 +199,15 @@ class SyncClient:
             raise _bad(address, str(exc)) from None
 
     def check_address(self, address: str) -> None:
-        """InputError (one line) when ``address`` is one this peer never connects to, or
+        """AddressRefused (one line) when ``address`` is one this peer never connects to, or
         loopback or private ones and the operator did not allow those (``sync.reach``), or
         plain HTTP to another machine and the operator did not allow it."""
         try:
             check_reachable(address, self.allow_private_peers)
         except RefusedAddress as exc:
-            raise InputError(exc.line(address)) from None
+            raise AddressRefused(exc.line(address)) from None
         if not self.allow_plain_http and plain_off_host(address):
-            raise InputError(
+            raise AddressRefused(
                 f"peer {address} is plain http on another machine (anyone on the way reads "
                 f"every synced row): use its https: address, or set {PLAIN_HTTP_KEY}: true in "
                 "the config to allow it"

@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from chazbot.errors import InputError
 from chazbot.sync.tickets import is_loopback, split_address
 
 PRIVATE_KEY = "sync_allow_private_peers"
@@ -49,6 +50,11 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 NEVER = "never"
 PRIVATE = "private"
+
+
+class AddressRefused(InputError):
+    """A peer address this peer does not call (a setting may allow it): nothing was sent.
+    An import goes on to the ticket's next address."""
 
 
 class RefusedAddress(OSError):

@@ -50,7 +50,6 @@ from tenacity import (
 from chazbot.errors import (
     BackendError,
     ChazError,
-    InputError,
     IntegrityError,
     PermissionDenied,
 )
@@ -66,6 +65,7 @@ from chazbot.sync.protocol import (
     SyncCounters,
     entry_db,
 )
+from chazbot.sync.reach import AddressRefused
 from chazbot.sync.store import (
     AccessDecision,
     RemoteRow,
@@ -291,15 +291,13 @@ class Replicator:
         t = parse_ticket(ticket) if isinstance(ticket, str) else ticket
         parse_permission(permission)
         failures: list[str] = []
-        refused: InputError | None = None
+        refused: AddressRefused | None = None
         for address in t.addresses:
-            try:
-                self.client.check_address(address)  # plain http elsewhere: not even asked
-            except InputError as exc:
+            try:  # an address this peer does not call (sync.reach, plain http): not asked
+                decision: AccessDecision = await self.client.access(address, t.db, permission)
+            except AddressRefused as exc:
                 refused = refused or exc
                 continue
-            try:
-                decision: AccessDecision = await self.client.access(address, t.db, permission)
             except BackendError as exc:
                 failures.append(str(exc))
                 continue
