@@ -34,7 +34,7 @@ from chazbot.sync.protocol import (
     TIME_HEADER,
 )
 from chazbot.sync.tickets import format_ticket
-from tests.sync_support import FAST, Owner, insert, serve_on_loopback
+from tests.sync_support import FAST, Owner, insert, raw_call, serve_on_loopback
 
 READ = Permission.parse("read")
 
@@ -184,6 +184,7 @@ async def test_a_refusal_for_another_server_is_one_clear_line(owner: Owner) -> N
             await client.close()
     message = str(err.value)
     assert "signed for another server" in message and "\n" not in message, message
+    assert message.endswith(f"({m.address}), this one is {owner.server.address}"), message
     assert m.relayed[0].status == 401
 
 
@@ -236,3 +237,19 @@ async def test_an_old_format_request_is_a_clear_refusal(owner: Owner) -> None:
     assert status == 426, (status, answer)
     error = answer["error"]
     assert "eidetica-sync/1" in error and "eidetica-sync/2" in error and "\n" not in error
+
+
+async def test_a_request_naming_no_server_is_refused(owner: Owner) -> None:
+    v = KeyPair.generate()
+    await owner.ledger.set_auth(owner.db, owner.admin, v.public, READ)
+    path = owner.path("heads")
+    for server in ("", "nowhere", "ftp:x:1"):
+        _, _, headers = await raw_call(owner.server.address, path, b"{}", v)
+        headers = {**headers, SERVER_HEADER: server}
+        if not server:
+            del headers[SERVER_HEADER]
+        status, answer, _ = await raw_call(owner.server.address, path, b"{}", None, headers=headers)
+        assert (status, answer["error"]) == (
+            401,
+            "request names no server (Eidetica-Server: <address>)",
+        ), server

@@ -36,7 +36,7 @@ import heapq
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from chazbot.errors import InputError, PermissionDenied, Unavailable
@@ -220,10 +220,11 @@ def check_headers(
     headers: Mapping[str, str],
     now_s: float,
     window_s: float = MAX_SKEW_S,
-    servers: Collection[str] = (),
+    servers: Sequence[str] = (),
 ) -> SignedHeaders:
     """Check the signature headers' form, the protocol, the server the request names (one
-    of ``servers``, canonical addresses) and the time window, before any body is read.
+    of ``servers``, canonical addresses, the one it is known by first) and the time window,
+    before any body is read.
 
     Raises ProtocolMismatch (another protocol version), Misdirected (signed for another
     server) or Unauthenticated (missing or malformed headers, a time outside the window).
@@ -240,7 +241,8 @@ def check_headers(
     except InputError:
         raise Unauthenticated("request names no server (Eidetica-Server: <address>)") from None
     if named not in servers:
-        raise Misdirected(f"request was signed for another server ({named[:80]})")
+        this = f", this one is {servers[0]}" if servers else ""
+        raise Misdirected(f"request was signed for another server ({named[:80]}){this}")
     try:
         parse_public_key(key)
     except InputError:

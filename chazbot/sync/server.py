@@ -255,21 +255,22 @@ class SyncServer:
     def running(self) -> bool:
         return self._runner is not None
 
-    def servers(self) -> frozenset[str]:
-        """The addresses a request may be signed for here (canonical): the listen address,
-        on loopback also as ``localhost`` (a wildcard one: this machine's loopback names),
-        and ``public_addresses``. Anything else is another server (``Misdirected``)."""
-        found = set(self.public_addresses)
+    def servers(self) -> tuple[str, ...]:
+        """The addresses a request may be signed for here (canonical), the one tickets
+        advertise first: ``public_addresses``, then the listen address, on loopback also as
+        ``localhost`` (a wildcard one: this machine's loopback names). Anything else is
+        another server (``Misdirected``)."""
+        found = list(self.public_addresses)
         if self.port:
             host = self.host.strip("[]").lower()
-            hosts = {host}
+            hosts = [host]
             if is_wildcard(host) or host == "localhost":
-                hosts = {"localhost", "127.0.0.1", "::1"}
+                hosts = ["localhost", "127.0.0.1", "::1"]
             elif is_loopback(host):
-                hosts.add("localhost")
+                hosts.append("localhost")
             scheme = "https" if self.ssl_context else "http"
-            found |= {canonical_address(format_address(h, self.port, scheme)) for h in hosts}
-        return frozenset(found)
+            found += [canonical_address(format_address(h, self.port, scheme)) for h in hosts]
+        return tuple(dict.fromkeys(found))
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
