@@ -52,7 +52,7 @@ from chazbot.sync.protocol import MAX_BATCH_ENTRIES, PROTOCOL, PROTOCOL_HEADER, 
 from chazbot.sync.reach import (
     AddressRefused,
     PeerResolver,
-    RefusedAddress,
+    Refusal,
     check_reachable,
     refused_by,
 )
@@ -204,7 +204,7 @@ class SyncClient:
         plain HTTP to another machine and the operator did not allow it."""
         try:
             check_reachable(address, self.allow_private_peers)
-        except RefusedAddress as exc:
+        except Refusal as exc:
             raise AddressRefused(exc.line(address)) from None
         if not self.allow_plain_http and plain_off_host(address):
             raise AddressRefused(

@@ -14,8 +14,9 @@ An IP address in the ticket is judged as written (an IPv4 address inside IPv6, `
 or ``64:ff9b::…``, as the IPv4 address it carries); a name is judged by every address it
 resolves to (``PeerResolver``, the client's resolver), and the connection goes only to the
 addresses judged, so a name that resolves elsewhere a moment later changes nothing. A
-refusal is a ``RefusedAddress`` (an ``OSError``, so the HTTP library passes it up as a
-failed connection); the client turns it into an InputError of one line naming the peer.
+refusal is a ``Refusal`` (an ``OSError``, so the HTTP library passes it up as a failed
+connection); the client turns it into an ``AddressRefused`` (an InputError) of one line
+naming the peer, and an import goes on to the ticket's next address.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class AddressRefused(InputError):
     An import goes on to the ticket's next address."""
 
 
-class RefusedAddress(OSError):
+class Refusal(OSError):
     """A peer address this peer does not connect to: ``kind`` is NEVER or PRIVATE."""
 
     def __init__(self, kind: str) -> None:
@@ -117,24 +118,24 @@ def _ip(host: str) -> IP | None:
 
 
 def check_reachable(address: str, allow_private: bool) -> None:
-    """RefusedAddress if ``address``'s host, as written, is refused (see the module doc);
+    """Refusal if ``address``'s host, as written, is refused (see the module doc);
     a DNS name is judged again by what it resolves to (``PeerResolver``)."""
     _, host, _ = split_address(address)
     bare = host.strip("[]").lower()
     if bare in METADATA_NAMES:
-        raise RefusedAddress(NEVER)
+        raise Refusal(NEVER)
     if is_loopback(bare) and not allow_private:
-        raise RefusedAddress(PRIVATE)
+        raise Refusal(PRIVATE)
     ip = _ip(bare)
     kind = refusal(ip, allow_private) if ip is not None else None
     if kind is not None:
-        raise RefusedAddress(kind)
+        raise Refusal(kind)
 
 
 class PeerResolver(AbstractResolver):
     """Resolves a peer's name with ``inner`` (the system's resolver by default) and keeps
     only the addresses ``refusal`` allows: the connection goes to those alone. None left:
-    RefusedAddress (the first refusal's line)."""
+    a Refusal (NEVER if any address was one of those, else PRIVATE)."""
 
     def __init__(self, allow_private: bool, inner: AbstractResolver | None = None) -> None:
         self.allow_private = allow_private
@@ -145,7 +146,7 @@ class PeerResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         if host.rstrip(".").lower() in METADATA_NAMES:
-            raise RefusedAddress(NEVER)
+            raise Refusal(NEVER)
         found = await self.inner.resolve(host, port, family)
         kept: list[ResolveResult] = []
         kinds: set[str] = set()
@@ -157,7 +158,7 @@ class PeerResolver(AbstractResolver):
             else:
                 kinds.add(kind)
         if not kept:
-            raise RefusedAddress(NEVER if NEVER in kinds or not kinds else PRIVATE)
+            raise Refusal(NEVER if NEVER in kinds or not kinds else PRIVATE)
         return kept
 
     async def close(self) -> None:
@@ -165,11 +166,11 @@ class PeerResolver(AbstractResolver):
             await self.inner.close()
 
 
-def refused_by(exc: BaseException) -> RefusedAddress | None:
-    """The RefusedAddress behind a failed connection, if that is why it failed."""
+def refused_by(exc: BaseException) -> Refusal | None:
+    """The Refusal behind a failed connection, if that is why it failed."""
     seen: Any = exc
     for _ in range(4):
-        if isinstance(seen, RefusedAddress):
+        if isinstance(seen, Refusal):
             return seen
         nxt = getattr(seen, "os_error", None) or seen.__cause__
         if nxt is None:
