@@ -23,6 +23,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+import chazbot
+from chazbot.config import AgentConfig, Config
 from chazbot.errors import ChazError
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.sync import Replicator, SyncClient
@@ -33,7 +35,7 @@ from chazbot.sync.protocol import (
     SIGNATURE_HEADER,
     TIME_HEADER,
 )
-from chazbot.sync.tickets import format_ticket
+from chazbot.sync.tickets import format_ticket, parse_ticket
 from tests.sync_support import FAST, Owner, insert, raw_call, serve_on_loopback
 
 READ = Permission.parse("read")
@@ -253,3 +255,43 @@ async def test_a_request_naming_no_server_is_refused(owner: Owner) -> None:
             401,
             "request names no server (Eidetica-Server: <address>)",
         ), server
+
+
+def _peer_config(path: Path, agent: str) -> Config:
+    return Config(
+        state_dir=path,
+        sync_listen="127.0.0.1:0",
+        http_listen="",
+        sync_allow_private_peers=True,  # the three peers are on loopback
+        agents=[AgentConfig(name=agent)],
+    )
+
+
+async def test_the_issue_with_three_running_peers(tmp_path: Path) -> None:
+    """As the issue tells it: O grants V's peer key read on its bank; V's admin imports a
+    ticket that names M (with O's bank in it); M passes V's requests on to O. O refuses
+    them all, V's import fails in one line, and V gets nothing of O's bank; V importing
+    O's own ticket still works."""
+    o_cfg, v_cfg = _peer_config(tmp_path / "o", "alpha"), _peer_config(tmp_path / "v", "beta")
+    async with chazbot.open(tmp_path / "o", o_cfg) as o, chazbot.open(tmp_path / "v", v_cfg) as v:
+        await o.sync.start()
+        await v.sync.start()
+        assert o.sync.server is not None
+        await o.command("/memory new notes")
+        await o.command("/memory grant notes alpha write")
+        await o.agent("alpha").remember("plan", "the secret plan", bank="notes")
+        ticket = (await o.command("/memory share notes")).text.split()[-1]
+        assert (await o.command(f"/memory grant notes {v.key.public} read")).ok
+        db = parse_ticket(ticket).db
+        async with Relay(o.sync.server.address) as m:
+            reply = await v.command(f"/memory import {format_ticket(db, [m.address])} read")
+            assert not reply.ok and "signed for another server" in reply.text, reply.text
+            assert "\n" not in reply.text.strip()
+        assert m.relayed and all(r.status == 401 for r in m.relayed), m.relayed
+        assert all(b"secret plan" not in r.answer for r in m.relayed)
+        assert o.sync.server.counters.misdirected == len(m.relayed)
+        assert not await v.ledger.exists(db)
+        done = await v.command(f"/memory import {ticket} read")
+        assert done.ok and "Imported bank notes" in done.text, done.text
+        await v.sync.stop()
+        await o.sync.stop()
