@@ -266,6 +266,9 @@ class Config(_Model):
     sync_allow_plain_http: bool = False
     """Sync with ``http:`` peers on other machines too (plain: anyone on the way reads every
     synced row). Off: plain http only to this machine (``localhost``, ``127.0.0.1``, ``::1``)."""
+    sync_allow_private_peers: bool = False
+    """Sync with peers at loopback and private addresses (after DNS). Off: refused before
+    connecting (``sync.reach``); link-local and cloud metadata ones are refused always."""
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None
