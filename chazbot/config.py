@@ -156,6 +156,7 @@ class MatrixConfig(_Model):
     trust_unverified_devices: bool = True
     command_prefix: str = "!chaz"
     room_agents: dict[str, list[str]] = Field(default_factory=dict)
+    audience_list_max: int = Field(default=50, ge=1, le=50)  # ≤ memory.audience.MAX_AUDIENCE
 
     @field_validator("room_agents")
     @classmethod

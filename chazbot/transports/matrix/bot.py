@@ -438,6 +438,7 @@ class MatrixBot:
             joined,
             public=room.join_rule not in BOUNDED_JOIN_RULES,
             history=room.history_visibility,
+            most=self.cfg.audience_list_max,
         )
 
     async def _answer(
