@@ -127,6 +127,8 @@ class MediaConfig(_Model):
     image_max_mb: float = Field(default=8.0, gt=0, le=50)
     """Pictures larger than this are refused with one line. Media are held in memory only
     (decrypted there), never written to disk, and dropped when the turn ends."""
+    fetch_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """A picture or voice message not fetched whole within this is refused with one line."""
 
 
 class EmbeddingConfig(_Model):
