@@ -378,8 +378,8 @@ class MatrixBot:
         else:
             async with self.sender.typing(job.room_id):
                 media = None
-                if job.kind in ("voice", "picture") and self.media is not None:
-                    media = await self.media.take(job.kind, job.content, job.text, job.event_id)
+                if self.media is not None:  # media, or a typed yes to a forget heard (#47)
+                    media = await self.media.of(job)
                 text, ok, heard, _ = await self._answer(job, media)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents

@@ -9,8 +9,9 @@ configured limit whatever ``info.size`` says, all within ``media.fetch_timeout_s
 
 A voice message becomes its transcript (``backends.speech``), which the turn handles as if
 the person had typed it (words, reminders, capture with the person as speaker, the audience
-rule); the reply starts with what was heard. A picture goes to the turn with its caption
-(``agent.pictures``). Every refusal is one line to the room.
+rule); the reply starts with what was heard. A request to forget that was only heard is asked
+about first and done on the person's typed "yes" (``agent.spoken``, #47). A picture goes to
+the turn with its caption (``agent.pictures``). Every refusal is one line to the room.
 """
 
 from __future__ import annotations
@@ -19,16 +20,20 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from nio.crypto.attachments import decrypt_attachment
 
 from chazbot.agent.pictures import IMAGE_TYPES, Picture
+from chazbot.agent.spoken import SpokenForgets
 from chazbot.backends.capped import read_capped
 from chazbot.backends.speech import Transcriber
 from chazbot.config import Config
 from chazbot.errors import BackendError, ChazError, InputError
+
+if TYPE_CHECKING:
+    from chazbot.transports.matrix.routing import Job
 
 log = logging.getLogger("chazbot.transports.matrix")
 
@@ -78,6 +83,7 @@ class Media:
         self.cfg = cfg
         self.speech = Transcriber(cfg.speech) if cfg.speech is not None else None
         self._http: aiohttp.ClientSession | None = None
+        self.spoken = SpokenForgets()
 
     async def aclose(self) -> None:
         if self.speech is not None:
@@ -86,15 +92,49 @@ class Media:
         if http is not None and not http.closed:
             await http.close()
 
+    async def of(self, job: Job) -> Heard | str | None:
+        """What ``job`` brings to its turn: a voice message's or a picture's (``take``), or
+        for typed words the forget they answer (``typed``); None: the words as typed."""
+        if job.kind in ("voice", "picture"):
+            return await self.take(
+                job.kind, job.content, job.text, job.event_id, job.room_id, job.sender
+            )
+        return self.typed(job.room_id, job.sender, job.text)
+
     async def take(
-        self, kind: str, content: dict[str, Any], caption: str, event_id: str
+        self,
+        kind: str,
+        content: dict[str, Any],
+        caption: str,
+        event_id: str,
+        room_id: str = "",
+        sender: str = "",
     ) -> Heard | str:
-        """``read``, or the one line that refuses the media (logged with the event id)."""
+        """``read``, or the one line that refuses the media (logged with the event id); a
+        voice message from ``sender`` in ``room_id`` that asks to forget gets what was heard
+        and a question instead (``typed`` takes the answer)."""
         try:
-            return await self.read(kind, content, caption)
+            heard = await self.read(kind, content, caption)
         except ChazError as exc:
             log.info("matrix: %s %s not taken: %s", kind, event_id, exc)
             return str(exc)
+        if kind != "voice":
+            return heard
+        asked = self.spoken.ask(room_id, sender, heard.text)
+        if asked is None:
+            return heard
+        log.info("matrix: voice %s asks to forget; held for a typed yes", event_id)
+        return heard_line(heard, asked)
+
+    def typed(self, room_id: str, sender: str, text: str) -> Heard | str | None:
+        """A typed message as the answer to a forget heard before: the transcript to act on
+        (as heard: the reply says so), the line that says nothing was forgotten, or None (the
+        message is the person's next turn)."""
+        found = self.spoken.answer(room_id, sender, text)
+        if found is None:
+            return None
+        what, said = found
+        return Heard(said, (), said) if what == "yes" else said
 
     async def read(self, kind: str, content: dict[str, Any], caption: str) -> Heard:
         """The turn's input for a ``voice`` or ``picture`` job; InputError or BackendError
