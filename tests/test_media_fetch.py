@@ -59,6 +59,8 @@ class MediaRepo:
         media = request.path.removeprefix(prefix).split("/")[-1]
         if media == "small":
             return web.Response(body=PNG, content_type="image/png")
+        if media == "moved":
+            raise web.HTTPTemporaryRedirect(prefix + "example.org/small")
         if media == "silent":
             await self.closing.wait()
         resp = web.StreamResponse()
@@ -130,6 +132,8 @@ async def test_a_picture_is_fetched_with_the_bots_token_in_a_header(
     assert heard.pictures[0].data == PNG
     assert repo.paths == ["/_matrix/client/v1/media/download/localhost:8448/small"]
     assert repo.tokens == [f"Bearer {TOKEN}"]  # never in the query string
+    moved = await media.read("picture", picture("mxc://example.org/moved"), "")
+    assert moved.pictures[0].data == PNG  # a 307 to where the homeserver keeps it
 
 
 @pytest.mark.parametrize("media_id", ["huge", "long"])

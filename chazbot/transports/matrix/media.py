@@ -4,8 +4,9 @@ in memory, bounded, never written to disk, dropped after the turn.
 Fetching (#47): an ``mxc://`` address is taken only as the Matrix spec writes it (a server
 name by its grammar, a media ID of ``[A-Za-z0-9_-]``), so no address reaches another endpoint
 of the homeserver with the bot's token (``mxc://../preview_url``); the bytes are streamed from
-the media repository's authenticated download endpoint, the token in a header, and cut at the
-configured limit whatever ``info.size`` says, all within ``media.fetch_timeout_s``.
+the media repository's authenticated download endpoint, the token in a header (never sent on
+to another origin), and cut at the configured limit whatever ``info.size`` says, all within
+``media.fetch_timeout_s``.
 
 A voice message becomes its transcript (``backends.speech``), which the turn handles as if
 the person had typed it (words, reminders, capture with the person as speaker, the audience
@@ -49,6 +50,9 @@ _SERVER_NAME = re.compile(
 )
 """The spec's server name: an IPv6 literal, or a DNS name or IPv4 address (dot-separated
 labels, so no ``..``), and a port of 1-5 digits."""
+MAX_REDIRECTS = 3
+"""A homeserver may send a download elsewhere (Matrix 1.11: a 307 to its storage); aiohttp
+drops the Authorization header when a redirect changes the origin."""
 _MEDIA_ID = re.compile(r"[A-Za-z0-9_-]{1,255}", re.ASCII)
 
 
@@ -196,7 +200,7 @@ class Media:
                 async with self._session().get(
                     f"{base}{DOWNLOAD_PATH}{server}/{media_id}",
                     headers=headers,
-                    allow_redirects=False,
+                    max_redirects=MAX_REDIRECTS,  # the token never leaves the homeserver's origin
                     **extra,
                 ) as resp:
                     if resp.status != 200:
