@@ -138,6 +138,8 @@ BROAD = (
     "@*:??.??",
     "@*:[::1]",
     "@ana:example.{org,com}",
+    "@[a-z]*:example.org",
+    "@[!x]:example.org",
 )
 NARROW = (
     "@ana:example.org",
@@ -156,6 +158,8 @@ def test_broad_globs_are_refused_whatever_their_shape() -> None:
         with pytest.raises(InputError) as refused:
             check_narrow_glob(bad)
         assert "\n" not in str(refused.value), bad
+    with pytest.raises(InputError):
+        check_narrow_glob("@\\*:example.org")  # fnmatch has no escapes: not a wildcard
     for good in NARROW:
         assert check_narrow_glob(good) == good
 

@@ -86,7 +86,7 @@ def check_narrow_glob(glob: str) -> str:
     is a server anyone can register. InputError (one line) otherwise."""
     text = check_glob(glob)
     shown = text[:80]
-    if not _SERVER_GLOB.fullmatch(text.split(":", 1)[1]):
+    if set("[]\\") & set(text) or not _SERVER_GLOB.fullmatch(text.split(":", 1)[1]):
         raise InputError(
             f"{shown} has more than * and ? as wildcards, or a server name Matrix does not "
             "allow; write the server out, like @*:example.org"
