@@ -3,7 +3,8 @@ set to 1 here so a room of two is "big") keeps no list of who heard a row. Under
 history the rule asked who is in that room *now*: Carol, who joined later, was told Bob's
 earlier row in her DM with the bot. Now such a row is told only in its own room, to those the
 rule can name (with no list: nobody). The same room under ``shared`` history shows its rows to
-whoever is a member now, Carol too: Matrix lets her read them there."""
+whoever has joined it now, Carol too once she joined (Matrix lets her read them there), but
+not while she is only invited."""
 
 from __future__ import annotations
 
@@ -47,15 +48,22 @@ async def test_a_big_rooms_rows_under_joined_history_never_reach_a_later_joiners
         said = await bob.ask(room, f"!chaz remember {history}.code is {secret}", timeout=30)
         assert said.body.startswith("Noted"), said.body
         rooms[history] = room
-    # Carol joins both rooms after the rows were said, then asks in her DM with the bot
+    # Carol is invited to both rooms after the rows were said: invited, she reads neither
+    # (Matrix shows a shared history to members who joined); then she joins both and asks in
+    # her DM with the bot
+    dm = await carol.create_room([bot.user_id], direct=True)
+    await carol.wait_member(dm, bot.user_id)
     for room in rooms.values():
         invited = await alice.client.room_invite(room, carol.user_id)
         assert type(invited).__name__ == "RoomInviteResponse", invited
         await carol.wait_invite(room)
+    for room in rooms.values():
+        await alice.wait_member(room, carol.user_id, "invite")
+    invited_only = (await carol.ask(dm, "!chaz memory search self code", timeout=30)).body
+    assert not any(s in invited_only for s in secrets.values()), invited_only
+    for room in rooms.values():
         await carol.join(room)
         await alice.wait_member(room, carol.user_id)
-    dm = await carol.create_room([bot.user_id], direct=True)
-    await carol.wait_member(dm, bot.user_id)
     searched = (await carol.ask(dm, "!chaz memory search self code", timeout=30)).body
     assert secrets["shared"] in searched, searched  # shared history: hers to read there
     assert secrets["joined"] not in searched, searched

@@ -25,7 +25,7 @@ verify. The rule is the row's, whatever agent, bank or command reads it.
 
 Above ``MAX_AUDIENCE`` members (or the smaller bound the operator set, ``Audience.most``) a
 row records no list. Said under an open history, its audience is "the members of that room",
-looked up when it is read (``Audience.members_of``: a member now may read all the room said);
+looked up when it is read (``Audience.members_of``: who has joined it now may read all it said);
 when they cannot be looked up the row is not shown. Said under a closed history (``joined``,
 ``invited``) only those there then could read it, and without the list nobody can tell who
 they were (someone may have joined since): such a row is told only in its own room, to those
@@ -192,7 +192,7 @@ class Audience:
 
     ``room`` is the session's name (None: the operator's full view); ``present`` the people
     in it now, the bot aside; ``admins_only`` whether every one of them is an admin (then
-    operator rows may be shown); ``members_of`` looks up another room's members now (for rows
+    operator rows may be shown); ``members_of`` looks up who has joined another room now (for rows
     of rooms bigger than ``MAX_AUDIENCE``), None when they are unknown. ``bounded`` is False
     when the readers cannot be bounded (nobody but the bot, membership unknown, a public
     join rule, ``world_readable`` history): then only the room's own rows are told.

@@ -404,10 +404,11 @@ class MatrixBot:
         return present, joined
 
     def members_of(self, session: str) -> frozenset[str] | None:
-        """The people in another room now (for rows of rooms too big to list their
-        audience); None when the bot is not in it."""
+        """Who has joined another room now (for rows of rooms too big to list their
+        audience: under shared history a joined member reads all of it, an invited one
+        nothing yet); None when the bot is not in it."""
         room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX))
-        return None if room is None else self._people(room)[0]
+        return None if room is None else self._people(room)[1]
 
     async def audience(self, room_id: str) -> Audience:
         """Who reads what the bot says in ``room_id`` now. When nio's member list is short of
