@@ -3,9 +3,16 @@ in which words, and for how long."""
 
 from __future__ import annotations
 
-from chazbot.agent.spoken import CONFIRM_MINUTES, MAX_PENDING, SpokenForgets
+from chazbot.agent.spoken import CONFIRM_MINUTES, MAX_PENDING, SpokenForgets, asks_to_forget
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
+
+
+class Heard(SpokenForgets):
+    """A voice note's transcript as the Matrix transport hands it over."""
+
+    def heard(self, room: str, person: str, said: str) -> str | None:
+        return self.ask(room, person, said, asks_to_forget(said))
 
 
 class Clock:
@@ -17,21 +24,22 @@ class Clock:
 
 
 def test_a_forget_heard_is_held_until_its_person_types_yes() -> None:
-    spoken = SpokenForgets(Clock())
+    spoken = Heard(Clock())
     for said in ("forget everything", "Please forget my manager's name.", "vergiss alles"):
-        question = spoken.ask("!r", ALICE, said)
+        question = spoken.heard("!r", ALICE, said)
         assert question is not None and "\n" not in question, said
         assert spoken.answer("!r", BOB, "yes") is None  # not Bob's to answer
         assert spoken.answer("!other", ALICE, "yes") is None  # nor in another room
         assert spoken.answer("!r", ALICE, "Yes!") == ("yes", said)
         assert spoken.answer("!r", ALICE, "yes") is None  # once
     # anything but a forget goes on as typed words
-    assert spoken.ask("!r", ALICE, "remind me tomorrow at 9 to call Ines") is None
-    assert spoken.ask("!r", ALICE, "what do you know about me?") is None
+    assert spoken.heard("!r", ALICE, "remind me tomorrow at 9 to call Ines") is None
+    assert spoken.heard("!r", ALICE, "what do you know about me?") is None
+    assert spoken.heard("!r", ALICE, "forget everything " + "." * 3000) is None  # as a turn
 
 
 def test_yes_and_no_in_each_language_and_anything_else_drops_it() -> None:
-    spoken = SpokenForgets(Clock())
+    spoken = Heard(Clock())
     for said, yes, no in (
         ("forget everything", "yes", "no"),
         ("vergiss alles", "Ja.", "nein"),
@@ -39,27 +47,27 @@ def test_yes_and_no_in_each_language_and_anything_else_drops_it() -> None:
         ("olvida todo", "sí", "no"),
         ("vergeet alles", "ja", "nee"),
     ):
-        asked = spoken.ask("!r", ALICE, said)
+        asked = spoken.heard("!r", ALICE, said)
         assert asked is not None
         assert spoken.answer("!r", ALICE, yes) == ("yes", said)
-        spoken.ask("!r", ALICE, said)
+        spoken.heard("!r", ALICE, said)
         found = spoken.answer("!r", ALICE, no)
         assert found is not None and found[0] == "no"
-    spoken.ask("!r", ALICE, "forget everything")
+    spoken.heard("!r", ALICE, "forget everything")
     assert spoken.answer("!r", ALICE, "yes, and what's the weather?") is None  # dropped
     assert spoken.answer("!r", ALICE, "yes") is None
-    spoken.ask("!r", ALICE, "forget everything")
-    assert spoken.ask("!r", ALICE, "remind me at 9") is None  # a new voice note drops it
+    spoken.heard("!r", ALICE, "forget everything")
+    assert spoken.heard("!r", ALICE, "remind me at 9") is None  # a new voice note drops it
     assert spoken.answer("!r", ALICE, "yes") is None
 
 
 def test_a_held_forget_expires_and_the_store_is_bounded() -> None:
     clock = Clock()
-    spoken = SpokenForgets(clock)
-    spoken.ask("!r", ALICE, "forget everything")
+    spoken = Heard(clock)
+    spoken.heard("!r", ALICE, "forget everything")
     clock.now += CONFIRM_MINUTES * 60 + 1
     assert spoken.answer("!r", ALICE, "yes") is None
     for n in range(MAX_PENDING + 1):
-        spoken.ask(f"!r{n}", ALICE, "forget everything")
+        spoken.heard(f"!r{n}", ALICE, "forget everything")
     assert spoken.answer("!r0", ALICE, "yes") is None  # the oldest made room
     assert spoken.answer(f"!r{MAX_PENDING}", ALICE, "yes") == ("yes", "forget everything")

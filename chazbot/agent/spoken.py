@@ -20,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from chazbot.agent.words import intent
+from chazbot.agent.turn import WORDS_MAX_CHARS
+from chazbot.agent.words import Intent, intent
+from chazbot.reminders.when import asks_for_reminder
 
 CONFIRM_MINUTES = 10
 MAX_PENDING = 256
@@ -66,6 +68,16 @@ class Held:
     until: float
 
 
+def asks_to_forget(said: str) -> Intent | None:
+    """The forget that ``said`` asks for, read as a turn reads typed words (a reminder first;
+    no request in words past ``WORDS_MAX_CHARS``), else None. Pure and slow on hostile text:
+    run it off the event loop."""
+    if len(said) > WORDS_MAX_CHARS or asks_for_reminder(said) is not None:
+        return None
+    found = intent(said)
+    return found if found is not None and found.kind == "forget" else None
+
+
 def _plain(text: str) -> str:
     """``text`` lowercased, its outer punctuation and spaces dropped, apostrophes straight."""
     folded = unicodedata.normalize("NFC", text).replace("\u2019", "'").lower()
@@ -79,11 +91,11 @@ class SpokenForgets:
         self._clock = clock
         self._held: OrderedDict[tuple[str, str], Held] = OrderedDict()
 
-    def ask(self, room: str, person: str, said: str) -> str | None:
-        """For a transcript ``said`` by ``person`` in ``room``: the question to ask when it
-        asks to forget (it is held until answered), else None. Any earlier one is dropped."""
+    def ask(self, room: str, person: str, said: str, found: Intent | None) -> str | None:
+        """For a transcript ``said`` by ``person`` in ``room`` that asks to forget (``found``,
+        from ``asks_to_forget``): the question to ask (it is held until answered), else
+        None. Any earlier one is dropped."""
         self._held.pop((room, person), None)
-        found = intent(said)
         if found is None or found.kind != "forget":
             return None
         while len(self._held) >= MAX_PENDING:
@@ -109,4 +121,13 @@ class SpokenForgets:
         return None
 
 
-__all__ = ["ANSWERS", "ASK", "CONFIRM_MINUTES", "KEPT", "MAX_PENDING", "Held", "SpokenForgets"]
+__all__ = [
+    "ANSWERS",
+    "ASK",
+    "CONFIRM_MINUTES",
+    "KEPT",
+    "MAX_PENDING",
+    "Held",
+    "SpokenForgets",
+    "asks_to_forget",
+]

@@ -27,7 +27,7 @@ import aiohttp
 from nio.crypto.attachments import decrypt_attachment
 
 from chazbot.agent.pictures import IMAGE_TYPES, Picture
-from chazbot.agent.spoken import SpokenForgets
+from chazbot.agent.spoken import SpokenForgets, asks_to_forget
 from chazbot.backends.capped import read_capped
 from chazbot.backends.speech import Transcriber
 from chazbot.config import Config
@@ -124,7 +124,8 @@ class Media:
             return str(exc)
         if kind != "voice":
             return heard
-        asked = self.spoken.ask(room_id, sender, heard.text)
+        found = await asyncio.to_thread(asks_to_forget, heard.text)
+        asked = self.spoken.ask(room_id, sender, heard.text, found)
         if asked is None:
             return heard
         log.info("matrix: voice %s asks to forget; held for a typed yes", event_id)
