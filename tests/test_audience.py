@@ -565,3 +565,19 @@ def test_a_big_rooms_rows_under_closed_history_stay_in_that_room() -> None:
     # the bound is a setting, never past the signed one
     with pytest.raises(ValueError):
         room_audience("big", many, lambda u: False, most=MAX_AUDIENCE + 1)
+
+
+def test_the_configured_list_bound_never_passes_the_signed_one() -> None:
+    from pydantic import ValidationError
+
+    from chazbot.config import MatrixConfig
+
+    def matrix(**more: int) -> MatrixConfig:
+        found = {"homeserver_url": "https://m.example.org", "user_id": "@bot:example.org"}
+        return MatrixConfig.model_validate({**found, **more})
+
+    assert matrix().audience_list_max == MAX_AUDIENCE
+    assert matrix(audience_list_max=1).audience_list_max == 1
+    for bad in (0, MAX_AUDIENCE + 1):
+        with pytest.raises(ValidationError):
+            matrix(audience_list_max=bad)
