@@ -127,6 +127,8 @@ class MediaConfig(_Model):
     image_max_mb: float = Field(default=8.0, gt=0, le=50)
     """Pictures larger than this are refused with one line. Media are held in memory only
     (decrypted there), never written to disk, and dropped when the turn ends."""
+    fetch_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """A picture or voice message not fetched whole within this is refused with one line."""
 
 
 class EmbeddingConfig(_Model):
@@ -156,6 +158,7 @@ class MatrixConfig(_Model):
     trust_unverified_devices: bool = True
     command_prefix: str = "!chaz"
     room_agents: dict[str, list[str]] = Field(default_factory=dict)
+    audience_list_max: int = Field(default=50, ge=1, le=50)  # ≤ memory.audience.MAX_AUDIENCE
 
     @field_validator("room_agents")
     @classmethod
