@@ -31,12 +31,6 @@ FUSED = "Jonas works as a nurse at the city hospital."
 """What the embedded model said when asked what Jonas does (two rows fused)."""
 
 
-class NoComposer(OneAnswer):
-    """A stand-in that, like the embedded model, is not trusted to compose (``composes``)."""
-
-    composes = False
-
-
 # ---- requests read whole ------------------------------------------------------------------
 
 
@@ -213,7 +207,7 @@ def _config(tmp_path: Path, embedder: bool) -> Config:
 @needs_embedder
 async def test_one_row_answers_across_languages_never_a_fused_one(tmp_path: Path) -> None:
     async with chazbot.open(tmp_path, _config(tmp_path, True)) as peer:
-        model = NoComposer(FUSED)
+        model = OneAnswer(FUSED, composes=False)  # as the embedded model declares
 
         async def say(text: str, room: str, who: str = ANN) -> str:
             audience = room_audience(room, [who], lambda u: True)
@@ -359,3 +353,27 @@ def test_a_follow_up_reaches_the_row_that_names_the_subject() -> None:
     pairs = [(named, 0.0), (lives, 0.0), (landlord, 0.0)]
     assert choose(q, pairs, answering.AnswerTuning(), answered=named) is lives
     assert not fits(evidence(landlord), read_question("What is my phone number?"))
+
+
+async def test_a_composing_models_answer_about_someone_named_is_checked(tmp_path: Path) -> None:
+    """A model that composes keeps answering, but its reply about a person it names must stand
+    on a row too: "Kees lives in Amsterdam" was never told."""
+    async with chazbot.open(tmp_path, _config(tmp_path, False)) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ANN], lambda u: True)
+        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
+        await memory.remember(
+            f"{ANN}/f1", f"{ANN} (2026-12-07): Mijn buurman Kees repareert fietsen."
+        )
+        session = await peer.session("dm")
+        from chazbot.agent.turn import run_turn
+
+        async def ask(text: str, reply: str) -> str:
+            model = OneAnswer(reply, tools=True)
+            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+        assert "don't know" in await ask("Where does Kees live?", "Kees lives in Amsterdam.")
+        assert await ask("What does Kees do?", "Kees repairs bikes, fietsen.") == (
+            "Kees repairs bikes, fietsen."
+        )
+        assert await ask("What is the capital of Italy?", "Rome.") == "Rome."

@@ -416,6 +416,25 @@ async def answer_about_person(
     return spoken(row, text, asker)
 
 
+async def question_to_check(text: str, session: Session, sender: str) -> str | None:
+    """The question a composing model's reply is checked against (``turn.check``): a question
+    about the asker, one that asks something of a person it names ("Where does Kees
+    live?"), or a follow-up of such a question, read with it ("Where does my brother live?
+    And what does he do?"); None: the reply is not about a person."""
+    if not asks(text):
+        return None
+    if about_me(text):
+        return text
+    named = frozenset(names(text))
+    if named and personal_attribute(text, named):
+        return text
+    previous = await previous_question(session, sender)
+    follows = bool(previous) and asks(previous) and read_question(text, previous).follow_up
+    if follows and (about_me(previous) or names(previous)):
+        return f"{previous} {text}"
+    return None
+
+
 _PERSONAL_CONCEPTS = (
     _KNOWN
     | _NAMED
@@ -451,6 +470,7 @@ __all__ = [
     "names",
     "personal_attribute",
     "previous_question",
+    "question_to_check",
     "read_question",
     "spoken",
 ]

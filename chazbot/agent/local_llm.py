@@ -197,6 +197,7 @@ class LocalChat:
     """The ChatModel of the embedded model (backend ``local``), see the module doc."""
 
     supports_tools = False
+    vision = False
     composes = False
     """Asked about a person, it is not given rows to compose an answer from: it fused two
     rows into a claim neither makes (#45); one row answers (``agent.answering``). Measured:

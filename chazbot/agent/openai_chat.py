@@ -25,6 +25,7 @@ class OpenAIChat:
     """
 
     supports_tools = True
+    composes = True
 
     def __init__(
         self, cfg: LLMConfig, *, backoff: Backoff = DEFAULT_BACKOFF, sleep: Sleep | None = None
