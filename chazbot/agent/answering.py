@@ -429,9 +429,11 @@ async def question_to_check(text: str, session: Session, sender: str) -> str | N
     if named and personal_attribute(text, named):
         return text
     previous = await previous_question(session, sender)
-    follows = bool(previous) and asks(previous) and read_question(text, previous).follow_up
-    if follows and (about_me(previous) or names(previous)):
-        return f"{previous} {text}"
+    q = read_question(text, previous) if previous and asks(previous) else None
+    if q is not None and q.follow_up and (about_me(previous) or q.names or q.subject):
+        # the follow-up with whom it is about: "Und welches Instrument spielt sie? my tochter"
+        about = [f"my {s}" for s in sorted(q.subject)] + [n.title() for n in sorted(q.names)]
+        return " ".join([text, *about])
     return None
 
 

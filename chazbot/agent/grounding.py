@@ -402,8 +402,10 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return False  # "our landlord's phone number" is not about "my phone"
     if owners and not q.subject:
         mentioned = [t for t in tokenize(question) if t not in FUNCTION]
-        if not _has(owners, mentioned):
-            return False  # "my daughter plays …" does not say what *I* play
+        named = {t for t in tokenize(" ".join(_names(question))) if t in words}
+        if not _has(owners, mentioned) and not named:
+            return False  # "my daughter plays …" does not say what *I* play; "my friend
+            # Sam lives in Dublin" does say where *Sam* lives
     for what in q.what:
         if what in NAME and not any(w in NAME for w in words):
             return False
