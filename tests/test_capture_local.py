@@ -153,9 +153,15 @@ async def test_local_run_remembers_and_forgets_what_the_user_says(tmp_path: Path
         key, value = match.group(1), match.group(2)
         assert key.startswith(user.user_id + "/") and value.startswith(f"{user.user_id} (")
 
-        # The next turn's prompt carries it in the Relevant Memories block.
+        # A question about her is answered from that one row, turned to the listener (#45).
         offset = len(log.read_text(errors="replace"))
-        await human.ask(other, "!chaz Where does my sister Ada live?", timeout=REPLY_TIMEOUT_S)
+        where = await human.ask(
+            other, "!chaz Where does my sister Ada live?", timeout=REPLY_TIMEOUT_S
+        )
+        assert "Lyon" in where.body and not blocks_after(log, offset), where.body
+        # Another turn's prompt carries it in the Relevant Memories block.
+        offset = len(log.read_text(errors="replace"))
+        await human.ask(other, "!chaz Any tips for a weekend in Lyon?", timeout=REPLY_TIMEOUT_S)
         [block] = blocks_after(log, offset)
         assert block.startswith("## Relevant Memories"), block
         # it says who said it (the reader: "you") and where (SPEC §5c): the DM, another room

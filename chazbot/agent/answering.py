@@ -144,6 +144,9 @@ class Question:
     about_asker: bool
     follow_up: bool
     search: str
+    by_words_only: bool = False
+    """Answer only from a row whose words support it (a question naming a place or a thing,
+    not asking anything of a person: "Any tips for a weekend in Lyon?")."""
     aliases: frozenset[str] = frozenset()
     """Names a row gives the subject ("My sister is called *Ada*"): a row about Ada is about
     the sister ("Ada lives in Porto" answers "And where does she live?")."""
@@ -298,6 +301,8 @@ def choose(
     by_words = [row for row, _ in fitting if supports(evidence(row), q.text)]
     if by_words:
         return by_words[0]
+    if q.by_words_only:
+        return None
     fitting.sort(
         key=lambda rc: (bool(q.aliases & set(_lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
     )
@@ -402,6 +407,9 @@ async def answer_about_person(
     q = read_question(text, previous if asks(previous) else "")
     if not (about_me(text) or q.names or q.follow_up):
         return None
+    named_only = q.names and not about_me(text) and not q.follow_up
+    if named_only and not personal_attribute(text, q.names):
+        q = replace(q, by_words_only=True)  # "tips for a weekend in Lyon?": a row's words
     asker = sender if memory.hearing.origin is not None else None
     mine = about_me(text) or (q.follow_up and about_me(previous))
     answered = None
@@ -410,7 +418,7 @@ async def answer_about_person(
         answered = await choose_row(memory, first, tuning, asker, only_asker=mine)
     row = await choose_row(memory, q, tuning, asker, only_asker=mine, answered=answered)
     if row is None:
-        if q.names and not mine and not q.follow_up and not personal_attribute(text, q.names):
+        if q.by_words_only:
             return None  # "What is the capital of France?": the world's, the model answers
         return reply(language(text), "dont_know")
     return spoken(row, text, asker)
@@ -437,6 +445,11 @@ async def question_to_check(text: str, session: Session, sender: str) -> str | N
     return None
 
 
+DOING = _set(
+    "do does did doing doet doe deed macht mache machst gemacht fait fais faire hace haces "
+    "hizo hacer tun is ist est es"
+)
+"""What a question asks of someone when it asks what they do or who they are."""
 _PERSONAL_CONCEPTS = (
     _KNOWN
     | _NAMED
@@ -450,6 +463,13 @@ def personal_attribute(text: str, named: frozenset[str]) -> bool:
     family, pets…, or anything of theirs: "Ben's", "de Ben", "von Ben"), not of a place or a
     thing ("What is the capital of France?")."""
     low = text.replace("\u2019", "'").lower()
+    rest = [
+        w
+        for w in _lower_tokens(text)
+        if w not in FUNCTION and w not in QUESTION and w not in named and w not in DOING
+    ]
+    if not rest:
+        return True  # "What does Kees do?", "Wat doet Kees?", "Who is Ben?"
     for name in named:
         if re.search(rf"\b{re.escape(name)}'s?\b|\b(?:de|von|van|del) {re.escape(name)}\b", low):
             return True
