@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from chazbot.agent.grounding import (
     CONCEPT_OF,
     CONCEPTS,
+    FIRST_PERSON,
     FUNCTION,
     KIND_WORDS,
     NAME,
@@ -51,7 +52,7 @@ from chazbot.agent.grounding import (
 from chazbot.agent.grounding import has_word as _has
 from chazbot.agent.grounding import owned as _owned
 from chazbot.agent.grounding import someone_else as _someone_else
-from chazbot.agent.lexicon import ES, QUOTES, reply
+from chazbot.agent.lexicon import QUOTES, reply
 from chazbot.agent.words import as_said_to_them, asks, language, personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
@@ -106,14 +107,27 @@ them answers no question for another."""
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
 
 
+_FAVOURITE_PREFIXES = ("lieblings", "lievelings")
+
+
 def _lower_tokens(text: str) -> list[str]:
-    return tokenize(text.replace("\u2019", "'"))
+    """Tokens, and a compound's noun beside it ("Lieblingsessen", "lievelingseten": "essen",
+    "eten", so "food" finds them)."""
+    tokens = tokenize(text.replace("\u2019", "'"))
+    extra = [
+        t[len(p) :]
+        for t in tokens
+        for p in _FAVOURITE_PREFIXES
+        if t.startswith(p) and len(t) > len(p) + 2
+    ]
+    return tokens + extra
 
 
 def names(question: str) -> set[str]:
     """The names a question gives (capitalised words inside it that are no known word):
     "What does Jonas do?" → {"jonas"}, "Comment s'appelle la femme de Ben ?" → {"ben"}.
-    German capitalises every noun: there, only words of six letters or fewer count."""
+    German capitalises every noun: there, not a word after an article, a possessive or
+    "welcher" ("meinen Kaffee"). A lowercase possessor counts too ("the admin's dog")."""
     lang = language(question)
     found: set[str] = set()
     for match in re.finditer(r"[^\W\d_][\w'-]*", question):
@@ -126,10 +140,23 @@ def names(question: str) -> set[str]:
             continue  # "Ben" is a name, though "ben" is a Dutch verb
         if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
             continue
-        if lang == "de" and len(base) > 6:
-            continue
+        previous = before.split()[-1].lower() if before.split() else ""
+        if lang == "de" and (previous in _DE_DETERMINERS or len(base) > 8):
+            continue  # "meinen Kaffee", "welcher Stadt": nouns; "des Admins": whose
         found.add(base)
+    low = question.replace("\u2019", "'")
+    for match in re.finditer(r"(\w+\s+)?\b([a-z]\w+)'s\b", low):  # "the admin's", not "my sister's"
+        owner, whose = (match.group(1) or "").strip().lower(), match.group(2)
+        if owner not in POSSESSIVES and whose not in CONCEPT_OF and whose not in _NOT_NAMES:
+            found.add(whose)
     return found
+
+
+_DE_DETERMINERS = _set(
+    "der die das den dem ein eine einen einem einer eines mein meine meinen meinem meiner "
+    "meines dein deine deinen deinem sein seine seinen ihr ihre ihren unser unsere welche "
+    "welcher welches welchen im am zum zur vom beim kein keine keinen"
+)
 
 
 @dataclass(frozen=True)
@@ -155,7 +182,7 @@ class Question:
 def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
     found = asked(text)
     subject = set(found.subject) | {
-        s[len("lieblings") :] for s in found.subject if s.startswith("lieblings")
+        s[len(p) :] for s in found.subject for p in _FAVOURITE_PREFIXES if s.startswith(p)
     }  # "Lieblingsessen" is asked as itself and as "essen" (food)
     return frozenset(subject), frozenset(names(text))
 
@@ -174,10 +201,6 @@ def read_question(text: str, previous: str = "") -> Question:
             return Question(text, subject, named, False, True, f"{previous} {text}")
         return Question(text, subject, named, True, True, f"{previous} {text}")
     return Question(text, subject, named, not subject and not named, False, text)
-
-
-FIRST_PERSON = frozenset(ES.opens) | _set("practico hablo hago estudié nací entreno odio")
-"""Spanish tells the asker by the verb alone ("¿Qué coche *tengo*?")."""
 
 
 def about_me(text: str) -> bool:
@@ -216,6 +239,20 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
         return bool(job_nouns(words)) and not (have & _KNOWN - _JOB)
+    return False
+
+
+_I = _set("i i'm ich je j' ik yo")
+
+
+def _speaker_first(said: str) -> bool:
+    """Whether the teller is the sentence's subject before any possessive ("Los sábados
+    *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
+    for token in tokenize(said.replace("\u2019", "'")):
+        if token in POSSESSIVES:
+            return False
+        if token in _I or token in FIRST_PERSON:
+            return True
     return False
 
 
@@ -276,7 +313,7 @@ def fits(row_text: str, q: Question) -> bool:
         return False
     if q.about_asker:
         kin = [w for w in words if w in RELATIONS]
-        owned = sorted(owners)
+        owned = [] if _speaker_first(said_text(_said_part(row_text))) else sorted(owners)
         if kin or (owned and not _has(_lower_tokens(q.text), owned)):
             return False  # "My daughter plays the violin" says nothing of what *I* play
     return _holds(words, row_text, q)
@@ -294,6 +331,9 @@ def choose(
     fitting = [(row, cos) for row, cos in ranked if fits(evidence(row), q)]
     if not fitting:
         return None
+    same = answered is not None and any(row.ident == answered.ident for row, _ in fitting)
+    if same and answered is not None and q.about_asker and not q.subject:
+        return answered  # "Where do I live now?" then "And since when?"
     if answered is not None and len(fitting) > 1:
         fitting = [(row, cos) for row, cos in fitting if row.ident != answered.ident]
     if q.aliases:  # the rows about whom the first answer named go first
@@ -473,8 +513,9 @@ def personal_attribute(text: str, named: frozenset[str]) -> bool:
     for name in named:
         if re.search(rf"\b{re.escape(name)}'s?\b|\b(?:de|von|van|del) {re.escape(name)}\b", low):
             return True
-    return bool(_concepts(_lower_tokens(text)) & _PERSONAL_CONCEPTS) or bool(
-        set(_lower_tokens(text)) & AGE
+    tokens = set(_lower_tokens(text))
+    return bool(_concepts(sorted(tokens)) & _PERSONAL_CONCEPTS) or bool(
+        tokens & (AGE | frozenset(KIND_WORDS))
     )
 
 

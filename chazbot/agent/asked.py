@@ -168,12 +168,14 @@ async def forget_words(
         words = [w for w in auto_recall_query([what], 10) if w not in PLAIN_WORDS]
         words = [w for w in words if w not in ATTRIBUTE_WORDS] or words
         found = view.search(" ".join(words), (), FORGET_CANDIDATES, None, audience)
+        named = read_question(what)  # whose: "où j'habite" is not "ma mère habite"
         mine = [
             r
             for r in found
             if r.bm25 is not None
             and (r.row.origin.speaker if r.row.origin is not None else None) == speaker
             and says_any(r.row, words)
+            and fits(evidence(r.row), named)
         ]
         best = max((r.score for r in mine), default=0.0)
         rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]

@@ -151,6 +151,22 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("drink getränk boisson bebida drankje"),
     _set("food eat essen nourriture plat comida eten"),
     _set(
+        "allergy allergies allergic allergie allergien allergisch allergique allergiques "
+        "alergia alergias alérgico alérgica allergieën"
+    ),
+    _set("coffee kaffee café koffie"),
+    _set("tea tee thé té thee"),
+    _set("chess schach échecs ajedrez schaken schaak"),
+    _set("club clubs verein vereniging club"),
+    _set("school schule école escuela colegio"),
+    _set("monday mondays montag montags lundi lundis lunes maandag maandags"),
+    _set("tuesday tuesdays dienstag dienstags mardi mardis martes dinsdag dinsdags"),
+    _set("wednesday wednesdays mittwoch mittwochs mercredi mercredis miércoles woensdag woensdags"),
+    _set("thursday thursdays donnerstag donnerstags jeudi jeudis jueves donderdag donderdags"),
+    _set("friday fridays freitag freitags vendredi vendredis viernes vrijdag vrijdags"),
+    _set("saturday saturdays samstag samstags samedi samedis sábado sábados zaterdag zaterdags"),
+    _set("sunday sundays sonntag sonntags dimanche dimanches domingo domingos zondag zondags"),
+    _set(
         "neighbour neighbor neighbours nachbar nachbarin voisin voisine vecino vecina buurman "
         "buurvrouw"
     ),
@@ -183,7 +199,8 @@ KINDS: dict[str, frozenset[str]] = {
     "sport": _set(
         "football soccer tennis hockey golf rugby basketball volleyball badminton squash "
         "cricket baseball handball swimming running cycling climbing skiing fußball tennis "
-        "fútbol baloncesto natación voetbal zwemmen schwimmen natation"
+        "fútbol baloncesto natación voetbal zwemmen schwimmen natation judo karate padel "
+        "pádel yoga boxing boxen rowing rudern aviron remo roeien surfing marathon"
     ),
 }
 """Kinds of answer a "which *kind*" question asks, with what is of the kind."""
@@ -370,6 +387,13 @@ def _about_the_person(q: Asked) -> bool:
     return all(_CONCEPT_OF.get(s, frozenset()) & _OWN_CONCEPTS for s in q.subject)
 
 
+FIRST_PERSON = frozenset(ES.opens) | _set(
+    "practico hablo hago estudié estudio nací entreno odio trabajé viví crecí tuve fui "
+    "toco escribo cocino"
+)
+"""Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
+
+
 def _someone_else(text: str) -> bool:
     """Whether a row (``evidence``) tells of someone it names, not of the person who said it:
     "Raj lives in Leicester", "Kees werkt als bakker". The row has no first-person word (nor,
@@ -384,7 +408,7 @@ def _someone_else(text: str) -> bool:
         if not word[:1].isupper():
             continue
         name = word.strip(".,;:!?\"'()").lower()
-        if i == len(raw) - 1 or name.endswith("'s") or name in ES.opens:
+        if i == len(raw) - 1 or name.endswith("'s") or name in FIRST_PERSON:
             return False
         keyed = {w.lower() for w in raw[:i]}
         return name not in keyed and name not in FUNCTION and name not in POSSESSIVES
