@@ -95,7 +95,9 @@ FUNCTION = STOPWORDS | _set(
     "el los las una unos unas del al y o en con por para es soy eres está están estoy se "
     "lo le les te yo tú él ella ellos su sus "
     "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
-    "mij me hem haar er dat die deze"
+    "mij me hem haar er dat die deze "
+    "something anything etwas irgendetwas quelque chose algo algún alguna iets "
+    "doet doe deed macht mache machst fait fais hace haces hizo"
 )
 """Words that say nothing of what is asked, in the five languages."""
 
@@ -148,7 +150,14 @@ CONCEPTS: tuple[frozenset[str], ...] = (
         "conduis conduit conduire conduzco conduces manejo rijd rijdt rijden"
     ),
     _set("bike bicycle fahrrad rad vélo bicicleta fiets"),
-    _set("drink getränk boisson bebida drankje"),
+    _set(
+        "drink drinks drank drinking getränk trinke trinkst trinkt trinken boisson bois boit "
+        "boire bebida bebo bebes bebe beber drankje drink drinkt drinken"
+    ),
+    _set(
+        "play plays played playing spiele spielst spielt spielen joue joues jouer juego "
+        "juegas juega jugar speel speelt spelen"
+    ),
     _set("food eat essen nourriture plat comida eten"),
     _set(
         "allergy allergies allergic allergie allergien allergisch allergique allergiques "
