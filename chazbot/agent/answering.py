@@ -306,7 +306,7 @@ def fits(row_text: str, q: Question) -> bool:
         return False
     if q.subject and not alias and _someone_else(row_text):
         return False  # "Odile a un chien …" is not about "mi perro"
-    owners = {s for s, _ in _owned(said_text(row_text))}
+    owners = set(_lower_tokens(" ".join(s for s, _ in _owned(said_text(row_text)))))
     if owners and q.subject and not alias and not _has(sorted(owners), sorted(q.subject)):
         return False  # "Our landlord's phone number" is not "my phone number"
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
