@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
 from chazbot.transports.matrix import login
+from chazbot.transports.matrix.approving import MatrixApprovals, answers_now, reaction_job
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
     MAX_TIMEOUTS,
@@ -96,6 +97,9 @@ class MatrixBot:
         self._supervisor: asyncio.Task[None] | None = None
         self.reminders = reminder_runner(peer, self._delivery_parts, self.audience)
         self.media: Media | None = None
+        self.approvals = MatrixApprovals(
+            lambda: self.sender, self.audience, f"{cfg.command_prefix} "
+        )
 
     # ---- public state ------------------------------------------------------------------
 
@@ -159,8 +163,9 @@ class MatrixBot:
             self.router,
             self.state,
             on_invite=self._on_invite,
-            on_job=self.queues.put,
+            on_job=self._on_job,
             relogin=relogin if self.cfg.password else None,
+            more_jobs=self._approval_job,
             timeline_limit=self.timeline_limit,
             sync_timeout_ms=self.sync_timeout_ms,
         )
@@ -174,10 +179,13 @@ class MatrixBot:
         except BaseException:
             await client.close()
             raise
+        self.peer.tools.secrets.add(client.access_token)  # never shown in a tool's result
+        self.peer.tools.approvals.attach(SESSION_PREFIX, self.approvals)
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
         self.reminders.start()
 
     async def stop(self) -> None:
+        self.peer.tools.approvals.detach(SESSION_PREFIX)
         await self.reminders.stop()
         if self.media is not None:
             await self.media.aclose()
@@ -215,6 +223,17 @@ class MatrixBot:
                     f"declining the invite to {room_id}", lambda: sender.client.room_leave(room_id)
                 )
             )
+
+    def _on_job(self, job: Job) -> None:
+        """Queue ``job`` in its room, but for an answer to a waiting tool call: the turn it
+        answers holds the room's queue, so it runs beside it."""
+        if answers_now(job):
+            self._spawn(self._run(job))
+        else:
+            self.queues.put(job)
+
+    def _approval_job(self, room: Any, event: Any, handled: Container[str]) -> Job | None:
+        return reaction_job(self.router, room, event, handled, self.peer.tools.approvals.is_prompt)
 
     def _delivery_parts(self) -> tuple[Sender | None, Any, bool]:
         synced = self.sync is not None and self.sync.first_sync_done.is_set()
