@@ -52,8 +52,9 @@ async def tools_log(ctx: Context) -> Reply:
     for r in records[-LOGGED:]:
         by = f" by {r.decided_by}" if r.decided_by else ""
         note = f" ({r.note})" if r.note else ""
+        when = r.at[:16].replace("T", " ")
         lines.append(
-            f"- {r.at} {r.tool}({r.args}) asked by {r.asked_by}: {r.decision}{by}, "
+            f"- {when} {r.tool}({r.args}) asked by {r.asked_by}: {r.decision}{by}, "
             f"{r.outcome}{note}"
         )
     more = f"(the last {LOGGED} of {len(records)})\n" if len(records) > LOGGED else ""

@@ -37,7 +37,7 @@ class CallRecord:
 
     @classmethod
     def new(cls, tool: str, args: str, room: str, asked_by: str, agent: str) -> CallRecord:
-        now = datetime.now(UTC).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
         shown = args if len(args) <= ARGS_SHOWN else args[:ARGS_SHOWN] + "…"
         return cls("c" + secrets.token_hex(6), tool, shown, room, asked_by, agent, now, "")
 

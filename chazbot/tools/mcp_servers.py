@@ -40,6 +40,8 @@ BACKOFF_MAX_S = 60.0
 STEADY_S = 60.0
 """Up this long, a server that dies starts its backoff over."""
 PING_EVERY_S = 30.0
+"""How often a running server is asked for its tools (a liveness check that also picks up
+new tools)."""
 PING_TIMEOUT_S = 5.0
 MAX_TOOLS = 128
 MAX_PAGES = 10
@@ -191,7 +193,7 @@ class ServerLink:
         listed: list[Any] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
             listed += page.tools
             cursor = page.next_cursor
             if not cursor or len(listed) >= MAX_TOOLS:
@@ -200,10 +202,10 @@ class ServerLink:
 
     async def _alive(self, client: Client) -> bool:
         try:
-            with anyio.fail_after(PING_TIMEOUT_S):
-                await client.send_ping()
+            with anyio.fail_after(PING_TIMEOUT_S):  # the listing: ping is gone from MCP 2026
+                self.tools = await self._list(client)
         except Exception as exc:
-            self.error = f"no answer to a ping: {one_line(exc)}"
+            self.error = f"no answer to tools/list: {one_line(exc)}"
             return False
         self._broken.clear()
         return True
