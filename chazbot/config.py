@@ -29,6 +29,9 @@ from chazbot.errors import ConfigError
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 REMINDER_TOOLS = ("schedule_once", "schedule_every", "list_schedules", "cancel_schedule")
 """The reminder tools (#37, ``reminders.tools``), offered by default with the memory ones."""
+QUIET_BUILTINS = ("get_time", "calculate")
+"""Built-in tools (#46) that need nobody's yes, offered by default too; ``web_fetch``,
+``web_search`` and MCP tools are the operator's to add to ``allowed_tools``."""
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """An agent's name, for pydantic's ``pattern`` (Rust's regex: ``$`` is the very end) and
@@ -195,7 +198,9 @@ class AgentConfig(_Model):
     name: str = Field(pattern=NAME_PATTERN)
     system_prompt: str = "You are chaz, a helpful assistant with a long-term memory."
     model: str | None = None
-    allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS + REMINDER_TOOLS))
+    allowed_tools: list[str] = Field(
+        default_factory=lambda: list(MEMORY_TOOLS + REMINDER_TOOLS + QUIET_BUILTINS)
+    )
     default_memory_banks: list[str] = Field(default_factory=list)
     max_iterations: int = Field(default=6, ge=1, le=50)
     capture: CaptureMode = "auto"
@@ -606,6 +611,7 @@ def load_config(path: str | Path | None = None) -> Config:
 
 __all__ = [
     "MEMORY_TOOLS",
+    "QUIET_BUILTINS",
     "REMINDER_TOOLS",
     "AgentConfig",
     "ApprovalPolicy",

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from chazbot.config import MEMORY_TOOLS, REMINDER_TOOLS
+from chazbot.config import MEMORY_TOOLS, QUIET_BUILTINS, REMINDER_TOOLS
 
 Policy = Literal["never", "ask", "always"]
 SEPARATOR = "__"
-QUIET = frozenset({*MEMORY_TOOLS, *REMINDER_TOOLS, "get_time", "calculate"})
+QUIET = frozenset({*MEMORY_TOOLS, *REMINDER_TOOLS, *QUIET_BUILTINS})
 """Tools that run without asking unless the operator says otherwise."""
 
 

@@ -1,77 +1,52 @@
-"""Tool approvals in Matrix (SPEC §12): the ``RoomLink`` the toolbox asks through, and the
-reactions that answer a prompt.
+"""Tool approvals in Matrix (SPEC §12): the ``RoomLink`` the toolbox asks through.
 
 A call that needs a yes posts one ``m.notice`` naming the tool and its arguments; a ✅ or ❌
-reaction to it (from someone allowed to talk to the bot) becomes the command ``approve <the
-prompt's event id>`` or ``deny …``, which the command layer checks like a typed one (only the
-person who started the turn, or an admin). Both kinds of answer run beside the room's queue:
-the turn they answer holds that queue while it waits (``answers_now``)."""
+reaction to it, or ``approve``/``deny``, answers it (``routing`` turns both into commands that
+run beside the room's queue, which the waiting turn holds; the command layer checks who may
+answer). The bot's access token joins the secrets no tool result may show."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Container
-from typing import Any
+from typing import Any, Protocol
 
-from nio import ReactionEvent
-
-from chazbot.commands.tools_cmds import ANSWER_WORDS
+from chazbot.config import MatrixConfig
 from chazbot.memory.audience import Audience
-from chazbot.tools import Request
-from chazbot.transports.matrix.routing import Job, Router
+from chazbot.tools import Request, ToolBox
+from chazbot.transports.matrix.routing import Router
 from chazbot.transports.matrix.sending import Sender
 from chazbot.transports.matrix_rules import SESSION_PREFIX
 
-YES = frozenset({"✅", "✔️", "✔", "👍", "☑️"})
-NO = frozenset({"❌", "✖️", "✖", "👎", "🚫"})
 
+class BotParts(Protocol):
+    """What approvals use of the bot: its sender, config and who reads a room now."""
 
-def _bare(key: str) -> str:
-    return key.replace("\ufe0f", "").strip()
+    sender: Sender | None
+    cfg: MatrixConfig
+    client: Any
+    router: Router
 
-
-YES_BARE = frozenset(_bare(k) for k in YES)
-NO_BARE = frozenset(_bare(k) for k in NO)
-
-
-def reaction_job(
-    router: Router, room: Any, event: Any, handled: Container[str], is_prompt: Callable[[str], bool]
-) -> Job | None:
-    """The ``approve``/``deny`` job a ✅/❌ reaction to a waiting prompt asks for, or None."""
-    if not isinstance(event, ReactionEvent):
-        return None
-    sender, event_id = event.sender, event.event_id
-    if sender == router.cfg.user_id or event_id in handled or not router.allowed(sender):
-        return None
-    key = _bare(str(event.key))
-    verb = "approve" if key in YES_BARE else "deny" if key in NO_BARE else None
-    if verb is None or not isinstance(event.reacts_to, str) or not is_prompt(event.reacts_to):
-        return None
-    return Job(room.room_id, event_id, sender, "command", f"{verb} {event.reacts_to}", {})
-
-
-def answers_now(job: Job) -> bool:
-    """Whether ``job`` answers a waiting tool call (run beside the room's queue)."""
-    words = job.text.split(maxsplit=1)
-    return job.kind == "command" and bool(words) and words[0].lower() in ANSWER_WORDS
+    async def audience(self, room_id: str) -> Audience: ...
 
 
 class MatrixApprovals:
     """The toolbox's ``RoomLink`` for Matrix sessions: prompts and notices in the room, and
-    who reads it now (``audience``)."""
+    who reads it now."""
 
-    def __init__(
-        self,
-        sender: Callable[[], Sender | None],
-        audience: Callable[[str], Awaitable[Audience]],
-        prefix: str,
-    ) -> None:
-        self._sender = sender
-        self._audience = audience
-        self.prefix = prefix
+    def __init__(self, bot: BotParts) -> None:
+        self.bot = bot
+        self.prefix = f"{bot.cfg.command_prefix} "
+
+    @classmethod
+    def attach(cls, tools: ToolBox, bot: BotParts) -> None:
+        """Ask through ``bot`` in every Matrix session, answered by reactions to the prompt
+        too (``Router.is_prompt``); its access token is a secret."""
+        tools.secrets.add(getattr(bot.client, "access_token", None))
+        tools.approvals.attach(SESSION_PREFIX, cls(bot))
+        bot.router.is_prompt = tools.approvals.is_prompt
 
     async def _notice(self, session: str, text: str) -> str | None:
-        sender = self._sender()
+        sender = self.bot.sender
         if sender is None:
             return None
         room_id = session.removeprefix(SESSION_PREFIX)
@@ -85,7 +60,7 @@ class MatrixApprovals:
         await self._notice(session, text)
 
     async def readers(self, session: str) -> Audience | None:
-        return await self._audience(session.removeprefix(SESSION_PREFIX))
+        return await self.bot.audience(session.removeprefix(SESSION_PREFIX))
 
 
-__all__ = ["MatrixApprovals", "answers_now", "reaction_job"]
+__all__ = ["BotParts", "MatrixApprovals"]

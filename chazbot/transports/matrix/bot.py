@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Container
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
 from chazbot.transports.matrix import login
-from chazbot.transports.matrix.approving import MatrixApprovals, answers_now, reaction_job
+from chazbot.transports.matrix.approving import MatrixApprovals
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
     MAX_TIMEOUTS,
@@ -97,9 +97,6 @@ class MatrixBot:
         self._supervisor: asyncio.Task[None] | None = None
         self.reminders = reminder_runner(peer, self._delivery_parts, self.audience)
         self.media: Media | None = None
-        self.approvals = MatrixApprovals(
-            lambda: self.sender, self.audience, f"{cfg.command_prefix} "
-        )
 
     # ---- public state ------------------------------------------------------------------
 
@@ -163,9 +160,8 @@ class MatrixBot:
             self.router,
             self.state,
             on_invite=self._on_invite,
-            on_job=self._on_job,
+            on_job=self.queues.put,
             relogin=relogin if self.cfg.password else None,
-            more_jobs=self._approval_job,
             timeline_limit=self.timeline_limit,
             sync_timeout_ms=self.sync_timeout_ms,
         )
@@ -179,8 +175,7 @@ class MatrixBot:
         except BaseException:
             await client.close()
             raise
-        self.peer.tools.secrets.add(client.access_token)  # never shown in a tool's result
-        self.peer.tools.approvals.attach(SESSION_PREFIX, self.approvals)
+        MatrixApprovals.attach(self.peer.tools, self)  # tool calls asked in the room (✅/❌)
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
         self.reminders.start()
 
@@ -223,17 +218,6 @@ class MatrixBot:
                     f"declining the invite to {room_id}", lambda: sender.client.room_leave(room_id)
                 )
             )
-
-    def _on_job(self, job: Job) -> None:
-        """Queue ``job`` in its room, but for an answer to a waiting tool call: the turn it
-        answers holds the room's queue, so it runs beside it."""
-        if answers_now(job):
-            self._spawn(self._run(job))
-        else:
-            self.queues.put(job)
-
-    def _approval_job(self, room: Any, event: Any, handled: Container[str]) -> Job | None:
-        return reaction_job(self.router, room, event, handled, self.peer.tools.approvals.is_prompt)
 
     def _delivery_parts(self) -> tuple[Sender | None, Any, bool]:
         synced = self.sync is not None and self.sync.first_sync_done.is_set()

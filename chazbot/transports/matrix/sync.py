@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nio import (
@@ -62,7 +62,6 @@ class SyncLoop:
         on_invite: Callable[[str, str], None],
         on_job: Callable[[Job], None],
         relogin: Callable[[], Awaitable[None]] | None,
-        more_jobs: Callable[[Any, Any, Container[str]], Job | None] | None = None,
         timeline_limit: int = TIMELINE_LIMIT,
         sync_timeout_ms: int = SYNC_TIMEOUT_MS,
     ) -> None:
@@ -73,7 +72,6 @@ class SyncLoop:
         self._on_invite = on_invite
         self._on_job = on_job
         self._relogin = relogin
-        self._more_jobs = more_jobs  # events of features beyond messages (tool approvals)
         self.timeline_limit = timeline_limit
         self.sync_timeout_ms = sync_timeout_ms
         self.last_sync_ok: float | None = None
@@ -222,8 +220,6 @@ class SyncLoop:
                 job = self.router.job(
                     room, event, self.state.handled, self.state.undecryptable_noticed
                 ) or revision_job(self.router, room, event, self.state.handled)
-                if job is None and self._more_jobs is not None:
-                    job = self._more_jobs(room, event, self.state.handled)
                 if job is not None:
                     job.heard_by = self.heard_then(room, events[i + 1 :])
                     jobs.append(job)
