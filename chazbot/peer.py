@@ -312,6 +312,7 @@ class Peer:
                 self.config.timezone,
                 pictures,
                 acknowledge=mode != "off",
+                toolbox=self.tools,
             )
             if not result.ok or result.answered_in_words:
                 mode = "off"

@@ -35,6 +35,8 @@ from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder, zone
+from chazbot.tools import DATA_RULE, Caller, ToolBox
+from chazbot.tools.builtins import BUILTIN_NAMES
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
@@ -54,7 +56,7 @@ NOTHING_RECALLED = (
     "never guess or make it up."
 )
 """Added to the system prompt when a question finds no memories (SPEC §5)."""
-KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS)
+KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS) | frozenset(BUILTIN_NAMES)
 """Every tool a turn may offer: the only names a metric label may carry."""
 NOW_LINE = "Now it is {now} in {tz}, the person's time zone."
 """Added to the system prompt of a model with tools, so "next Friday" becomes a date (#37)."""
@@ -207,6 +209,7 @@ async def run_turn(
     acknowledge: bool = False,
     tuning: RecallTuning = DEFAULT_TUNING,
     clock: Callable[[], datetime] = _utc_now,
+    toolbox: ToolBox | None = None,
 ) -> TurnResult:
     """Answer one user message; tool errors go back to the model, never to the user.
 
@@ -298,6 +301,19 @@ async def run_turn(
         log.debug("auto-recall for %s in %s:\n%s", agent.name, session.name, block)
     allowed = [t for t in agent.config.allowed_tools if t in TOOLS or t in REMINDER_TOOLS]
     tools = [(TOOLS.get(t) or REMINDER_TOOLS[t]).schema() for t in allowed] or None
+    caller = Caller(
+        agent.name,
+        agent.db,
+        agent.key,
+        tuple(agent.config.allowed_tools),
+        session.name,
+        sender,
+        memory.hearing.audience,
+    )
+    more = toolbox.offered(caller) if toolbox is not None and tools_ok else []
+    if more:  # built-ins and MCP tools: their results are data, never instructions
+        tools = (tools or []) + more
+        messages[0] = {"role": "system", "content": f"{messages[0]['content']}\n\n{DATA_RULE}"}
     heard = memory.hearing.audience  # reminder tools act for the sender, in this room (#37)
     asking = Asking(
         store,
@@ -343,6 +359,8 @@ async def run_turn(
                 ok, output = await run_reminder_tool(
                     asking, agent.config.allowed_tools, call.name, call.arguments
                 )
+            elif toolbox is not None and toolbox.handles(call.name):
+                ok, output = await toolbox.call(caller, call.name, call.arguments)
             else:
                 ok, output = await run_tool(
                     memory, agent.config.allowed_tools, call.name, call.arguments
