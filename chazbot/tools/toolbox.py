@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 
 from chazbot.config import Config
 from chazbot.errors import BackendError, ChazError, InputError, NotFound, PermissionDenied
@@ -245,9 +246,8 @@ class ToolBox:
                     f"{name} belongs to {link.config.owner}; it is offered only where they "
                     "alone read the room"
                 )
-        errors = sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: e.path)
-        if errors:
-            first = errors[0]
+        first = best_match(Draft202012Validator(schema).iter_errors(args))
+        if first is not None:
             where = ".".join(str(p) for p in first.absolute_path) or "arguments"
             raise InputError(f"{where}: {first.message[:200]}")
         self.limits.take(name, caller.session)
