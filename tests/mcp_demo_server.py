@@ -2,7 +2,8 @@
 (``MCPServer``, the SDK's FastMCP): over stdio by default, or Streamable HTTP on loopback with
 ``--http PORT``. Its tools behave well or badly on purpose: ``add``, ``echo``, ``hang`` (holds
 its call), ``flood`` (a huge result), ``leak`` (returns an environment variable, a secret of
-the peer's in the tests), ``die`` (the process exits in the middle of the call)."""
+the peer's in the tests), ``garble`` (malformed JSON-RPC on its stdout), ``die`` (the
+process exits in the middle of the call)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,15 @@ def flood(lines: int) -> str:
 def leak(name: str) -> str:
     """Return the value of an environment variable."""
     return f"the value is {os.environ.get(name, '')}"
+
+
+@app.tool()
+def garble() -> str:
+    """Write lines that are no JSON-RPC onto the protocol stream, then answer."""
+    os.write(1, b'{"jsonrpc": "2.0", "id": \n')
+    os.write(1, b"this is not json\n")
+    os.write(1, b'{"jsonrpc": "2.0", "id": 999999, "result": {"bogus": true}}\n')
+    return "garbled"
 
 
 @app.tool()

@@ -176,6 +176,14 @@ async def test_a_flood_is_bounded_and_secrets_are_redacted(peer: Peer) -> None:
     assert ok and shown.count("</tool_result>") == 1
 
 
+async def test_malformed_json_rpc_costs_that_call_only(peer: Peer) -> None:
+    who = caller(peer)
+    ok, shown = await peer.tools.call(who, "demo__garble", {})
+    assert ok and data_of(shown) == "garbled"  # the SDK drops the lines it cannot read
+    ok, shown = await peer.tools.call(who, "demo__add", {"a": 2, "b": 2})
+    assert ok and data_of(shown) == "4"
+
+
 async def test_a_server_that_dies_mid_call_costs_that_call_and_is_restarted(peer: Peer) -> None:
     who = caller(peer)
     link = peer.tools.servers.links["demo"]
