@@ -298,6 +298,14 @@ class ToolsConfig(_Model):
         return value
 
 
+def _unique(what: str, names: list[str]) -> None:
+    """ValueError naming the names (case-insensitive) given more than once."""
+    lowered = [n.lower() for n in names]
+    dupes = sorted({n for n in lowered if lowered.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what} names must be unique, repeated: {', '.join(dupes)}")
+
+
 def _tool_ref(name: str) -> None:
     """A tool name or an MCP server's ``<server>__*``, else ValueError."""
     server, sep, rest = name.partition("__")
@@ -403,10 +411,7 @@ class Config(_Model):
     @field_validator("mcp_servers")
     @classmethod
     def _unique_servers(cls, value: list[MCPServerConfig]) -> list[MCPServerConfig]:
-        names = [s.name.lower() for s in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"mcp server names must be unique, repeated: {', '.join(dupes)}")
+        _unique("mcp server", [s.name for s in value])
         return value
 
     @field_validator("timezone")
@@ -455,10 +460,7 @@ class Config(_Model):
     @field_validator("agents")
     @classmethod
     def _unique_agents(cls, value: list[AgentConfig]) -> list[AgentConfig]:
-        names = [a.name.lower() for a in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"agent names must be unique, repeated: {', '.join(dupes)}")
+        _unique("agent", [a.name for a in value])
         return value
 
     def room_agent_names(self) -> list[tuple[str, str]]:
