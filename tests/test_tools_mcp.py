@@ -374,3 +374,35 @@ async def test_a_streamable_http_server(tmp_path: Path, http_server: str) -> Non
         assert not ok and "no answer within 3 s" in shown
         ok, shown = await peer.tools.call(caller(peer), "demo__echo", {"text": "still here"})
         assert ok and json.dumps(data_of(shown)) == '"still here"'
+
+
+async def test_the_admin_page_shows_each_servers_state(tmp_path: Path) -> None:
+    from chazbot.transports.http import HttpServer
+    from chazbot.transports.web import WebUI
+    from tests.web_support import ADMIN, browser_session, link, sign_in, web_config
+
+    broken = MCPServerConfig(name="broken", command="/nonexistent/mcp-server", startup_timeout_s=5)
+    cfg = web_config(tmp_path).model_copy(update={"mcp_servers": [stdio_server(), broken]})
+    peer = await Peer.open(cfg)
+    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount)
+    await server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    peer.hosting.config = cfg.model_copy(
+        update={"web": cfg.web.model_copy(update={"public_url": base})}
+    )
+    try:
+        await peer.tools.servers.links["demo"].ready.wait()
+        await wait_until(lambda: peer.tools.servers.links["broken"].restarts, 30, "a failure")
+        async with browser_session() as client:
+            await sign_in(client, await link(peer, ADMIN, admin=True))
+            async with client.get(f"{base}/ui/admin/agents") as page:
+                assert page.status == 200
+                html = await page.text()
+        table = html.split('id="mcp-servers"', 1)[1]
+        demo = table.split("<td>demo</td>", 1)[1].split("</tr>", 1)[0]
+        assert "<td>running</td>" in demo and "add, die, echo" in demo, demo
+        failed = table.split("<td>broken</td>", 1)[1].split("</tr>", 1)[0]
+        assert "<td>restarting: " in failed, failed
+    finally:
+        await server.stop()
+        await peer.close()

@@ -190,7 +190,7 @@ class ToolBox:
             args = _arguments(arguments)
         except ChazError as exc:
             return False, self._shown(name, f"Error: {exc}")
-        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        text, _ = self.secrets.redact(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
         record = CallRecord.new(name, text, caller.session, caller.person, caller.agent)
         journal = Journal(self.ledger, caller.db, caller.key)
         try:
