@@ -132,7 +132,11 @@ class Approvals:
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         waiting = self._waiting[request.id] = _Waiting(request, None, future)
         try:
-            answer = await link.prompt(request)  # waiting already: an answer may come at once
+            try:  # waiting already: an answer may come at once
+                answer = await link.prompt(request)
+            except Exception as exc:  # the room could not be asked: denied
+                log.warning("tools: could not ask in %s: %s", session, exc)
+                answer = None
             if isinstance(answer, bool) and not future.done():
                 future.set_result(Decision(answer, "approved" if answer else "denied", person))
             elif answer is None and not future.done():

@@ -17,6 +17,7 @@ DATA_RULE = (
 )
 """Added to the system prompt when a turn offers tools beyond memory and reminders."""
 _CLOSE = re.compile(r"</?\s*tool_result", re.IGNORECASE)
+_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def as_data(tool: str, text: str) -> str:
     """``text`` as the model sees it: inside one ``<tool_result>`` block that the text cannot
     close."""
     inner = _CLOSE.sub("tool-result", text)
-    return f'<tool_result tool="{tool}">\n{inner}\n</tool_result>'
+    name = _NAME.sub("", tool)[:64] or "unknown"  # the model's name for it: no markup
+    return f'<tool_result tool="{name}">\n{inner}\n</tool_result>'
 
 
 __all__ = ["DATA_RULE", "REDACTED", "Bounds", "Secrets", "as_data", "bound"]

@@ -185,7 +185,18 @@ class ToolBox:
         self, caller: Caller, name: str, arguments: str | dict[str, Any]
     ) -> tuple[bool, str]:
         """Run one call of the model's: (ok, what the model is shown). Never raises for what
-        the model, a site or a server does."""
+        the model, a site or a server does (a surprise is logged and costs the call only)."""
+        try:
+            return await self._call(caller, name, arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("tools: %s failed unexpectedly", name[:64])
+            return False, self._shown(name, "Error: the tool failed on this peer's side.")
+
+    async def _call(
+        self, caller: Caller, name: str, arguments: str | dict[str, Any]
+    ) -> tuple[bool, str]:
         try:
             args = _arguments(arguments)
         except ChazError as exc:
