@@ -114,3 +114,51 @@ async def test_approve_deny_time_out_and_someone_elses_answer(
     assert f"approved by {alice.user_id}, ok" in log, log
     assert f"denied by {alice.user_id}, not run" in log and "timed out" in log, log
     assert "Traceback" not in proc.log()
+
+
+async def test_an_owners_server_is_never_used_once_a_second_reader_joins(
+    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+) -> None:
+    from nio import RoomInviteResponse
+
+    alice, bob = await humans("alice"), await humans("bob")
+    top = {
+        "agents": [{"name": "chaz", "capture": "off", "allowed_tools": ["mine__*"]}],
+        "mcp_servers": [
+            {"name": "mine", "command": sys.executable, "args": [SERVER], "owner": alice.user_id}
+        ],
+        "approvals": {"timeout_s": 60},
+    }
+    proc, bot = await chazbot(standin_llm.url, [alice.user_id, bob.user_id], [], top=top)
+    dm = await alice.create_room([bot.user_id], direct=True)
+    await alice.wait_member(dm, bot.user_id)
+    await wait_until(lambda: "mcp mine: running" in proc.log(), 60, "the MCP server")
+
+    asked = await alice.send(dm, 'call mine__echo {"text": "my calendar"}')
+    prompt = await wait_until(
+        lambda: next(
+            (s for s in alice.messages(dm, bot.user_id) if "wants to run mine__echo" in s.body),
+            None,
+        ),
+        60,
+        "the prompt",
+    )
+    offered = {t["function"]["name"] for t in standin_llm.requests[-1]["tools"]}
+    assert "mine__echo" in offered  # Alice alone reads her DM
+    invited = await alice.client.room_invite(dm, bob.user_id)
+    assert isinstance(invited, RoomInviteResponse), invited
+    await bob.wait_invite(dm)
+    await bob.join(dm)
+    await alice.wait_member(dm, bob.user_id)
+    await react(alice, dm, event_id(prompt), "✅")  # approved, but Bob reads the room now
+    reply = (await alice.wait_reply(asked, 60))[0]
+    assert "did not send the answer" in reply.body, reply.body  # the reply is withheld too
+    log = (await alice.ask(dm, "!chaz tools log", timeout=30)).body
+    assert f"approved by {alice.user_id}, error (mine__echo belongs to" in log, log
+
+    before = len(standin_llm.requests)
+    again = await alice.ask(dm, '!chaz call mine__echo {"text": "now?"}', timeout=60)
+    first = standin_llm.requests[before]
+    assert "mine__echo" not in {t["function"]["name"] for t in first.get("tools") or []}
+    assert "belongs to @" in again.body, again.body  # a call made up anyway is refused
+    assert "Traceback" not in proc.log()

@@ -416,3 +416,22 @@ async def test_a_hostile_tool_name_or_deep_arguments_cost_one_line(peer: Peer) -
     deep = '{"a": ' + "[" * 5_000 + "]" * 5_000 + ', "b": 1}'
     ok, shown = await peer.tools.call(who, "demo__add", deep)
     assert not ok and "\n" not in data_of(shown), shown
+
+
+async def test_a_join_while_the_call_waits_for_a_yes_refuses_an_owners_tool(
+    tmp_path: Path,
+) -> None:
+    async with chazbot.open(tmp_path, config(tmp_path, stdio_server("mine", owner=ALICE))) as peer:
+        await peer.tools.servers.wait_ready(60)
+        room = Room(now=alone(ALICE))
+        peer.tools.approvals.attach("matrix:", room)
+        peer.tools.approvals.timeout_s = 30
+        call = asyncio.create_task(peer.tools.call(caller(peer), "mine__echo", {"text": "hi"}))
+        await wait_until(lambda: room.prompts, what="a prompt")
+        room.now = room_audience(DM, [ALICE, BOB], nobody_admin)  # Bob joins meanwhile
+        assert (await answer(peer, "approve", ALICE)).startswith("Approved")
+        ok, shown = await call
+        assert not ok and "belongs to @alice:example.org" in shown
+        agent = peer.agent("chaz")
+        records = await Journal(peer.ledger, agent.db, agent.key).in_room(DM)
+        assert [(r.decision, r.outcome) for r in records] == [("approved", "error")]

@@ -223,6 +223,7 @@ class ToolBox:
             record = record.decided("not needed")
         try:
             if link is not None:
+                await self._owner_reads_alone(caller, link, name)  # again: the wait was long
                 output = await self._remote(link, tool, args)
             else:
                 output = await self._builtin(tool, args)
@@ -251,18 +252,23 @@ class ToolBox:
                 raise NotFound(f"no tool {name[:64]!r} now{why}")
             link, tool = found
             schema = tool.schema
-            readers = await self._readers(caller)
-            if not owner_reads_alone(link.config.owner, readers):
-                raise PermissionDenied(
-                    f"{name} belongs to {link.config.owner}; it is offered only where they "
-                    "alone read the room"
-                )
+            await self._owner_reads_alone(caller, link, name)
         first = best_match(Draft202012Validator(schema).iter_errors(args))
         if first is not None:
             where = ".".join(str(p) for p in first.absolute_path) or "arguments"
             raise InputError(f"{where}: {first.message[:200]}")
         self.limits.take(name, caller.session)
         return tool, link
+
+    async def _owner_reads_alone(self, caller: Caller, link: ServerLink, name: str) -> None:
+        """PermissionDenied unless the server's owner (if any) alone reads the room now."""
+        if link.config.owner is None:
+            return
+        if not owner_reads_alone(link.config.owner, await self._readers(caller)):
+            raise PermissionDenied(
+                f"{name} belongs to {link.config.owner}; it is offered only where they "
+                "alone read the room"
+            )
 
     async def _readers(self, caller: Caller) -> Audience | None:
         """Who reads the room at the call: the transport's answer, else the turn's."""
