@@ -11,7 +11,7 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError
 from chazbot.reminders.setting import set_reminder
-from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminders
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON
 from chazbot.reminders.when import understand, zone
 
 BERLIN = zone("Europe/Berlin")
@@ -26,14 +26,14 @@ async def test_sets_at_the_cap_from_many_rooms_at_once_go_no_more_than_the_cap(
     cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
     async with chazbot.open(tmp_path, cfg) as peer:
         chaz = peer.agent("chaz")
-        store = Reminders(peer.ledger, chaz.db, chaz.key)
+        store = peer.reminders.of(chaz.db, chaz.key)
         for i in range(MAX_ACTIVE_PER_PERSON - 1):
             when = understand(f"remind me in {i + 2} days at 9 to t{i}", NOW, BERLIN)
             await store.add(when, ROOMS[0], ALICE, MAX_ACTIVE_PER_PERSON)
 
         async def one(room: str, who: str, n: int) -> str | None:
             # each its own store, as each turn and each command makes one
-            mine = Reminders(peer.ledger, chaz.db, chaz.key)
+            mine = peer.reminders.of(chaz.db, chaz.key)
             try:
                 return await set_reminder(
                     mine, f"remind me tomorrow at {n + 8} to x{n}", room, who, "UTC", False, NOW

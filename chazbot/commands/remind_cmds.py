@@ -21,7 +21,7 @@ SHOWN = 20
 
 
 def reminders_of(ctx: Context) -> Reminders:
-    return Reminders(ctx.ledger, ctx.agent.db, ctx.agent.key)
+    return ctx.reminders.of(ctx.agent.db, ctx.agent.key)
 
 
 async def person_zone(ctx: Context, store: Reminders) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,12 +32,6 @@ SENT_STORE = "reminders_sent"
 ZONES_STORE = "people_tz"
 MAX_ACTIVE_PER_PERSON = 20
 """Active reminders a person who is not an admin may hold in one agent."""
-_ADDING: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per ledger, one lock per (agent DB, person): a count of their active reminders and the
-write of a new one are one step, whichever ``Reminders`` object (each turn and command makes
-its own) and whichever room asks."""
 RULE_SHAPE = re.compile(
     r"FREQ=(DAILY|WEEKLY|MONTHLY)(;INTERVAL=([1-9]|1[0-2]))?(;BYDAY=[+-]?[1-4]?(MO|TU|WE|TH|FR|SA|SU))?"
     r";BYHOUR=(1?[0-9]|2[0-3]);BYMINUTE=[1-5]?[0-9];BYSECOND=0"
@@ -163,11 +156,31 @@ class Reminder:
         )
 
 
-class Reminders:
-    """The reminders of one agent DB, written with the agent's key."""
+class ReminderBook:
+    """The peer's part for reminders (``peer.reminders``): each agent's ``Reminders`` is made
+    here (``of``), and all of them share one lock per (agent DB, person), so a count of their
+    active reminders and the write of a new one are one step, whichever ``Reminders`` object
+    (each turn and command makes its own) and whichever room asks."""
 
-    def __init__(self, ledger: Ledger, db: str, key: KeyPair) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self._adding: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def of(self, db: str, key: KeyPair) -> Reminders:
+        """The reminders of the agent whose DB is ``db``, written with its ``key``."""
+        return Reminders(self, db, key)
+
+    def adding(self, db: str, person: str) -> asyncio.Lock:
+        """The lock ``person`` holds in agent DB ``db`` while a reminder of theirs is added."""
+        return self._adding.setdefault((db, person), asyncio.Lock())
+
+
+class Reminders:
+    """The reminders of one agent DB, written with the agent's key (``ReminderBook.of``)."""
+
+    def __init__(self, book: ReminderBook, db: str, key: KeyPair) -> None:
+        self.book = book
+        self.ledger = book.ledger
         self.db = db
         self.key = key
 
@@ -202,8 +215,7 @@ class Reminders:
         """Store a new reminder; InputError past ``limit`` active ones of ``by``. The count and
         the write hold ``by``'s lock in this agent, so two rooms setting one at the same moment
         cannot both pass the count."""
-        locks = _ADDING.setdefault(self.ledger, {})
-        async with locks.setdefault((self.db, by), asyncio.Lock()):
+        async with self.book.adding(self.db, by):
             return await self._add(understood, room, by, limit, origin)
 
     async def _add(
@@ -293,5 +305,6 @@ __all__ = [
     "SENT_STORE",
     "ZONES_STORE",
     "Reminder",
+    "ReminderBook",
     "Reminders",
 ]
