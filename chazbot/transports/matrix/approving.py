@@ -3,7 +3,8 @@
 A call that needs a yes posts one ``m.notice`` naming the tool and its arguments; a ✅ or ❌
 reaction to it, or ``approve``/``deny``, answers it (``routing`` turns both into commands that
 run beside the room's queue, which the waiting turn holds; the command layer checks who may
-answer). The bot's access token joins the secrets no tool result may show."""
+answer). The bot's access token joins the secrets no tool result may show. Once the bot has
+stopped, a prompt cannot be sent: the call is denied (``Approvals.ask``)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,7 @@ from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
-from chazbot.transports.matrix import login
-from chazbot.transports.matrix.approving import MatrixApprovals
+from chazbot.transports.matrix import approving, login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
     MAX_TIMEOUTS,
@@ -175,12 +174,11 @@ class MatrixBot:
         except BaseException:
             await client.close()
             raise
-        MatrixApprovals.attach(self.peer.tools, self)  # tool calls asked in the room (✅/❌)
+        approving.MatrixApprovals.attach(self.peer.tools, self)  # tools asked in rooms (✅/❌)
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
         self.reminders.start()
 
     async def stop(self) -> None:
-        self.peer.tools.approvals.detach(SESSION_PREFIX)
         await self.reminders.stop()
         if self.media is not None:
             await self.media.aclose()
