@@ -35,6 +35,7 @@ from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder, zone
+from chazbot.reminders.zones import set_zone_from_words, zone_in_words
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle, MemoryHost
@@ -233,12 +234,25 @@ async def run_turn(
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
+    moved = zone_in_words(text) if not asks(text) else None
+    if moved is not None:  # "I live in Lisbon": the person's zone, confirmed; still captured
+        store = Reminders(peer.ledger, agent.db, agent.key)
+        said_zone = await set_zone_from_words(store, sender, moved, memory.hearing.prefix, clock())
+        await session.add_message("assistant", said_zone, agent.name)
+        return TurnResult(said_zone)
     if asks_for_reminder(text) is not None:
         store = Reminders(peer.ledger, agent.db, agent.key)
         said: str | None
         try:
             said = await set_reminder(
-                store, text, session.name, sender, timezone, False, origin=memory.hearing.origin
+                store,
+                text,
+                session.name,
+                sender,
+                timezone,
+                False,
+                origin=memory.hearing.origin,
+                prefix=memory.hearing.prefix,
             )
         except InputError as exc:
             said = None if asks(text) else f"{exc} (nothing was set)"
