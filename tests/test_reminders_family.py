@@ -14,7 +14,7 @@ import pytest
 from babel.dates import format_date
 
 import chazbot
-from chazbot.config import AgentConfig, Config, host_zone
+from chazbot.config import Config, host_zone
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.runner import ReminderRunner, message
 from chazbot.reminders.setting import set_reminder
@@ -22,6 +22,9 @@ from chazbot.reminders.store import Reminders
 from chazbot.reminders.when import understand, zone
 from chazbot.reminders.wording import repeat_text
 from chazbot.reminders.zones import zone_in_words
+from tests.test_reminders import cfg
+
+__all__ = ["cfg"]  # the fixture (Europe/Berlin, capture off), used by name
 
 BERLIN = zone("Europe/Berlin")
 NOW = datetime(2026, 12, 7, 20, 0, tzinfo=BERLIN)  # a Monday evening
@@ -68,15 +71,6 @@ SAID = [
         "de planten water geven",
     ),
 ]
-
-
-@pytest.fixture
-def cfg(tmp_path: Path) -> Config:
-    return Config(
-        state_dir=tmp_path,
-        timezone="Europe/Berlin",
-        agents=[AgentConfig(name="chaz", capture="off")],
-    )
 
 
 def test_the_hosts_zone_is_the_default(tmp_path: Path) -> None:
