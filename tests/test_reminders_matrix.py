@@ -28,6 +28,7 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
         [],
         top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
     )
+    await alice.client.set_displayname("Ana Alves")  # named so in the rooms made below (#50)
     dm = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_member(dm, bot.user_id)
     group = await alice.create_room([bot.user_id], name="elsewhere")
@@ -46,7 +47,7 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
         ]
 
     found = await wait_until(delivered, 40, "the reminder in the DM")
-    assert found == [f"⏰ Reminder for {person_name(alice.user_id)}: water the plants"], found
+    assert found == ["⏰ Reminder for Ana Alves: water the plants"], found  # not the MXID
     listed = await alice.ask(dm, "!chaz reminders")
     assert "No reminders here" in listed.body, listed.body
     # never in another room
