@@ -252,3 +252,28 @@ def test_a_delivered_reminder_names_its_person() -> None:
     late = message(german, due, datetime(2026, 12, 9, 12, tzinfo=UTC), name="Ana")
     assert late.startswith("⏰ Erinnerung für Ana: die Blumen gießen (verspätet"), late
     assert "Di." in late and "Tue" not in late, late
+
+
+async def test_the_remind_command_in_a_persons_zone_says_the_zone_once(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = room_audience(DM, [ANA], lambda u: u == ANA)
+
+        async def cmd(text: str) -> str:
+            reply = await peer.command(text, session=DM, sender=ANA, audience=dm, prefix="!chaz ")
+            return reply.text
+
+        assert "America/New_York" in await cmd("tz New York")
+        said = await cmd("remind in 3 days at 7pm to call the dentist")
+        ny = datetime.now(UTC).astimezone(zone("America/New_York"))
+        day = ny.date().toordinal() + 3
+        weekday = format_date(datetime.fromordinal(day), "EEEE", locale="en")
+        first, hint = said.splitlines()
+        assert weekday in first and "19:00 (America/New_York): call the dentist" in first, said
+        assert "America/New_York" in hint and "!chaz tz" in hint, said
+        again = await cmd("remind in 4 days at 7pm to call the school")
+        assert "\n" not in again and "!chaz tz" not in again, again
+        listed = await cmd("reminders")
+        assert "19:00 (America/New_York)" in listed and "(ana)" in listed, listed
+        assert ANA not in listed, listed

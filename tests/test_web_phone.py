@@ -9,11 +9,14 @@ The browser is driven from a worker thread: the page is served by this test's ev
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chazbot.reminders.store import Reminders
+from chazbot.reminders.when import recurring, zone
 from tests.test_web_browser import browser, css, flash, press, shot
 from tests.web_support import ALICE, link, said, serving
 
@@ -28,8 +31,9 @@ ROWS = [
 ]
 
 MEASURE = """
+const [table, button] = arguments;
 const out = [];
-for (const row of document.querySelectorAll('#rows tbody tr')) {
+for (const row of document.querySelectorAll(table + ' tbody tr')) {
   const box = e => e.getBoundingClientRect();
   const cells = {};
   for (const cell of row.querySelectorAll('td')) {
@@ -46,10 +50,11 @@ for (const row of document.querySelectorAll('#rows tbody tr')) {
       longest = Math.max(longest, probe.getBoundingClientRect().width); probe.remove(); }
     const style = getComputedStyle(cell);
     const inner = r.width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const spills = cell.scrollWidth > cell.clientWidth + 1;
     cells[name] = {x: r.x, y: r.y, w: r.width, h: r.height, inner: inner,
-                   longest: Math.min(longest, 200)};
+                   longest: Math.min(longest, 200), spills: spills};
   }
-  const b = box(row.querySelector('button.forget'));
+  const b = box(row.querySelector(button));
   out.push({cells: cells, forget: {x: b.x, y: b.y, w: b.width, h: b.height}});
 }
 return {rows: out, page: document.documentElement.scrollWidth, screen: window.innerWidth};
@@ -63,8 +68,9 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
     return max(w, 0) * max(h, 0)
 
 
-def geometry(driver: Any) -> dict[str, Any]:
-    measured: dict[str, Any] = driver.execute_script(MEASURE)
+def geometry(driver: Any, table: str = "#rows", button: str = "button.forget") -> dict[str, Any]:
+    """The boxes of each row of ``table`` (its cells and its ``button``) and the page's width."""
+    measured: dict[str, Any] = driver.execute_script(MEASURE, table, button)
     return measured
 
 
@@ -90,8 +96,10 @@ def problems(measured: dict[str, Any]) -> list[str]:
                 found.append(
                     f"row {n} {name}: {cell['inner']:.0f} px for a word of {cell['longest']:.0f} px"
                 )
-            if "button" not in name and _overlap(cell, row["forget"]) > 1:
-                found.append(f"row {n} {name} overlaps the Forget button")
+            if _overlap(cell, row["forget"]) > 1:
+                found.append(f"row {n} {name} overlaps the row's button")
+            if cell["spills"]:
+                found.append(f"row {n} {name}: its text spills out of the cell")
     return found
 
 
@@ -101,6 +109,11 @@ async def test_the_memory_page_reads_on_a_phone_and_forget_has_undo(
     async with serving(tmp_path) as (peer, _base):
         for key, value in ROWS:
             await said(peer, ALICE, key, value, room=ROOM)
+        agent = peer.agent("chaz")
+        store = Reminders(peer.ledger, agent.db, agent.key)
+        now = datetime.now(UTC)
+        every = recurring("weekly", 20, 0, now, zone("Europe/Berlin"), "stretch", 6, lang="en")
+        await store.add(every, ROOM, ALICE, None)
         url = await link(peer, ALICE)
 
         def sign_in_and_measure() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -108,15 +121,19 @@ async def test_the_memory_page_reads_on_a_phone_and_forget_has_undo(
             browser.get(url)
             press(browser, css(browser, "#sign-in"))
             wide = geometry(browser)
+            wide_reminders = geometry(browser, "#reminder-rows", "button.cancel-reminder")
             shot(browser, "memory-page-1280")
             browser.set_window_size(412, 915)
             browser.refresh()
             narrow = geometry(browser)
+            narrow_reminders = geometry(browser, "#reminder-rows", "button.cancel-reminder")
             shot(browser, "memory-page-412")
-            return wide, narrow
+            return wide, narrow, wide_reminders, narrow_reminders
 
-        wide, narrow = await asyncio.to_thread(sign_in_and_measure)
+        wide, narrow, *reminders = await asyncio.to_thread(sign_in_and_measure)
         assert len(narrow["rows"]) == len(ROWS)
+        for measured in reminders:
+            assert len(measured["rows"]) == 1 and problems(measured) == [], problems(measured)
         assert narrow["screen"] <= 420, narrow["screen"]
         print("1280:", _summary(wide), "\n412:", _summary(narrow))
         assert problems(wide) == [], problems(wide)

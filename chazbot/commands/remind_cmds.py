@@ -88,7 +88,7 @@ async def cancel(ctx: Context, number: str) -> Reply:
 
 @command(
     "tz",
-    (Arg("zone_name", optional=True, shown="zone"),),
+    (Arg("zone_name", optional=True, rest=True, shown="zone"),),
     "show or set your time zone (e.g. Europe/Berlin, or a city: Lisbon)",
 )
 async def tz(ctx: Context, zone_name: str | None = None) -> Reply:
