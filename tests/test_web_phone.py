@@ -116,7 +116,7 @@ async def test_the_memory_page_reads_on_a_phone_and_forget_has_undo(
         await store.add(every, ROOM, ALICE, None)
         url = await link(peer, ALICE)
 
-        def sign_in_and_measure() -> tuple[dict[str, Any], dict[str, Any]]:
+        def sign_in_and_measure() -> list[dict[str, Any]]:
             browser.set_window_size(1280, 1000)
             browser.get(url)
             press(browser, css(browser, "#sign-in"))
@@ -128,7 +128,7 @@ async def test_the_memory_page_reads_on_a_phone_and_forget_has_undo(
             narrow = geometry(browser)
             narrow_reminders = geometry(browser, "#reminder-rows", "button.cancel-reminder")
             shot(browser, "memory-page-412")
-            return wide, narrow, wide_reminders, narrow_reminders
+            return [wide, narrow, wide_reminders, narrow_reminders]
 
         wide, narrow, *reminders = await asyncio.to_thread(sign_in_and_measure)
         assert len(narrow["rows"]) == len(ROWS)
