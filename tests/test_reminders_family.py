@@ -277,3 +277,24 @@ async def test_the_remind_command_in_a_persons_zone_says_the_zone_once(
         listed = await cmd("reminders")
         assert "19:00 (America/New_York)" in listed and "(ana)" in listed, listed
         assert ANA not in listed, listed
+
+
+async def test_the_remind_command_answers_in_the_language_it_was_given(
+    tmp_path: Path, cfg: Config
+) -> None:
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = room_audience(DM, [ANA], lambda u: u == ANA)
+        reply = await peer.command(
+            "remind jeden Sonntag um 20 Uhr die Blumen gießen",
+            session=DM,
+            sender=ANA,
+            audience=dm,
+            prefix="!chaz ",
+        )
+        first = reply.text.splitlines()[0]
+        assert first.startswith("OK, ich erinnere dich hier jeden Sonntag um 20:00"), reply.text
+        assert first.endswith(": die Blumen gießen") and "Sonntag" in first, reply.text
+        french = await peer.command(
+            "remind demain à 9h d'appeler maman", session=DM, sender=ANA, audience=dm
+        )
+        assert french.text.startswith("D'accord") and "appeler maman" in french.text, french.text

@@ -34,7 +34,7 @@ from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
-from chazbot.reminders.when import asks_for_reminder, zone
+from chazbot.reminders.when import asks_for_reminder, off_loop, zone
 from chazbot.reminders.zones import set_zone_from_words, zone_in_words
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ async def run_turn(
     memory = memory if memory is not None else agent.memory
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
-    moved = zone_in_words(text) if not asks(text) else None
+    moved = await off_loop(zone_in_words, text) if not asks(text) else None
     if moved is not None:  # "I live in Lisbon": the person's zone, confirmed; still captured
         store = Reminders(peer.ledger, agent.db, agent.key)
         said_zone = await set_zone_from_words(store, sender, moved, memory.hearing.prefix, clock())

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from chazbot.agent.words import language
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import InputError, PermissionDenied
 from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.store import ZONES_STORE, Reminders
-from chazbot.reminders.when import zone
+from chazbot.reminders.when import asks_for_reminder, zone
 from chazbot.reminders.wording import person_name, repeat_text, when_text
 from chazbot.reminders.zones import zone_in_words
 
@@ -34,7 +35,7 @@ async def person_zone(ctx: Context, store: Reminders) -> str:
 
 @command(
     "remind",
-    (Arg("when_and_what", rest=True),),
+    (Arg("when_and_what", rest=True, raw=True),),
     "set a reminder in this room: remind tomorrow at 9 to call Ines",
 )
 async def remind(ctx: Context, when_and_what: str) -> Reply:
@@ -49,6 +50,7 @@ async def remind(ctx: Context, when_and_what: str) -> Reply:
         ctx.is_admin,
         origin=ctx.hearing.origin,
         prefix=ctx.prefix,
+        lang=asks_for_reminder(when_and_what) or language(when_and_what),
     )
     return Reply(True, text)
 

@@ -89,15 +89,17 @@ async def set_reminder(
     now: datetime | None = None,
     origin: Provenance | None = None,
     prefix: str | None = None,
+    lang: str | None = None,
 ) -> str:
     """Understand ``text`` in the person's zone, store the reminder, and confirm it; an
     InputError (one line) when no time can be read, or past the cap of a non-admin.
     ``origin``: where it was said and who heard it (kept, so lists obey the audience rule).
     ``prefix`` (how commands are written where the reply goes): the first reminder a person
     sets also says which zone it used and how to change it, once (None: not said, as for
-    the model's tools, whose words the model rephrases)."""
+    the model's tools, whose words the model rephrases). ``lang``: the language ``text`` is
+    in when it has no "remind me" to tell (a command's words)."""
     tz = await store.zone_of(by, default_zone)
-    understood = await off_loop(understand, text, now or datetime.now(UTC), zone(tz))
+    understood = await off_loop(understand, text, now or datetime.now(UTC), zone(tz), lang)
     limit = None if admin else MAX_ACTIVE_PER_PERSON
     made = await store.add(understood, room, by, limit, origin)
     said = confirmation(made, understood, text)
