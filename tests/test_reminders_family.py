@@ -103,6 +103,12 @@ def test_a_config_without_timezone_reads_the_host_zone_from_tz(tmp_path: Path) -
             os.environ["TZ"] = old
 
 
+async def confirmed(store: Reminders, text: str, prefix: str | None = None) -> str:
+    """Ana sets ``text`` in her DM at ``NOW`` (the operator's zone Berlin), without a cap."""
+    no_cap = True  # set_reminder's admin flag (no cap)
+    return await set_reminder(store, text, DM, ANA, "Europe/Berlin", no_cap, now=NOW, prefix=prefix)
+
+
 @pytest.mark.parametrize(("lang", "text", "tz", "at", "task"), SAID)
 async def test_set_in_words_confirmed_wholly_in_the_persons_language_and_zone(
     tmp_path: Path, cfg: Config, lang: str, text: str, tz: str, at: tuple[int, ...], task: str
@@ -111,9 +117,7 @@ async def test_set_in_words_confirmed_wholly_in_the_persons_language_and_zone(
         agent = peer.agent("chaz")
         store = Reminders(peer.ledger, agent.db, agent.key)
         await store.set_zone(ANA, tz)
-        said = await set_reminder(
-            store, text, DM, ANA, "Europe/Berlin", True, now=NOW, origin=None, prefix="!chaz "
-        )
+        said = await confirmed(store, text, prefix="!chaz ")
         first_line = said.splitlines()[0]
         day = datetime(at[0], at[1], at[2], tzinfo=zone(tz))
         weekday = format_date(day, "EEEE", locale=lang)
@@ -127,9 +131,7 @@ async def test_set_in_words_confirmed_wholly_in_the_persons_language_and_zone(
         assert made.first.astimezone(zone(tz)).hour == at[3] and made.what == task
         # the first reminder says which zone it used and how to change it, in that language
         assert tz in said.splitlines()[1] and "!chaz tz" in said.splitlines()[1], said
-        again = await set_reminder(
-            store, text, DM, ANA, "Europe/Berlin", True, now=NOW, origin=None, prefix="!chaz "
-        )
+        again = await confirmed(store, text, prefix="!chaz ")
         assert "!chaz tz" not in again and len(again.splitlines()) == 1, again  # once
 
 
@@ -149,7 +151,7 @@ async def test_repeats_in_words_across_dst_in_confirmations_and_lists(
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
         store = Reminders(peer.ledger, agent.db, agent.key)
-        said = await set_reminder(store, text, DM, ANA, "Europe/Berlin", True, now=NOW)
+        said = await confirmed(store, text)
         assert words in said and "weekly" not in said and "SU" not in said, said
         made = (await store.all())[-1]
         # across the spring change the list still says 20:00 local, every Sunday
@@ -187,7 +189,7 @@ async def test_twice_note_in_german(tmp_path: Path, cfg: Config) -> None:
         agent = peer.agent("chaz")
         store = Reminders(peer.ledger, agent.db, agent.key)
         text = "erinnere mich am 31. Oktober 2027 um 2:30 an die Uhr"
-        said = await set_reminder(store, text, DM, ANA, "Europe/Berlin", True, now=NOW)
+        said = await confirmed(store, text)
         assert "zweimal" in said and "twice" not in said, said
 
 
