@@ -20,7 +20,7 @@ from chazbot.reminders.runner import ReminderRunner, message
 from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.store import Reminders
 from chazbot.reminders.when import understand, zone
-from chazbot.reminders.wording import repeat_text
+from chazbot.reminders.wording import as_task, repeat_text
 from chazbot.reminders.zones import zone_in_words
 from tests.test_reminders import cfg
 
@@ -300,3 +300,22 @@ async def test_the_remind_command_answers_in_the_language_it_was_given(
             "remind demain à 9h d'appeler maman", session=DM, sender=ANA, audience=dm
         )
         assert french.text.startswith("D'accord") and "appeler maman" in french.text, french.text
+
+
+@pytest.mark.parametrize(
+    ("said", "lang", "task"),
+    [
+        ("daran, die Blumen zu gießen", "de", "die Blumen gießen"),
+        ("daran, Oma anzurufen", "de", "Oma anrufen"),
+        ("den Müll rauszubringen", "de", "den Müll rausbringen"),
+        ("den Termin zu Hause", "de", "den Termin zu Hause"),  # a noun after "zu" stays
+        ("die Auszubildenden", "de", "die Auszubildenden"),
+        ("eraan om de planten water te geven", "nl", "de planten water geven"),
+        ("mama op te bellen", "nl", "mama opbellen"),
+        ("de afspraak te Amsterdam", "nl", "de afspraak te Amsterdam"),
+        ("el que llame a mamá", "es", "llame a mamá"),
+        ("call the dentist", "en", "call the dentist"),
+    ],
+)
+def test_the_task_as_the_person_would_say_it(said: str, lang: str, task: str) -> None:
+    assert as_task(said, lang) == task

@@ -163,7 +163,10 @@ _DE_SEPARABLE = (
     "durch",
     "vorbei",
 )
-_DE_INFIX = re.compile(rf"^(?P<pre>{'|'.join(_DE_SEPARABLE)})zu(?P<verb>\w+en)$", re.IGNORECASE)
+_DE_INFIX = re.compile(rf"^(?P<pre>{'|'.join(_DE_SEPARABLE)})zu(?P<verb>[a-zäöüß]+(?:en|ern|eln))$")
+_INFINITIVE = re.compile(r"^[a-zäöüßéèàáíóúñ]+(?:en|ern|eln|n)$")
+"""A verb's infinitive in German or Dutch: lower case, ending as one ("gießen", "bellen",
+"wandern"); a noun ("zu Hause") is capitalised in German and stays as said."""
 _NL_LEAD = re.compile(r"^(?:eraan|daaraan)\s*,?\s*(?:om\s+|dat\s+)?", re.IGNORECASE)
 _NL_SEPARABLE = (
     "terug",
@@ -191,7 +194,7 @@ def as_task(what: str, lang: str) -> str:
     if lang == "de":
         text = _DE_LEAD.sub("", text)
         words = text.split()
-        if len(words) >= 2 and words[-2].lower() == "zu":
+        if len(words) >= 2 and words[-2].lower() == "zu" and _INFINITIVE.match(words[-1]):
             words = words[:-2] + words[-1:]
         elif words and (m := _DE_INFIX.match(words[-1].rstrip(".!"))):
             words[-1] = m.group("pre") + m.group("verb") + words[-1][len(m.group(0)) :]
@@ -199,7 +202,7 @@ def as_task(what: str, lang: str) -> str:
     elif lang == "nl":
         text = _NL_LEAD.sub("", text)
         words = text.split()
-        if len(words) >= 2 and words[-2].lower() == "te":
+        if len(words) >= 2 and words[-2].lower() == "te" and _INFINITIVE.match(words[-1]):
             if len(words) >= 3 and words[-3].lower() in _NL_SEPARABLE:
                 words = [*words[:-3], words[-3] + words[-1]]
             else:
