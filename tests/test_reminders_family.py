@@ -14,7 +14,7 @@ import pytest
 from babel.dates import format_date
 
 import chazbot
-from chazbot.config import Config, host_zone
+from chazbot.config import AgentConfig, Config, host_zone
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.runner import ReminderRunner, message
 from chazbot.reminders.setting import set_reminder
@@ -319,3 +319,44 @@ async def test_the_remind_command_answers_in_the_language_it_was_given(
 )
 def test_the_task_as_the_person_would_say_it(said: str, lang: str, task: str) -> None:
     assert as_task(said, lang) == task
+
+
+async def test_a_zone_said_with_a_request_sets_both(tmp_path: Path, cfg: Config) -> None:
+    """ "I live in Lisbon" beside a request: the zone is set first and said beside the answer,
+    so the reminder in the same message is read in the new zone, and "remember" still
+    remembers."""
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = room_audience(DM, [ANA], lambda u: u == ANA)
+        turn = await peer.chat(
+            "I live in Lisbon, remind me in 2 days at 9 to call the bank",
+            session=DM,
+            sender=ANA,
+            audience=dm,
+            prefix="!chaz ",
+        )
+        assert "Europe/Lisbon" in turn.text.splitlines()[0], turn.text
+        assert "09:00 (Europe/Lisbon): call the bank" in turn.text, turn.text
+        kept = await peer.chat(
+            "remember that I live in Madrid", session=DM, sender=ANA, audience=dm, prefix="!chaz "
+        )
+        assert "Madrid" in kept.text and "Europe/Madrid" in kept.text, kept.text
+        mine = await peer.command("memory mine", session=DM, sender=ANA, audience=dm)
+        assert "Madrid" in mine.text, mine.text
+
+
+async def test_a_zone_told_is_noted_and_kept_too(tmp_path: Path) -> None:
+    """With capture on, "I live in Berlin" is acknowledged and kept as ever, and sets the zone."""
+    cfg = Config(
+        state_dir=tmp_path,
+        embedding=None,
+        timezone="UTC",
+        agents=[AgentConfig(name="chaz", capture="messages")],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = room_audience(DM, [ANA], lambda u: False)
+        told = await peer.chat("I live in Berlin", session=DM, sender=ANA, audience=dm)
+        noted, zone_line = told.text.splitlines()
+        assert noted.startswith("Noted") and "Europe/Berlin" in zone_line, told.text
+        await peer.wait_captures()
+        mine = await peer.command("memory mine", session=DM, sender=ANA, audience=dm)
+        assert "I live in Berlin" in mine.text, mine.text

@@ -235,18 +235,20 @@ async def run_turn(
     await session.add_message("user", text, sender)
     tools_ok = bool(getattr(llm, "supports_tools", False))
     moved = await off_loop(zone_in_words, text) if not asks(text) else None
-    if moved is not None:  # "I live in Lisbon": the person's zone, confirmed; still captured
+    zone_said = ""  # "I live in Lisbon": the person's zone, set first, confirmed with the rest
+    if moved is not None:
         store = Reminders(peer.ledger, agent.db, agent.key)
-        said_zone = await set_zone_from_words(store, sender, moved, memory.hearing.prefix, clock())
-        await session.add_message("assistant", said_zone, agent.name)
-        return TurnResult(said_zone)
-    if asks_for_reminder(text) is not None:
+        zone_said = await set_zone_from_words(store, sender, moved, memory.hearing.prefix, clock())
+        text_rest = moved.without(text)
+    else:
+        text_rest = text
+    if asks_for_reminder(text_rest) is not None:
         store = Reminders(peer.ledger, agent.db, agent.key)
         said: str | None
         try:
             said = await set_reminder(
                 store,
-                text,
+                text_rest,
                 session.name,
                 sender,
                 timezone,
@@ -257,6 +259,7 @@ async def run_turn(
         except InputError as exc:
             said = None if asks(text) else f"{exc} (nothing was set)"
         if said is not None:
+            said = "\n".join(filter(None, (zone_said, said)))
             await session.add_message("assistant", said, agent.name)
             return TurnResult(said, answered_in_words=True)
     found = await asyncio.to_thread(intent, text) if len(text) <= WORDS_MAX_CHARS else None
@@ -264,10 +267,12 @@ async def run_turn(
         callable_tools = frozenset(agent.config.allowed_tools) if tools_ok else frozenset()
         words = await asked.answer(found, memory, agent.name, sender, callable_tools, session)
         if words is not None:
+            words = "\n".join(filter(None, (words, zone_said)))
             await session.add_message("assistant", words, agent.name)
             return TurnResult(words, answered_in_words=True)
     noted = asked.acknowledgement(text, (agent.name,)) if acknowledge and not pictures else None
-    if noted is not None:
+    if noted is not None or zone_said:  # capture still keeps what was told, zone or not
+        noted = "\n".join(filter(None, (noted, zone_said)))
         await session.add_message("assistant", noted, agent.name)
         return TurnResult(noted)
     if llm is None:

@@ -112,6 +112,13 @@ class ZoneSaid:
     lang: str
     place: str
     zones: tuple[str, ...]
+    span: tuple[int, int] = (0, 0)
+    """Where it was said in the text (after ``’`` became ``'``, and stripped)."""
+
+    def without(self, text: str) -> str:
+        """``text`` without the saying ("I live in Lisbon, remind me …" → ", remind me …")."""
+        plain = text.replace("’", "'").strip()
+        return plain[: self.span[0]] + " " + plain[self.span[1] :]
 
 
 def zone_in_words(text: str) -> ZoneSaid | None:
@@ -128,7 +135,7 @@ def zone_in_words(text: str) -> ZoneSaid | None:
         first = rest.split()[0].strip(".,!;:") if rest.split() else ""
         if "/" in first or first.upper() in ("UTC", "GMT"):
             try:
-                return ZoneSaid(lang, first, (zone(first).key,))
+                return ZoneSaid(lang, first, (zone(first).key,), _span(plain, found, [first]))
             except InputError:  # not a zone name: read it as a place below
                 pass
         words = _LEADING.sub("", re.split(r"[.,;:!?()]", rest, maxsplit=1)[0]).split()
@@ -136,8 +143,16 @@ def zone_in_words(text: str) -> ZoneSaid | None:
             place = " ".join(words[:n])
             zones = _places().get(_fold(place))
             if zones:
-                return ZoneSaid(lang, place, zones)
+                return ZoneSaid(lang, place, zones, _span(plain, found, words[:n]))
     return None
+
+
+def _span(plain: str, found: re.Match[str], words: list[str]) -> tuple[int, int]:
+    """Where the saying starts and its place ends in ``plain`` (the rest of the message may
+    ask for something else: "I live in Lisbon, remind me …")."""
+    place = re.compile(r"\s+".join(re.escape(w) for w in words))
+    end = place.search(plain, found.start("place"))
+    return found.start(), end.end() if end is not None else len(plain)
 
 
 SET_FROM_WORDS = {
