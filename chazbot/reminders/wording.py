@@ -139,50 +139,17 @@ def repeat_text(rule: str | None, first: datetime, tz: str, lang: str = "en") ->
 
 
 _DE_LEAD = re.compile(r"^(?:daran|darauf|dran)\s*,?\s*(?:dass\s+)?", re.IGNORECASE)
-_DE_SEPARABLE = (
-    "zurück",
-    "heraus",
-    "herein",
-    "weg",
-    "raus",
-    "rein",
-    "auf",
-    "aus",
-    "ein",
-    "mit",
-    "vor",
-    "nach",
-    "ab",
-    "an",
-    "zu",
-    "los",
-    "fest",
-    "her",
-    "hin",
-    "um",
-    "durch",
-    "vorbei",
+_DE_INFIX = re.compile(
+    r"^(?P<pre>zurück|heraus|herein|weg|raus|rein|auf|aus|ein|mit|vor|nach|ab|an|zu|los|fest|"
+    r"her|hin|um|durch|vorbei)zu(?P<verb>[a-zäöüß]+(?:en|ern|eln))$"
 )
-_DE_INFIX = re.compile(rf"^(?P<pre>{'|'.join(_DE_SEPARABLE)})zu(?P<verb>[a-zäöüß]+(?:en|ern|eln))$")
+"""A separable verb with "zu" inside ("rauszubringen", "anzurufen")."""
 _INFINITIVE = re.compile(r"^[a-zäöüßéèàáíóúñ]+(?:en|ern|eln|n)$")
 """A verb's infinitive in German or Dutch: lower case, ending as one ("gießen", "bellen",
 "wandern"); a noun ("zu Hause") is capitalised in German and stays as said."""
 _NL_LEAD = re.compile(r"^(?:eraan|daaraan)\s*,?\s*(?:om\s+|dat\s+)?", re.IGNORECASE)
-_NL_SEPARABLE = (
-    "terug",
-    "op",
-    "af",
-    "in",
-    "uit",
-    "mee",
-    "weg",
-    "aan",
-    "door",
-    "na",
-    "toe",
-    "voor",
-    "bij",
-)
+_NL_PREFIX = re.compile(r"^(?:terug|op|af|in|uit|mee|weg|aan|door|na|toe|voor|bij)$", re.I)
+"""A Dutch separable prefix before "te" ("op te bellen" → "opbellen")."""
 _ES_LEAD = re.compile(r"^(?:(?:el|la|los|las)\s+)?(?:de\s+)?que\s+", re.IGNORECASE)
 
 
@@ -203,7 +170,7 @@ def as_task(what: str, lang: str) -> str:
         text = _NL_LEAD.sub("", text)
         words = text.split()
         if len(words) >= 2 and words[-2].lower() == "te" and _INFINITIVE.match(words[-1]):
-            if len(words) >= 3 and words[-3].lower() in _NL_SEPARABLE:
+            if len(words) >= 3 and _NL_PREFIX.match(words[-3]):
                 words = [*words[:-3], words[-3] + words[-1]]
             else:
                 words = words[:-2] + words[-1:]
