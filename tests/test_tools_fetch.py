@@ -146,6 +146,9 @@ async def test_names_are_judged_by_what_they_resolve_to(site: Site) -> None:
             await fetch(f"http://{host}:{site.port}/", settings(), both)
     with pytest.raises(PermissionDenied):  # the system resolver: localhost is loopback
         await fetch(f"http://localhost:{site.port}/", settings())
+    with pytest.raises(PermissionDenied, match="metadata"):  # not even resolved
+        await fetch("http://metadata.google.internal/computeMetadata/v1/", settings(), both)
+    assert "metadata.google.internal" not in names.asked
     assert site.hits == []
 
 

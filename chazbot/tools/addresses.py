@@ -6,7 +6,9 @@ resolved here (numeric IPv4 in every form ``inet_aton`` reads, decimal ``2130706
 octal ``0177.0.0.1``, hex ``0x7f.1``, included), every answer is checked, and the connection
 goes to exactly the answers checked (``GuardedResolver``), so a DNS answer that changes
 between a check and the connection cannot slip a private address in. IPv6 forms that carry
-an IPv4 address (mapped ``::ffff:a.b.c.d``, 6to4, Teredo, NAT64) are judged by it too.
+an IPv4 address (mapped ``::ffff:a.b.c.d``, 6to4, NAT64) are judged by it too: the rule is
+the sync client's (``sync.reach``), which keeps this peer from calling such addresses as
+peers.
 
 Pure apart from ``GuardedResolver.resolve``; no module globals are changed by anyone.
 """
@@ -22,54 +24,22 @@ from dataclasses import dataclass, field
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from chazbot.errors import PermissionDenied
+from chazbot.sync.reach import METADATA_NAMES, NEVER, PRIVATE, carried, refusal
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-METADATA = (
-    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack…
-    ipaddress.ip_address("100.100.100.200"),  # Alibaba
-    ipaddress.ip_address("192.0.0.192"),  # Oracle
-    ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
-)
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def embedded_v4(ip: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address carries (mapped, 6to4, Teredo, NAT64), if any."""
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return None
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip.teredo is not None:
-        return ip.teredo[1]
-    if ip in NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
+WHY = {
+    NEVER: "a link-local, cloud metadata or other special address",
+    PRIVATE: "a loopback or private address",
+}
 
 
 def why_private(ip: IPAddress) -> str | None:
-    """Why ``ip`` is no public address (a few words), or None when it is one."""
-    inner = embedded_v4(ip)
-    if inner is not None:
-        found = why_private(inner)
-        return f"{found} (inside {ip})" if found else None
-    if ip in METADATA:
-        return "a cloud metadata address"
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address"
-    if ip.is_unspecified:
-        return "an unspecified address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if ip.is_private:
-        return "a private address"
-    if not ip.is_global:
-        return "a reserved or shared address"
-    return None
+    """Why ``ip`` is no public address (a few words), or None when it is one: the sync
+    client's rule (``sync.reach.refusal``, IPv4 inside IPv6 judged as itself), one place for
+    whom this peer never calls."""
+    kind = refusal(ip, allow_private=False)
+    return None if kind is None else WHY[kind]
 
 
 def numeric_host(host: str) -> IPAddress | None:
@@ -97,10 +67,7 @@ class AddressPolicy:
 
     def check(self, ip: IPAddress, host: str) -> None:
         """PermissionDenied unless ``ip`` (what ``host`` resolved to) may be reached."""
-        if self.allow_private or any(ip in net for net in self.allowed):
-            return
-        inner = embedded_v4(ip)
-        if inner is not None and any(inner in net for net in self.allowed):
+        if self.allow_private or any(ip in n or carried(ip) in n for n in self.allowed):
             return
         why = why_private(ip)
         if why is not None:
@@ -130,6 +97,9 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
+        if host.rstrip(".").lower() in METADATA_NAMES:
+            self.refused.append(f"{host[:120]} is {WHY[NEVER]}; web_fetch does not go there")
+            raise OSError(self.refused[-1])
         ip = numeric_host(host)
         answers = [str(ip)] if ip is not None else list(await self.lookup(host, port))
         if not answers:
@@ -168,7 +138,6 @@ def networks(specs: Sequence[str]) -> tuple[Network, ...]:
 __all__ = [
     "AddressPolicy",
     "GuardedResolver",
-    "embedded_v4",
     "networks",
     "numeric_host",
     "system_lookup",
