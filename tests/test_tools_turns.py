@@ -114,3 +114,15 @@ async def test_other_rooms_answer_while_a_tool_hangs(
         turn = await hung
         assert turn.tool_calls == [("demo__hang", False)] and "no answer within 4 s" in turn.text
         assert json.dumps(turn.text)  # one reply, the loop went on
+
+
+async def test_chat_may_allow_built_ins_and_an_mcp_servers_tools(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm)) as peer:
+        made = await peer.command("/agent new gull allowed_tools=get_time,web_fetch,demo__*")
+        assert made.ok, made.text
+        assert peer.agent("gull").config.allowed_tools == ["get_time", "web_fetch", "demo__*"]
+        for bad in ("fly", "demo__", "__x", "de__mo__x y"):
+            refused = await peer.command(f"/agent set gull allowed_tools {bad}")
+            assert not refused.ok and "no tool named" in refused.text, (bad, refused.text)
