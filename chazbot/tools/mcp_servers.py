@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-import anyio
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
 from chazbot.config import MCPServerConfig
 from chazbot.errors import BackendError
@@ -167,8 +166,6 @@ class ServerLink:
             target = self._target()
             errlog = self._errlog(files)
             if isinstance(target, StdioServerParameters) and errlog is not None:
-                from mcp.client.stdio import stdio_client
-
                 client = Client(stdio_client(target, errlog=errlog), cache=None)
             else:
                 client = Client(target, cache=None)
@@ -202,7 +199,7 @@ class ServerLink:
 
     async def _alive(self, client: Client) -> bool:
         try:
-            with anyio.fail_after(PING_TIMEOUT_S):  # the listing: ping is gone from MCP 2026
+            async with asyncio.timeout(PING_TIMEOUT_S):  # the listing: MCP 2026 has no ping
                 self.tools = await self._list(client)
         except Exception as exc:
             self.error = f"no answer to tools/list: {one_line(exc)}"
@@ -218,7 +215,7 @@ class ServerLink:
             why = f" ({self.error})" if self.error else ""
             raise BackendError(f"MCP server {self.name} is not running{why}; try later")
         try:
-            with anyio.fail_after(timeout_s):
+            async with asyncio.timeout(timeout_s):
                 return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
         except TimeoutError:
             raise BackendError(f"{self.name}: no answer within {timeout_s:g} s") from None
