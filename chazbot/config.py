@@ -381,6 +381,9 @@ class MCPServerConfig(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
     url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent to a ``url`` server (``Authorization: Bearer ${HA_TOKEN}``, say);
+    their values are secrets no tool result shows."""
     startup_timeout_s: float = Field(default=30.0, gt=0, le=600)
     owner: str | None = Field(default=None, pattern=MXID_PATTERN)
     """An MXID: the server's tools are offered only where that person alone reads the room."""
@@ -393,6 +396,8 @@ class MCPServerConfig(_Model):
             raise ValueError(f"mcp server {self.name}: url must be http(s)://…")
         if self.url is not None and (self.args or self.env or self.cwd):
             raise ValueError(f"mcp server {self.name}: args, env and cwd go with command")
+        if self.command is not None and self.headers:
+            raise ValueError(f"mcp server {self.name}: headers go with url")
         return self
 
 

@@ -2,8 +2,8 @@
 (``MCPServer``, the SDK's FastMCP): over stdio by default, or Streamable HTTP on loopback with
 ``--http PORT``. Its tools behave well or badly on purpose: ``add``, ``echo``, ``hang`` (holds
 its call), ``flood`` (a huge result), ``leak`` (returns an environment variable, a secret of
-the peer's in the tests), ``garble`` (malformed JSON-RPC on its stdout), ``die`` (the
-process exits in the middle of the call)."""
+the peer's in the tests), ``header`` (whether an HTTP header came), ``garble`` (malformed
+JSON-RPC on its stdout), ``die`` (the process exits in the middle of the call)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import os
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 app = MCPServer("chazbot-test-tools")
 
@@ -45,6 +45,13 @@ def flood(lines: int) -> str:
 def leak(name: str) -> str:
     """Return the value of an environment variable."""
     return f"the value is {os.environ.get(name, '')}"
+
+
+@app.tool()
+def header(name: str, ctx: Context) -> str:
+    """Say whether the HTTP request carried a header, and how long its value is."""
+    value = (ctx.headers or {}).get(name.lower())
+    return "absent" if value is None else f"present, {len(value)} characters"
 
 
 @app.tool()

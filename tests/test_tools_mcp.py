@@ -363,13 +363,20 @@ def http_server() -> Iterator[str]:
 
 
 async def test_a_streamable_http_server(tmp_path: Path, http_server: str) -> None:
-    remote = MCPServerConfig(name="demo", url=http_server, startup_timeout_s=60)
+    token = "Bearer ha-long-lived-token-0123456789"
+    remote = MCPServerConfig(
+        name="demo", url=http_server, headers={"Authorization": token}, startup_timeout_s=60
+    )
     cfg = config(tmp_path, remote, auto_approved_tools=["demo__*"])
     async with chazbot.open(tmp_path, cfg) as peer:
         # the server process may still be starting: the supervisor retries with backoff
         await peer.tools.servers.wait_ready(90)
         ok, shown = await peer.tools.call(caller(peer), "demo__add", {"a": 20, "b": 22})
         assert ok and data_of(shown) == "42"
+        ok, shown = await peer.tools.call(caller(peer), "demo__header", {"name": "Authorization"})
+        assert ok and data_of(shown) == f"present, {len(token)} characters", shown
+        ok, shown = await peer.tools.call(caller(peer), "demo__echo", {"text": token})
+        assert ok and "ha-long-lived-token" not in shown  # a header's value is a secret
         ok, shown = await peer.tools.call(caller(peer), "demo__hang", {"seconds": 30})
         assert not ok and "no answer within 3 s" in shown
         ok, shown = await peer.tools.call(caller(peer), "demo__echo", {"text": "still here"})

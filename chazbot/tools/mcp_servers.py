@@ -26,6 +26,8 @@ from typing import Any, Literal, TextIO
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's defaults, with headers
 
 from chazbot.config import MCPServerConfig
 from chazbot.errors import BackendError
@@ -165,26 +167,35 @@ class ServerLink:
         with contextlib.ExitStack() as files:
             target = self._target()
             errlog = self._errlog(files)
-            if isinstance(target, StdioServerParameters) and errlog is not None:
-                client = Client(stdio_client(target, errlog=errlog), cache=None)
-            else:
-                client = Client(target, cache=None)
-            # the deadline encloses the client's scopes (anyio's must nest), and is lifted
-            # once the server is up
-            async with asyncio.timeout(self.config.startup_timeout_s) as deadline, client:
-                self.tools = await self._list(client)
-                deadline.reschedule(None)
-                self._client = client
-                self._broken.clear()
-                self.state, self.error = "running", ""
-                self.ready.set()
-                log.info("mcp %s: running, %d tools", self.name, len(self.tools))
-                while True:
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(PING_EVERY_S):
-                            await self._broken.wait()
-                    if not await self._alive(client):
-                        return
+            async with contextlib.AsyncExitStack() as stack:
+                if isinstance(target, StdioServerParameters) and errlog is not None:
+                    client = Client(stdio_client(target, errlog=errlog), cache=None)
+                elif isinstance(target, str) and self.config.headers:
+                    http = create_mcp_http_client(headers=dict(self.config.headers))
+                    await stack.enter_async_context(http)
+                    client = Client(streamable_http_client(target, http_client=http), cache=None)
+                else:
+                    client = Client(target, cache=None)
+                await self._serve(client)
+
+    async def _serve(self, client: Client) -> None:
+        """Connect ``client``, list its tools, and serve calls until it stops answering."""
+        # the deadline encloses the client's scopes (anyio's must nest), and is lifted
+        # once the server is up
+        async with asyncio.timeout(self.config.startup_timeout_s) as deadline, client:
+            self.tools = await self._list(client)
+            deadline.reschedule(None)
+            self._client = client
+            self._broken.clear()
+            self.state, self.error = "running", ""
+            self.ready.set()
+            log.info("mcp %s: running, %d tools", self.name, len(self.tools))
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PING_EVERY_S):
+                        await self._broken.wait()
+                if not await self._alive(client):
+                    return
 
     async def _list(self, client: Client) -> dict[str, RemoteTool]:
         listed: list[Any] = []

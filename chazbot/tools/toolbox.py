@@ -75,7 +75,8 @@ def secrets_of(config: Config) -> Secrets:
     if config.matrix is not None:
         values += [config.matrix.password, config.matrix.access_token]
     for server in config.mcp_servers:
-        values += list(server.env.values())
+        values += [*server.env.values(), *server.headers.values()]
+        values += [v.split(" ", 1)[-1] for v in server.headers.values()]  # a Bearer's token
     return Secrets(values)
 
 
