@@ -12,6 +12,7 @@ DB (``journal``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -314,8 +315,9 @@ class ToolBox:
         return as_data(name, bound(clean, self.bounds))
 
     async def _keep(self, journal: Journal, record: CallRecord) -> None:
+        note, _ = self.secrets.redact(record.note)  # an error may quote what it was sent
         try:
-            await journal.keep(record)
+            await journal.keep(dataclasses.replace(record, note=note))
         except ChazError as exc:
             log.warning("tools: the call log of %s was not written: %s", record.tool, exc)
 
