@@ -312,7 +312,12 @@ class Config(_Model):
                 f"expected https://host[:port] (the address peers reach), got {value!r}"
             )
         port = value.rstrip("/").rpartition("]")[2].rpartition(":")[2]
-        if port.isdigit() and value.rstrip("/").count(":") > 1 and not 0 < int(port) < 65536:
+        if (
+            port.isascii()
+            and port.isdigit()
+            and value.rstrip("/").count(":") > 1
+            and not 0 < int(port) < 65536
+        ):
             raise ValueError(f"port must be 1-65535 in {value!r}")
         return value
 

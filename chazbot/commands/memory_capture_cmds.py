@@ -64,14 +64,47 @@ async def mine(ctx: Context) -> Reply:
 
 @command(
     "memory forget-mine",
-    (Arg("key", shown="number|key|all"),),
-    "hide what you said (a number from your last mine, a key, or all); never anyone else's",
+    (Arg("key", shown="number|key|all"), Arg("named", optional=True, shown="key")),
+    "hide what you said (a number from your last mine, a key, or all; key <key> for a key "
+    "that reads as a number or all); never anyone else's",
     first=True,
 )
-async def forget_mine(ctx: Context, key: str) -> Reply:
-    if key.isdigit():
-        return await _forget_numbered(ctx, int(key))
-    which = None if key.lower() == "all" else key
+async def forget_mine(ctx: Context, key: str, named: str | None = None) -> Reply:
+    if named is not None:
+        if key.lower() != "key":
+            raise InputError(
+                f"to name a key, write {ctx.prefix}memory forget-mine key <key> (one key, "
+                "quoted when it has spaces)"
+            )
+        return await _forget_key(ctx, named)
+    if key.lower() == "all":
+        return await _forget_key(ctx, None)
+    listing = await _listing(ctx)
+    number = list_number(key)
+    if number is not None and 1 <= number <= len(listing):
+        return await _forget_numbered(ctx, number, listing)
+    try:
+        return await _forget_key(ctx, key)
+    except NotFound:
+        if number is None:
+            raise
+    # plain digits that are no row's key and no number of the list: say what the list holds
+    if not listing:
+        raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
+    raise InputError(f"your last list has rows 1 to {len(listing)}, not {number}")
+
+
+def list_number(text: str) -> int | None:
+    """``text`` as a number of a listing: plain ASCII digits only (``²`` or ``٣`` are keys,
+    never numbers: ``int`` reads some and refuses others), None otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    return int(text)
+
+
+async def _forget_key(ctx: Context, which: str | None) -> Reply:
+    """Hide the sender's rows of key ``which`` (None: all of them) in every agent ``mine``
+    reads; the ones in this room's agent can be brought back with ``undo``."""
     hidden = 0
     for agent in _agents_for_mine(ctx):
         memory = agent.memory.within(ctx.hearing)
@@ -134,15 +167,16 @@ def _listing_key(ctx: Context) -> str:
     return LISTING_KV + json.dumps([ctx.session.name, ctx.sender])
 
 
-async def _forget_numbered(ctx: Context, number: int) -> Reply:
-    """Forget the row shown as ``number`` in this person's last ``mine`` in this room:
-    refused, changing nothing, when there is no such listing or that row changed since."""
+async def _listing(ctx: Context) -> list[list[str]]:
+    """This person's last ``mine`` listing in this room (``[]``: none)."""
     raw = await ctx.ledger.kv.get(_listing_key(ctx))
     listing = json.loads(raw) if raw else []
-    if not listing:
-        raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
-    if not 1 <= number <= len(listing):
-        raise InputError(f"your last list has rows 1 to {len(listing)}, not {number}")
+    return listing if isinstance(listing, list) else []
+
+
+async def _forget_numbered(ctx: Context, number: int, listing: list[list[str]]) -> Reply:
+    """Forget the row shown as ``number`` (within ``listing``) in this person's last
+    ``mine`` in this room: refused, changing nothing, when that row changed since."""
     agent_name, row_id, key = listing[number - 1]
     agent = next((a for a in _agents_for_mine(ctx) if a.name == agent_name), None)
     rows = (
