@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from chazbot.config import AgentConfig
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.engine import MemoryEngine
@@ -17,13 +19,17 @@ if TYPE_CHECKING:
 
 
 class MemoryHost(Protocol):
-    """The peer's ledger and memory engine."""
+    """The peer's ledger, memory engine and hosted agents (a person's reminders are counted
+    over all of them)."""
 
     @property
     def ledger(self) -> Ledger: ...
 
     @property
     def memory(self) -> MemoryEngine: ...
+
+    @property
+    def agents(self) -> Mapping[str, AgentHandle]: ...
 
 
 class AgentHandle(Protocol):

@@ -31,7 +31,7 @@ from chazbot.errors import BackendError, InputError, NotFound
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tools import TOOLS, run_tool
 from chazbot.reminders.setting import set_reminder
-from chazbot.reminders.store import Reminders
+from chazbot.reminders.store import Reminders, person_cap
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder, zone
@@ -155,6 +155,11 @@ async def auto_recall(
     return format_block(own, found, memory.hearing.audience, reader), hits
 
 
+def agent_dbs(peer: MemoryHost) -> tuple[str, ...]:
+    """Every hosted agent's DB: a person's reminder cap counts them all (#47)."""
+    return tuple(a.db for a in peer.agents.values())
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -237,8 +242,9 @@ async def run_turn(
         store = Reminders(peer.ledger, agent.db, agent.key)
         said: str | None
         try:
+            cap = person_cap(agent_dbs(peer), admin=False)
             said = await set_reminder(
-                store, text, session.name, sender, timezone, False, origin=memory.hearing.origin
+                store, text, session.name, sender, timezone, cap, origin=memory.hearing.origin
             )
         except InputError as exc:
             said = None if asks(text) else f"{exc} (nothing was set)"
@@ -308,6 +314,7 @@ async def run_turn(
         heard,
         memory.hearing.origin,
         clock,
+        agent_dbs(peer),
     )
     result = TurnResult("", recalled=hits)
     told = [evidence(r) for r in shown]  # what the model was shown of memory

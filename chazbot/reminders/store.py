@@ -19,6 +19,7 @@ import asyncio
 import re
 import secrets
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,13 +33,12 @@ REMINDERS_STORE = "reminders"
 SENT_STORE = "reminders_sent"
 ZONES_STORE = "people_tz"
 MAX_ACTIVE_PER_PERSON = 20
-"""Active reminders a person who is not an admin may hold in one agent."""
-_ADDING: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per ledger, one lock per (agent DB, person): a count of their active reminders and the
-write of a new one are one step, whichever ``Reminders`` object (each turn and command makes
-its own) and whichever room asks."""
+"""Active reminders a person who is not an admin may hold, with every agent of the peer
+together (#47: counted per agent, two agents let a person hold 40)."""
+_ADDING: weakref.WeakKeyDictionary[Ledger, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+"""Per ledger, one lock per person: a count of their active reminders (in every agent) and
+the write of a new one are one step, whichever ``Reminders`` object (each turn and command
+makes its own), whichever agent and whichever room asks."""
 RULE_SHAPE = re.compile(
     r"FREQ=(DAILY|WEEKLY|MONTHLY)(;INTERVAL=([1-9]|1[0-2]))?(;BYDAY=[+-]?[1-4]?(MO|TU|WE|TH|FR|SA|SU))?"
     r";BYHOUR=(1?[0-9]|2[0-3]);BYMINUTE=[1-5]?[0-9];BYSECOND=0"
@@ -48,6 +48,20 @@ rule of another shape is no reminder. Any writer of the agent's database can sto
 one that never happens ("FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=30") took dateutil 6 s a look."""
 CATCH_UP_STEPS = 10_000
 """Occurrences a recurrence is stepped through to find the latest one missed."""
+
+
+@dataclass(frozen=True)
+class PersonCap:
+    """The most active reminders a person may hold, counted over ``dbs``: every hosted
+    agent's DB (the agent setting one is counted too)."""
+
+    most: int
+    dbs: tuple[str, ...]
+
+
+def person_cap(agent_dbs: Iterable[str], admin: bool) -> PersonCap | None:
+    """The cap of a person who is not an admin (None: an admin's, no cap)."""
+    return None if admin else PersonCap(MAX_ACTIVE_PER_PERSON, tuple(agent_dbs))
 
 
 @dataclass(frozen=True)
@@ -196,30 +210,38 @@ class Reminders:
         understood: Understood,
         room: str,
         by: str,
-        limit: int | None,
+        cap: PersonCap | None,
         origin: Provenance | None = None,
     ) -> Reminder:
-        """Store a new reminder; InputError past ``limit`` active ones of ``by``. The count and
-        the write hold ``by``'s lock in this agent, so two rooms setting one at the same moment
-        cannot both pass the count."""
+        """Store a new reminder; InputError past ``cap`` (None: none) active ones of ``by``
+        in every agent it names. The count and the write hold ``by``'s lock on this ledger,
+        so two rooms or two agents setting one at the same moment cannot both pass it."""
         locks = _ADDING.setdefault(self.ledger, {})
-        async with locks.setdefault((self.db, by), asyncio.Lock()):
-            return await self._add(understood, room, by, limit, origin)
+        async with locks.setdefault(by, asyncio.Lock()):
+            return await self._add(understood, room, by, cap, origin)
+
+    async def active_of(self, person: str, dbs: Iterable[str]) -> int:
+        """``person``'s active reminders in this agent and in the agent DBs ``dbs``."""
+        count = 0
+        for db in dict.fromkeys([self.db, *dbs]):
+            store = self if db == self.db else Reminders(self.ledger, db, self.key)
+            count += sum(1 for r in await store.all() if r.by == person and r.active)
+        return count
 
     async def _add(
         self,
         understood: Understood,
         room: str,
         by: str,
-        limit: int | None,
+        cap: PersonCap | None,
         origin: Provenance | None,
     ) -> Reminder:
-        if limit is not None:
-            mine = [r for r in await self.all() if r.by == by and r.active]
-            if len(mine) >= limit:
+        if cap is not None:
+            held = await self.active_of(by, cap.dbs)
+            if held >= cap.most:
                 raise InputError(
-                    f"you have {len(mine)} active reminders here, the most a person may; "
-                    "cancel one first"
+                    f"you have {held} active reminders (with every agent here), the most a "
+                    "person may; cancel one first"
                 )
         key = understood.first.tzinfo
         tz = getattr(key, "key", None) or "UTC"
@@ -280,7 +302,7 @@ class Reminders:
     async def by_number(self, room: str, number: str, audience: Audience | None = None) -> Reminder:
         """The ``number``-th of ``in_room`` (as ``reminders`` lists them)."""
         listed = await self.in_room(room, audience)
-        if not number.isdigit() or not 1 <= int(number) <= len(listed):
+        if not (number.isascii() and number.isdigit()) or not 1 <= int(number) <= len(listed):
             raise NotFound(
                 f"no reminder {number[:12]!r} here; the list has {len(listed)} (see reminders)"
             )
@@ -292,6 +314,8 @@ __all__ = [
     "REMINDERS_STORE",
     "SENT_STORE",
     "ZONES_STORE",
+    "PersonCap",
     "Reminder",
     "Reminders",
+    "person_cap",
 ]
