@@ -307,17 +307,12 @@ class Config(_Model):
         if not value:
             return value
         host = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-        if not re.fullmatch(rf"https?://{host}(?::\d{{1,5}})?/?", value):
+        if not re.fullmatch(rf"https?://{host}(?::[0-9]{{1,5}})?/?", value):
             raise ValueError(
                 f"expected https://host[:port] (the address peers reach), got {value!r}"
             )
         port = value.rstrip("/").rpartition("]")[2].rpartition(":")[2]
-        if (
-            port.isascii()
-            and port.isdigit()
-            and value.rstrip("/").count(":") > 1
-            and not 0 < int(port) < 65536
-        ):
+        if port.isdigit() and value.rstrip("/").count(":") > 1 and not 0 < int(port) < 65536:
             raise ValueError(f"port must be 1-65535 in {value!r}")
         return value
 
