@@ -213,14 +213,15 @@ def _listed(rows: list[MemoryRow] | tuple[MemoryRow, ...]) -> str:
 
 async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: str = "en") -> str:
     """Bring back what ``sender`` forgot last in this room, if the window is still open."""
-    found = undo.take(sender)
-    if found is None or found.db != memory.db:
+    found = undo.take(sender, memory.db)  # another agent's rows stay for its own undo
+    if found is None:
         return reply(lang, "nothing_to_undo")
-    await restore_rows(memory, found.rows)
+    rows = found.rows_in(memory.db)
+    await restore_rows(memory, rows)
     # told only what the room may hear now (someone may have come in since the forget)
     heard = memory.hearing.audience
-    told = [r for r in found.rows if heard is None or heard.sees(r.origin, r.scope)]
-    kept = len(found.rows) - len(told)
+    told = [r for r in rows if heard is None or heard.sees(r.origin, r.scope)]
+    kept = len(rows) - len(told)
     what = " ".join(filter(None, [_listed(told) if told else "", f"(+{kept})" if kept else ""]))
     return reply(lang, "undone", what=what)
 

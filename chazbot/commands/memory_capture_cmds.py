@@ -105,21 +105,24 @@ def list_number(text: str) -> int | None:
 async def _forget_key(ctx: Context, which: str | None) -> Reply:
     """Hide the sender's rows of key ``which`` (None: all of them) in every agent ``mine``
     reads; the ones in this room's agent can be brought back with ``undo``."""
-    hidden = 0
+    hidden: dict[str, list[MemoryRow]] = {}
     for agent in _agents_for_mine(ctx):
         memory = agent.memory.within(ctx.hearing)
         rows = await memory.forget_said_by(ctx.sender, which, _alone(ctx))
-        hidden += len(rows)
-        if agent.db == ctx.agent.db:
-            ctx.session.undo.put(ctx.sender, agent.db, rows)
-    if not hidden:
+        if rows:
+            hidden[agent.db] = rows
+    count = sum(len(rows) for rows in hidden.values())
+    if not count:
         what = "nothing you said" if which is None else f"no row {which!r} that you said"
         raise NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
     what = "everything you said" if which is None else repr(which)
-    return ok(f"Forgot {what} ({hidden} row{'s' if hidden != 1 else ''}).{_undo_hint(ctx)}")
+    kept = ctx.session.undo.put_all(ctx.sender, hidden)  # every agent's rows: one undo
+    return ok(f"Forgot {what} ({count} row{'s' if count != 1 else ''}).{_undo_hint(ctx, kept)}")
 
 
-def _undo_hint(ctx: Context) -> str:
+def _undo_hint(ctx: Context, kept: bool) -> str:
+    if not kept:
+        return " (Too many undos are pending here: this one cannot be undone.)"
     return f" Undo within {UNDO_MINUTES} minutes with {ctx.prefix}memory undo (or say undo)."
 
 
@@ -130,10 +133,15 @@ def _undo_hint(ctx: Context) -> str:
 )
 async def undo(ctx: Context) -> Reply:
     found = ctx.session.undo.take(ctx.sender)
-    if found is None or found.db != ctx.agent.db:
+    agents = {a.db: a for a in _agents_for_mine(ctx)}
+    if found is None or not any(db in agents for db in found.dbs):
         raise NotFound("there is nothing of yours to bring back here")
-    await restore_rows(ctx.agent.memory.within(ctx.hearing), found.rows)
-    return ok(f"Brought back {len(found.rows)} row{'s' if len(found.rows) != 1 else ''}.")
+    count = 0
+    for db, rows in found.parts:
+        if db in agents:  # an agent this room no longer uses keeps its rows hidden
+            await restore_rows(agents[db].memory.within(ctx.hearing), rows)
+            count += len(rows)
+    return ok(f"Brought back {count} row{'s' if count != 1 else ''}.")
 
 
 @command(
@@ -193,12 +201,10 @@ async def _forget_numbered(ctx: Context, number: int, listing: list[list[str]]) 
             f"{ctx.prefix}memory mine again"
         )
     await ctx.engine.forget_rows(agent.db, agent.key, same_row, ctx.hearing.origin)
-    if agent.db == ctx.agent.db:
-        ctx.session.undo.put(ctx.sender, agent.db, same_row)
+    kept = ctx.session.undo.put(ctx.sender, agent.db, same_row)
     value = same_row[0].value
     shown = value if len(value) <= 80 else value[:80] + "…"
-    hint = _undo_hint(ctx) if agent.db == ctx.agent.db else ""
-    return ok(f"Forgot {number}: {shown}{hint}")
+    return ok(f"Forgot {number}: {shown}{_undo_hint(ctx, kept)}")
 
 
 def _alone(ctx: Context) -> bool:
