@@ -10,15 +10,7 @@ from pathlib import Path
 
 from chazbot.agent.undo import MAX_ROWS, UNDO_MINUTES, UndoSlots
 from chazbot.memory.rows import MemoryRow, parse_memory_row
-from tests.web_support import (
-    ALICE,
-    browser_session,
-    csrf_of,
-    link,
-    said,
-    serving,
-    sign_in,
-)
+from tests.web_support import ALICE, browser_session, my_page_csrf, said, serving
 
 OTHERS = 70  # more than the 64 the page kept
 
@@ -93,9 +85,7 @@ async def test_the_pages_undo_survives_others_forgets_and_brings_back_every_agen
             assert (await peer.command(f"/people allow {person}")).ok
             await said(peer, person, f"note-{person}", f"{person} likes tea")
         async with browser_session() as alice:
-            await sign_in(alice, await link(peer, ALICE))
-            async with alice.get(f"{base}/ui/me") as page:
-                csrf = csrf_of(await page.text())
+            csrf = await my_page_csrf(alice, peer, base, ALICE)
             async with alice.post(
                 f"{base}/ui/me/forget-all", data={"csrf": csrf, "confirm": "yes"}
             ) as page:
@@ -103,9 +93,7 @@ async def test_the_pages_undo_survives_others_forgets_and_brings_back_every_agen
                 assert "Forgot everything you said (2 rows)" in text and "Undo within" in text
             for person in others:
                 async with browser_session() as client:
-                    await sign_in(client, await link(peer, person))
-                    async with client.get(f"{base}/ui/me") as page:
-                        theirs = csrf_of(await page.text())
+                    theirs = await my_page_csrf(client, peer, base, person)
                     async with client.post(
                         f"{base}/ui/me/forget",
                         data={"csrf": theirs, "key": f"note-{person}", "back": "/ui/me"},
