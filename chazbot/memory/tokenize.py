@@ -19,18 +19,33 @@ grows with the distinct words of a query (one member's 8,000-word search held th
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import regex
-
 # ``\w`` is "isalnum() or underscore" for str patterns, so ``[^\W_]`` is exactly isalnum().
 _ALNUM_RUN = re.compile(r"[^\W_]+")
-_MARKS = regex.compile(r"\p{M}+")
-_TYPED_RUN = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*")
-"""A word as typed: a letter or digit, then letters, digits and marks (which ``fold`` drops)."""
+_ODD_RUN = re.compile(r"[^\w\s\x00-\x7f]+")
+"""Characters that are neither ASCII, nor alphanumeric, nor space: combining marks among
+non-ASCII punctuation and symbols (``re`` cannot name a Unicode category; ``unicodedata``
+tells them apart, one character at a time, only here)."""
+_TYPED_RUN = re.compile(r"[^\W_](?:[^\W_]|[^\w\s\x00-\x7f])*")
+"""A word as typed: a letter or digit, then letters, digits and what may be marks (which
+``fold`` drops; any other character there only makes the count of words high, never low)."""
+
+
+def _marks_dropped(run: re.Match[str]) -> str:
+    return _without_marks(run.group())
+
+
+@functools.lru_cache(maxsize=4096)
+def _without_marks(run: str) -> str:
+    """``run`` without its combining marks (a run of the same symbols, as hostile text
+    repeats, is read once)."""
+    return "".join(c for c in run if unicodedata.category(c)[0] != "M")
+
 
 _STOPWORD_TEXT = """
     about above after again against ain all am an and any are aren arent as at be because been
@@ -65,8 +80,7 @@ def fold(text: str) -> str:
     lowercased, without combining marks ("İ" lowercases to "i" and a dot: dropped too)."""
     if text.isascii():
         return text.lower()
-    folded: str = _MARKS.sub("", unicodedata.normalize("NFKC", text).lower())
-    return folded
+    return _ODD_RUN.sub(_marks_dropped, unicodedata.normalize("NFKC", text).lower())
 
 
 def tokenize(text: str) -> list[str]:
