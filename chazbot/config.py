@@ -127,6 +127,8 @@ class MediaConfig(_Model):
     image_max_mb: float = Field(default=8.0, gt=0, le=50)
     """Pictures larger than this are refused with one line. Media are held in memory only
     (decrypted there), never written to disk, and dropped when the turn ends."""
+    fetch_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """A picture or voice message not fetched whole within this is refused with one line."""
 
 
 class EmbeddingConfig(_Model):
@@ -156,6 +158,7 @@ class MatrixConfig(_Model):
     trust_unverified_devices: bool = True
     command_prefix: str = "!chaz"
     room_agents: dict[str, list[str]] = Field(default_factory=dict)
+    audience_list_max: int = Field(default=50, ge=1, le=50)  # ≤ memory.audience.MAX_AUDIENCE
 
     @field_validator("room_agents")
     @classmethod
@@ -266,6 +269,9 @@ class Config(_Model):
     sync_allow_plain_http: bool = False
     """Sync with ``http:`` peers on other machines too (plain: anyone on the way reads every
     synced row). Off: plain http only to this machine (``localhost``, ``127.0.0.1``, ``::1``)."""
+    sync_allow_private_peers: bool = False
+    """Sync with peers at loopback and private addresses (after DNS). Off: refused before
+    connecting (``sync.reach``); link-local and cloud metadata ones are refused always."""
     http_listen: str = "127.0.0.1:8766"
     llm: LLMConfig | None = None
     embedding: EmbeddingConfig | None = None

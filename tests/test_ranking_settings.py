@@ -6,7 +6,6 @@ stand-in, the views' vectors the tests' hashed bag of words."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 import chazbot
 from bench import updates
-from chazbot.agent.host import AgentHandle
 from chazbot.agent.recall import DEFAULT_TUNING, RecallTuning, focus_query, recall_query
 from chazbot.agent.turn import auto_recall
 from chazbot.config import AgentConfig, Config
@@ -158,4 +156,3 @@ class Host:
 
     ledger: Ledger
     memory: MemoryEngine
-    agents: Mapping[str, AgentHandle] = dataclasses.field(default_factory=dict)

@@ -15,7 +15,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.setting import set_reminder
-from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminders, person_cap
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import understand, zone
 from tests.standin_chat import OneAnswer
@@ -32,18 +32,17 @@ async def test_sets_at_the_cap_from_many_rooms_at_once_go_no_more_than_the_cap(
     cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
     async with chazbot.open(tmp_path, cfg) as peer:
         chaz = peer.agent("chaz")
-        store = Reminders(peer.ledger, chaz.db, chaz.key)
+        store = peer.reminders.of(chaz.db, chaz.key)
         for i in range(MAX_ACTIVE_PER_PERSON - 1):
             when = understand(f"remind me in {i + 2} days at 9 to t{i}", NOW, BERLIN)
-            await store.add(when, ROOMS[0], ALICE, person_cap([chaz.db], admin=False))
+            await store.add(when, ROOMS[0], ALICE, MAX_ACTIVE_PER_PERSON)
 
         async def one(room: str, who: str, n: int) -> str | None:
             # each its own store, as each turn and each command makes one
-            mine = Reminders(peer.ledger, chaz.db, chaz.key)
+            mine = peer.reminders.of(chaz.db, chaz.key)
             try:
-                cap = person_cap([chaz.db], admin=False)
                 return await set_reminder(
-                    mine, f"remind me tomorrow at {n + 8} to x{n}", room, who, "UTC", cap, NOW
+                    mine, f"remind me tomorrow at {n + 8} to x{n}", room, who, "UTC", False, NOW
                 )
             except InputError as exc:
                 assert "cancel one first" in str(exc), exc
@@ -62,15 +61,12 @@ TWO_AGENTS = [AgentConfig(name="chaz", capture="off"), AgentConfig(name="sage", 
 
 
 async def active_of(peer: chazbot.Peer, person: str) -> int:
-    counts = [
-        sum(
-            1
-            for r in await Reminders(peer.ledger, a.db, a.key).all()
-            if r.by == person and r.active
+    count = 0
+    for a in peer.agents.values():
+        count += sum(
+            1 for r in await peer.reminders.of(a.db, a.key).all() if r.by == person and r.active
         )
-        for a in peer.agents.values()
-    ]
-    return sum(counts)
+    return count
 
 
 async def test_the_cap_is_a_persons_over_every_agent(tmp_path: Path) -> None:
@@ -106,7 +102,7 @@ async def test_the_cap_is_a_persons_over_every_agent(tmp_path: Path) -> None:
         )
         assert "cancel one first" in turn.text, turn.text
         asking = Asking(
-            Reminders(peer.ledger, sage.db, sage.key),
+            peer.reminders.of(sage.db, sage.key),
             sage_room,
             ALICE,
             False,
@@ -114,7 +110,6 @@ async def test_the_cap_is_a_persons_over_every_agent(tmp_path: Path) -> None:
             heard[sage_room],
             None,
             lambda: NOW,
-            tuple(a.db for a in peer.agents.values()),
         )
         ok, text = await run_reminder_tool(
             asking,
@@ -134,21 +129,18 @@ async def test_two_agents_at_once_set_no_more_than_the_cap(tmp_path: Path) -> No
     cfg = Config(state_dir=tmp_path, agents=TWO_AGENTS)
     async with chazbot.open(tmp_path, cfg) as peer:
         chaz, sage = peer.agent("chaz"), peer.agent("sage")
-        dbs = [chaz.db, sage.db]
         for i in range(MAX_ACTIVE_PER_PERSON - 1):
             agent = (chaz, sage)[i % 2]
             when = understand(f"remind me in {i + 2} days at 9 to t{i}", NOW, BERLIN)
-            store = Reminders(peer.ledger, agent.db, agent.key)
-            await store.add(when, ROOMS[i % 2], ALICE, person_cap(dbs, admin=False))
+            store = peer.reminders.of(agent.db, agent.key)
+            await store.add(when, ROOMS[i % 2], ALICE, MAX_ACTIVE_PER_PERSON)
 
         async def one(n: int) -> str | None:
             agent = (chaz, sage)[n % 2]
-            store = Reminders(peer.ledger, agent.db, agent.key)
+            store = peer.reminders.of(agent.db, agent.key)
             text = f"remind me tomorrow at {n + 8} to x{n}"
             try:
-                return await set_reminder(
-                    store, text, ROOMS[n], ALICE, "UTC", person_cap(dbs, admin=False), NOW
-                )
+                return await set_reminder(store, text, ROOMS[n], ALICE, "UTC", False, NOW)
             except InputError as exc:
                 assert "cancel one first" in str(exc), exc
                 return None

@@ -18,7 +18,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
 from chazbot.reminders.runner import NOTE_MARK, ReminderRunner, message
-from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.store import Reminder
 from chazbot.reminders.when import understand, zone
 from chazbot.transports.matrix.reminding import memory_notes
 from tests.standin_embeddings import StandinEmbeddings
@@ -80,7 +80,7 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
         await tell(peer, BOB, GROUP, "ines.phone", "Ines has a new phone number ending 42", group)
         await tell(peer, BOB, GROUP, "weather", "the weather is nice today", group)
         agent = peer.agent("chaz")
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )
@@ -141,7 +141,7 @@ async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
         await tell(peer, ALICE, DM, "zorp223", "zorp193 zorp326 zorp392", dm)
         agent = peer.agent("chaz")
         assert await peer.memory.agent_floor(agent.db) is None
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )
@@ -185,7 +185,7 @@ async def test_a_reminder_carries_what_the_banks_its_room_reads_hold(tmp_path: P
         heard = agent.memory.within(peer.hearing(agent, ALICE, dm))
         await heard.remember("ines.job", "Ines starts at the Porto harbour office", bank="family")
         await tell(peer, BOB, GROUP, "weather", "the weather is nice today", group)
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )

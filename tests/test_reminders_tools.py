@@ -20,7 +20,7 @@ from chazbot.config import REMINDER_TOOLS, AgentConfig, Config
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
 from chazbot.reminders import tools as reminder_tools
-from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder, Reminders
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder
 from tests.standin_llm import StandinLLM
 
 ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.org"
@@ -60,7 +60,7 @@ async def call(
 
 async def stored(peer: Peer) -> list[Reminder]:
     agent = peer.agent("chaz")
-    return await Reminders(peer.ledger, agent.db, agent.key).all()
+    return await peer.reminders.of(agent.db, agent.key).all()
 
 
 async def test_the_tools_are_offered_and_set_list_and_cancel(
@@ -344,7 +344,7 @@ async def test_random_hostile_calls_never_raise_and_a_refusal_writes_nothing(
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
         asking = reminder_tools.Asking(
-            Reminders(peer.ledger, agent.db, agent.key),
+            peer.reminders.of(agent.db, agent.key),
             GROUP,
             BOB,
             False,
@@ -386,7 +386,7 @@ async def test_reading_a_long_hostile_time_does_not_hold_the_event_loop(
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
         asking = reminder_tools.Asking(
-            Reminders(peer.ledger, agent.db, agent.key),
+            peer.reminders.of(agent.db, agent.key),
             DM,
             ALICE,
             False,

@@ -10,17 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
+    from chazbot.agent.definition import Definition
     from chazbot.config import AgentConfig
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.engine import MemoryEngine
     from chazbot.memory.scope import MemoryScope
+    from chazbot.reminders.store import ReminderBook
 
 
 class MemoryHost(Protocol):
-    """The peer's ledger, memory engine and hosted agents (a person's reminders are counted
-    over all of them)."""
+    """The peer's ledger and memory engine."""
 
     @property
     def ledger(self) -> Ledger: ...
@@ -28,12 +27,17 @@ class MemoryHost(Protocol):
     @property
     def memory(self) -> MemoryEngine: ...
 
+
+class TurnHost(MemoryHost, Protocol):
+    """What a turn needs of the peer: its ledger and memory engine, and its reminders part."""
+
     @property
-    def agents(self) -> Mapping[str, AgentHandle]: ...
+    def reminders(self) -> ReminderBook: ...
 
 
 class AgentHandle(Protocol):
-    """One hosted agent: its name, config, key, its own DB and its memory scope."""
+    """One hosted agent: its name, config, key, its own DB, its memory scope and where its
+    settings come from."""
 
     @property
     def name(self) -> str: ...
@@ -50,5 +54,10 @@ class AgentHandle(Protocol):
     @property
     def memory(self) -> MemoryScope: ...
 
+    @property
+    def definition(self) -> Definition | None:
+        """Where each setting of ``config`` came from (None: config.yaml alone says it)."""
+        ...
 
-__all__ = ["AgentHandle", "MemoryHost"]
+
+__all__ = ["AgentHandle", "MemoryHost", "TurnHost"]

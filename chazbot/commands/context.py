@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from chazbot.ledger.people import People
     from chazbot.memory.banks import BankRef, Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
+    from chazbot.reminders.store import ReminderBook
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest
 
@@ -141,6 +142,8 @@ class Context:
     key: KeyPair
     """The peer's key."""
     people: People
+    reminders: ReminderBook
+    """The peer's reminders part: ``reminders.of(agent.db, agent.key)``."""
     agent: AgentHandle
     session: Session
     sender: str = "local"

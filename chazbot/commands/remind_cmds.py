@@ -12,7 +12,7 @@ from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import PermissionDenied
 from chazbot.reminders.setting import set_reminder, when_text
-from chazbot.reminders.store import Reminders, person_cap
+from chazbot.reminders.store import Reminders
 from chazbot.reminders.when import describe_rule, zone
 
 COMMANDS = CommandTree()
@@ -21,7 +21,7 @@ SHOWN = 20
 
 
 def reminders_of(ctx: Context) -> Reminders:
-    return Reminders(ctx.ledger, ctx.agent.db, ctx.agent.key)
+    return ctx.reminders.of(ctx.agent.db, ctx.agent.key)
 
 
 async def person_zone(ctx: Context, store: Reminders) -> str:
@@ -42,7 +42,7 @@ async def remind(ctx: Context, when_and_what: str) -> Reply:
         ctx.session.name,
         ctx.sender,
         zone_name,
-        person_cap((a.db for a in ctx.agents.agents.values()), ctx.is_admin),
+        ctx.is_admin,
         origin=ctx.hearing.origin,
     )
     return Reply(True, text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from chazbot.memory.audience import Provenance
-from chazbot.reminders.store import PersonCap, Reminder, Reminders
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder, Reminders
 from chazbot.reminders.when import Understood, describe_rule, off_loop, understand, zone
 
 CONFIRM = {
@@ -54,17 +54,17 @@ async def set_reminder(
     room: str,
     by: str,
     default_zone: str,
-    cap: PersonCap | None,
+    admin: bool,
     now: datetime | None = None,
     origin: Provenance | None = None,
 ) -> str:
     """Understand ``text`` in the person's zone, store the reminder, and confirm it; an
-    InputError (one line) when no time can be read, or past the person's ``cap`` (None: an
-    admin's, none; ``store.person_cap``).
+    InputError (one line) when no time can be read, or past the cap of a non-admin.
     ``origin``: where it was said and who heard it (kept, so lists obey the audience rule)."""
     tz = await store.zone_of(by, default_zone)
     understood = await off_loop(understand, text, now or datetime.now(UTC), zone(tz))
-    made = await store.add(understood, room, by, cap, origin)
+    limit = None if admin else MAX_ACTIVE_PER_PERSON
+    made = await store.add(understood, room, by, limit, origin)
     return confirmation(made, understood, text)
 
 

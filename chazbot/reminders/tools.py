@@ -23,7 +23,7 @@ from chazbot.errors import ChazError, InputError, NotFound, PermissionDenied
 from chazbot.memory.audience import Audience, Provenance
 from chazbot.memory.tools import Tool, check_args
 from chazbot.reminders.setting import confirmation, when_text
-from chazbot.reminders.store import Reminder, Reminders, person_cap
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder, Reminders
 from chazbot.reminders.when import (
     FREQUENCIES,
     MAX_INTERVAL,
@@ -63,8 +63,6 @@ class Asking:
     audience: Audience | None
     origin: Provenance | None = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    agent_dbs: tuple[str, ...] = ()
-    """Every hosted agent's DB: a person's cap counts their reminders in all of them."""
 
 
 ReminderTool = Tool[Asking]
@@ -141,8 +139,8 @@ def _once(when: str, what: str, now: datetime, tz_name: str) -> Understood:
 
 
 async def _add(asking: Asking, understood: Understood) -> str:
-    cap = person_cap(asking.agent_dbs, asking.admin)
-    made = await asking.store.add(understood, asking.room, asking.person, cap, asking.origin)
+    limit = None if asking.admin else MAX_ACTIVE_PER_PERSON
+    made = await asking.store.add(understood, asking.room, asking.person, limit, asking.origin)
     return f"Set {made.id}. " + confirmation(made, understood)
 
 

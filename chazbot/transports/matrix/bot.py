@@ -372,8 +372,8 @@ class MatrixBot:
         else:
             async with self.sender.typing(job.room_id):
                 media = None
-                if job.kind in ("voice", "picture") and self.media is not None:
-                    media = await self.media.take(job.kind, job.content, job.text, job.event_id)
+                if self.media is not None:  # media, or a typed yes to a forget heard (#47)
+                    media = await self.media.of(job)
                 text, ok, heard, _ = await self._answer(job, media)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents
@@ -398,10 +398,11 @@ class MatrixBot:
         return present, joined
 
     def members_of(self, session: str) -> frozenset[str] | None:
-        """The people in another room now (for rows of rooms too big to list their
-        audience); None when the bot is not in it."""
+        """Who has joined another room now (for rows of rooms too big to list their
+        audience: under shared history a joined member reads all of it, an invited one
+        nothing yet); None when the bot is not in it."""
         room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX))
-        return None if room is None else self._people(room)[0]
+        return None if room is None else self._people(room)[1]
 
     async def audience(self, room_id: str) -> Audience:
         """Who reads what the bot says in ``room_id`` now. When nio's member list is short of
@@ -432,6 +433,7 @@ class MatrixBot:
             joined,
             public=room.join_rule not in BOUNDED_JOIN_RULES,
             history=room.history_visibility,
+            most=self.cfg.audience_list_max,
         )
 
     async def _answer(

@@ -60,7 +60,7 @@ def reminder_runner(
     who reads a room now (None: reminders carry no memory)."""
 
     def stores() -> list[Reminders]:
-        return [Reminders(peer.ledger, a.db, a.key) for a in peer.agents.values()]
+        return [peer.reminders.of(a.db, a.key) for a in peer.agents.values()]
 
     async def deliver(session: str, text: str, txn: str) -> bool:
         """False (it stays due): not a Matrix room of this bot now, or not synced yet."""

@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
-from chazbot.reminders.store import Reminders
 from chazbot.transports.web.pages import (
     PREFIX,
     WEB_SESSION,
@@ -88,7 +87,7 @@ async def said_by(ui: Pages, who: Who) -> list[Said]:
     found: list[Said] = []
     zone = peer.config.timezone
     for agent in peer.hosting.allowed_agents(WEB_SESSION):
-        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
+        zone = await peer.reminders.of(agent.db, agent.key).zone_of(who.person, zone)
     for agent in peer.hosting.allowed_agents(WEB_SESSION):
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
