@@ -11,6 +11,7 @@ import fnmatch
 import importlib.util
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +36,50 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ``re.fullmatch`` (never ``re.match``: Python's ``$`` also matches before a trailing newline)."""
 MATRIX_SESSION_PREFIX = "matrix:"  # a Matrix room's session is named "matrix:<room id>"
 LOCAL_DEFAULT_MODEL = "embedded"
+
+
+def _is_zone(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
+def _zone_in_path(path: str) -> str | None:
+    """``Europe/Berlin`` of ``/usr/share/zoneinfo/Europe/Berlin`` (or of a ``posix/`` copy)."""
+    _, found, name = path.partition("zoneinfo/")
+    name = name.removeprefix("posix/").removeprefix("right/")
+    return name if found and _is_zone(name) else None
+
+
+def host_zone(
+    environ: Mapping[str, str] | None = None,
+    localtime: Path = Path("/etc/localtime"),
+    timezone_file: Path = Path("/etc/timezone"),
+) -> str:
+    """The host's time zone as an IANA name, the default of ``timezone``: ``TZ`` when it names
+    a zone (``Europe/Berlin``, ``:Europe/Berlin`` or a path into zoneinfo), else the zone
+    ``/etc/localtime`` links to, else ``/etc/timezone`` (Debian's), else UTC."""
+    env = os.environ if environ is None else environ
+    given = env.get("TZ", "").strip().removeprefix(":")
+    if given:
+        if _is_zone(given):
+            return given
+        if found := _zone_in_path(given):
+            return found
+    try:
+        if found := _zone_in_path(os.path.realpath(localtime)):
+            return found
+    except OSError:
+        pass
+    try:
+        written = timezone_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        written = ""
+    return written if written and _is_zone(written) else "UTC"
 
 
 class _Model(BaseModel):
@@ -283,20 +328,19 @@ class Config(_Model):
     )
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     web: WebConfig = Field(default_factory=WebConfig)
-    timezone: str = "UTC"
+    timezone: str = Field(
+        default_factory=lambda: host_zone(), json_schema_extra={"shown_default": "the host's zone"}
+    )
 
     @field_validator("timezone")
     @classmethod
     def _timezone(cls, value: str) -> str:
-        """The zone reminders are read in for people who set none (``tz``): an IANA name."""
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        """The zone reminders are read in for people who set none (``tz``): an IANA name;
+        left out, the host's (``host_zone``)."""
+        if not _is_zone(value):
             raise ValueError(
                 f"unknown time zone {value[:60]!r}: use an IANA name such as Europe/Berlin"
-            ) from None
+            )
         return value
 
     @field_validator("sync_listen", "http_listen")
@@ -497,6 +541,7 @@ __all__ = [
     "MatrixConfig",
     "WebConfig",
     "e2e_installed",
+    "host_zone",
     "load_config",
     "local_embedder_installed",
     "parse_config",
