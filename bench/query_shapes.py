@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/query_shapes.py [--rows 4999] [--repeat 5]``. Not a timed test.
 
-Fills a bank with ``--rows`` rows of the Zipf-like vocabulary of ``tests/test_query_bounds``
+Fills a bank with ``--rows`` rows of the Zipf-like vocabulary of ``tests/test_query_bounds.py``
 (4,999: the biggest bank searched on the loop, ``OFF_LOOP_ROWS`` - 1), then runs ``/memory
 search self <query>`` for each shape as a member would, ``--repeat`` times, and prints the
 best and median longest gap of a 2 ms ticker (``longest_gap``) and the median time per shape,
