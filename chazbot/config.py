@@ -497,7 +497,7 @@ class Config(_Model):
         if not value:
             return value
         host = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-        if not re.fullmatch(rf"https?://{host}(?::\d{{1,5}})?/?", value):
+        if not re.fullmatch(rf"https?://{host}(?::[0-9]{{1,5}})?/?", value):
             raise ValueError(
                 f"expected https://host[:port] (the address peers reach), got {value!r}"
             )

@@ -110,7 +110,8 @@ class Peer:
         self.models = Models(config.llm, Path(config.state_dir) / "models")
         self.captures = CaptureTasks(CaptureSources(ledger.kv))
         self.people = People(ledger, key)  # allowed from chat (!chaz people)
-        self.reminders = ReminderBook(ledger)  # every agent's reminders, one set of locks
+        # every agent's reminders, one lock per person; a person's cap counts every agent
+        self.reminders = ReminderBook(ledger, lambda: [a.db for a in hosting.agents.values()])
         self.tools = ToolBox(config, ledger, log_dir=Path(config.state_dir) / "mcp")
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}

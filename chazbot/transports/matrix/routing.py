@@ -50,6 +50,9 @@ NO = frozenset({"❌", "✖", "👎", "🚫"})
 """Reactions that answer a tool call waiting for a yes (variation selectors dropped)."""
 
 
+InviteAnswer = Literal["join", "greet", "decline"]
+
+
 @dataclass
 class Job:
     """One event to answer."""
@@ -81,7 +84,9 @@ class Router:
     ``people``: the globs allowed from chat now (``!chaz people allow``), read at every
     event so a change applies at once. Someone not allowed who addresses the bot gets one
     ``not_allowed_notice`` job as ``notices`` permits: once per room a day, bounded
-    overall."""
+    overall. Someone not allowed who invites the bot to a DM gets the same notice there
+    (the bot joins, says it, leaves: ``answer_invite``) as ``invites`` permits: once per
+    inviter a day, bounded overall, so strangers cannot make it join rooms without end."""
 
     def __init__(
         self,
@@ -90,12 +95,14 @@ class Router:
         people: Callable[[], Iterable[str]] = tuple,
         notices: NoticeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
+        invites: NoticeGate | None = None,
     ) -> None:
         self.cfg = cfg
         self.command_words = frozenset(command_words)
         self.display_name: str | None = None
         self.people = people
         self.notices = notices or NoticeGate()
+        self.invites = invites or NoticeGate()  # keyed by inviter, not by room
         self.clock = clock
         self.is_prompt: Callable[[str], bool] = lambda _: False
         """Whether an event id is a tool call's prompt still waiting (set by the bot)."""
@@ -119,6 +126,31 @@ class Router:
             ),
             None,
         )
+
+    def direct(self, invite_state: list[Any]) -> bool:
+        """Whether the invite is to a DM (``is_direct`` on the bot's own invite)."""
+        return any(
+            isinstance(e, InviteMemberEvent)
+            and e.state_key == self.cfg.user_id
+            and e.membership == "invite"
+            and isinstance(e.content, dict)
+            and e.content.get("is_direct") is True
+            for e in invite_state
+        )
+
+    def answer_invite(self, room_id: str, inviter: str, direct: bool) -> InviteAnswer:
+        """``join`` an allowed person's invite; ``greet`` a stranger's DM (join, send the
+        not-allowed notice, leave) once per inviter a day and within both gates' overall
+        bursts; ``decline`` the rest (a stranger's group, or a DM past the gates)."""
+        if self.allowed(inviter):
+            return "join"
+        now = self.clock()
+        # the inviter's gate first: one stranger's repeated invites never reach the burst
+        # shared with the notices to messages; the room's, so a message of theirs in the DM
+        # is never told again
+        if direct and self.invites.allow(inviter, now) and self.notices.allow(room_id, now):
+            return "greet"
+        return "decline"
 
     def me(self, room: Any) -> Me:
         names = [self.display_name, room.user_name(self.cfg.user_id)]
@@ -293,4 +325,4 @@ class RoomQueues:
             log.exception("matrix: answering %s in %s failed", job.event_id, job.room_id)
 
 
-__all__ = ["STOP_GRACE_S", "Job", "RoomQueues", "Router", "answers_now"]
+__all__ = ["STOP_GRACE_S", "InviteAnswer", "Job", "RoomQueues", "Router", "answers_now"]
