@@ -260,9 +260,9 @@ def test_every_forget_of_the_window_comes_back_one_by_one() -> None:
     slots.put(ANN, "db", [first])
     slots.put(ANN, "db", [second])
     newest = slots.take(ANN)
-    assert newest is not None and newest.rows == (second,)
+    assert newest is not None and newest.rows_in("db") == (second,)
     older = slots.take(ANN)
-    assert older is not None and older.rows == (first,)
+    assert older is not None and older.rows_in("db") == (first,)
     assert slots.take(ANN) is None
     slots.put(ANN, "db", [first])
     now[0] = 11 * 60.0

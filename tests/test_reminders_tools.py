@@ -69,7 +69,8 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
     assert tuple(reminder_tools.TOOLS) == REMINDER_TOOLS  # config's default names them all
     async with chazbot.open(tmp_path, cfg) as peer:
         said = await call(peer, "schedule_once", {"when": "2027-01-05T09:00", "what": "call Ines"})
-        assert "Tue 05 Jan 2027 09:00 (Europe/Berlin)" in said and "call Ines" in said, said
+        assert "Tuesday, January 5, 2027, 09:00 (Europe/Berlin)" in said, said
+        assert "call Ines" in said, said
         offered = [t["function"]["name"] for t in standin_llm.requests[-2]["tools"]]
         assert set(REMINDER_TOOLS) <= set(offered), offered
         said = await call(peer, "schedule_once", {"when": "in 3 days at 10", "what": "bins"})
@@ -85,7 +86,7 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
             "what": "pay rent",
         }
         said = await call(peer, "schedule_every", every)
-        assert "monthly 1MO" in said and " 08:00 (Europe/Berlin)" in said, said
+        assert "every first Monday of the month at 08:00 (Europe/Berlin)" in said, said
         made = await stored(peer)
         assert [r.by for r in made] == [ALICE] * 4 and {r.room for r in made} == {DM}
         assert all(r.origin is not None and r.origin.audience == (ALICE,) for r in made)

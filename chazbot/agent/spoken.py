@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from chazbot.agent.turn import WORDS_MAX_CHARS
+from chazbot.agent.turn.quick import WORDS_MAX_CHARS
 from chazbot.agent.words import Intent, intent
 from chazbot.reminders.when import asks_for_reminder
 

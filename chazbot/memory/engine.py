@@ -717,7 +717,7 @@ def row_embed_text(row: MemoryRow) -> str:
 
 def _memory_row(row: Row) -> MemoryRow | None:
     index = row.row_id.rsplit("/", 1)[-1]
-    order = (row.height, row.entry_id, int(index) if index.isdigit() else 0)
+    order = (row.height, row.entry_id, int(index) if index.isascii() and index.isdigit() else 0)
     return parse_memory_row(row.n, row.row_id, row.data, row.ts, order, row.author)
 
 

@@ -58,8 +58,9 @@ class AddressRefused(InputError):
     An import goes on to the ticket's next address."""
 
 
-class Refusal(OSError):
-    """A peer address this peer does not connect to: ``kind`` is NEVER or PRIVATE."""
+class Refusal(InputError, OSError):
+    """A peer address this peer does not connect to: ``kind`` is NEVER or PRIVATE. An
+    ``OSError`` too, as aiohttp's resolver must raise for a connection to fail there."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)

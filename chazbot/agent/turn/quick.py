@@ -19,7 +19,8 @@ from chazbot.agent.turn.result import TurnResult
 from chazbot.agent.words import asks, intent
 from chazbot.errors import InputError
 from chazbot.reminders.setting import set_reminder
-from chazbot.reminders.when import asks_for_reminder
+from chazbot.reminders.when import asks_for_reminder, off_loop
+from chazbot.reminders.zones import set_zone_from_words, zone_in_words
 
 WORDS_MAX_CHARS = 2_000
 """A message longer than this is no request in words (forget, remember, undo…): it goes to the
@@ -30,22 +31,32 @@ seconds (a 60 KB message of dots held the event loop 3.3 s); they run off the lo
 async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None:
     """The answer to a request in words (kept in the history), or None (see the module)."""
     text = said.text
-    if asks_for_reminder(text) is not None:
-        origin = ctx.memory.hearing.origin
+    hearing = ctx.memory.hearing
+    moved = await off_loop(zone_in_words, text) if not asks(text) else None
+    zone_said = ""  # "I live in Lisbon": the person's zone, set first, confirmed with the rest
+    rest = text
+    if moved is not None:
+        zone_said = await set_zone_from_words(
+            ctx.reminders, ctx.sender, moved, hearing.prefix, ctx.clock()
+        )
+        rest = moved.without(text)
+    if asks_for_reminder(rest) is not None:
         reminder: str | None
         try:
             reminder = await set_reminder(
                 ctx.reminders,
-                text,
+                rest,
                 ctx.session.name,
                 ctx.sender,
                 ctx.default_zone,
                 False,
-                origin=origin,
+                origin=hearing.origin,
+                prefix=hearing.prefix,
             )
         except InputError as exc:
             reminder = None if asks(text) else f"{exc} (nothing was set)"
         if reminder is not None:
+            reminder = "\n".join(filter(None, (zone_said, reminder)))
             await ctx.say(reminder)
             return TurnResult(reminder, answered_in_words=True)
     found = await asyncio.to_thread(intent, text) if len(text) <= WORDS_MAX_CHARS else None
@@ -55,13 +66,16 @@ async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None
             found, ctx.memory, ctx.agent.name, ctx.sender, tools, ctx.session
         )
         if words is not None:
+            words = "\n".join(filter(None, (words, zone_said)))
             await ctx.say(words)
             return TurnResult(words, answered_in_words=True)
+    noted = None
     if ctx.acknowledge and not said.pictures:
         noted = asked.acknowledgement(text, (ctx.agent.name,))
-        if noted is not None:
-            await ctx.say(noted)
-            return TurnResult(noted)
+    if noted is not None or zone_said:  # capture still keeps what was told, zone or not
+        noted = "\n".join(filter(None, (noted, zone_said)))
+        await ctx.say(noted)
+        return TurnResult(noted)
     if ctx.llm is not None and not ctx.can.composes and len(text) <= WORDS_MAX_CHARS:
         # a model that does not compose answers about people from one row (#45)
         one = await answer_about_person(text, ctx.memory, ctx.sender, ctx.session)

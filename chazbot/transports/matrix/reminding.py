@@ -75,6 +75,15 @@ def reminder_runner(
         await sender.send(room_id, {"msgtype": "m.text", "body": text}, txn)
         return True
 
+    async def name_of(session: str, person: str) -> str | None:
+        """``person``'s display name in the room (nio's, disambiguated as clients show it)."""
+        _, client, _ = parts()
+        room = None if client is None else client.rooms.get(session.removeprefix(SESSION_PREFIX))
+        if room is None or person not in room.users:
+            return None
+        name = room.user_name(person)
+        return name if isinstance(name, str) and name else None
+
     notes: Notes | None = None
     told: AudienceOf | None = None
     if audience is not None:
@@ -85,7 +94,7 @@ def reminder_runner(
 
         notes = memory_notes(peer, audience_of)
         told = audience_of  # a reminder's words only to readers who could read them then
-    return ReminderRunner(stores, deliver, notes=notes, audience=told)
+    return ReminderRunner(stores, deliver, notes=notes, audience=told, name_of=name_of)
 
 
 __all__ = ["AudienceOf", "memory_notes", "reminder_runner"]

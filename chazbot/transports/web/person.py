@@ -147,12 +147,10 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         back = form.get("back", f"{PREFIX}/me")
         if not key.strip():
             ui.flash(who, False, "Say which row to forget.")
-        elif key.strip().lower() == "all":
-            # ``forget-mine all`` means every row: a key named "all" is not one row there
-            ui.flash(who, False, "A row whose key is “all” is forgotten with “Forget all”.")
-        else:
-            return await ui.act(who, ["memory", "forget-mine", key], back)
-        return await ui.act_done(back)
+            return await ui.act_done(back)
+        # by its key, always: a key of digits ("5") or "all" is never read as a list number
+        # or as every row
+        return await ui.act(who, ["memory", "forget-mine", "key", key], back)
 
     async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)
