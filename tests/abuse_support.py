@@ -26,7 +26,13 @@ from typing import Any
 import aiohttp
 
 from chazbot.ledger import KeyPair
-from chazbot.sync.protocol import sign_request
+from chazbot.sync.protocol import (
+    KEY_HEADER,
+    NONCE_HEADER,
+    SIGNATURE_HEADER,
+    TIME_HEADER,
+    sign_request,
+)
 from tests.synapse import free_port
 from tests.sync_support import Node, wait_until
 
@@ -222,6 +228,17 @@ def signed(key: KeyPair, path: str, body: bytes) -> dict[str, str]:
     return sign_request(key, "POST", path, body, time.time())
 
 
+def bogus_headers(key: str) -> dict[str, str]:
+    """Well-formed signature headers naming ``key``, with a signature that cannot verify
+    (the server reads the body before it can tell)."""
+    return {
+        KEY_HEADER: key,
+        TIME_HEADER: str(int(time.time() * 1000)),
+        NONCE_HEADER: secrets.token_hex(16),
+        SIGNATURE_HEADER: secrets.token_hex(64),
+    }
+
+
 async def raw_request(
     host: str, port: int, head: str, body_parts: list[bytes], gap: float, source: str
 ) -> bytes:
@@ -261,8 +278,10 @@ class Holder:
     """A connection from ``source`` that holds the server's attention without finishing a
     request: ``prefix`` (e.g. empty lines, which HTTP lets precede a request line), then a
     request head sent one header line per ``gap`` (never finished) or, with ``body``, a
-    complete ``POST`` head announcing ``body`` bytes sent one byte per ``gap``. ``closed``
-    is set once the server has dropped it (or refused it)."""
+    complete ``POST`` head announcing ``body`` bytes sent one byte per ``gap``; ``tls``:
+    half a TLS ClientHello instead, then nothing. ``closed`` is set once the server has
+    dropped it (or refused it); with ``again`` it then connects again (``drops`` counts the
+    ends) until stopped, as an attacker would."""
 
     def __init__(
         self,
@@ -272,15 +291,27 @@ class Holder:
         prefix: bytes = b"",
         body: int = 0,
         headers: dict[str, str] | None = None,
+        again: bool = False,
+        tls: bool = False,
     ) -> None:
         self.port, self.source, self.path = port, source, path
         self.prefix, self.body, self.headers = prefix, body, headers or {}
+        self.again, self.tls = again, tls
         self.closed = asyncio.Event()
+        self.drops = 0
         self.task: asyncio.Task[None] | None = None
 
     def start(self, gap: float = 0.2, rounds: int = 1000) -> Holder:
-        self.task = asyncio.ensure_future(self.run(gap, rounds))
+        self.task = asyncio.ensure_future(self.hold(gap, rounds))
         return self
+
+    async def hold(self, gap: float, rounds: int) -> None:
+        while True:
+            await self.run(gap, rounds)
+            self.drops += 1
+            if not self.again:
+                return
+            await asyncio.sleep(0.05)
 
     async def run(self, gap: float, rounds: int) -> None:
         try:
@@ -289,6 +320,16 @@ class Holder:
             )
         except OSError:
             self.closed.set()
+            return
+        if self.tls:
+            try:
+                writer.write(HALF_HELLO)
+                await reader.read(1)  # b"" once the server closes it
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                self.closed.set()
+                writer.close()
             return
         try:
             start = f"POST {self.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -326,9 +367,15 @@ def hold(
     body: int = 0,
     gap: float = 0.2,
     headers: dict[str, str] | None = None,
+    again: bool = False,
+    tls: bool = False,
 ) -> list[Holder]:
     """One ``Holder`` per entry of ``sources`` (an address repeated holds that many)."""
-    return [Holder(port, s, path, prefix, body, headers).start(gap) for s in sources]
+    return [Holder(port, s, path, prefix, body, headers, again, tls).start(gap) for s in sources]
+
+
+HALF_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+"""A TLS record header and the start of a ClientHello: a handshake begun, never finished."""
 
 
 async def success_rate(call: Callable[[], Awaitable[bool]], tries: int) -> float:

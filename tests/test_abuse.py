@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from chazbot.ledger import KeyPair
-from chazbot.sync.protocol import KEY_HEADER, NONCE_HEADER, SIGNATURE_HEADER, TIME_HEADER
 from tests.abuse_support import (
     attacker,
+    bogus_headers,
     head,
     legit_peer,
     post,
@@ -35,16 +35,6 @@ pytestmark = [pytest.mark.timeout(180)]
 DELAY_BOUND_S = 3.0  # write-to-visible for the legitimate peer while under attack
 QUIET_WINDOW_S = 0.5  # how long "nothing more happens" is watched for
 RSS_GROWTH_KB = 120 * 1024  # the unbounded server grew by 320 MB under 40 slow uploads
-
-
-def bogus_headers(key: str) -> dict[str, str]:
-    """Well-formed signature headers naming ``key``, with a signature that cannot verify."""
-    return {
-        KEY_HEADER: key,
-        TIME_HEADER: str(int(time.time() * 1000)),
-        NONCE_HEADER: secrets.token_hex(16),
-        SIGNATURE_HEADER: secrets.token_hex(64),
-    }
 
 
 async def test_oversized_slow_unsigned_and_badly_signed(tmp_path: Path) -> None:

@@ -8,13 +8,18 @@ of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each connec
 by a ``GuardedSite`` (aiohttp's listeners: sync and http; the control socket has its own cap)
 and:
 
-- caps connections per address (an IPv6 /64 counts as one) and in all, the total below the
-  descriptor limit (``descriptor_budget`` reads ``RLIMIT_NOFILE``), so the process never runs
-  out of descriptors and asyncio never logs a failed accept;
-- when the total is reached, makes room by closing a connection of the address holding the
-  most, if that is busier than the newcomer's: the oldest one still sending its head, else
-  its body, else the oldest between requests (a flood from a few addresses cannot lock out
-  anyone else);
+- caps connections per address (an IPv4 address, an IPv6 /64), per IPv6 /48 (a site: one
+  holds 65,536 /64s) and in all, the total below the descriptor limit (``descriptor_budget``
+  reads ``RLIMIT_NOFILE``), so the process never runs out of descriptors and asyncio never
+  logs a failed accept;
+- keeps the last ``reserve`` slots for addresses that hold no connection, and when the total
+  is reached lets a newcomer from such an address in by closing the connection that has held
+  a slot longest without finishing its request (a head still coming, a TLS handshake, or a
+  body behind ``min_rate`` bytes a second), whatever its address (issue #47: one slow
+  connection from each of more addresses than the cap locked everyone out). A newcomer from
+  an address that holds some already only takes the place of a connection of a busier
+  address (the oldest still sending its head, else its body, else the oldest between
+  requests), so a flood from a few addresses cannot lock out anyone else either;
 - follows each connection's requests (``sync.framing``: the request line and header lines
   up to the empty line that ends them, skipping empty lines before a request line as HTTP
   allows, then ``Content-Length`` or chunked body bytes; issue #34: two leading CRLFs used to
@@ -38,12 +43,14 @@ kind, with how many more there were).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import ssl
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -108,30 +115,62 @@ class Notes:
         self.logger.info(text, *args)
 
 
+def address_network(remote: str | None) -> str | None:
+    """The IPv6 /48 (a site) an address is in, bounded as a whole; None for anything else
+    (an IPv4 address, an IPv4-mapped IPv6 one, a Unix socket) whose address is the bound."""
+    try:
+        ip = ipaddress.ip_address(remote or "")
+    except ValueError:
+        return None
+    if not isinstance(ip, ipaddress.IPv6Address) or ip.ipv4_mapped is not None:
+        return None
+    return str(ipaddress.IPv6Network((int(ip) >> 80 << 80, 48)))
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """A listener's connection caps and deadlines (see the module doc)."""
+
+    max_total: int
+    max_per_address: int
+    """Per IPv4 address or IPv6 /64."""
+    max_per_network: int | None = None
+    """Per IPv6 /48; None: a quarter of ``max_total`` (at least ``max_per_address``)."""
+    reserve: int | None = None
+    """Slots only a newcomer from an address holding nothing may take; None: a sixteenth
+    of ``max_total``, 1 to 8."""
+    header_timeout: float = HEADER_TIMEOUT_S
+    max_head: int = HEAD_MAX_BYTES
+    body_timeout: float = BODY_TIMEOUT_S
+    min_rate: float = BODY_MIN_RATE
+
+    @property
+    def network_cap(self) -> int:
+        if self.max_per_network is not None:
+            return self.max_per_network
+        return max(self.max_per_address, self.max_total // 4)
+
+    @property
+    def reserved(self) -> int:
+        if self.reserve is not None:
+            return self.reserve
+        return max(1, min(8, self.max_total // 16))
+
+
 class ConnectionGuard:
-    """Counts open connections per address group and in all; see the module doc."""
+    """Counts open connections per address group, per IPv6 /48 and in all; see the module
+    doc. ``settings`` may be replaced while the listener runs (new admissions follow it)."""
 
     def __init__(
-        self,
-        name: str,
-        *,
-        max_total: int,
-        max_per_address: int,
-        header_timeout: float = HEADER_TIMEOUT_S,
-        max_head: int = HEAD_MAX_BYTES,
-        body_timeout: float = BODY_TIMEOUT_S,
-        min_rate: float = BODY_MIN_RATE,
-        note: Callable[..., None] | None = None,
+        self, name: str, settings: GuardSettings, note: Callable[..., None] | None = None
     ) -> None:
         self.name = name
-        self.max_total = max_total
-        self.max_per_address = max_per_address
-        self.header_timeout = header_timeout
-        self.max_head = max_head
-        self.body_timeout = body_timeout
-        self.min_rate = min_rate
+        self.settings = settings
         self.note = note or Notes(log)
         self._open: dict[str, list[GuardedConnection]] = {}
+        self._networks: dict[str, int] = {}
+        # connections in a request (its head, a TLS handshake, its body), oldest request first
+        self._unfinished: dict[GuardedConnection, None] = {}
         self.total = 0
         self.refused = 0
         self.evicted = 0
@@ -157,32 +196,71 @@ class ConnectionGuard:
         self.note("%s: a client went away mid-request (%s)", self.name, type(exc).__name__)
 
     def admit(self, conn: GuardedConnection) -> bool:
-        """Take ``conn`` in, making room if the class doc allows; False to refuse it."""
-        mine = self._open.get(conn.group, [])
-        if len(mine) >= self.max_per_address:
-            self.refused += 1
-            self.note("%s: connections refused (per-address cap)", self.name)
-            return False
-        if self.total >= self.max_total and not self._make_room(len(mine)):
-            self.refused += 1
-            self.note("%s: connections refused (%d open)", self.name, self.total)
-            return False
+        """Take ``conn`` in, making room if the module doc allows; False to refuse it."""
+        cfg = self.settings
+        mine = len(self._open.get(conn.group, ()))
+        if mine >= cfg.max_per_address:
+            return self._refuse("%s: connections refused (per-address cap)")
+        if conn.network is not None and self._networks.get(conn.network, 0) >= cfg.network_cap:
+            return self._refuse("%s: connections refused (per-/48 cap)")
+        limit = cfg.max_total if mine == 0 else cfg.max_total - cfg.reserved
+        if self.total >= limit and not self._make_room(mine):
+            return self._refuse("%s: connections refused (all slots held)")
         self._open.setdefault(conn.group, []).append(conn)
+        if conn.network is not None:
+            self._networks[conn.network] = self._networks.get(conn.network, 0) + 1
+        self._unfinished[conn] = None
         self.total += 1
         return True
 
+    def _refuse(self, message: str) -> bool:
+        self.refused += 1
+        self.note(message, self.name)
+        return False
+
     def _make_room(self, mine: int) -> bool:
+        """Close one connection for a newcomer whose address holds ``mine``."""
+        victim = self._stalled() if mine == 0 else None
+        if victim is None:
+            victim = self._busier(mine)
+        if victim is None:
+            return False
+        self.evicted += 1
+        self.note("%s: connections closed to make room for another address", self.name)
+        victim.close()
+        return True
+
+    def _stalled(self) -> GuardedConnection | None:
+        """The connection that has held a slot longest in a request it does not finish: a
+        head (or TLS handshake) still coming, or a body behind ``min_rate``."""
+        now = asyncio.get_running_loop().time()
+        for conn in self._unfinished:
+            if conn.closing:
+                continue
+            if conn.phase == "head" or conn.body_behind(now):
+                return conn
+        return None
+
+    def _busier(self, mine: int) -> GuardedConnection | None:
+        """A connection of the address holding the most, if it holds more than ``mine + 1``:
+        its oldest still sending its head, else its body, else between requests."""
         busiest = max(self._open.values(), key=len, default=[])
         if len(busiest) <= mine + 1:
-            return False
+            return None
         for phase in ("head", "body", "idle"):
             victim = next((c for c in busiest if c.phase == phase and not c.closing), None)
             if victim is not None:
-                self.evicted += 1
-                self.note("%s: connections closed to make room for another address", self.name)
-                victim.close()
-                return True
-        return False
+                return victim
+        return None
+
+    def progressed(self, conn: GuardedConnection, restarted: bool) -> None:
+        """``conn`` moved on: finished its request (idle now), into its body (keeps its
+        place), or began another (``restarted``: last in line)."""
+        if conn.phase == "idle":
+            self._unfinished.pop(conn, None)
+        elif conn.admitted and (restarted or conn not in self._unfinished):
+            self._unfinished.pop(conn, None)
+            self._unfinished[conn] = None
 
     def close_handshakes(self) -> None:
         """Close the connections still in their TLS handshake (the listener is stopping)."""
@@ -190,12 +268,19 @@ class ConnectionGuard:
             conn.close()
 
     def release(self, conn: GuardedConnection) -> None:
+        self._unfinished.pop(conn, None)
         group = self._open.get(conn.group)
         if group is not None and conn in group:
             group.remove(conn)
             self.total -= 1
             if not group:
                 del self._open[conn.group]
+            if conn.network is not None:
+                left = self._networks.get(conn.network, 0) - 1
+                if left > 0:
+                    self._networks[conn.network] = left
+                else:
+                    self._networks.pop(conn.network, None)
 
 
 class GuardedConnection(asyncio.Protocol):
@@ -220,7 +305,8 @@ class GuardedConnection(asyncio.Protocol):
         self.inner = inner
         self.tls = tls
         self.group = "?"
-        self.framing = RequestFraming(guard.max_head)
+        self.network: str | None = None  # its IPv6 /48, bounded as a whole
+        self.framing = RequestFraming(guard.settings.max_head)
         self.opened = time.monotonic()
         self._admitted = False
         self._started = False  # ``inner`` has the connection (after the handshake, with TLS)
@@ -245,11 +331,24 @@ class GuardedConnection(asyncio.Protocol):
     def handshaking(self) -> bool:
         return self._handshake is not None
 
+    @property
+    def admitted(self) -> bool:
+        return self._admitted
+
+    def body_behind(self, now: float) -> bool:
+        """In a body that has come slower than ``min_rate`` since it began (no grace: this
+        is whom to close first under pressure, not the body deadline)."""
+        if self.phase != "body" or self._transport is None or not self._transport.is_reading():
+            return False
+        return self._body_seen < self.guard.settings.min_rate * (now - self._body_start)
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername")
-        self.group = address_group(peer[0]) if isinstance(peer, tuple) and peer else "local"
+        remote = peer[0] if isinstance(peer, tuple) and peer else None
+        self.group = address_group(remote) if remote is not None else "local"
+        self.network = address_network(remote)
         if not self.guard.admit(self):
             transport.abort()  # the descriptor is freed now, before anything is read
             return
@@ -274,7 +373,11 @@ class GuardedConnection(asyncio.Protocol):
         secured: asyncio.BaseTransport | None = None
         try:
             secured = await loop.start_tls(
-                raw, self, tls, server_side=True, ssl_handshake_timeout=self.guard.header_timeout
+                raw,
+                self,
+                tls,
+                server_side=True,
+                ssl_handshake_timeout=self.guard.settings.header_timeout,
             )
         except Exception as exc:  # a bad or cut handshake, its deadline: the client's doing
             if not self._closed:  # (the guard's own closing is noted where it closes)
@@ -301,11 +404,11 @@ class GuardedConnection(asyncio.Protocol):
             self._timer = None
         loop = asyncio.get_running_loop()
         if self.phase == "head":
-            self._timer = loop.call_later(self.guard.header_timeout, self._head_too_slow)
+            self._timer = loop.call_later(self.guard.settings.header_timeout, self._head_too_slow)
         elif self.phase == "body":
             self._body_start = self._checked = loop.time()
             self._body_seen = 0
-            self._timer = loop.call_later(self.guard.body_timeout, self._body_check)
+            self._timer = loop.call_later(self.guard.settings.body_timeout, self._body_check)
 
     def _head_too_slow(self) -> None:
         self._timer = None
@@ -318,18 +421,18 @@ class GuardedConnection(asyncio.Protocol):
         self._timer = None
         if self.phase != "body" or self._closed or self._transport is None:
             return
-        guard, loop = self.guard, asyncio.get_running_loop()
+        cfg, loop = self.guard.settings, asyncio.get_running_loop()
         now = loop.time()
         if not self._transport.is_reading():  # the server stopped reading: not the client
             self._body_start += now - self._checked
         self._checked = now
-        due = guard.min_rate * (now - self._body_start - guard.body_timeout)
+        due = cfg.min_rate * (now - self._body_start - cfg.body_timeout)
         if self._body_seen < due:
-            guard.body_timed_out += 1
-            guard.note("%s: connections closed: body too slow", guard.name)
+            self.guard.body_timed_out += 1
+            self.guard.note("%s: connections closed: body too slow", self.guard.name)
             self.close()
             return
-        later = self._body_start + guard.body_timeout + (self._body_seen + 1) / guard.min_rate
+        later = self._body_start + cfg.body_timeout + (self._body_seen + 1) / cfg.min_rate
         self._timer = loop.call_at(max(later, now + 0.25), self._body_check)
 
     def close(self) -> None:
@@ -355,6 +458,10 @@ class GuardedConnection(asyncio.Protocol):
             self._body_seen += len(data)
         if framing.phase != phase or framing.requests != requests:
             self._watch()  # a new phase: its deadline from now
+            # the request in progress (its number): the same one, or a new one begun
+            before = requests + (phase == "head")
+            after = framing.requests + (framing.phase == "head")
+            self.guard.progressed(self, phase == "idle" or before != after)
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
