@@ -21,11 +21,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from chazbot.ledger import KeyPair
+from chazbot.sync.guard import GuardSettings
 from chazbot.sync.protocol import (
     KEY_HEADER,
     NONCE_HEADER,
@@ -35,6 +36,9 @@ from chazbot.sync.protocol import (
 )
 from tests.synapse import free_port
 from tests.sync_support import Node, wait_until
+
+if TYPE_CHECKING:
+    from chazbot.transports.http import HttpServer
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -385,6 +389,24 @@ async def success_rate(call: Callable[[], Awaitable[bool]], tries: int) -> float
         with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
             ok += bool(await asyncio.wait_for(call(), 10))
     return ok / tries
+
+
+@contextlib.asynccontextmanager
+async def web_listener(state: Path, guard: GuardSettings) -> AsyncIterator[HttpServer]:
+    """The http listener with the memory page on loopback, its guard's caps ``guard``."""
+    from chazbot.peer import Peer
+    from chazbot.transports.http import HttpServer
+    from chazbot.transports.web import WebUI
+    from tests.web_support import web_config
+
+    peer = await Peer.open(web_config(state))
+    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount, guard=guard)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await peer.close()
 
 
 async def get_ok(url: str) -> bool:

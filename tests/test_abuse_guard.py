@@ -22,15 +22,12 @@ import aiohttp
 import pytest
 
 from chazbot.ledger import KeyPair, Permission
-from chazbot.peer import Peer
 from chazbot.sync.framing import Phase, RequestFraming
 from chazbot.sync.guard import ConnectionGuard, GuardSettings, Notes
 from chazbot.transports.http import HttpServer
-from chazbot.transports.web import WebUI
-from tests.abuse_support import Holder, get_ok, hold, signed, success_rate
+from tests.abuse_support import Holder, get_ok, hold, signed, success_rate, web_listener
 from tests.sync_support import Owner, raw_call
 from tests.waits import wait_until
-from tests.web_support import web_config
 
 pytestmark = [pytest.mark.timeout(120)]
 READ = Permission.parse("read")
@@ -54,12 +51,8 @@ async def owner(tmp_path: Path) -> AsyncIterator[Owner]:
 async def listener(tmp_path: Path) -> AsyncIterator[HttpServer]:
     """The http listener with the memory page, its guard scaled down (40 in all, 8 an
     address, 1.5 s for a head)."""
-    peer = await Peer.open(web_config(tmp_path / "state"))
-    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount, guard=SMALL)
-    await server.start()
-    yield server
-    await server.stop()
-    await peer.close()
+    async with web_listener(tmp_path / "state", SMALL) as server:
+        yield server
 
 
 def closed(flood: list[Holder]) -> int:

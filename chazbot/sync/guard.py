@@ -13,12 +13,17 @@ and:
   reads ``RLIMIT_NOFILE``), so the process never runs out of descriptors and asyncio never
   logs a failed accept;
 - keeps the last ``reserve`` slots for addresses that hold no connection, and when the total
-  is reached lets a newcomer from such an address in by closing the connection that has held
-  a slot longest without finishing its request (a head still coming, a TLS handshake, or a
-  body behind ``min_rate`` bytes a second), whatever its address (issue #47: one slow
-  connection from each of more addresses than the cap locked everyone out). A newcomer from
-  an address that holds some already only takes the place of a connection of a busier
-  address (the oldest still sending its head, else its body, else the oldest between
+  is reached lets a newcomer from an address with no stalled connection in (none at all, or
+  only finished requests: an honest peer's long poll) by closing the connection that has
+  held a slot longest without finishing its request (a head still coming, a TLS handshake,
+  or a body behind ``min_rate`` bytes a second), whatever its address (issue #47: one slow
+  connection from each of more addresses than the cap locked everyone out). The victim's
+  address then cools down (``cooldown``): it may take a free slot but close no other, so a
+  flood cannot close itself round and round; and a new connection is not taken for stalled
+  before its first bytes were read (or ``read_grace``), so an honest head already sent is
+  never lost to a burst. A newcomer from an address that holds a stalled connection or
+  cools down only takes the place of a stalled connection of an address holding two more
+  than its own (a newcomer with neither: else one not read yet, in its body or between
   requests), so a flood from a few addresses cannot lock out anyone else either;
 - follows each connection's requests (``sync.framing``: the request line and header lines
   up to the empty line that ends them, skipping empty lines before a request line as HTTP
@@ -67,6 +72,8 @@ KEEPALIVE_TIMEOUT_S = 15.0
 BODY_TIMEOUT_S = 10.0
 BODY_MIN_RATE = 4 * 1024.0  # bytes a second: 32 kbit/s, below any real uplink
 NOTES_WINDOW_S = 60.0
+COOLDOWN_S = 10.0
+READ_GRACE_S = 0.25
 
 CLIENT_GONE: tuple[type[BaseException], ...] = (
     ConnectionError,
@@ -138,11 +145,17 @@ class GuardSettings:
     """Per IPv6 /48; None: a quarter of ``max_total`` (at least ``max_per_address``)."""
     reserve: int | None = None
     """Slots only a newcomer from an address holding nothing may take; None: a sixteenth
-    of ``max_total``, 1 to 8."""
+    of ``max_total``, at most 8."""
     header_timeout: float = HEADER_TIMEOUT_S
     max_head: int = HEAD_MAX_BYTES
     body_timeout: float = BODY_TIMEOUT_S
     min_rate: float = BODY_MIN_RATE
+    cooldown: float = COOLDOWN_S
+    """How long an address whose connection was closed to make room may not close another's
+    (it may still take a free slot)."""
+    read_grace: float = READ_GRACE_S
+    """A new connection is not closed to make room before its first bytes were read, or this
+    long: an honest head that has arrived is read before it can be taken for a stalled one."""
 
     @property
     def network_cap(self) -> int:
@@ -154,7 +167,7 @@ class GuardSettings:
     def reserved(self) -> int:
         if self.reserve is not None:
             return self.reserve
-        return max(1, min(8, self.max_total // 16))
+        return min(8, self.max_total // 16)
 
 
 class ConnectionGuard:
@@ -171,6 +184,8 @@ class ConnectionGuard:
         self._networks: dict[str, int] = {}
         # connections in a request (its head, a TLS handshake, its body), oldest request first
         self._unfinished: dict[GuardedConnection, None] = {}
+        # addresses whose connection was closed to make room, until when (oldest first)
+        self._cooling: dict[str, float] = {}
         self.total = 0
         self.refused = 0
         self.evicted = 0
@@ -198,13 +213,14 @@ class ConnectionGuard:
     def admit(self, conn: GuardedConnection) -> bool:
         """Take ``conn`` in, making room if the module doc allows; False to refuse it."""
         cfg = self.settings
-        mine = len(self._open.get(conn.group, ()))
+        held = self._open.get(conn.group, [])
+        mine = len(held)
         if mine >= cfg.max_per_address:
             return self._refuse("%s: connections refused (per-address cap)")
         if conn.network is not None and self._networks.get(conn.network, 0) >= cfg.network_cap:
             return self._refuse("%s: connections refused (per-/48 cap)")
         limit = cfg.max_total if mine == 0 else cfg.max_total - cfg.reserved
-        if self.total >= limit and not self._make_room(mine):
+        if self.total >= limit and not self._make_room(conn.group, held):
             return self._refuse("%s: connections refused (all slots held)")
         self._open.setdefault(conn.group, []).append(conn)
         if conn.network is not None:
@@ -218,36 +234,46 @@ class ConnectionGuard:
         self.note(message, self.name)
         return False
 
-    def _make_room(self, mine: int) -> bool:
-        """Close one connection for a newcomer whose address holds ``mine``."""
-        victim = self._stalled() if mine == 0 else None
+    def _make_room(self, group: str, held: list[GuardedConnection]) -> bool:
+        """Close one connection for a newcomer from ``group``, which holds ``held``: the
+        longest stalled anywhere when none of ``held`` is stalled (an honest peer's long poll
+        does not count against its next request) and ``group`` is not cooling down, else one
+        of a busier address. The victim's address cools down: without that, each victim would
+        come back and close another at once, round and round as fast as the loop turns, and
+        an honest connection could be taken before its head, already sent, was read."""
+        now = asyncio.get_running_loop().time()
+        stuck = any(c.stalled(now) for c in held if not c.closing)
+        cooling = self._cooling.get(group, 0.0) > now
+        victim = None if stuck or cooling else self._stalled(now)
         if victim is None:
-            victim = self._busier(mine)
+            victim = self._busier(len(held), now, idle_too=not (stuck or cooling))
         if victim is None:
             return False
+        self._cooling.pop(victim.group, None)
+        self._cooling[victim.group] = now + self.settings.cooldown
+        while len(self._cooling) > max(1024, 4 * self.settings.max_total):
+            del self._cooling[next(iter(self._cooling))]
         self.evicted += 1
         self.note("%s: connections closed to make room for another address", self.name)
         victim.close()
         return True
 
-    def _stalled(self) -> GuardedConnection | None:
-        """The connection that has held a slot longest in a request it does not finish: a
-        head (or TLS handshake) still coming, or a body behind ``min_rate``."""
-        now = asyncio.get_running_loop().time()
-        for conn in self._unfinished:
-            if conn.closing:
-                continue
-            if conn.phase == "head" or conn.body_behind(now):
-                return conn
-        return None
+    def _stalled(self, now: float) -> GuardedConnection | None:
+        """The connection that has held a slot longest in a request it does not finish."""
+        return next((c for c in self._unfinished if not c.closing and c.stalled(now)), None)
 
-    def _busier(self, mine: int) -> GuardedConnection | None:
+    def _busier(self, mine: int, now: float, idle_too: bool) -> GuardedConnection | None:
         """A connection of the address holding the most, if it holds more than ``mine + 1``:
-        its oldest still sending its head, else its body, else between requests."""
+        its oldest stalled one, else (``idle_too``: for a newcomer that neither holds a
+        stalled connection nor cools down) its oldest in a head not read yet, in a body, or
+        between requests."""
         busiest = max(self._open.values(), key=len, default=[])
         if len(busiest) <= mine + 1:
             return None
-        for phase in ("head", "body", "idle"):
+        victim = next((c for c in busiest if not c.closing and c.stalled(now)), None)
+        if victim is not None or not idle_too:
+            return victim
+        for phase in ("head", "body", "idle"):  # a head not read yet, too
             victim = next((c for c in busiest if c.phase == phase and not c.closing), None)
             if victim is not None:
                 return victim
@@ -306,6 +332,8 @@ class GuardedConnection(asyncio.Protocol):
         self.tls = tls
         self.group = "?"
         self.network: str | None = None  # its IPv6 /48, bounded as a whole
+        self._admitted_at = 0.0  # loop time
+        self._read = False  # bytes of it were read (with TLS: after the handshake)
         self.framing = RequestFraming(guard.settings.max_head)
         self.opened = time.monotonic()
         self._admitted = False
@@ -335,9 +363,13 @@ class GuardedConnection(asyncio.Protocol):
     def admitted(self) -> bool:
         return self._admitted
 
-    def body_behind(self, now: float) -> bool:
-        """In a body that has come slower than ``min_rate`` since it began (no grace: this
-        is whom to close first under pressure, not the body deadline)."""
+    def stalled(self, now: float) -> bool:
+        """In a request it does not finish: a head (or TLS handshake) still coming, once its
+        first bytes were read or ``read_grace`` passed, or a body that has come slower than
+        ``min_rate`` since it began (no grace: this is whom to close first under pressure,
+        not the body deadline)."""
+        if self.phase == "head":
+            return self._read or now - self._admitted_at >= self.guard.settings.read_grace
         if self.phase != "body" or self._transport is None or not self._transport.is_reading():
             return False
         return self._body_seen < self.guard.settings.min_rate * (now - self._body_start)
@@ -349,6 +381,7 @@ class GuardedConnection(asyncio.Protocol):
         remote = peer[0] if isinstance(peer, tuple) and peer else None
         self.group = address_group(remote) if remote is not None else "local"
         self.network = address_network(remote)
+        self._admitted_at = asyncio.get_running_loop().time()
         if not self.guard.admit(self):
             transport.abort()  # the descriptor is freed now, before anything is read
             return
@@ -446,6 +479,7 @@ class GuardedConnection(asyncio.Protocol):
         if not self._started:  # TLS: app data in the handshake's last read, before _upgrade resumes
             self._early.append(data)
             return
+        self._read = True
         framing = self.framing
         phase, requests = framing.phase, framing.requests
         problem = framing.feed(data)
