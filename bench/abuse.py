@@ -360,15 +360,31 @@ async def _honest(try_once: Any, seconds: float, fds: Any) -> dict[str, Any]:
     """One try a second for ``seconds``; the share that succeeded, and the most descriptors
     ``fds()`` saw (the owner's, read before each try)."""
     ok = tries = most = 0
+    failed: Counter[str] = Counter()  # how the others ended
+    slowest = 0.0
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
         started = time.monotonic()
         tries += 1
         most = max(most, fds())
-        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-            ok += bool(await asyncio.wait_for(try_once(), 10))
-        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))  # the pace
-    return {"tries": tries, "ok": ok, "rate": round(100 * ok / tries, 1), "fds_max": most}
+        try:
+            if await asyncio.wait_for(try_once(), 10):
+                ok += 1
+            else:
+                failed["answered, not 200"] += 1
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            failed[type(exc).__name__] += 1
+        took = time.monotonic() - started
+        slowest = max(slowest, took)
+        await asyncio.sleep(max(0.0, 1.0 - took))  # the pace
+    return {
+        "tries": tries,
+        "ok": ok,
+        "rate": round(100 * ok / tries, 1),
+        "fds_max": most,
+        "slowest_s": round(slowest, 2),
+        "failed": dict(failed),
+    }
 
 
 async def _metrics(http_port: int) -> dict[str, float]:
@@ -512,7 +528,9 @@ def _print_guard(guard: dict[str, Any]) -> bool:
         most = max(m["fds_max"] for m in row if m)
         print(f"  {attack:20}{cells[0]:>16}{cells[1]:>16}{most:>9}")
     for label, m in cases.items():
-        print(f"  {label}: attack {m['attack']}")
+        print(
+            f"  {label}: slowest try {m['slowest_s']} s, failed {m['failed']}, attack {m['attack']}"
+        )
         ok = ok and m["rate"] >= 95 and m["fds_max"] < 1024
     r = guard["refusals"]
     print(f"  refusals: {r['flood']}, log +{r['log_bytes']} bytes = {r['log_kb_per_min']} KB/min")

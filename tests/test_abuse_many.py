@@ -221,7 +221,7 @@ class FakeTransport(asyncio.Transport):
 
 def connect(guard: ConnectionGuard, host: str) -> FakeTransport:
     transport = FakeTransport(host)
-    conn = GuardedConnection(guard, asyncio.Protocol())
+    conn = GuardedConnection(guard, asyncio.Protocol)
     transport.protocol = conn
     conn.connection_made(transport)
     return transport

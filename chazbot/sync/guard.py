@@ -125,8 +125,10 @@ class Notes:
 def address_network(remote: str | None) -> str | None:
     """The IPv6 /48 (a site) an address is in, bounded as a whole; None for anything else
     (an IPv4 address, an IPv4-mapped IPv6 one, a Unix socket) whose address is the bound."""
+    if not remote or ":" not in remote:
+        return None
     try:
-        ip = ipaddress.ip_address(remote or "")
+        ip = ipaddress.ip_address(remote)
     except ValueError:
         return None
     if not isinstance(ip, ipaddress.IPv6Address) or ip.ipv4_mapped is not None:
@@ -309,6 +311,9 @@ class ConnectionGuard:
                     self._networks.pop(conn.network, None)
 
 
+_NOT_STARTED = asyncio.Protocol()  # ``inner`` until the connection is started: does nothing
+
+
 class GuardedConnection(asyncio.Protocol):
     """An accepted connection on its way to ``inner`` (aiohttp's protocol, or a stream's):
     admitted or refused by ``guard`` as soon as TCP accepts it, closed if a head or body falls
@@ -319,16 +324,19 @@ class GuardedConnection(asyncio.Protocol):
     ``inner`` sees the connection only once the handshake is done. (asyncio's own
     ``create_server(ssl=…)`` calls ``connection_made`` after the handshake, so connections
     still in it were not counted: a stranger could hold any number of them.) The guard's
-    count is released exactly once, whichever way the connection ends (``connection_lost``)."""
+    count is released exactly once, whichever way the connection ends (``connection_lost``).
+    ``inner`` is made (``make_inner``) only then: a refused connection costs no aiohttp
+    request handler (a flood's refusals run by the thousand a second)."""
 
     def __init__(
         self,
         guard: ConnectionGuard,
-        inner: asyncio.Protocol,
+        make_inner: Callable[[], asyncio.Protocol],
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.guard = guard
-        self.inner = inner
+        self.make_inner = make_inner
+        self.inner: asyncio.Protocol = _NOT_STARTED
         self.tls = tls
         self.group = "?"
         self.network: str | None = None  # its IPv6 /48, bounded as a whole
@@ -395,6 +403,7 @@ class GuardedConnection(asyncio.Protocol):
     def _start(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._started = True
+        self.inner = self.make_inner()
         self.inner.connection_made(transport)
 
     async def _upgrade(self, raw: asyncio.Transport, tls: ssl.SSLContext) -> None:
@@ -589,7 +598,7 @@ class GuardedSite(web.TCPSite):
         tls = self._ssl_context  # set: a TLS handshake comes first, within the header deadline
 
         def factory() -> asyncio.Protocol:
-            return GuardedConnection(guard, server(), tls)
+            return GuardedConnection(guard, server, tls)
 
         loop = asyncio.get_running_loop()
         # plain TCP: the guard counts a connection at accept, then upgrades it to TLS itself
