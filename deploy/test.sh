@@ -29,4 +29,5 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy
 echo "== Dockerfile and compose"; bash deploy/check.sh
-echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+echo "== pytest (the 20 slowest tests listed at the end)"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=20 "$@"

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WATCHED_LIBS = ("aiohttp", "numpy", "nio", "tenacity", "yarl")
 PRELOAD = (
     *("aiohttp", "numpy", "tenacity", "yarl", "pydantic", "yaml", "prometheus_client"),
-    *("nacl.signing", "markdown"),
+    *("nacl.signing", "markdown_it"),
     *("chazbot.errors", "chazbot.config", "chazbot.metrics", "chazbot.backends"),
 )
 """Loaded by the parent before the upper layers' children fork, to keep the test quick (every

@@ -186,7 +186,8 @@ def test_a_huge_hostile_reply_is_split_and_sent_as_plain_text() -> None:
     assert time.perf_counter() - began < 5.0
     assert len(contents) >= 8
     assert all(c["formatted_body"].startswith("<p>[[[") for c in contents)
-    assert render_markdown("1. " * 2_666).startswith("<p>1. 1. ")  # too deep for Markdown
+    deep = render_markdown("1. " * 2_666)  # nested past markdown-it's maxNesting: cut there
+    assert deep.startswith("<ol>") and len(deep) < 2_000
     honest = text_contents("See [the docs](https://example.org) and **this**.", "$e", {}, ALICE)
     body = honest[0]["formatted_body"]
     assert '<a href="https://example.org">the docs</a>' in body and "<strong>" in body

@@ -184,6 +184,7 @@ def test_pins_that_disagree_or_lack_a_hash_stop_the_requirements_script(tmp_path
     (work / "deploy/docker").mkdir(parents=True)
     script = work / "deploy/docker/requirements.py"
     script.write_text(SCRIPT.read_text())
+    shutil.copytree(ROOT / "deploy/lock", work / "deploy/lock")
     pyproject = (ROOT / "pyproject.toml").read_text()
 
     def run(hashed: str, project: str) -> subprocess.CompletedProcess[str]:

