@@ -239,9 +239,14 @@ SLOW_HEADERS = Hold(
 def _owner_end(served: Any) -> dict[str, Any]:
     """Whether the owner is still alive, and its whole log's size and tracebacks."""
     whole = served.log()
+    first = whole.find("Traceback")
     return {
         "alive": served.alive(),
-        "log": {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")},
+        "log": {
+            "bytes": len(whole.encode()),
+            "tracebacks": whole.count("Traceback"),
+            "first_traceback": whole[max(0, first - 300) : first + 2000] if first >= 0 else "",
+        },
     }
 
 
