@@ -47,7 +47,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import secrets
 import shutil
 import statistics
 import sys
@@ -63,17 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aiohttp
 
 from chazbot.ledger import KeyPair
-from chazbot.sync.protocol import (
-    KEY_HEADER,
-    NONCE_HEADER,
-    SIGNATURE_HEADER,
-    TIME_HEADER,
-    sign_request,
-)
+from chazbot.sync.protocol import sign_request
+from tests.abuse_support import bogus_headers
 
 
 def _bogus(
-    kind: int, db: str, legit_key: str, strangers: list[KeyPair]
+    kind: int, db: str, legit_key: str, strangers: list[KeyPair], server: str
 ) -> tuple[str, bytes, dict[str, str]]:
     names = ("heads", "entries", "push", "access")
     name = names[kind % 4]
@@ -83,21 +77,12 @@ def _bogus(
     if style == 0:  # unsigned
         return path, body, {}
     if style == 1:  # badly signed under the legitimate key's name
-        return (
-            path,
-            body,
-            {
-                KEY_HEADER: legit_key,
-                TIME_HEADER: str(int(time.time() * 1000)),
-                NONCE_HEADER: secrets.token_hex(16),
-                SIGNATURE_HEADER: secrets.token_hex(64),
-            },
-        )
+        return path, body, bogus_headers(legit_key, server)
     if style == 4:  # oversized (announced, refused from the head)
         path = f"/v1/dbs/{db}/heads"
         body = b"x" * 4096
     key = strangers[kind % len(strangers)]
-    return path, body, sign_request(key, "POST", path, body, time.time())
+    return path, body, sign_request(key, "POST", path, body, time.time(), server=server)
 
 
 async def _flood(
@@ -115,7 +100,7 @@ async def _flood(
     inflight: set[asyncio.Task[None]] = set()
 
     async def one(n: int) -> None:
-        path, body, headers = _bogus(n, db, legit_key, strangers)
+        path, body, headers = _bogus(n, db, legit_key, strangers, address.replace("://", ":"))
         try:
             async with sessions[n % 4].post(f"{address}{path}", data=body, headers=headers) as r:
                 await r.read()
@@ -436,12 +421,7 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             return resp.status == 200
 
     def slow_push() -> bytes:
-        bogus = {
-            KEY_HEADER: node.key.public,
-            TIME_HEADER: str(int(time.time() * 1000)),
-            NONCE_HEADER: secrets.token_hex(16),
-            SIGNATURE_HEADER: secrets.token_hex(64),
-        }
+        bogus = bogus_headers(node.key.public, served.address)
         lines = [f"POST {push} HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 60000"]
         lines += [f"{k}: {v}" for k, v in bogus.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode()

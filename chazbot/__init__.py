@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the names below load on first use, so ``import chazbot.x`` 
     from chazbot.config import Config
     from chazbot.errors import ChazError
     from chazbot.memory.rows import Hit
-    from chazbot.peer import Peer
+    from chazbot.peer import Peer, PeerTuning
     from chazbot.peer_hosting import Agent
 
 _LAZY = {
@@ -48,17 +48,21 @@ def __getattr__(name: str) -> Any:
 
 
 def open(
-    state_dir: str | Path, config: str | Path | Config | None = None
+    state_dir: str | Path,
+    config: str | Path | Config | None = None,
+    *,
+    tuning: PeerTuning | None = None,
 ) -> AbstractAsyncContextManager[Peer]:
     """Open (creating if needed) the peer whose state lives in ``state_dir``.
 
     ``config`` is a path to a YAML file, a ``Config``, or None for the embedded defaults;
     ``state_dir`` always wins over the config's own ``state_dir``. Use as
-    ``async with chazbot.open(dir) as peer``.
+    ``async with chazbot.open(dir) as peer``. ``tuning``: how long the peer waits
+    (``peer.PeerTuning``; None: the measured defaults), for tests and benches.
     """
-    from chazbot.peer import open_peer
+    from chazbot.peer import DEFAULT_TUNING, open_peer
 
-    return open_peer(state_dir, config)
+    return open_peer(state_dir, config, tuning or DEFAULT_TUNING)
 
 
 __all__ = ["Agent", "ChazError", "Config", "Hit", "Peer", "__version__", "open"]

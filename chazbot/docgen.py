@@ -84,6 +84,9 @@ def _model_rows(
             if field.is_required()
             else (str(value) if isinstance(value, Path) else repr(value))
         )
+        shown = (field.json_schema_extra or {}) if isinstance(field.json_schema_extra, dict) else {}
+        if "shown_default" in shown:
+            default = str(shown["shown_default"])
         if inner:
             default = "see below" if not field.is_required() else "required"
             nested.append(

@@ -6,9 +6,13 @@
     ├── InputError            the user's (or the model's) input is wrong; shown as is
     │   ├── ConfigError       the config file or an ${ENV} reference is wrong
     │   ├── UsageError        a command's arguments are wrong (commands.tree)
-    │   └── _ReadTimeout      a sync request's body came too slowly (sync.server, HTTP 408)
+    │   ├── _ReadTimeout      a sync request's body came too slowly (sync.server, HTTP 408)
+    │   ├── ProtocolMismatch  a sync request in another protocol version (sync.protocol, 426)
+    │   ├── AddressRefused    a ticket's peer address is not called: nothing sent (sync.reach)
+    │   └── Refusal           the same, raised in aiohttp's resolver (also an OSError)
     ├── PermissionDenied      a key or a user lacks the permission it needs
     │   ├── Unauthenticated   a sync request's signature, time or nonce is refused (sync.protocol)
+    │   │   └── Misdirected   a sync request signed for another server (sync.protocol, 401)
     │   └── NeedsOwnerGrant   this peer's key needs a grant from a bank's owner (memory.banks)
     ├── NotFound              a bank, agent, session, key or entry does not exist
     ├── ConflictError         the thing exists already, or the state moved under us

@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +28,7 @@ from chazbot.agent.capture_tasks import CaptureTasks, Said
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
-from chazbot.agent.turn import TurnResult, run_turn, tool_label
+from chazbot.agent.turn import Incoming, TurnContext, TurnResult, take_turn, tool_label
 from chazbot.commands import Context, Reply, run_command
 from chazbot.config import Config, load_config
 from chazbot.errors import (
@@ -43,20 +44,39 @@ from chazbot.memory.banks import (
     Registry,
 )
 from chazbot.memory.embedders import Embedder, make_embedder
-from chazbot.memory.engine import MemoryEngine
+from chazbot.memory.engine import DEFAULT_ENGINE_TIMING, EngineTiming, MemoryEngine
 from chazbot.memory.scope import OPERATOR_HEARING, Hearing
 from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
+from chazbot.reminders.store import ReminderBook
 from chazbot.sync import Sharing as SharingStore
+from chazbot.tools import ToolBox
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "chazbot.sqlite3"
-CAPTURE_CLOSE_WAIT_S = 30.0
 PEER_KEY = "peer"
 ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
+TOOL_ROLES = frozenset({"open", "run", "chat"})
+"""Roles whose peer starts the MCP servers (in the background): a service, the terminal chat
+and the Python API; a one-shot command or job never does."""
 """A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
+
+
+@dataclass(frozen=True)
+class PeerTuning:
+    """How long a peer waits: measured values, not a matter of taste (no config key sets
+    them), passed to ``Peer.open`` (``chazbot.open(..., tuning=)``); tests and benches build
+    their own with ``dataclasses.replace``, never flip a module global."""
+
+    capture_close_wait_s: float = 30.0
+    """At close, how long captures still running are waited for (then cancelled)."""
+    memory: EngineTiming = DEFAULT_ENGINE_TIMING
+    """The memory engine's (``EngineTiming``: query vectors, captured rows' vectors)."""
+
+
+DEFAULT_TUNING = PeerTuning()
 
 
 class Peer:
@@ -75,8 +95,10 @@ class Peer:
         hosting: Hosting,
         sync: SyncService,
         sharing: Sharing,
+        tuning: PeerTuning = DEFAULT_TUNING,
     ) -> None:
         self.ledger = ledger
+        self.tuning = tuning
         self.key = key
         self.registry = registry
         self.memory = memory
@@ -88,6 +110,9 @@ class Peer:
         self.models = Models(config.llm, Path(config.state_dir) / "models")
         self.captures = CaptureTasks(CaptureSources(ledger.kv))
         self.people = People(ledger, key)  # allowed from chat (!chaz people)
+        # every agent's reminders, one lock per person; a person's cap counts every agent
+        self.reminders = ReminderBook(ledger, lambda: [a.db for a in hosting.agents.values()])
+        self.tools = ToolBox(config, ledger, log_dir=Path(config.state_dir) / "mcp")
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()
@@ -108,10 +133,12 @@ class Peer:
         config: Config,
         role: str = "open",
         config_loader: Callable[[], Config] | None = None,
+        tuning: PeerTuning = DEFAULT_TUNING,
     ) -> Peer:
         """Open the state directory, holding its lock until ``close`` (``StateLocked`` when
         another process holds it; ``role`` is what that process is told holds it).
-        ``config_loader`` reads the config file again for a reload (``chazbot run``)."""
+        ``config_loader`` reads the config file again for a reload (``chazbot run``).
+        ``tuning``: how long the peer waits (``PeerTuning``; the measured defaults)."""
         state = Path(config.state_dir)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(state, 0o700)
@@ -132,13 +159,25 @@ class Peer:
             registry = Registry(ledger, withdrawn=sync.withdrawn)
             sharing = Sharing(sync, ledger, registry, store)
             embedder = make_embedder(config.embedding)
-            memory = MemoryEngine(ledger, embedder)
+            memory = MemoryEngine(ledger, embedder, timing=tuning.memory)
             hosting = Hosting(config, ledger, key, registry, memory, sharing, config_loader)
             peer = cls(
-                config, ledger, key, registry, memory, embedder, lock, hosting, sync, sharing
+                config,
+                ledger,
+                key,
+                registry,
+                memory,
+                embedder,
+                lock,
+                hosting,
+                sync,
+                sharing,
+                tuning,
             )
             await hosting.load_agents()
             await peer.people.load()
+            if role in TOOL_ROLES:
+                peer.tools.start()  # in the background: a server never holds up the start
             if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
                 await peer.memory.resume_vectors()
         except BaseException:
@@ -148,7 +187,8 @@ class Peer:
         return peer
 
     async def close(self) -> None:
-        await self.wait_captures(CAPTURE_CLOSE_WAIT_S)
+        await self.wait_captures(self.tuning.capture_close_wait_s)
+        await self.tools.stop()
         await self.sync.stop()
         await self.memory.stop_vectors(0)  # what is left is recorded as owed
         await asyncio.gather(*self.hosting.redefining, return_exceptions=True)
@@ -208,15 +248,40 @@ class Peer:
     async def session_agent(self, session: Session) -> Agent:
         """The agent that answers in a session: its chosen one if it may, else the first it
         may use (the first configured, unless the config restricts the room)."""
-        allowed = self.hosting.allowed_agents(session.name)
+        return self._answering(session.name, await session.agent_name())
+
+    def _answering(self, session: str, chosen: str | None) -> Agent:
+        """``session_agent`` with the session's chosen agent already read."""
+        allowed = self.hosting.allowed_agents(session)
         if not allowed:
             raise PermissionDenied("no configured agent may answer in this room")
-        chosen = await session.agent_name()
         if chosen is not None:
             for agent in allowed:
                 if agent.name.lower() == chosen.lower():
                     return agent
         return allowed[0]
+
+    async def turn_context(
+        self,
+        session: Session,
+        agent: str | None = None,
+        sender: str = "local",
+        audience: Audience | None = None,
+        prefix: str = "/",
+    ) -> TurnContext:
+        """Everything a turn in ``session`` reads, looked up once (``TurnContext``): the agent
+        (``agent``, else the session's), which must be allowed there; its memory as heard by
+        ``audience`` (``hearing``); its chat model and what it can do; what capture does (the
+        session's switch and the agent's setting, read together); the sender's zone."""
+        state = await session.state()
+        who = self.agent(agent) if agent else self._answering(session.name, state.agent)
+        self.hosting.check_agent_allowed(session.name, who)
+        memory = who.memory.within(self.hearing(who, sender, audience, prefix))
+        llm = self.models.llm_for(who)
+        mode = self.models.switched_mode(who, state.capture)
+        return await TurnContext.open(
+            self, who, session, sender, llm, memory, self.config.timezone, mode, tools=self.tools
+        )
 
     async def command(
         self,
@@ -251,11 +316,13 @@ class Peer:
             engine=self.memory,
             key=self.key,
             people=self.people,
+            reminders=self.reminders,
             agent=who,
             session=sess,
             sender=sender,
             is_admin=is_admin,
             hearing=self.hearing(who, sender, audience, prefix),
+            tools=self.tools,
         )
         reply = await run_command(ctx, text)
         metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()
@@ -284,28 +351,12 @@ class Peer:
         the message (a Matrix event id) so a redaction or an edit can find what capture kept.
         """
         sess = await self.session(session)
-        who = self.agent(agent) if agent else await self.session_agent(sess)
-        self.hosting.check_agent_allowed(session, who)
-        memory = who.memory.within(self.hearing(who, sender, audience, prefix))
-        llm = self.models.llm_for(who)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
-            mode = await self.models.capture_mode(who, sess)
-            result = await run_turn(
-                self,
-                who,
-                sess,
-                text,
-                sender,
-                llm,
-                memory,
-                self.config.timezone,
-                pictures,
-                acknowledge=mode != "off",
-            )
-            if not result.ok or result.answered_in_words:
-                mode = "off"
+            ctx = await self.turn_context(sess, agent, sender, audience, prefix)
+            result = await take_turn(ctx, Incoming(text, pictures))
+            mode = "off" if not result.ok or result.answered_in_words else ctx.capture
         except BaseException:
             lock.release()
             raise
@@ -315,14 +366,14 @@ class Peer:
             # (capture off, it only notes where the message is, for a redaction or an edit)
             self.captures.start(
                 lock,
-                Said(who, sess, text, sender, result.text, sent_at, message_id),
-                llm,
+                Said(ctx.agent, sess, text, sender, result.text, sent_at, message_id),
+                ctx.llm,
                 mode,
-                memory,
+                ctx.memory,
             )
         log.info(
             "turn agent=%s session=%s ok=%s tools=%d recalled=%d llm_s=%.2f",
-            who.name,
+            ctx.agent.name,
             session,
             result.ok,
             len(result.tool_calls),
@@ -408,9 +459,12 @@ class Peer:
 
 @asynccontextmanager
 async def open_peer(
-    state_dir: str | Path, config: str | Path | Config | None = None
+    state_dir: str | Path,
+    config: str | Path | Config | None = None,
+    tuning: PeerTuning = DEFAULT_TUNING,
 ) -> AsyncIterator[Peer]:
-    """``chazbot.open``: the peer in ``state_dir`` with ``config`` (a path, a Config or None)."""
+    """``chazbot.open``: the peer in ``state_dir`` with ``config`` (a path, a Config or None)
+    and ``tuning`` (``PeerTuning``)."""
     if config is None:
         cfg = Config()
     elif isinstance(config, Config):
@@ -418,7 +472,7 @@ async def open_peer(
     else:
         cfg = load_config(config)
     cfg = cfg.model_copy(update={"state_dir": Path(state_dir)})
-    peer = await Peer.open(cfg)
+    peer = await Peer.open(cfg, tuning=tuning)
     try:
         yield peer
     finally:

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chazbot.agent.capture import Mode, capture_mode
+from chazbot.agent.capture import Mode, capture_mode, switched_mode
 from chazbot.agent.chat_model import ChatModel
 from chazbot.agent.llm import make_llm
 
@@ -54,7 +54,7 @@ class Models:
         base, model = self.llm, agent.config.model
         if model is None or base is None:
             return base
-        definition = getattr(agent, "definition", None)
+        definition = agent.definition
         from_chat = definition is not None and definition.sources.get("model") == "chat"
         key = ("chat" if from_chat else "config", model)
         found = self._agent_llms.get(key)
@@ -76,6 +76,10 @@ class Models:
     async def capture_mode(self, agent: AgentHandle, session: Session | None = None) -> Mode:
         """What capture does for ``agent`` (in ``session``, whose switch may override it)."""
         return await capture_mode(agent, session, self.llm)
+
+    def switched_mode(self, agent: AgentHandle, switch: bool | None) -> Mode:
+        """``capture_mode`` with the session's switch (``Session.state``) already read."""
+        return switched_mode(agent, switch, self.llm)
 
     async def aclose(self) -> None:
         if self._llm is not None:

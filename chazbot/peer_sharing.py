@@ -61,8 +61,14 @@ class SyncService:
         tls = None
         if cfg.sync_tls_cert is not None and cfg.sync_tls_key is not None:
             tls = server_context(cfg.sync_tls_cert, cfg.sync_tls_key)  # ConfigError: say so
+        public = [address_from_url(cfg.sync_public_url)] if cfg.sync_public_url else []
         self.server = SyncServer(
-            self.ledger, host=listen[0], port=listen[1], sharing=self.store, ssl_context=tls
+            self.ledger,
+            host=listen[0],
+            port=listen[1],
+            sharing=self.store,
+            ssl_context=tls,
+            public_addresses=public,
         )
         try:
             await self.server.start()
@@ -106,6 +112,7 @@ class SyncService:
             import_timeout=cfg.sync_import_timeout_s,
             ssl_context=client_context(cfg.sync_ca_file),
             allow_plain_http=cfg.sync_allow_plain_http,
+            allow_private_peers=cfg.sync_allow_private_peers,
         )
 
     async def forget_remote(self, db: str) -> None:

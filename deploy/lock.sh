@@ -22,6 +22,13 @@ PY="${PYTHON:-python3}"
 SETS=(dev e2e,fast,homeserver,local e2e,local e2e,fast,local e2e local)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+# Floors the resolver must hold to: uv takes the newest cryptography and then backtracked to a
+# pyOpenSSL of 2022 that declared no bound on it (and an older Twisted), with which Synapse
+# fails at import ("module 'lib' has no attribute 'GEN_EMAIL'"); pip had kept pyOpenSSL 26.
+cat > "$work/floors.txt" <<'FLOORS'
+pyopenssl>=25.1
+twisted>=25.5
+FLOORS
 "$PY" -m venv "$work/uv"
 "$work/uv/bin/python" -m pip install -q --disable-pip-version-check --only-binary :all: \
     "uv==$UV_VERSION"
@@ -42,7 +49,7 @@ for extras in "${SETS[@]}"; do
     "$PY" deploy/docker/requirements.py --unlocked "$extras" "$work/in.txt" "$work/nodeps.txt"
     name="$(echo "$extras" | tr ',' '\n' | sort -u | paste -sd+).txt"
     if [ "$extras" = dev ]; then
-        compile "$work/in.txt" "deploy/lock/$name"
+        compile "$work/in.txt" "deploy/lock/$name" --constraint "$work/floors.txt"
         grep -E '^[A-Za-z0-9][A-Za-z0-9._-]*==' deploy/lock/dev.txt | sed 's/ *\\$//' \
             > "$work/dev-pins.txt"
     else

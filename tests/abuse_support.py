@@ -30,6 +30,9 @@ from chazbot.sync.guard import GuardSettings
 from chazbot.sync.protocol import (
     KEY_HEADER,
     NONCE_HEADER,
+    PROTOCOL,
+    PROTOCOL_HEADER,
+    SERVER_HEADER,
     SIGNATURE_HEADER,
     TIME_HEADER,
     sign_request,
@@ -115,6 +118,7 @@ async def start_served(workdir: Path, nofile: int | None = None, **config: Any) 
     cfg = {
         "state_dir": str(workdir / "state"),
         "sync_listen": f"127.0.0.1:{port}",
+        "sync_allow_private_peers": True,  # every peer of these tests is on loopback
         "http_listen": "",
         **config,
     }
@@ -228,19 +232,24 @@ async def post(
         return 0
 
 
-def signed(key: KeyPair, path: str, body: bytes) -> dict[str, str]:
-    return sign_request(key, "POST", path, body, time.time())
-
-
-def bogus_headers(key: str) -> dict[str, str]:
-    """Well-formed signature headers naming ``key``, with a signature that cannot verify
-    (the server reads the body before it can tell)."""
+def bogus_headers(key: str, server: str) -> dict[str, str]:
+    """Well-formed signature headers naming ``key`` and ``server`` (the peer address the
+    request goes to), with a signature that cannot verify: the server reads the body of a
+    key that holds something before it finds out."""
     return {
+        PROTOCOL_HEADER: PROTOCOL,
+        SERVER_HEADER: server,
         KEY_HEADER: key,
         TIME_HEADER: str(int(time.time() * 1000)),
         NONCE_HEADER: secrets.token_hex(16),
         SIGNATURE_HEADER: secrets.token_hex(64),
     }
+
+
+def signed(key: KeyPair, path: str, body: bytes, server: str) -> dict[str, str]:
+    """Headers signing a POST of ``body`` to ``path`` by ``key``, for the server at the peer
+    address ``server``."""
+    return sign_request(key, "POST", path, body, time.time(), server=server)
 
 
 async def raw_request(

@@ -1,20 +1,33 @@
-"""A chat model inside the test process (no server): it always says ``reply`` and keeps the
-messages it was sent. ``tools`` is its ``supports_tools`` (False: as the embedded models).
-For tests of what the turn does around the model; the OpenAI-compatible server is
-``standin_llm``. It is a whole ``ChatModel``, so mypy checks the calls it is passed to."""
+"""Chat models inside the test process (no server), for tests of what the turn does around
+the model; the OpenAI-compatible server is ``standin_llm``. Each is a whole ``ChatModel``, so
+mypy checks the calls it is passed to.
+
+``Scripted`` gives its ``answers`` in turn (a ``BackendError`` among them is raised), then
+``reply`` for ever, and keeps the messages and the tools it was sent; ``tools`` and
+``vision`` are what it declares it can do. ``OneAnswer`` always says ``reply`` (``tools``
+False: as the embedded models)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from chazbot.agent.chat_model import ChatModel, ChatResult
+from chazbot.errors import BackendError
 
 
-class OneAnswer:
-    def __init__(self, reply: str = "Biscuit.", tools: bool = False) -> None:
-        self.name = "one-answer"
-        self.reply, self.supports_tools = reply, tools
+class Scripted:
+    def __init__(
+        self,
+        *answers: ChatResult | BackendError,
+        reply: str = "Done.",
+        tools: bool = True,
+        vision: bool = False,
+    ) -> None:
+        self.name = "scripted"
+        self.reply, self.supports_tools, self.vision = reply, tools, vision
+        self.answers = list(answers)
         self.seen: list[list[dict[str, Any]]] = []
+        self.offered: list[list[dict[str, Any]] | None] = []
 
     async def complete(
         self,
@@ -22,8 +35,12 @@ class OneAnswer:
         tools: list[dict[str, Any]] | None = None,
         model: str | None = None,
     ) -> ChatResult:
-        self.seen.append(messages)
-        return ChatResult(content=self.reply, tool_calls=[])
+        self.seen.append(list(messages))
+        self.offered.append(tools)
+        answer = self.answers.pop(0) if self.answers else ChatResult(self.reply, [])
+        if isinstance(answer, BackendError):
+            raise answer
+        return answer
 
     async def ping(self) -> None:
         return None
@@ -38,4 +55,10 @@ class OneAnswer:
         return self
 
 
-__all__ = ["OneAnswer"]
+class OneAnswer(Scripted):
+    def __init__(self, reply: str = "Biscuit.", tools: bool = False) -> None:
+        super().__init__(reply=reply, tools=tools)
+        self.name = "one-answer"
+
+
+__all__ = ["OneAnswer", "Scripted"]

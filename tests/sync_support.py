@@ -19,8 +19,9 @@ import aiohttp
 from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
+from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.sync import Replicator, Sharing, SyncServer, wire
-from chazbot.sync.protocol import sign_request
+from chazbot.sync.protocol import PROTOCOL, PROTOCOL_HEADER, sign_request
 from tests.waits import wait_until as wait_until
 
 FAST: dict[str, Any] = {
@@ -30,6 +31,7 @@ FAST: dict[str, Any] = {
     "retry_initial": 0.05,
     "retry_max": 0.5,
     "timeout": 5.0,
+    "allow_private_peers": True,  # every peer of these tests is on loopback
 }
 
 
@@ -54,10 +56,15 @@ class Node:
 
     @classmethod
     async def open(
-        cls, path: Path, key: KeyPair | None = None, port: int = 0, **options: Any
+        cls,
+        path: Path,
+        key: KeyPair | None = None,
+        port: int = 0,
+        limits: KeptLimits = DEFAULT_LIMITS,
+        **options: Any,
     ) -> Node:
         key = key or KeyPair.generate()
-        ledger = await Ledger.open(path)
+        ledger = await Ledger.open(path, limits=limits)
         server = SyncServer(ledger, host="127.0.0.1", port=port)
         await server.start()
         replicator = Replicator(ledger, key, **{**FAST, **options})
@@ -135,13 +142,22 @@ async def raw_call(
     if headers is None:
         headers = {}
         if key is not None:
-            headers = sign_request(key, "POST", path, body, time.time() if now is None else now)
+            now = time.time() if now is None else now
+            headers = sign_request(key, "POST", path, body, now, server=address)
     async with (
         aiohttp.ClientSession() as session,
         session.post(url, data=body, headers=headers) as resp,
     ):
         answer = await resp.json(content_type=None)
         return resp.status, answer, headers
+
+
+async def serve_on_loopback(app: web.Application) -> tuple[web.AppRunner, int]:
+    """Run ``app`` on 127.0.0.1 at a free port; its runner (to clean up) and the port."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, next(a[1] for a in runner.addresses if isinstance(a, tuple))
 
 
 @dataclass
@@ -197,10 +213,7 @@ class FakePeer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_post("/v1/dbs/{db}/{name}", self._answer)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.port = next(a[1] for a in self._runner.addresses if isinstance(a, tuple))
+        self._runner, self.port = await serve_on_loopback(app)
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -225,7 +238,8 @@ class FakePeer:
         else:
             answer = wire.ErrorAnswer(error=f"no endpoint {name}")
         status = 500 if isinstance(answer, wire.ErrorAnswer) else 200
-        return web.json_response(text=answer.model_dump_json(), status=status)
+        headers = {PROTOCOL_HEADER: PROTOCOL}  # it passes for a chazbot peer
+        return web.json_response(text=answer.model_dump_json(), status=status, headers=headers)
 
     async def access(self, ask: wire.AccessRequest) -> wire.WireModel:
         return wire.AccessAnswer(status="granted")

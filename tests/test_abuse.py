@@ -49,7 +49,7 @@ async def test_oversized_slow_unsigned_and_badly_signed(tmp_path: Path) -> None:
 
         async def oversized(n: int) -> bytes:
             # 100 MiB announced, nothing sent: refused from the head alone.
-            hdrs = bogus_headers(legit_key) if n % 2 else {}
+            hdrs = bogus_headers(legit_key, served.address) if n % 2 else {}
             return await raw_request(
                 "127.0.0.1", served.sync_port, head(push, 100 << 20, hdrs), [], 0, "127.0.0.6"
             )
@@ -61,7 +61,7 @@ async def test_oversized_slow_unsigned_and_badly_signed(tmp_path: Path) -> None:
             return await raw_request(
                 "127.0.0.1",
                 served.sync_port,
-                head(push, 512 * 1024, bogus_headers(legit_key)),
+                head(push, 512 * 1024, bogus_headers(legit_key, served.address)),
                 parts,
                 0.2,
                 source,
@@ -71,7 +71,7 @@ async def test_oversized_slow_unsigned_and_badly_signed(tmp_path: Path) -> None:
             statuses = []
             async with attacker(session_host) as session:
                 for n in range(300):
-                    hdrs = bogus_headers(legit_key) if n % 2 else {}
+                    hdrs = bogus_headers(legit_key, served.address) if n % 2 else {}
                     statuses.append(await post(session, served.address, heads, b"{}", hdrs))
             return statuses
 
@@ -109,7 +109,7 @@ async def test_replay_cache_flood_by_keys_without_grants(tmp_path: Path) -> None
                 for n in range(100):
                     key = strangers[(worker * 100 + n) % len(strangers)]
                     i = n % 4
-                    hdrs = signed(key, paths[i], bodies[i])
+                    hdrs = signed(key, paths[i], bodies[i], served.address)
                     statuses.append(await post(session, served.address, paths[i], bodies[i], hdrs))
             return statuses
 
@@ -140,7 +140,13 @@ async def test_access_flood_while_a_real_importer_imports(tmp_path: Path) -> Non
                 for _ in range(50):
                     key = KeyPair.generate()
                     statuses.append(
-                        await post(session, served.address, path, body, signed(key, path, body))
+                        await post(
+                            session,
+                            served.address,
+                            path,
+                            body,
+                            signed(key, path, body, served.address),
+                        )
                     )
             return statuses
 

@@ -129,7 +129,7 @@ async def test_slow_bodies_are_dropped_on_their_deadline(
     if where == "sync":  # signed by a reader: the server reads the body (its deadline: 10 s)
         reader = KeyPair.generate()
         await owner.ledger.set_auth(owner.db, owner.admin, reader.public, READ)
-        headers = signed(reader, path, b"x" * 900)
+        headers = signed(reader, path, b"x" * 900, owner.server.address)
     # 5 bytes a second, 20 times less than the least rate: dropped after about a second
     flood = hold(port, ["127.0.0.2"] * 5, path, body=900, gap=0.2, headers=headers)
     try:

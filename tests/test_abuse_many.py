@@ -145,7 +145,11 @@ async def test_one_slow_body_from_each_of_many_addresses(
     if where == "sync":  # a reader's name, a signature only the body can refute
         reader = KeyPair.generate()
         await owner.ledger.set_auth(owner.db, owner.admin, reader.public, READ)
-        path, headers, size = owner.path("heads"), bogus_headers(reader.public), 900
+        path, headers, size = (
+            owner.path("heads"),
+            bogus_headers(reader.public, owner.server.address),
+            900,
+        )
     guard.settings = replace(guard.settings, body_timeout=30.0)  # no deadline rescues it
     flood = partial(hold, port, addresses(60), path, body=size, headers=headers, again=True)
     assert await under_flood(guard, flood, call, port) >= 0.95
@@ -174,7 +178,7 @@ async def test_stalled_tls_handshakes_from_many_addresses(tmp_path: Path) -> Non
     url = f"https://127.0.0.1:{owner.server.port}{owner.path('heads')}"
 
     async def call() -> bool:
-        headers = signed(key, owner.path("heads"), b"{}")
+        headers = signed(key, owner.path("heads"), b"{}", owner.server.address)
         connector = aiohttp.TCPConnector(ssl=tls.client)
         async with (
             aiohttp.ClientSession(connector=connector) as session,

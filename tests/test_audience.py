@@ -19,6 +19,7 @@ import chazbot
 from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError, NotFound
 from chazbot.memory.audience import (
+    CLOSED_HISTORY,
     FULL,
     MAX_AUDIENCE,
     Audience,
@@ -534,3 +535,49 @@ async def test_only_keys_this_peer_holds_redefine_its_agents(tmp_path: Path) -> 
         # the agent's own key (what /agent set signs with) still redefines it
         await peer.hosting.set_agent_setting("chaz", "memory_audience", "agent")
         assert peer.agent("chaz").config.memory_audience == "agent"
+
+
+def test_a_big_rooms_rows_under_closed_history_stay_in_that_room() -> None:
+    """#47: a room past the list bound under ``joined``/``invited`` history keeps no audience
+    list; in another bounded room the rule asked who is in the big room *now*, so someone
+    who joined it later was told its earlier rows in her DM with the bot."""
+    for history in sorted(CLOSED_HISTORY):
+        for bound in (1, 3, MAX_AUDIENCE):
+            many = [f"@u{i}:example.org" for i in range(bound + 2)]
+            big_room = room_audience("big", many, lambda u: False, history=history, most=bound)
+            said = big_room.origin(many[0])
+            assert said is not None and said.audience is None and said.history == history
+            late = "@late:example.org"  # joined the big room after it was said
+            members = {"big": frozenset([*many, late])}.get
+            for reader in (late, many[1]):
+                dm = room_audience("dm", [reader], lambda u: False, members)
+                assert not dm.sees(said), (history, bound, reader)
+            # in the big room itself: only to those who could read it there (not told when
+            # the list was not kept)
+            now = room_audience("big", [*many, late], lambda u: False, members, history=history)
+            assert not now.sees(said)
+    # under shared history a member now may read all the room said: still told to them
+    many = [f"@u{i}:example.org" for i in range(5)]
+    shared = room_audience("big", many, lambda u: False, most=3).origin(many[0])
+    assert shared is not None and shared.audience is None and shared.history is None
+    members = {"big": frozenset(many)}.get
+    assert room_audience("dm", [many[1]], lambda u: False, members).sees(shared)
+    # the bound is a setting, never past the signed one
+    with pytest.raises(ValueError):
+        room_audience("big", many, lambda u: False, most=MAX_AUDIENCE + 1)
+
+
+def test_the_configured_list_bound_never_passes_the_signed_one() -> None:
+    from pydantic import ValidationError
+
+    from chazbot.config import MatrixConfig
+
+    def matrix(**more: int) -> MatrixConfig:
+        found = {"homeserver_url": "https://m.example.org", "user_id": "@bot:example.org"}
+        return MatrixConfig.model_validate({**found, **more})
+
+    assert matrix().audience_list_max == MAX_AUDIENCE
+    assert matrix(audience_list_max=1).audience_list_max == 1
+    for bad in (0, MAX_AUDIENCE + 1):
+        with pytest.raises(ValidationError):
+            matrix(audience_list_max=bad)

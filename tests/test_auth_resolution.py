@@ -162,7 +162,7 @@ async def test_a_revoked_keys_branch_relayed_by_a_reader_gains_nothing(
         parents, height = await head(a.ledger, db)
         await a.ledger.set_auth(db, owner, hostile.public, ADMIN5, active=False)
         minted, entries = attack(hostile, db, parents, height)
-        client = SyncClient(hostile, timeout=10.0)
+        client = SyncClient(hostile, timeout=10.0, allow_private_peers=True)
         try:  # the revoked key may not push to a; the reader still takes it as admin(5)
             relayed = await client.push(reader.address, db, entries)
         finally:
@@ -203,7 +203,7 @@ async def test_limbo_survives_a_restart_between_a_refused_parent_and_its_child(
     child = (await b.ledger.write(db, b.key, remember("reply", "honest"))).entries[0]
     after = (await b.ledger.write(db, b.key, remember("next", "honest too"))).entries[0]
     assert content_id(late) in child.parents
-    client = SyncClient(b.key, timeout=10.0)
+    client = SyncClient(b.key, timeout=10.0, allow_private_peers=True)
     try:
         first = await client.push(a.address, db, [late])
         assert first.accepted == 0 and "soft-failed on arrival" in first.rejected[0][1]

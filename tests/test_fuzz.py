@@ -268,7 +268,10 @@ def test_fuzz_sync_requests(
         path = f"/v1/dbs/{h.db}/{endpoint}"
     now = time.time() - (400 if mode == "stale" else 0)
     key = h.reader if mode in ("signed", "stale") else KeyPair.generate()
-    headers = sign_request(key, "POST", path, body, now) if mode != "unsigned" else {}
+    server = f"http:127.0.0.1:{h.port}"
+    headers = (
+        sign_request(key, "POST", path, body, now, server=server) if mode != "unsigned" else {}
+    )
     if mode == "bogus":
         headers[KEY_HEADER] = h.reader.public
     headers.update(overrides)

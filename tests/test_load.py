@@ -24,11 +24,11 @@ from chazbot import metrics
 from chazbot.agent.capture import CAPTURE_TAG
 from chazbot.agent.recall import focus_query
 from chazbot.config import AgentConfig, Config, local_embedder_installed
-from chazbot.memory import vector_queue
 from chazbot.memory.embedders.local import query_team, thread_sizes
-from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, Fallbacks
+from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, EngineTiming, Fallbacks
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
-from chazbot.peer import Peer
+from chazbot.memory.vector_queue import VectorTiming
+from chazbot.peer import Peer, PeerTuning
 from tests.standin_embeddings import StandinEmbeddings
 from tests.standin_llm import StandinLLM
 from tests.synapse import ChazbotProcess, Human, User, requires_synapse
@@ -131,15 +131,22 @@ def documents_of(body: dict[str, Any]) -> list[str]:
     return [t for t in body["input"] if re.search(CAPTURED_TEXT, t)]
 
 
+def waiting(**timing: Any) -> PeerTuning:
+    """A peer's tuning whose vector queue waits as ``timing`` says (``VectorTiming``)."""
+    return PeerTuning(memory=EngineTiming(vectors=VectorTiming(**timing)))
+
+
+NEVER_QUIET = waiting(quiet_s=3600.0)
+
+
 async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
     tmp_path: Path,
     standin_llm: StandinLLM,
     standin_embeddings: StandinEmbeddings,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(vector_queue, "QUIET_S", 3600.0)  # never quiet in this test
-    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+    cfg = config(tmp_path, standin_llm, standin_embeddings)
+    async with chazbot.open(tmp_path, cfg, tuning=NEVER_QUIET) as peer:
         queue = peer.memory.vectors_later
         assert queue is not None
         for i in range(3):  # turns keep coming: the rows wait, the turns' queries do not
@@ -154,8 +161,9 @@ async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
         batches = [len(documents_of(b)) for b in standin_embeddings.requests if documents_of(b)]
         assert batches == [3], batches
 
-        # under load that never pauses, a row waits at most MAX_WAIT_S
-        monkeypatch.setattr(vector_queue, "MAX_WAIT_S", 0.2)
+    # under load that never pauses, a row waits at most max_wait_s
+    overdue = waiting(quiet_s=3600.0, max_wait_s=0.2)
+    async with chazbot.open(tmp_path, cfg, tuning=overdue) as peer:
         assert (
             await peer.chat("My cousin Zoe keeps bees near Chania", session="dm", sender=ALICE)
         ).ok
@@ -164,19 +172,21 @@ async def test_captured_rows_wait_for_a_quiet_moment_within_bounds(
             what="the overdue row's vector",
         )
 
-        # at most MAX_PENDING wait in memory; one more is left to the scan, counted and logged
-        monkeypatch.setattr(vector_queue, "MAX_WAIT_S", 3600.0)
-        monkeypatch.setattr(vector_queue, "MAX_PENDING", 1)
+    # at most max_pending wait in memory; one more is left to the scan, counted and logged
+    bounded = waiting(quiet_s=3600.0, max_wait_s=3600.0, max_pending=1)
+    async with chazbot.open(tmp_path, cfg, tuning=bounded) as peer:
+        held = peer.memory.vectors_later
+        assert held is not None
         skipped = metrics.VECTORS_LATER.labels("skipped")
         before = skipped._value.get()
         with caplog.at_level(logging.WARNING, logger="chazbot.memory.vector_queue"):
-            await wait_until(lambda: queue.pending == 0, what="the overdue row written")
+            await wait_until(lambda: held.pending == 0, what="the overdue row written")
             said = "My aunt Ines paints lighthouses"
             assert (await peer.chat(said, session="dm", sender=ALICE)).ok
-            await wait_until(lambda: queue.pending == 1, what="one row waiting")
+            await wait_until(lambda: held.pending == 1, what="one row waiting")
             said = "My uncle Rui restores boats"
             assert (await peer.chat(said, session="dm", sender=ALICE)).ok
-            await wait_until(lambda: queue.skipped == 1, what="the row over the bound")
+            await wait_until(lambda: held.skipped == 1, what="the row over the bound")
         assert skipped._value.get() - before == 1
         assert any("beyond the 1 held in memory" in r.getMessage() for r in caplog.records)
         assert await peer.memory.wait_vectors(10)
@@ -190,15 +200,14 @@ async def test_a_short_wait_does_not_end_a_longer_ones_hurry(
     tmp_path: Path,
     standin_llm: StandinLLM,
     standin_embeddings: StandinEmbeddings,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two callers wait at once (shutdown and a caller with a short timeout): the one that
     gives up first must not send the rest back to waiting for a quiet moment."""
-    monkeypatch.setattr(vector_queue, "QUIET_S", 3600.0)
     standin_embeddings.hold_matching("goats")
-    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+    cfg = config(tmp_path, standin_llm, standin_embeddings)
+    async with chazbot.open(tmp_path, cfg, tuning=NEVER_QUIET) as peer:
         agent = peer.agent("chaz")
-        for i in range(vector_queue.BATCH + 8):  # two batches
+        for i in range(NEVER_QUIET.memory.vectors.batch + 8):  # two batches
             await peer.memory.remember(
                 agent.db, agent.key, f"k{i}", f"{i} goats", vector_later=True
             )

@@ -185,8 +185,8 @@ async def test_commands_admins_strangers_and_room_agents(
     reply = await member.ask(room, "!chaz memory list")
     assert "projx" in reply.body
 
-    # A stranger is ignored: one short notice in the room (#40), nothing more, and no
-    # reply by invite.
+    # A stranger is ignored: one short notice in the room (#40), nothing more; their DM
+    # gets the notice once and the bot leaves (#47, tests/test_stranger_dm_matrix.py).
     ignored = [
         await stranger.send(room, "!chaz memory list"),
         await stranger.send(room, f"{bot.user_id}: hello?"),
@@ -196,7 +196,9 @@ async def test_commands_admins_strangers_and_room_agents(
     assert notice.body.startswith("I only answer people an admin has allowed; ask @admin")
     assert stranger.replies(ignored[1]) == []
     private = await stranger.create_room([bot.user_id], direct=True)
-    await stranger.wait_member(private, bot.user_id, "leave")  # the invite is declined
+    await stranger.wait_member(private, bot.user_id, "leave")  # told once, then left
+    (told,) = stranger.messages(private, sender=bot.user_id)
+    assert told.body.startswith("I only answer people an admin has allowed; ask @admin")
 
     # The room is a session: its agent is chosen per room, by an admin (SPEC §6).
     reply = await member.ask(room, "!chaz agent sage")

@@ -35,12 +35,13 @@ async def send_media(
         lambda *_: io.BytesIO(data), mime, filename, encrypt=True, filesize=len(data)
     )
     assert isinstance(uploaded, UploadResponse) and keys is not None, uploaded
+    mxc = extra.pop("mxc", uploaded.content_uri)
     content: dict[str, Any] = {
         "msgtype": msgtype,
         "body": extra.pop("body", filename),
         "filename": filename,
         "info": {"mimetype": mime, "size": len(data), **extra.pop("info", {})},
-        "file": {**keys, "url": uploaded.content_uri},
+        "file": {**keys, "url": mxc},
         **extra,
     }
     sent = await human.client.room_send(
@@ -103,6 +104,16 @@ async def test_voice_and_pictures_in_an_encrypted_room(
     # refusals: one line each, and the next turn is fine
     big = await send_media(alice, room, PNG + bytes(20_000), "m.image", "image/png", "big.png")
     assert "MB; I take up to" in await reply_to(big)
+    # #47: one that says it is small is cut at the limit while it streams; an address
+    # outside the spec reaches no endpoint of the homeserver
+    liar = await send_media(
+        alice, room, PNG + bytes(20_000), "m.image", "image/png", "liar.png", info={"size": 1234}
+    )
+    assert "MB; I take up to" in await reply_to(liar)
+    for bad in ("mxc://../preview_url", "mxc://localhost/../../v3/config"):
+        odd = await send_media(alice, room, PNG, "m.image", "image/png", "odd.png", mxc=bad)
+        line = await reply_to(odd)
+        assert "mxc://" in line and "\n" not in line, line
     standin_speech.fail(1, 500)
     failing = await send_media(alice, room, OGG, "m.audio", "audio/ogg", "voice.ogg")
     assert "speech server" in await reply_to(failing)

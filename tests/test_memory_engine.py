@@ -272,14 +272,16 @@ async def test_reindex_after_a_kill_finishes_without_duplicates(
 
 
 async def test_a_hanging_embedder_falls_back_to_bm25_within_the_deadline(
-    tmp_path: Path, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
     import time
 
-    from chazbot.memory import engine
+    from chazbot.memory.engine import EngineTiming
+    from chazbot.peer import PeerTuning
 
-    monkeypatch.setattr(engine, "QUERY_EMBED_TIMEOUT_S", 0.3)
-    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+    hurried = PeerTuning(memory=EngineTiming(query_embed_timeout_s=0.3))
+    config = cfg(tmp_path, embedding=standin_embeddings.config())
+    async with chazbot.open(tmp_path, config, tuning=hurried) as peer:
         agent = peer.agent("chaz")
         await agent.remember("deploy", "nix build and scp")
         standin_embeddings.hang(1)

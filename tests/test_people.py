@@ -16,7 +16,7 @@ import chazbot
 from chazbot.commands import TREE
 from chazbot.config import AgentConfig, Config, MatrixConfig
 from chazbot.errors import InputError
-from chazbot.ledger.people import KIND, STORE, check_glob
+from chazbot.ledger.people import KIND, STORE, check_glob, check_narrow_glob
 from chazbot.peer import Peer
 from chazbot.transports.matrix.routing import Router
 from chazbot.transports.matrix_rules import (
@@ -118,6 +118,65 @@ def test_check_glob() -> None:
     for bad in ("", "ana:example.org", "@ana", "@a b:x", "@*:", "@?:"):
         with pytest.raises(InputError):
             check_glob(bad)
+
+
+BROAD = (
+    "@*:[a-z0-9]*",
+    "@*:*.*",
+    "@*:*",
+    "@?*:?*",
+    "@*:*.*.*",
+    "@*:*:*",
+    "@*:*[!x]",
+    "@*:*.org",
+    "@*:*.co.uk",
+    "@*:example.*",
+    "@*:ex?mple.org",
+    "@*:example.org*",
+    "@a*:*",
+    "@*:1.2.3.*",
+    "@*:??.??",
+    "@*:[::1]",
+    "@ana:example.{org,com}",
+    "@[a-z]*:example.org",
+    "@[!x]:example.org",
+)
+NARROW = (
+    "@ana:example.org",
+    "@*:example.org",
+    "@*:*.example.org",
+    "@bot-?:chat.example.org:8448",
+    "@*:localhost",
+    "@*:matrix.org",
+    "@*:example.org:*",
+)
+
+
+def test_broad_globs_are_refused_whatever_their_shape() -> None:
+    """#47: a glob that passed "@*:*" alone (@*:[a-z0-9]*, @*:*.*) let everyone in."""
+    for bad in BROAD:
+        with pytest.raises(InputError) as refused:
+            check_narrow_glob(bad)
+        assert "\n" not in str(refused.value), bad
+    with pytest.raises(InputError):
+        check_narrow_glob("@\\*:example.org")  # fnmatch has no escapes: not a wildcard
+    for good in NARROW:
+        assert check_narrow_glob(good) == good
+
+
+async def test_chat_refuses_broad_globs_and_still_removes_an_old_one(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with chazbot.open(state, config(state)) as peer:
+        assert (await as_admin(peer, "/people list"))[0]
+        entries = await peer.ledger.count_entries()
+        for bad in BROAD:
+            ok, text = await as_admin(peer, f"/people allow {bad}")
+            assert not ok and "\n" not in text, (bad, text)
+        assert allowed(peer) == () and await peer.ledger.count_entries() == entries
+        # one stored before the check (an older version): still removable
+        await peer.people.allow("@*:*.*", ADMIN)
+        ok, text = await as_admin(peer, "/people remove @*:*.*")
+        assert ok and allowed(peer) == (), text
 
 
 # ---- replies that read well on a phone ------------------------------------------------------

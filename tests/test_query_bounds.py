@@ -321,3 +321,73 @@ async def test_the_bank_page_says_its_query_was_cut(tmp_path: Path) -> None:
             async with client.get(f"{base}/ui/admin/banks/team", params={"q": "w31"}) as page:
                 html = await page.text()
             assert "the word w31 is here" in html and "searched the first" not in html
+
+
+# -- queries normalised before the cap (#47) -----------------------------------------------
+
+
+def test_the_cap_counts_words_as_the_index_reads_them() -> None:
+    """Combining marks are folded before the term cap: 40 words that each carry a mark are 40
+    terms (before: the mark split each in two, and the cap kept 16 words)."""
+    words = [f"ab{i}\u0301cd{i}" for i in range(40)]
+    bounded = bound_query(" ".join(words))
+    assert bounded.cut == "terms" and bounded.terms == MAX_QUERY_TERMS
+    assert tokenize(bounded.text) == [f"ab{i}cd{i}" for i in range(MAX_QUERY_TERMS)]
+    marks_only = bound_query("\u0301\u0302\u0303" * 100)
+    assert marks_only.terms == 0 and marks_only.cut == ""
+
+
+async def test_a_query_finds_a_row_however_its_accents_were_typed(tmp_path: Path) -> None:
+    """NFC and NFD spellings, full-width letters and stray marks: one word to the index and
+    to the query (recall, ``/memory search``)."""
+    async with chazbot.open(tmp_path / "s") as peer:
+        agent = peer.agent("chaz")
+        await agent.remember("drink", "a cafe\u0301 au lait in Ko\u0308ln")  # decomposed
+        await agent.remember("office", "the ＯＦＦＩＣＥ is in the Straße")
+        await agent.remember("hindi", "नमस्ते means hello")
+        for query, key in [
+            ("café", "drink"),
+            ("cafe\u0301", "drink"),
+            ("Köln", "drink"),
+            ("office", "office"),
+            ("Strasse\u0301 straße", "office"),
+            ("नमस्ते", "hindi"),
+        ]:
+            assert [h.key for h in await agent.recall(query)][:1] == [key], query
+        reply = await peer.command("/memory search self caf\u00e9", session=ROOM, is_admin=False)
+        assert "[drink]" in reply.text, reply.text
+
+
+MARK_SHAPES = {
+    "marks": "\u0301" * 500,
+    "letter and mark": "a\u0301" * 300,
+    "words with marks": " ".join(f"w{i}\u0301" for i in range(200)),
+    "zalgo": ("w1" + "\u0301" * 40 + " ") * 20,
+}
+
+
+@pytest.mark.parametrize("shape", MARK_SHAPES)
+async def test_a_query_of_combining_marks_holds_the_loop_no_longer_than_words(
+    tmp_path: Path, shape: str
+) -> None:
+    """A bank small enough to be searched on the loop (``OFF_LOOP_ROWS`` - 1 rows): a query
+    of combining marks stalls it no longer than 32 plain words of the bank's vocabulary do
+    (each the best of 3 runs, so another process's slice of the CPU is not counted)."""
+    async with chazbot.open(tmp_path / "s") as peer:
+        agent = peer.agent("chaz")
+        await fill(peer, agent.memory.db, agent.key, 4_999)
+        await peer.memory.view(agent.memory.db)
+
+        async def stall(query: str) -> float:
+            gaps = []
+            for _ in range(3):
+                gap, reply = await longest_gap(
+                    peer.command(f"/memory search self {query}", session=ROOM, is_admin=False)
+                )
+                assert reply.ok, reply.text
+                gaps.append(gap)
+            return min(gaps)
+
+        plain = await stall(" ".join(VOCAB[:MAX_QUERY_TERMS]))
+        marked = await stall(MARK_SHAPES[shape])
+        assert marked <= plain + 0.03, (shape, marked, plain)

@@ -16,7 +16,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.errors import InputError
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.runner import ReminderRunner
-from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminders
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON
 from chazbot.reminders.when import describe_rule, understand, zone
 
 SET = json.loads((Path(__file__).parent / "data" / "reminder_sentences.json").read_text())
@@ -79,7 +79,7 @@ async def test_once_recurring_dst_missed_and_a_crash_at_delivery(
 ) -> None:
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         once = await store.add(
             understand("remind me tomorrow at 9 to call Ines", NOW, BERLIN), DM, ALICE, None
         )
@@ -108,7 +108,7 @@ async def test_once_recurring_dst_missed_and_a_crash_at_delivery(
         back = datetime(2026, 12, 9, 12, 0, tzinfo=BERLIN)
         before = len(out.sent)
         assert await runner.tick(back) == 1 and len(out.sent) == before + 1
-        assert "late" in out.sent[-1][1] and "09 Dec 08:00" in out.sent[-1][1], out.sent[-1][1]
+        assert "late" in out.sent[-1][1] and "Wed, Dec 9, 08:00" in out.sent[-1][1], out.sent[-1][1]
         assert await runner.tick(back + timedelta(hours=1)) == 0
         # across the spring change (28 March 2027) the reminder stays at 08:00 local
         spring = await store.add(

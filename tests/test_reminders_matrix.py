@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from chazbot.reminders.wording import person_name
 from tests.standin_llm import StandinLLM
 from tests.synapse import ChazbotProcess, Human, User, requires_synapse
 from tests.waits import wait_until
@@ -27,6 +28,7 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
         [],
         top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
     )
+    await alice.client.set_displayname("Ana Alves")  # named so in the rooms made below (#50)
     dm = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_member(dm, bot.user_id)
     group = await alice.create_room([bot.user_id], name="elsewhere")
@@ -45,7 +47,7 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
         ]
 
     found = await wait_until(delivered, 40, "the reminder in the DM")
-    assert found == [f"⏰ Reminder ({alice.user_id}): water the plants"], found
+    assert found == ["⏰ Reminder for Ana Alves: water the plants"], found  # not the MXID
     listed = await alice.ask(dm, "!chaz reminders")
     assert "No reminders here" in listed.body, listed.body
     # never in another room
@@ -87,5 +89,6 @@ async def test_a_delivered_reminder_carries_only_what_its_room_may_be_told(
 
     in_dm = await wait_until(lambda: delivered(dm), 40, "the reminder in the DM")
     in_group = await wait_until(lambda: delivered(group), 40, "the reminder in the group")
-    assert in_dm == [f"⏰ Reminder ({alice.user_id}): call Ines\n↳ Ines moved to Porto last month"]
-    assert in_group == [f"⏰ Reminder ({alice.user_id}): call Ines"], in_group
+    head = f"⏰ Reminder for {person_name(alice.user_id)}: call Ines"
+    assert in_dm == [f"{head}\n↳ Ines moved to Porto last month"]
+    assert in_group == [head], in_group

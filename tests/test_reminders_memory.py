@@ -18,7 +18,7 @@ from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
 from chazbot.reminders.runner import NOTE_MARK, ReminderRunner, message
-from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.store import Reminder
 from chazbot.reminders.when import understand, zone
 from chazbot.transports.matrix.reminding import memory_notes
 from tests.standin_embeddings import StandinEmbeddings
@@ -80,7 +80,7 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
         await tell(peer, BOB, GROUP, "ines.phone", "Ines has a new phone number ending 42", group)
         await tell(peer, BOB, GROUP, "weather", "the weather is nice today", group)
         agent = peer.agent("chaz")
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )
@@ -94,7 +94,7 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
 
         in_dm = await deliver_once("remind me tomorrow at 9 to call Ines", DM, dm)
         head, *notes = in_dm.split("\n")
-        assert head == f"⏰ Reminder ({ALICE}): call Ines", in_dm
+        assert head == "⏰ Reminder for alice: call Ines", in_dm
         assert f"{NOTE_MARK}Ines moved to Porto last month" in notes, in_dm
         assert len(notes) <= 2 and all(n.startswith(NOTE_MARK) for n in notes)
         assert "remind me" not in in_dm  # the request itself is no memory about it
@@ -104,11 +104,11 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
         assert f"{NOTE_MARK}Ines has a new phone number ending 42" in in_group, in_group
         # nothing relevant: nothing added (not the newest rows, not the weather)
         plants = await deliver_once("remind me tomorrow at 11 to water the plants", GROUP, group)
-        assert plants == f"⏰ Reminder ({ALICE}): water the plants", plants
+        assert plants == "⏰ Reminder for alice: water the plants", plants
         # everyone left the group: nobody bounds it, only its own rows (fail closed)
         rooms.now[GROUP] = room_audience(GROUP, [], nobody_admin)
         emptied = await deliver_once("remind me tomorrow at 12 to call Ines", GROUP, group)
-        assert emptied == f"⏰ Reminder ({ALICE}): call Ines", emptied  # nobody to tell
+        assert emptied == "⏰ Reminder for alice: call Ines", emptied  # nobody to tell
         # a public room with someone in it: unbounded, so only the room's own rows
         rooms.now[GROUP] = room_audience(GROUP, [BOB], nobody_admin, public=True)
         public = await deliver_once("remind me tomorrow at 12:30 to call Ines", GROUP, group)
@@ -121,7 +121,7 @@ async def test_a_reminder_carries_what_its_room_may_be_told_and_nothing_else(
         rooms.now[DM] = dm
         rooms.broken = True
         bare = await deliver_once("remind me tomorrow at 14 to call Ines", DM, dm)
-        assert bare == f"⏰ Reminder ({ALICE}): call Ines", bare
+        assert bare == "⏰ Reminder for alice: call Ines", bare
 
 
 async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
@@ -141,7 +141,7 @@ async def test_without_a_floor_a_row_found_by_meaning_alone_is_not_added(
         await tell(peer, ALICE, DM, "zorp223", "zorp193 zorp326 zorp392", dm)
         agent = peer.agent("chaz")
         assert await peer.memory.agent_floor(agent.db) is None
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )
@@ -185,7 +185,7 @@ async def test_a_reminder_carries_what_the_banks_its_room_reads_hold(tmp_path: P
         heard = agent.memory.within(peer.hearing(agent, ALICE, dm))
         await heard.remember("ines.job", "Ines starts at the Porto harbour office", bank="family")
         await tell(peer, BOB, GROUP, "weather", "the weather is nice today", group)
-        store = Reminders(peer.ledger, agent.db, agent.key)
+        store = peer.reminders.of(agent.db, agent.key)
         runner = ReminderRunner(
             lambda: [store], rooms.deliver, notes=memory_notes(peer, rooms.audience_of)
         )
@@ -197,7 +197,7 @@ async def test_a_reminder_carries_what_the_banks_its_room_reads_hold(tmp_path: P
 
         # not attached in the group yet, and no default bank: nothing from it
         bare = await deliver_once("remind me tomorrow at 9 to call Ines", GROUP)
-        assert bare == f"⏰ Reminder ({ALICE}): call Ines", bare
+        assert bare == "⏰ Reminder for alice: call Ines", bare
         assert (await peer.command("/memory attach family", session=GROUP)).ok
         in_group = await deliver_once("remind me tomorrow at 10 to call Ines", GROUP)
         assert f"{NOTE_MARK}Ines turns 40 on March 3" in in_group, in_group
@@ -209,4 +209,4 @@ async def test_a_reminder_carries_what_the_banks_its_room_reads_hold(tmp_path: P
         # the grant revoked: the bank adds nothing, the reminder still goes out
         assert (await peer.command("/memory revoke family chaz")).ok
         revoked = await deliver_once("remind me tomorrow at 12 to call Ines", GROUP)
-        assert revoked == f"⏰ Reminder ({ALICE}): call Ines", revoked
+        assert revoked == "⏰ Reminder for alice: call Ines", revoked

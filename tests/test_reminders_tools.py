@@ -20,7 +20,7 @@ from chazbot.config import REMINDER_TOOLS, AgentConfig, Config
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
 from chazbot.reminders import tools as reminder_tools
-from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder, Reminders
+from chazbot.reminders.store import MAX_ACTIVE_PER_PERSON, Reminder
 from tests.standin_llm import StandinLLM
 
 ALICE, BOB, CAROL = "@alice:example.org", "@bob:example.org", "@carol:example.org"
@@ -60,7 +60,7 @@ async def call(
 
 async def stored(peer: Peer) -> list[Reminder]:
     agent = peer.agent("chaz")
-    return await Reminders(peer.ledger, agent.db, agent.key).all()
+    return await peer.reminders.of(agent.db, agent.key).all()
 
 
 async def test_the_tools_are_offered_and_set_list_and_cancel(
@@ -69,7 +69,8 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
     assert tuple(reminder_tools.TOOLS) == REMINDER_TOOLS  # config's default names them all
     async with chazbot.open(tmp_path, cfg) as peer:
         said = await call(peer, "schedule_once", {"when": "2027-01-05T09:00", "what": "call Ines"})
-        assert "Tue 05 Jan 2027 09:00 (Europe/Berlin)" in said and "call Ines" in said, said
+        assert "Tuesday, January 5, 2027, 09:00 (Europe/Berlin)" in said, said
+        assert "call Ines" in said, said
         offered = [t["function"]["name"] for t in standin_llm.requests[-2]["tools"]]
         assert set(REMINDER_TOOLS) <= set(offered), offered
         said = await call(peer, "schedule_once", {"when": "in 3 days at 10", "what": "bins"})
@@ -85,7 +86,7 @@ async def test_the_tools_are_offered_and_set_list_and_cancel(
             "what": "pay rent",
         }
         said = await call(peer, "schedule_every", every)
-        assert "monthly 1MO" in said and " 08:00 (Europe/Berlin)" in said, said
+        assert "every first Monday of the month at 08:00 (Europe/Berlin)" in said, said
         made = await stored(peer)
         assert [r.by for r in made] == [ALICE] * 4 and {r.room for r in made} == {DM}
         assert all(r.origin is not None and r.origin.audience == (ALICE,) for r in made)
@@ -344,7 +345,7 @@ async def test_random_hostile_calls_never_raise_and_a_refusal_writes_nothing(
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
         asking = reminder_tools.Asking(
-            Reminders(peer.ledger, agent.db, agent.key),
+            peer.reminders.of(agent.db, agent.key),
             GROUP,
             BOB,
             False,
@@ -386,7 +387,7 @@ async def test_reading_a_long_hostile_time_does_not_hold_the_event_loop(
     async with chazbot.open(tmp_path, cfg) as peer:
         agent = peer.agent("chaz")
         asking = reminder_tools.Asking(
-            Reminders(peer.ledger, agent.db, agent.key),
+            peer.reminders.of(agent.db, agent.key),
             DM,
             ALICE,
             False,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from chazbot.memory.audience import room_audience
-from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.store import Reminder
 from chazbot.reminders.when import recurring, understand, zone
 from chazbot.transports.web.reminders import repeat_text
 from tests.web_support import ALICE, BOB, browser_session, csrf_of, link, serving, sign_in
@@ -36,8 +36,8 @@ async def test_a_persons_reminders_are_listed_and_cancelled_on_their_page(
     async with serving(tmp_path) as (peer, base):
         assert (await peer.command("/tz Europe/Berlin", sender=ALICE, session="x")).ok
         chaz, helper = peer.agent("chaz"), peer.agent("helper")
-        store = Reminders(peer.ledger, chaz.db, chaz.key)
-        other = Reminders(peer.ledger, helper.db, helper.key)
+        store = peer.reminders.of(chaz.db, chaz.key)
+        other = peer.reminders.of(helper.db, helper.key)
         now = datetime.now(UTC)
         berlin = zone("Europe/Berlin")
         in_dm = room_audience(DM, [ALICE], lambda u: False)

@@ -71,7 +71,6 @@ from chazbot.errors import InputError
 from chazbot.memory.audience import Audience, check_origin, room_audience, unknown_room
 from chazbot.peer import Peer
 from chazbot.reminders.runner import ReminderRunner
-from chazbot.reminders.store import Reminders
 from chazbot.transports.matrix.reminding import memory_notes
 from tests.standin_llm import StandinLLM
 
@@ -273,9 +272,7 @@ async def test_a_dm_reminder_is_not_told_to_people_who_came_later(
         dm = heard(DM, ALICE, history="joined")
         said = await cmd(peer, "remind in 2 days at 9 to collect the HIV test results", ALICE, dm)
         assert "HIV" in said, said
-        rid = (await Reminders(peer.ledger, peer.agent("chaz").db, peer.agent("chaz").key).all())[
-            0
-        ].id
+        rid = (await peer.reminders.of(peer.agent("chaz").db, peer.agent("chaz").key).all())[0].id
         # a group turn (its model reading a planted line) cancels by the DM reminder's id
         group = heard(GROUP, ALICE, BOB)
         said = await tool(peer, "cancel_schedule", {"id": rid}, ALICE, group)
@@ -295,14 +292,14 @@ async def test_a_dm_reminder_is_not_told_to_people_who_came_later(
 
         agent = peer.agent("chaz")
         runner = ReminderRunner(
-            lambda: [Reminders(peer.ledger, agent.db, agent.key)],
+            lambda: [peer.reminders.of(agent.db, agent.key)],
             deliver,
             notes=memory_notes(peer, audience_of),
             audience=audience_of,
         )
         await runner.tick(datetime.now(UTC) + timedelta(days=3))
         assert [room for room, _ in sent] == [DM]
-        assert "HIV" not in sent[0][1] and ALICE in sent[0][1], sent
+        assert "HIV" not in sent[0][1] and "for alice" in sent[0][1], sent  # her name, not the MXID
         # with only Alice there again it is told in full (the next occurrence: none; so a new one)
         await cmd(peer, "remind in 2 days at 9 to collect the HIV test results", ALICE, dm)
 
@@ -310,7 +307,7 @@ async def test_a_dm_reminder_is_not_told_to_people_who_came_later(
             return dm
 
         runner = ReminderRunner(
-            lambda: [Reminders(peer.ledger, agent.db, agent.key)], deliver, audience=only_alice
+            lambda: [peer.reminders.of(agent.db, agent.key)], deliver, audience=only_alice
         )
         await runner.tick(datetime.now(UTC) + timedelta(days=3))
         assert "HIV" in sent[-1][1], sent

@@ -82,7 +82,6 @@ from chazbot.errors import InputError
 from chazbot.memory.audience import room_audience
 from chazbot.memory.tools import run_tool
 from chazbot.memory.transfer import import_lines, parse_all
-from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.reminders.when import asks_for_reminder, understand, zone
@@ -262,7 +261,7 @@ async def test_tool_arguments_nested_past_the_parser_are_refused_in_one_line(
         for name in MEMORY_TOOLS:
             ok, text = await run_tool(chaz.memory, MEMORY_TOOLS, name, DEEP)
             assert not ok and "not valid JSON" in one_line(text), text
-        asking = Asking(Reminders(peer.ledger, chaz.db, chaz.key), "cli", "cli", True, "UTC", None)
+        asking = Asking(peer.reminders.of(chaz.db, chaz.key), "cli", "cli", True, "UTC", None)
         for name in REMINDER_TOOLS:
             ok, text = await run_reminder_tool(asking, [name], name, DEEP)
             assert not ok and "not valid JSON" in one_line(text), text
@@ -518,7 +517,8 @@ async def test_a_peer_redirecting_elsewhere_is_not_followed(tmp_path: Path) -> N
     """Attack 18: a peer named in a ticket answers every sync call with ``307`` to another
     address (an internal service; a plain ``http:`` one off this host, which the client
     refuses to call by itself). The client followed it, re-posting the signed body there.
-    Now: one line naming the peer, and the other address never asked."""
+    Now: one line naming the peer, and the other address never asked (issue #47: nothing of
+    what it answered, the redirect included, is repeated)."""
     from aiohttp import web
 
     from chazbot.errors import BackendError
@@ -546,13 +546,13 @@ async def test_a_peer_redirecting_elsewhere_is_not_followed(tmp_path: Path) -> N
         runners.append(runner)
         ports.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
     inside = f"http://127.0.0.1:{ports[0]}"
-    client = SyncClient(KeyPair.generate())
+    client = SyncClient(KeyPair.generate(), allow_private_peers=True)
     try:
         with pytest.raises(BackendError) as caught:
             await client.heads(f"http:127.0.0.1:{ports[1]}", DB)
         one_line(str(caught.value))
-        assert f"peer http:127.0.0.1:{ports[1]}" in str(caught.value)
-        assert "HTTP 307" in str(caught.value), caught.value
+        assert f"http:127.0.0.1:{ports[1]}" in str(caught.value)
+        assert "not a chazbot peer" in str(caught.value), caught.value
         assert hits == []
     finally:
         await client.close()

@@ -40,7 +40,12 @@ async def holders_worded_once(peer: Peer, bank: str, expected: str) -> None:
 
 
 def cfg(path: Path, agent: str) -> Config:
-    return Config(state_dir=path, sync_listen="127.0.0.1:0", agents=[AgentConfig(name=agent)])
+    return Config(
+        state_dir=path,
+        sync_listen="127.0.0.1:0",
+        sync_allow_private_peers=True,  # the peers are on loopback
+        agents=[AgentConfig(name=agent)],
+    )
 
 
 async def keys(peer: Peer, agent: str, bank: str) -> list[str]:
@@ -132,6 +137,7 @@ def two_cfg(path: Path, *agents: str) -> Config:
     return Config(
         state_dir=path,
         sync_listen="127.0.0.1:0",
+        sync_allow_private_peers=True,
         agents=[AgentConfig(name=n) for n in agents],
     )
 

@@ -49,7 +49,7 @@ async def test_content_length_is_required_and_capped_before_reading(owner: Owner
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
     path = owner.path("heads")
     # No Content-Length (chunked): refused at once.
-    chunked = head(path, None, signed(key, path, b"{}")).replace(
+    chunked = head(path, None, signed(key, path, b"{}", owner.server.address)).replace(
         "\r\n\r\n", "\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     started = time.monotonic()
@@ -66,7 +66,9 @@ async def test_headers_and_standing_are_checked_before_the_body(owner: Owner) ->
     stranger = KeyPair.generate()
     cases = {
         "401": head(path, 100, {}),  # unsigned
-        "403": head(path, 100, signed(stranger, path, b"x" * 100)),  # no grant
+        "403": head(
+            path, 100, signed(stranger, path, b"x" * 100, owner.server.address)
+        ),  # no grant
     }
     for status, text in cases.items():
         started = time.monotonic()
@@ -75,7 +77,8 @@ async def test_headers_and_standing_are_checked_before_the_body(owner: Owner) ->
         assert time.monotonic() - started < 0.4  # before the 0.5 s read deadline
     unshared = "sha256:" + "0" * 64
     answer = await answer_of(
-        owner, head(f"/v1/dbs/{unshared}/heads", 10, signed(stranger, "/", b""))
+        owner,
+        head(f"/v1/dbs/{unshared}/heads", 10, signed(stranger, "/", b"", owner.server.address)),
     )
     assert b" 404 " in answer.split(b"\r\n")[0]
 
@@ -89,12 +92,17 @@ async def test_slow_and_aborted_bodies_cost_one_line(
     path = owner.path("entries")
     body = b'{"after": 0}'
     slow = await answer_of(
-        owner, head(path, len(body), signed(key, path, body)), [body[:3]] * 3, 0.4
+        owner,
+        head(path, len(body), signed(key, path, body, owner.server.address)),
+        [body[:3]] * 3,
+        0.4,
     )
     assert b" 408 " in slow.split(b"\r\n")[0], slow[:200]
     # aborted half way: the client goes away; the server logs one line and keeps serving
     _, writer = await asyncio.open_connection("127.0.0.1", owner.server.port)
-    writer.write(head(path, 500, signed(key, path, b"y" * 500)).encode() + b"y" * 10)
+    writer.write(
+        head(path, 500, signed(key, path, b"y" * 500, owner.server.address)).encode() + b"y" * 10
+    )
     await writer.drain()
     writer.close()
     await wait_until(lambda: " aborted: " in caplog.text, 10, "the aborted request's log line")
@@ -110,7 +118,7 @@ async def test_reading_is_capped_per_address(owner: Owner) -> None:
     owner.server.read_timeout = 3.0
     path = owner.path("push")
     body = b'{"entries": []}'
-    hdrs = signed(key, path, b"z" * 1000)
+    hdrs = signed(key, path, b"z" * 1000, owner.server.address)
     slow = [
         asyncio.create_task(
             raw_request(
@@ -147,7 +155,7 @@ async def test_nonces_are_kept_only_for_keys_holding_something(owner: Owner) -> 
                 server.address,
                 owner.path(name),
                 body,
-                signed(stranger, owner.path(name), body),
+                signed(stranger, owner.path(name), body, owner.server.address),
             )
             assert status == 403
     assert len(server.replay) == 0
@@ -172,13 +180,19 @@ async def test_access_is_rate_limited_and_the_queue_fair(owner: Owner) -> None:
         for _ in range(60):
             key = KeyPair.generate()
             statuses.append(
-                await post(session, server.address, path, body, signed(key, path, body))
+                await post(
+                    session,
+                    server.address,
+                    path,
+                    body,
+                    signed(key, path, body, owner.server.address),
+                )
             )
     assert statuses.count(429) >= 35, statuses
     pending = await server.sharing.requests(owner.db)
     assert len(pending) == 3  # one address holds at most 3 pending requests
     assert len(server.replay) == 3  # and only those keys' nonces were kept
-    importer = SyncClient(KeyPair.generate())
+    importer = SyncClient(KeyPair.generate(), allow_private_peers=True)
     try:
         decision = await importer.access(server.address, owner.db, "write")
         assert decision.status == "pending"
@@ -233,7 +247,13 @@ async def test_import_deadline_and_cleanup(tmp_path: Path) -> None:
     listeners = len(ledger._listeners)
     try:
         async with EndlessPeer(db) as fake:
-            replicator = Replicator(ledger, KeyPair.generate(), import_timeout=1.0, timeout=5.0)
+            replicator = Replicator(
+                ledger,
+                KeyPair.generate(),
+                import_timeout=1.0,
+                timeout=5.0,
+                allow_private_peers=True,
+            )
             started = time.monotonic()
             with pytest.raises(BackendError, match="did not finish within 1 s"):
                 await replicator.import_db(fake.ticket(db))
@@ -243,7 +263,7 @@ async def test_import_deadline_and_cleanup(tmp_path: Path) -> None:
             assert len(ledger._listeners) == listeners
         # "more" with nothing in it is a bad answer, not a loop
         async with _MoreOfNothing() as nothing:
-            client = SyncClient(KeyPair.generate())
+            client = SyncClient(KeyPair.generate(), allow_private_peers=True)
             try:
                 with pytest.raises(BackendError, match=r"answered badly: .*none sent"):
                     await client.entries(nothing.address, db, 0)
@@ -317,7 +337,10 @@ async def test_a_flood_of_refusals_logs_a_bounded_number_of_lines(
 
 async def test_import_with_sync_off_leaves_no_listener(tmp_path: Path) -> None:
     db = "sha256:" + secrets.token_hex(32)
-    peer = await Peer.open(Config(state_dir=tmp_path / "p", sync_listen="", http_listen=""))
+    cfg = Config(
+        state_dir=tmp_path / "p", sync_listen="", http_listen="", sync_allow_private_peers=True
+    )
+    peer = await Peer.open(cfg)
     try:
         listeners = len(peer.ledger._listeners)
         async with FakePeer() as fake:  # grants access, then answers 500 to everything
@@ -337,7 +360,9 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
     server = owner.server
     server.max_reading_bytes, server.read_timeout = 2 << 20, 3.0
     path = owner.path("push")
-    announced = head(path, 1 << 20, signed(key, path, b"?"))  # 1 MiB, trickled
+    announced = head(
+        path, 1 << 20, signed(key, path, b"?", owner.server.address)
+    )  # 1 MiB, trickled
     slow = [
         asyncio.create_task(
             raw_request("127.0.0.1", server.port, announced, [b"a"] * 25, 0.1, f"127.0.0.{2 + n}")
@@ -386,7 +411,7 @@ class _Garbled(FakePeer):
 async def test_a_peer_answering_badly_gets_one_line() -> None:
     db = "sha256:" + secrets.token_hex(32)
     async with _Garbled() as fake:
-        client = SyncClient(KeyPair.generate())
+        client = SyncClient(KeyPair.generate(), allow_private_peers=True)
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "heads are of another database": lambda: client.heads(fake.address, db),
             "not increasing past the cursor": lambda: client.entries(fake.address, db, 5),

@@ -110,7 +110,7 @@ async def test_body_limits_and_validation(owner: Owner) -> None:
 
 
 async def test_served_only_while_shared_and_only_to_readers(owner: Owner) -> None:
-    client = SyncClient(KeyPair.generate())
+    client = SyncClient(KeyPair.generate(), allow_private_peers=True)
     addr = owner.server.address
     try:
         with pytest.raises(PermissionDenied, match="may not read"):
@@ -138,7 +138,7 @@ async def test_served_only_while_shared_and_only_to_readers(owner: Owner) -> Non
 
 
 async def test_entries_in_batches_and_long_poll(owner: Owner) -> None:
-    client = SyncClient(owner.admin)
+    client = SyncClient(owner.admin, allow_private_peers=True)
     addr = owner.server.address
     try:
         await owner.ledger.write_many(owner.db, owner.admin, [insert(i) for i in range(25)])
@@ -192,7 +192,7 @@ async def test_pushed_entries_are_validated_one_by_one(owner: Owner, tmp_path: P
         other_db = await other.create_db(stranger, {"name": "elsewhere"})
         foreign = (await other.entry(other_db)).data
 
-        client = SyncClient(reader)
+        client = SyncClient(reader, allow_private_peers=True)
         try:
             result = await client.push(
                 owner.server.address,
@@ -218,7 +218,7 @@ async def test_pushed_entries_are_validated_one_by_one(owner: Owner, tmp_path: P
 async def test_access_requests(owner: Owner) -> None:
     sharing = owner.server.sharing
     addr = owner.server.address
-    importer = SyncClient(KeyPair.generate())
+    importer = SyncClient(KeyPair.generate(), allow_private_peers=True)
     try:
         first = await importer.access(addr, owner.db, "write")
         assert first.status == "pending" and first.request is not None
@@ -243,7 +243,7 @@ async def test_access_requests(owner: Owner) -> None:
         assert (await importer.access(addr, owner.db, "admin")).status == "rejected"
         assert await sharing.requests(owner.db) == []
         # Approving needs an admin key of the database; a failed grant leaves it pending.
-        other = SyncClient(KeyPair.generate())
+        other = SyncClient(KeyPair.generate(), allow_private_peers=True)
         try:
             ask = await other.access(addr, owner.db, "read")
         finally:

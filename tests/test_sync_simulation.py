@@ -89,7 +89,7 @@ async def _simulate(
     server = SyncServer(receiver, port=0)
     await server.start()
     await server.sharing.share(db)
-    client = SyncClient(RECEIVER)
+    client = SyncClient(RECEIVER, allow_private_peers=True)
     far = await Ledger.open(tmp / "far.sqlite3")
     replicator = Replicator(far, KeyPair.generate(), **FAST)
     try:

@@ -35,7 +35,11 @@ DB = "sha256:" + "ab" * 32
 
 def cfg(path: Path, agent: str, **more: Any) -> Config:
     return Config(
-        state_dir=path, sync_listen="127.0.0.1:0", agents=[AgentConfig(name=agent)], **more
+        state_dir=path,
+        sync_listen="127.0.0.1:0",
+        sync_allow_private_peers=True,  # the peers are on loopback
+        agents=[AgentConfig(name=agent)],
+        **more,
     )
 
 
@@ -127,6 +131,7 @@ class _TlsProxy:
                 status=answer.status,
                 body=await answer.read(),
                 content_type=answer.content_type,
+                headers={k: v for k, v in answer.headers.items() if k.startswith("Eidetica")},
             )
 
     @asynccontextmanager
@@ -165,11 +170,13 @@ async def test_a_peer_behind_a_tls_reverse_proxy_is_reachable(tmp_path: Path) ->
 
 
 async def test_plain_http_to_another_machine_is_refused_unless_allowed(tmp_path: Path) -> None:
-    client = SyncClient(KeyPair.generate(), timeout=1.0)
+    client = SyncClient(KeyPair.generate(), timeout=1.0, allow_private_peers=True)
     with pytest.raises(InputError, match="sync_allow_plain_http: true") as err:
         await client.heads("http:10.0.0.2:8765", DB)
     assert "\n" not in str(err.value)
-    SyncClient(KeyPair.generate(), allow_plain_http=True).check_address("http:10.0.0.2:8765")
+    SyncClient(KeyPair.generate(), allow_plain_http=True, allow_private_peers=True).check_address(
+        "http:10.0.0.2:8765"
+    )
     client.check_address("http:127.0.0.1:8765")  # this machine: plain is fine
     client.check_address("https:10.0.0.2:8765")
     await client.close()

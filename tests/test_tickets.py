@@ -28,12 +28,32 @@ def test_parse_one_address() -> None:
 
 def test_several_addresses_unknown_params_and_bad_pr_skipped() -> None:
     text = (
-        f"  eidetica:?v=2&db={DB}&pr=http:peer.example.org:443&pr=ftp:x:1&pr=http:nohost"
-        "&pr=http:[::1]:9000&pr=http:10.0.0.2:99999&x&pr=http:peer.example.org:443\n"
+        f"  eidetica:?v=2&db={DB}&pr=http:peer.example.org:443&pr=ftp:x:1"
+        "&pr=http:[::1]:9000&x&pr=http:peer.example.org:443\n"
     )
     t = parse_ticket(text)
     assert t.db == DB
     assert t.addresses == ["http:peer.example.org:443", "http:[::1]:9000"]
+    t = parse_ticket(f"eidetica:?db={DB}&pr=http:nohost&pr=http:10.0.0.2:99999&pr=http:a:1")
+    assert t.addresses == ["http:a:1"]
+
+
+@pytest.mark.parametrize("count", [5, 6, 160])
+def test_a_ticket_names_at_most_four_addresses(count: int) -> None:
+    """Issue #47: one ticket held 160 addresses, each of which an import knocked on."""
+    four = [f"http:peer{n}.example.org:443" for n in range(4)]
+    assert parse_ticket(format_ticket(DB, four)).addresses == four
+    for prs in (
+        [f"http:p{n}:{n + 1}" for n in range(count)],  # all valid
+        ["http:p:1"] * count,  # one address, said many times
+        ["http:p:1", *["ftp:b:1"] * (count - 1)],  # malformed ones count
+    ):
+        text = f"eidetica:?db={DB}&" + "&".join(f"pr={a}" for a in prs)
+        with pytest.raises(InputError, match="at most 4 peer addresses") as err:
+            parse_ticket(text)
+        assert "\n" not in str(err.value) and str(count) in str(err.value)
+    with pytest.raises(InputError, match="at most 4"):
+        format_ticket(DB, [f"http:peer{n}.example.org:443" for n in range(count)])
 
 
 def test_percent_encoded_values() -> None:
@@ -86,7 +106,7 @@ _address = st.builds(lambda h, p: f"http:{h}:{p}", _host, st.integers(1, 65535))
 @settings(max_examples=200, deadline=None)
 @given(
     db=st.text("0123456789abcdef", min_size=64, max_size=64).map(lambda h: "sha256:" + h),
-    addresses=st.lists(_address, min_size=1, max_size=5, unique=True),
+    addresses=st.lists(_address, min_size=1, max_size=4, unique=True),
 )
 def test_round_trip(db: str, addresses: list[str]) -> None:
     text = format_ticket(db, addresses)

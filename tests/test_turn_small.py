@@ -17,7 +17,6 @@ from chazbot.agent.lexicon import reply
 from chazbot.agent.turn import now_line, run_turn
 from chazbot.config import AgentConfig, Config
 from chazbot.memory.audience import room_audience
-from chazbot.reminders.store import Reminders
 from tests.standin_chat import OneAnswer
 from tests.standin_llm import StandinLLM
 
@@ -62,7 +61,7 @@ async def test_a_model_with_tools_is_told_the_date_in_the_persons_zone(
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm)) as peer:
         session = await peer.session("room-a")
         agent = await peer.session_agent(session)
-        await Reminders(peer.ledger, agent.db, agent.key).set_zone("@ann:x", "Europe/Berlin")
+        await peer.reminders.of(agent.db, agent.key).set_zone("@ann:x", "Europe/Berlin")
         llm = peer.models.llm_for(agent)
         await run_turn(peer, agent, session, "hello there", "@ann:x", llm, clock=lambda: FRIDAY)
         system = standin_llm.requests[-1]["messages"][0]["content"]

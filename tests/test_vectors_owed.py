@@ -20,15 +20,14 @@ import numpy as np
 import pytest
 
 import chazbot
-from chazbot import peer as peer_module
 from chazbot.config import AgentConfig, Config
 from chazbot.ledger import KeyPair, Ledger, Permission
-from chazbot.memory import vector_queue
 from chazbot.memory.banks import writer_key_for
+from chazbot.memory.engine import EngineTiming
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.memory.transfer import import_lines
-from chazbot.memory.vector_queue import OWED_PREFIX, TEXT_PREFIX
-from chazbot.peer import Peer
+from chazbot.memory.vector_queue import OWED_PREFIX, TEXT_PREFIX, VectorTiming
+from chazbot.peer import Peer, PeerTuning
 from tests.standin_embeddings import StandinEmbeddings
 from tests.waits import wait_until
 
@@ -79,15 +78,14 @@ async def marks(peer: Peer) -> list[tuple[str, str]]:
 async def test_vectors_queued_at_a_stop_are_written_after_the_next_start(
     tmp_path: Path,
     standin_embeddings: StandinEmbeddings,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(peer_module, "CAPTURE_CLOSE_WAIT_S", 0.3)
+    quick = PeerTuning(capture_close_wait_s=0.3)
     standin_embeddings.hold_matching("goats")  # a slow embedder: the documents never come back
     cfg = config(tmp_path, standin_embeddings)
-    count = vector_queue.BATCH + 8  # two batches: one under way at the stop, one waiting
+    count = quick.memory.vectors.batch + 8  # two batches: one under way at the stop, one waiting
     with caplog.at_level(logging.INFO):
-        async with chazbot.open(tmp_path, cfg) as peer:
+        async with chazbot.open(tmp_path, cfg, tuning=quick) as peer:
             agent = peer.agent("chaz")
             ids = {}
             for i in range(count):
@@ -198,16 +196,16 @@ async def test_an_import_writes_rows_first_and_vectors_after(
 
 
 async def test_rows_that_arrive_without_vectors_get_them_after_a_grace(
-    tmp_path: Path, standin_embeddings: StandinEmbeddings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
     """Rows synced in from a peer that wrote no vectors (``embedding: null`` there): this
     peer, which may write the bank, owes them and writes them after the grace, once."""
-    monkeypatch.setattr(vector_queue, "ARRIVED_GRACE_S", 0.2)
+    soon = PeerTuning(memory=EngineTiming(vectors=VectorTiming(arrived_grace_s=0.2)))
     cfg = config(tmp_path / "here", standin_embeddings)
     other = await Ledger.open(tmp_path / "other.sqlite3")
     writer = KeyPair.generate()
     try:
-        async with chazbot.open(tmp_path / "here", cfg) as peer:
+        async with chazbot.open(tmp_path / "here", cfg, tuning=soon) as peer:
             assert (await peer.command("/memory new notes")).ok
             found = await peer.registry.get("bank", "notes")
             assert found is not None

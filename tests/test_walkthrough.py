@@ -71,6 +71,7 @@ def start(where: Path, agents: list[str]) -> Service:
     lines = [
         f"state_dir: {where / 'state'}",
         f"sync_listen: 127.0.0.1:{free_port()}",
+        "sync_allow_private_peers: true",  # the two peers are on loopback
         'http_listen: ""',
         "agents:",
         *(f"  - name: {a}" for a in agents),

@@ -317,7 +317,13 @@ async def test_an_admin_runs_banks_grants_and_sharing(
     assert ticket is not None, flash(browser)
     shot(browser, "bank")
     other = await Peer.open(
-        Config(state_dir=tmp_path / "other", sync_listen="", http_listen="", embedding=None)
+        Config(
+            state_dir=tmp_path / "other",
+            sync_listen="",
+            http_listen="",
+            embedding=None,
+            sync_allow_private_peers=True,  # the owner is on loopback
+        )
     )
     try:
         asked = await other.command(f"/memory import {ticket.group(0)} write team")

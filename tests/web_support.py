@@ -106,6 +106,14 @@ async def sign_in(client: aiohttp.ClientSession, url: str) -> aiohttp.ClientResp
     return await client.post(f"{base}/ui/login", data={"t": token.group(1)}, allow_redirects=False)
 
 
+async def my_page_csrf(client: aiohttp.ClientSession, peer: Peer, base: str, person: str) -> str:
+    """Sign ``person`` in on ``client``, open their page and return its CSRF token."""
+    await sign_in(client, await link(peer, person))
+    async with client.get(f"{base}/ui/me") as page:
+        assert page.status == 200, page.status
+        return csrf_of(await page.text())
+
+
 def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', html)
     assert found is not None, html[:2000]

@@ -173,12 +173,29 @@ async def forget_words(
         ]
         best = max((r.score for r in mine), default=0.0)
         rows = [r.row for r in mine if r.score >= FORGET_RATIO * best]
+        # no words to search by ("forget 5 from your memory": digits of one byte are no
+        # token): the row whose key the words end with
+        rows = rows or keyed(view.rows_by(speaker, audience), what)
     if not rows:
         return reply(lang, "none", what=what) if what else reply(lang, "none_at_all")
     await memory.engine.forget_rows(memory.db, memory.key, rows, memory.hearing.origin)
     if undo is not None:
         undo.put(sender, memory.db, rows)
     return reply(lang, "forgotten", what=_listed(rows), minutes=UNDO_MINUTES)
+
+
+def keyed(rows: Sequence[MemoryRow], what: str) -> list[MemoryRow]:
+    """Those of ``rows`` whose key ``what`` names: all of it, or its last words ("my 5",
+    "the key 5"), the longest that is a key, compared case-insensitively."""
+    by_key: dict[str, list[MemoryRow]] = {}
+    for row in rows:
+        by_key.setdefault(row.key.casefold(), []).append(row)
+    words = what.split()
+    for start in range(len(words)):
+        found = by_key.get(" ".join(words[start:]).casefold())
+        if found:
+            return found
+    return []
 
 
 def says_any(row: MemoryRow, words: list[str]) -> bool:
@@ -196,14 +213,15 @@ def _listed(rows: list[MemoryRow] | tuple[MemoryRow, ...]) -> str:
 
 async def undo_forget(memory: MemoryScope, sender: str, undo: UndoSlots, lang: str = "en") -> str:
     """Bring back what ``sender`` forgot last in this room, if the window is still open."""
-    found = undo.take(sender)
-    if found is None or found.db != memory.db:
+    found = undo.take(sender, memory.db)  # another agent's rows stay for its own undo
+    if found is None:
         return reply(lang, "nothing_to_undo")
-    await restore_rows(memory, found.rows)
+    rows = found.rows_in(memory.db)
+    await restore_rows(memory, rows)
     # told only what the room may hear now (someone may have come in since the forget)
     heard = memory.hearing.audience
-    told = [r for r in found.rows if heard is None or heard.sees(r.origin, r.scope)]
-    kept = len(found.rows) - len(told)
+    told = [r for r in rows if heard is None or heard.sees(r.origin, r.scope)]
+    kept = len(rows) - len(told)
     what = " ".join(filter(None, [_listed(told) if told else "", f"(+{kept})" if kept else ""]))
     return reply(lang, "undone", what=what)
 

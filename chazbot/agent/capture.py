@@ -117,7 +117,7 @@ _PROVENANCE = re.compile(r"\s*\([^()]{1,260},\s*\d{4}-\d{2}-\d{2}\)\s*$")
 
 def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
     """The mode an agent's ``capture:`` setting means with this chat model."""
-    tools = bool(getattr(llm, "supports_tools", False))
+    tools = llm is not None and llm.supports_tools
     if configured == "off":
         return "off"
     if configured == "messages" or not tools:
@@ -128,8 +128,12 @@ def effective_mode(configured: str, llm: ChatModel | None) -> Mode:
 async def capture_mode(agent: AgentHandle, session: Session | None, llm: ChatModel | None) -> Mode:
     """What capture does for ``agent`` with ``llm`` (in ``session``, whose ``/memory capture
     on|off`` switch may override the agent's setting)."""
+    return switched_mode(agent, await session.capture() if session is not None else None, llm)
+
+
+def switched_mode(agent: AgentHandle, switch: bool | None, llm: ChatModel | None) -> Mode:
+    """``capture_mode`` with the session's switch already read (a turn reads it once)."""
     configured = effective_mode(agent.config.capture, llm)
-    switch = await session.capture() if session is not None else None
     if switch is False:
         return "off"
     if switch is True and configured == "off":
@@ -505,4 +509,5 @@ __all__ = [
     "said_at",
     "said_index",
     "speaker_name",
+    "switched_mode",
 ]

@@ -35,9 +35,18 @@ class ChatResult:
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat model. ``messages`` and ``tools`` are in the OpenAI chat format."""
+    """A chat model. ``messages`` and ``tools`` are in the OpenAI chat format.
+
+    What it can do is declared here, never probed: ``supports_tools`` (it calls the tools it
+    is offered; the embedded models do not), ``vision`` (it takes image content parts, #39)."""
 
     name: str
+
+    @property
+    def supports_tools(self) -> bool: ...
+
+    @property
+    def vision(self) -> bool: ...
 
     async def complete(
         self,

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from chazbot.agent.definition import Definition
     from chazbot.config import AgentConfig
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.engine import MemoryEngine
     from chazbot.memory.scope import MemoryScope
+    from chazbot.reminders.store import ReminderBook
 
 
 class MemoryHost(Protocol):
@@ -26,8 +28,16 @@ class MemoryHost(Protocol):
     def memory(self) -> MemoryEngine: ...
 
 
+class TurnHost(MemoryHost, Protocol):
+    """What a turn needs of the peer: its ledger and memory engine, and its reminders part."""
+
+    @property
+    def reminders(self) -> ReminderBook: ...
+
+
 class AgentHandle(Protocol):
-    """One hosted agent: its name, config, key, its own DB and its memory scope."""
+    """One hosted agent: its name, config, key, its own DB, its memory scope and where its
+    settings come from."""
 
     @property
     def name(self) -> str: ...
@@ -44,5 +54,10 @@ class AgentHandle(Protocol):
     @property
     def memory(self) -> MemoryScope: ...
 
+    @property
+    def definition(self) -> Definition | None:
+        """Where each setting of ``config`` came from (None: config.yaml alone says it)."""
+        ...
 
-__all__ = ["AgentHandle", "MemoryHost"]
+
+__all__ = ["AgentHandle", "MemoryHost", "TurnHost"]

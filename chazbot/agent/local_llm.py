@@ -197,6 +197,7 @@ class LocalChat:
     """The ChatModel of the embedded model (backend ``local``), see the module doc."""
 
     supports_tools = False
+    vision = False
 
     def __init__(self, cfg: LLMConfig | None = None, models_dir: Path | None = None) -> None:
         cfg = cfg or LLMConfig(backend="local")

@@ -27,6 +27,14 @@ HISTORY_STORE = "history"
 
 
 @dataclass(frozen=True)
+class SessionState:
+    """A session's settings as read at once: its chosen agent and its capture switch."""
+
+    agent: str | None  # the agent chosen here (``/agent NAME``); None: the default
+    capture: bool | None  # ``/memory capture on|off``; None: the agent decides
+
+
+@dataclass(frozen=True)
 class Message:
     n: int
     role: str  # user | assistant
@@ -57,17 +65,24 @@ class Session:
     async def settings(self) -> dict[str, Any]:
         return await self.ledger.fields(self.db, SESSION_STORE)
 
+    async def state(self) -> SessionState:
+        """The chosen agent and the capture switch, in one read (a turn reads them once)."""
+        found = await self.settings()
+        agent, capture = found.get("agent"), found.get("capture")
+        return SessionState(
+            agent if isinstance(agent, str) else None,
+            capture if isinstance(capture, bool) else None,
+        )
+
     async def agent_name(self) -> str | None:
-        value = (await self.settings()).get("agent")
-        return value if isinstance(value, str) else None
+        return (await self.state()).agent
 
     async def set_agent(self, name: str) -> None:
         await self._set(SESSION_STORE, "agent", name)
 
     async def capture(self) -> bool | None:
         """This room's capture switch: True (on), False (off) or None (the agent decides)."""
-        value = (await self.settings()).get("capture")
-        return value if isinstance(value, bool) else None
+        return (await self.state()).capture
 
     async def set_capture(self, on: bool) -> None:
         await self._set(SESSION_STORE, "capture", on)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import aiohttp
 from yarl import URL
 
+from chazbot.backends.capped import read_capped
 from chazbot.backends.retry import Backoff, Retryable, Sleep, retrying
 from chazbot.errors import BackendError
 
@@ -104,8 +105,10 @@ class OpenAICompatClient:
         backoff: Backoff,
         sleep: Sleep | None = None,
         now: Callable[[], float] = time.time,
+        answer_max_bytes: int | None = None,
     ) -> None:
         self._base = api_base.rstrip("/")
+        self._answer_max = answer_max_bytes
         self._api_key = api_key
         self._setting = setting
         self.where = f"{service} at {public_url(api_base)}"
@@ -123,8 +126,10 @@ class OpenAICompatClient:
         setting: str,
         backoff: Backoff,
         sleep: Sleep | None,
+        answer_max_bytes: int | None = None,
     ) -> OpenAICompatClient:
-        """The client for a config section: ``backoff``'s timing, ``max_retries`` retries."""
+        """The client for a config section: ``backoff``'s timing, ``max_retries`` retries;
+        ``answer_max_bytes``: a longer answer is cut while it is read (a failure)."""
         backoff = dataclasses.replace(backoff, attempts=cfg.max_retries + 1)
         return cls(
             cfg.api_base,
@@ -134,6 +139,7 @@ class OpenAICompatClient:
             timeout_s=cfg.timeout_s,
             backoff=backoff,
             sleep=sleep,
+            answer_max_bytes=answer_max_bytes,
         )
 
     def __repr__(self) -> str:
@@ -256,7 +262,7 @@ class OpenAICompatClient:
             async with self._session_now().post(
                 self._base + path, timeout=timeout, **payload
             ) as resp:
-                text = await resp.text(errors="replace")
+                text = await self._answer_text(resp)
                 if resp.status >= 400:
                     raise self._status_error(resp.status, text, model, resp.headers)
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -265,6 +271,19 @@ class OpenAICompatClient:
             return json.loads(text)
         except ValueError as exc:
             raise self.error(f"returned a body that is not JSON (HTTP {resp.status})") from exc
+
+    async def _answer_text(self, resp: aiohttp.ClientResponse) -> str:
+        """The answer's text, read at most ``answer_max_bytes`` of it (#47: a speech server's
+        50 MB answer was read whole before it was cut)."""
+        if self._answer_max is None:
+            return await resp.text(errors="replace")
+        body = await read_capped(resp, self._answer_max)
+        if body is None:
+            raise self.error(f"answered more than {self._answer_max} bytes (HTTP {resp.status})")
+        try:
+            return body.decode(resp.charset or "utf-8", errors="replace")
+        except LookupError:  # a charset Python does not know
+            return body.decode("utf-8", errors="replace")
 
     def _transport_error(self, exc: BaseException, timeout_s: float) -> BackendError:
         """The error for a failure below HTTP: TLS and bad URLs are final, the rest retried."""

@@ -15,6 +15,9 @@ from chazbot.config import SpeechConfig
 from chazbot.errors import BackendError, InputError
 
 MAX_TRANSCRIPT_CHARS = 8000
+MAX_ANSWER_BYTES = 1024 * 1024
+"""The speech server's answer is read up to this, never more (#47): a transcript is cut to
+``MAX_TRANSCRIPT_CHARS`` anyway, and a 50 MB answer read whole added 373 MB of memory."""
 
 
 class Transcriber:
@@ -23,7 +26,7 @@ class Transcriber:
     def __init__(self, cfg: SpeechConfig) -> None:
         self.cfg = cfg
         self._http = OpenAICompatClient.for_endpoint(
-            cfg, "speech server", "speech", DEFAULT_BACKOFF, None
+            cfg, "speech server", "speech", DEFAULT_BACKOFF, None, MAX_ANSWER_BYTES
         )
 
     def check(self, size: int, seconds: float | None) -> None:

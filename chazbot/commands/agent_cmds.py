@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from chazbot.agent.definition import (
     MAX_PROMPT_CHARS,
     SETTINGS,
-    Definition,
     check_key,
     check_new_name,
     parse_settings,
@@ -29,14 +28,8 @@ if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
 
 
-def definition_of(agent: AgentHandle) -> Definition | None:
-    """Where the agent's settings come from (None for a handle that does not say)."""
-    found = getattr(agent, "definition", None)
-    return found if isinstance(found, Definition) else None
-
-
 def origin_of(agent: AgentHandle) -> str:
-    definition = definition_of(agent)
+    definition = agent.definition
     return definition.origin if definition is not None else "config.yaml"
 
 
@@ -107,7 +100,7 @@ async def reset(ctx: Context, agent: str, key: str) -> Reply:
     handle = ctx.agents.agent(agent)
     checked = check_key(key)
     handle, _ = await ctx.agents.set_agent_setting(handle.name, checked, None)
-    definition = definition_of(handle)
+    definition = handle.definition
     source = definition.sources.get(checked, "default") if definition is not None else "default"
     return Reply(True, f"{handle.name}.{checked} now comes from {source}.")
 
@@ -120,7 +113,7 @@ async def reset(ctx: Context, agent: str, key: str) -> Reply:
 )
 async def show(ctx: Context, agent: str | None = None) -> Reply:
     handle = ctx.agents.agent(agent) if agent is not None else ctx.agent
-    definition = definition_of(handle)
+    definition = handle.definition
     cfg = handle.config
     head = f"{handle.name}: defined in {origin_of(handle)}; DB {handle.db}"
     lines = [head, "Where chat and config.yaml both set a key, chat wins."]

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from chazbot.ledger.people import People
     from chazbot.memory.banks import BankRef, Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
+    from chazbot.reminders.store import ReminderBook
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest
+    from chazbot.tools import ToolBox
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class Context:
     key: KeyPair
     """The peer's key."""
     people: People
+    reminders: ReminderBook
+    """The peer's reminders part: ``reminders.of(agent.db, agent.key)``."""
     agent: AgentHandle
     session: Session
     sender: str = "local"
@@ -148,6 +152,8 @@ class Context:
     hearing: Hearing = OPERATOR_HEARING
     """Who hears the reply (SPEC §5c): what the command may show and hide, and how commands
     are written there (``prefix``)."""
+    tools: ToolBox | None = None
+    """The peer's tools part (built-ins, MCP servers, approvals); None where a caller has none."""
 
     @property
     def prefix(self) -> str:

@@ -345,7 +345,7 @@ async def _config_value(ctx: Context, key: str, raw: str) -> Any:
             raise InputError("auto_recall_enabled takes true or false")
         return truth[text.lower()]
     if key == "max_entries":
-        if not text.isdigit() or not 1 <= int(text) <= 20:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 20:
             raise InputError("max_entries takes a whole number from 1 to 20")
         return int(text)
     if key == "auto_recall_banks":

@@ -64,29 +64,65 @@ async def mine(ctx: Context) -> Reply:
 
 @command(
     "memory forget-mine",
-    (Arg("key", shown="number|key|all"),),
-    "hide what you said (a number from your last mine, a key, or all); never anyone else's",
+    (Arg("key", shown="number|key|all"), Arg("named", optional=True, shown="key")),
+    "hide what you said (a number from your last mine, a key, or all; key <key> for a key "
+    "that reads as a number or all); never anyone else's",
     first=True,
 )
-async def forget_mine(ctx: Context, key: str) -> Reply:
-    if key.isdigit():
-        return await _forget_numbered(ctx, int(key))
-    which = None if key.lower() == "all" else key
-    hidden = 0
+async def forget_mine(ctx: Context, key: str, named: str | None = None) -> Reply:
+    if named is not None:
+        if key.lower() != "key":
+            raise InputError(
+                f"to name a key, write {ctx.prefix}memory forget-mine key <key> (one key, "
+                "quoted when it has spaces)"
+            )
+        return await _forget_key(ctx, named)
+    if key.lower() == "all":
+        return await _forget_key(ctx, None)
+    listing = await _listing(ctx)
+    number = list_number(key)
+    if number is not None and 1 <= number <= len(listing):
+        return await _forget_numbered(ctx, number, listing)
+    try:
+        return await _forget_key(ctx, key)
+    except NotFound:
+        if number is None:
+            raise
+    # plain digits that are no row's key and no number of the list: say what the list holds
+    if not listing:
+        raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
+    raise InputError(f"your last list has rows 1 to {len(listing)}, not {number}")
+
+
+def list_number(text: str) -> int | None:
+    """``text`` as a number of a listing: plain ASCII digits only (``²`` or ``٣`` are keys,
+    never numbers: ``int`` reads some and refuses others), None otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    return int(text)
+
+
+async def _forget_key(ctx: Context, which: str | None) -> Reply:
+    """Hide the sender's rows of key ``which`` (None: all of them) in every agent ``mine``
+    reads; the ones in this room's agent can be brought back with ``undo``."""
+    hidden: dict[str, list[MemoryRow]] = {}
     for agent in _agents_for_mine(ctx):
         memory = agent.memory.within(ctx.hearing)
         rows = await memory.forget_said_by(ctx.sender, which, _alone(ctx))
-        hidden += len(rows)
-        if agent.db == ctx.agent.db:
-            ctx.session.undo.put(ctx.sender, agent.db, rows)
-    if not hidden:
+        if rows:
+            hidden[agent.db] = rows
+    count = sum(len(rows) for rows in hidden.values())
+    if not count:
         what = "nothing you said" if which is None else f"no row {which!r} that you said"
         raise NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
     what = "everything you said" if which is None else repr(which)
-    return ok(f"Forgot {what} ({hidden} row{'s' if hidden != 1 else ''}).{_undo_hint(ctx)}")
+    kept = ctx.session.undo.put_all(ctx.sender, hidden)  # every agent's rows: one undo
+    return ok(f"Forgot {what} ({count} row{'s' if count != 1 else ''}).{_undo_hint(ctx, kept)}")
 
 
-def _undo_hint(ctx: Context) -> str:
+def _undo_hint(ctx: Context, kept: bool) -> str:
+    if not kept:
+        return " (Too many undos are pending here: this one cannot be undone.)"
     return f" Undo within {UNDO_MINUTES} minutes with {ctx.prefix}memory undo (or say undo)."
 
 
@@ -97,10 +133,15 @@ def _undo_hint(ctx: Context) -> str:
 )
 async def undo(ctx: Context) -> Reply:
     found = ctx.session.undo.take(ctx.sender)
-    if found is None or found.db != ctx.agent.db:
+    agents = {a.db: a for a in _agents_for_mine(ctx)}
+    if found is None or not any(db in agents for db in found.dbs):
         raise NotFound("there is nothing of yours to bring back here")
-    await restore_rows(ctx.agent.memory.within(ctx.hearing), found.rows)
-    return ok(f"Brought back {len(found.rows)} row{'s' if len(found.rows) != 1 else ''}.")
+    count = 0
+    for db, rows in found.parts:
+        if db in agents:  # an agent this room no longer uses keeps its rows hidden
+            await restore_rows(agents[db].memory.within(ctx.hearing), rows)
+            count += len(rows)
+    return ok(f"Brought back {count} row{'s' if count != 1 else ''}.")
 
 
 @command(
@@ -134,15 +175,16 @@ def _listing_key(ctx: Context) -> str:
     return LISTING_KV + json.dumps([ctx.session.name, ctx.sender])
 
 
-async def _forget_numbered(ctx: Context, number: int) -> Reply:
-    """Forget the row shown as ``number`` in this person's last ``mine`` in this room:
-    refused, changing nothing, when there is no such listing or that row changed since."""
+async def _listing(ctx: Context) -> list[list[str]]:
+    """This person's last ``mine`` listing in this room (``[]``: none)."""
     raw = await ctx.ledger.kv.get(_listing_key(ctx))
     listing = json.loads(raw) if raw else []
-    if not listing:
-        raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
-    if not 1 <= number <= len(listing):
-        raise InputError(f"your last list has rows 1 to {len(listing)}, not {number}")
+    return listing if isinstance(listing, list) else []
+
+
+async def _forget_numbered(ctx: Context, number: int, listing: list[list[str]]) -> Reply:
+    """Forget the row shown as ``number`` (within ``listing``) in this person's last
+    ``mine`` in this room: refused, changing nothing, when that row changed since."""
     agent_name, row_id, key = listing[number - 1]
     agent = next((a for a in _agents_for_mine(ctx) if a.name == agent_name), None)
     rows = (
@@ -159,12 +201,10 @@ async def _forget_numbered(ctx: Context, number: int) -> Reply:
             f"{ctx.prefix}memory mine again"
         )
     await ctx.engine.forget_rows(agent.db, agent.key, same_row, ctx.hearing.origin)
-    if agent.db == ctx.agent.db:
-        ctx.session.undo.put(ctx.sender, agent.db, same_row)
+    kept = ctx.session.undo.put(ctx.sender, agent.db, same_row)
     value = same_row[0].value
     shown = value if len(value) <= 80 else value[:80] + "…"
-    hint = _undo_hint(ctx) if agent.db == ctx.agent.db else ""
-    return ok(f"Forgot {number}: {shown}{hint}")
+    return ok(f"Forgot {number}: {shown}{_undo_hint(ctx, kept)}")
 
 
 def _alone(ctx: Context) -> bool:

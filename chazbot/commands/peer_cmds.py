@@ -133,6 +133,6 @@ async def reject(ctx: Context, id: str) -> Reply:
 
 
 def _request_id(text: str) -> int:
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise InputError(f"a request id is a number: {text[:40]!r}")
     return int(text)

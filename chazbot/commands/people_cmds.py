@@ -8,7 +8,7 @@ from __future__ import annotations
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import NotFound, PermissionDenied
-from chazbot.ledger.people import check_glob, matches_any
+from chazbot.ledger.people import check_glob, check_narrow_glob, matches_any
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -45,7 +45,7 @@ def _chat_match(ctx: Context, glob: str) -> str | None:
     first=True,
 )
 async def allow(ctx: Context, who: str) -> Reply:
-    glob = check_glob(who)
+    glob = check_narrow_glob(who)
     floor = config_floor(ctx, glob)
     if floor is not None:
         return Reply(True, f"{glob} is allowed already by {floor}.")

@@ -8,12 +8,17 @@ time shows at once.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from chazbot.agent.words import language
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
-from chazbot.errors import PermissionDenied
-from chazbot.reminders.setting import set_reminder, when_text
-from chazbot.reminders.store import Reminders
-from chazbot.reminders.when import describe_rule, zone
+from chazbot.errors import InputError, PermissionDenied
+from chazbot.reminders.setting import set_reminder
+from chazbot.reminders.store import ZONES_STORE, Reminders
+from chazbot.reminders.when import asks_for_reminder, zone
+from chazbot.reminders.wording import person_name, repeat_text, when_text
+from chazbot.reminders.zones import zone_in_words
 
 COMMANDS = CommandTree()
 command = COMMANDS.command
@@ -21,7 +26,7 @@ SHOWN = 20
 
 
 def reminders_of(ctx: Context) -> Reminders:
-    return Reminders(ctx.ledger, ctx.agent.db, ctx.agent.key)
+    return ctx.reminders.of(ctx.agent.db, ctx.agent.key)
 
 
 async def person_zone(ctx: Context, store: Reminders) -> str:
@@ -30,7 +35,7 @@ async def person_zone(ctx: Context, store: Reminders) -> str:
 
 @command(
     "remind",
-    (Arg("when_and_what", rest=True),),
+    (Arg("when_and_what", rest=True, raw=True),),
     "set a reminder in this room: remind tomorrow at 9 to call Ines",
 )
 async def remind(ctx: Context, when_and_what: str) -> Reply:
@@ -44,6 +49,8 @@ async def remind(ctx: Context, when_and_what: str) -> Reply:
         zone_name,
         ctx.is_admin,
         origin=ctx.hearing.origin,
+        prefix=ctx.prefix,
+        lang=asks_for_reminder(when_and_what) or language(when_and_what),
     )
     return Reply(True, text)
 
@@ -57,9 +64,10 @@ async def reminders(ctx: Context) -> Reply:
     lines = []
     for n, r in enumerate(listed[:SHOWN], 1):
         due = r.next_due() or r.first
-        repeat = describe_rule(r.rule)
-        again = "" if repeat == "none" else f", {repeat.replace(':', ' ')}"
-        lines.append(f"{n}. {when_text(due, r.tz)}{again}: {r.what} ({r.by})")
+        again = repeat_text(r.rule, r.first, r.tz, r.lang)
+        again = f" ({again})" if again else ""
+        said = f"{when_text(due, r.tz, r.lang)} ({r.tz}){again}: {r.what} ({person_name(r.by)})"
+        lines.append(f"{n}. {said}")
     more = f"\n(and {len(listed) - SHOWN} more)" if len(listed) > SHOWN else ""
     return Reply(
         True,
@@ -82,12 +90,25 @@ async def cancel(ctx: Context, number: str) -> Reply:
 
 @command(
     "tz",
-    (Arg("zone_name", optional=True, shown="zone"),),
-    "show or set your time zone (e.g. Europe/Berlin)",
+    (Arg("zone_name", optional=True, rest=True, shown="zone"),),
+    "show or set your time zone (e.g. Europe/Berlin, or a city: Lisbon)",
 )
 async def tz(ctx: Context, zone_name: str | None = None) -> Reply:
     store = reminders_of(ctx)
     if zone_name is None:
-        return Reply(True, f"Your time zone: {await person_zone(ctx, store)}")
+        own = (await store.ledger.fields(store.db, ZONES_STORE)).get(ctx.sender)
+        shown = await person_zone(ctx, store)
+        whose = "" if isinstance(own, str) else " (this bot's default; you have set none)"
+        return Reply(
+            True,
+            f"Your time zone: {shown}{whose}. Change it with {ctx.prefix}tz <zone>, "
+            f"e.g. {ctx.prefix}tz Europe/Lisbon.",
+        )
+    if "/" not in zone_name and (said := zone_in_words(f"my time zone is {zone_name}")):
+        if len(said.zones) > 1:
+            some = ", ".join(said.zones[:3])
+            raise InputError(f"{said.place} has several time zones ({some}…): name a city")
+        zone_name = said.zones[0]
     await store.set_zone(ctx.sender, zone_name)
-    return Reply(True, f"Your time zone is now {zone(zone_name).key}.")
+    now = datetime.now(UTC).astimezone(zone(zone_name)).strftime("%H:%M")
+    return Reply(True, f"Your time zone is now {zone(zone_name).key} (it is {now} there now).")

@@ -53,17 +53,29 @@ from chazbot.ledger.limbo import Limbo
 log = logging.getLogger(__name__)
 
 MAX_FIELD_NAME = 128
-# What one key can make a peer keep of entries that are soft-failed on arrival (its write
-# was taken away before they came) and that an entry of a key holding write builds on: per
-# database and per revocation (the auth entry deciding the key's current grant).
-MAX_KEPT_SOFT_FAILED = 1000
-MAX_KEPT_SOFT_FAILED_BYTES = 8 * 1024 * 1024
-# Refused soft-failed entries are kept on disk a while, in case an entry built on one
-# arrives later (a writer that had not yet heard of the revocation): per key, and in all.
-LIMBO_BYTES_PER_KEY = 4 * 1024 * 1024
-LIMBO_BYTES = 32 * 1024 * 1024
-# Rounds of taking in limbo entries whose author may write again, in one ingest.
-MAX_LIMBO_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class KeptLimits:
+    """What a hostile or late writer can make a peer keep: measured bounds, passed in
+    (``Ledger.open(limits=)``), never a module global a test flips."""
+
+    soft_failed: int = 1000
+    """Entries soft-failed on arrival (their author's write was taken away before they came)
+    that an entry of a key holding write builds on, kept per key, database and revocation
+    (the auth entry deciding the key's current grant)."""
+    soft_failed_bytes: int = 8 * 1024 * 1024
+    """The same, in bytes."""
+    limbo_bytes_per_key: int = 4 * 1024 * 1024
+    """Refused soft-failed entries kept on disk a while, in case an entry built on one arrives
+    later (a writer that had not yet heard of the revocation): per key…"""
+    limbo_bytes: int = 32 * 1024 * 1024
+    """…and in all."""
+    limbo_rounds: int = 4
+    """Rounds of taking in limbo entries whose author may write again, in one ingest."""
+
+
+DEFAULT_LIMITS = KeptLimits()
 RowCheck = Callable[[dict[str, Any]], None]
 Undo = Callable[[], object]
 _ROW_CHECKS: dict[str, RowCheck] = {}
@@ -141,15 +153,16 @@ def _is_data(entry: Entry) -> bool:
 class LedgerCore:
     """Validation and storage on a raw sqlite3 connection (one thread only)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, limits: KeptLimits = DEFAULT_LIMITS) -> None:
         self.conn = conn
+        self.kept = limits
         self.graphs: dict[str, AuthGraph] = {}
         self._heads: dict[int, tuple[str, ...]] = {}
         self._head_ids: dict[tuple[str, tuple[str, ...]], int] = {}
         self._tips: dict[str, dict[str, _Tip]] = {}
         self._undo: list[Undo] | None = None
         self.commits = 0  # write transactions committed (a group of writes is one)
-        self.limbo = Limbo(conn, LIMBO_BYTES_PER_KEY, LIMBO_BYTES)
+        self.limbo = Limbo(conn, limits.limbo_bytes_per_key, limits.limbo_bytes)
         self.load_errors: list[tuple[str, str]] = []
         for n, db, members in conn.execute("SELECT n, db, members FROM auth_heads"):
             heads = tuple(json.loads(members))
@@ -754,8 +767,8 @@ class LedgerCore:
         An entry that would be soft-failed on arrival (its author's write was taken away
         before it came) is refused, and so never relayed, unless an entry of a key holding
         write builds on it (in this batch, or later: refused ones wait in ``limbo``, on disk);
-        what is kept so counts per key, within ``MAX_KEPT_SOFT_FAILED`` entries and
-        ``MAX_KEPT_SOFT_FAILED_BYTES`` per database and revocation. When the resolved auth
+        what is kept so counts per key, within ``KeptLimits.soft_failed`` entries and
+        ``soft_failed_bytes`` per database and revocation. When the resolved auth
         state changes, entries waiting in limbo whose author may now write are taken in (a
         revocation that turns out soft-failed takes nothing away). ``verify`` replays the
         file with ``refuse_soft_failed=False``: what was stored then is judged, not when.
@@ -765,7 +778,7 @@ class LedgerCore:
             batch: dict[str, _Tip] = {}
             self._ingest_round(entries, refuse_soft_failed, result, applied, undo_log, batch)
             if refuse_soft_failed:
-                for _ in range(MAX_LIMBO_ROUNDS):
+                for _ in range(self.kept.limbo_rounds):
                     revived = [
                         entry
                         for db in sorted(applied.auth_dbs)
@@ -925,11 +938,11 @@ class LedgerCore:
             (db, entry.author, decider or ""),
         ).fetchone()
         kept, size = int(found[0]), int(found[1])  # this one included
-        if kept > MAX_KEPT_SOFT_FAILED or size > MAX_KEPT_SOFT_FAILED_BYTES:
+        if kept > self.kept.soft_failed or size > self.kept.soft_failed_bytes:
             return (
                 f"soft-failed on arrival, and key {entry.author[:24]}… has "
-                f"{MAX_KEPT_SOFT_FAILED} such entries or "
-                f"{MAX_KEPT_SOFT_FAILED_BYTES // (1024 * 1024)} MiB kept here already "
+                f"{self.kept.soft_failed} such entries or "
+                f"{self.kept.soft_failed_bytes // (1024 * 1024)} MiB kept here already "
                 "(the most one key may make a peer keep)"
             )
         return None

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from chazbot.errors import BackendError, ConflictError, InputError, IntegrityError, NotFound
 from chazbot.ledger import rebuild
 from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
-from chazbot.ledger.core import Applied, IngestResult, LedgerCore, Row
+from chazbot.ledger.core import DEFAULT_LIMITS, Applied, IngestResult, KeptLimits, LedgerCore, Row
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.local import HostedIndex, KeyValue, LocalKeys
@@ -75,14 +75,20 @@ class Ledger:
         self._owned: dict[str, LocalTable] = {}  # features' tables migrated on this file
 
     @classmethod
-    async def open(cls, path: str | Path, tables: Iterable[LocalTable] = ()) -> Ledger:
+    async def open(
+        cls,
+        path: str | Path,
+        tables: Iterable[LocalTable] = (),
+        limits: KeptLimits = DEFAULT_LIMITS,
+    ) -> Ledger:
         """Open (or create) the state file and bring it up to date: the ledger's schema and
-        the given features' tables (``ledger/tables.py``; others on first use)."""
+        the given features' tables (``ledger/tables.py``; others on first use). ``limits``:
+        what a late or hostile writer can make it keep (``KeptLimits``, the measured bounds)."""
         file = Path(path)
         wanted = _claims(unique(tables))
         worker = Worker(f"ledger {file.name}", (LedgerCore.write_each, LedgerCore.write_group))
         try:
-            core = await worker.run(_open_core, file, wanted)
+            core = await worker.run(_open_core, file, wanted, limits)
         except BaseException as exc:
             await worker.stop()  # nothing is open (``_open_core`` closes what it opened)
             if isinstance(exc, sqlite3.DatabaseError):
@@ -475,14 +481,14 @@ def _decode_all(raw: list[bytes]) -> tuple[list[Entry], list[tuple[str, str]]]:
     return decoded, bad
 
 
-def _open_core(path: Path, tables: list[LocalTable]) -> LedgerCore:
+def _open_core(path: Path, tables: list[LocalTable], limits: KeptLimits) -> LedgerCore:
     """Open the file, bring its schema and the given features' tables up to date and load
     the core (on the worker thread)."""
     raw = _open_file(path)
     try:
         migrate(raw)
         migrate_tables(raw, tables)
-        return LedgerCore(raw)
+        return LedgerCore(raw, limits)
     except BaseException:
         raw.close()
         raise

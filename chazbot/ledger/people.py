@@ -55,6 +55,55 @@ def check_glob(glob: str) -> str:
     return text
 
 
+UNRELATED_IDS = (
+    "@q7zx:zq7x.org",
+    "@0:a.co",
+    "@m:zq7x.co.uk",
+    "@k-p.l_9:unrelated-zq7x.example.net:8448",
+    "@x:y",
+    "@w:203.0.113.9",
+    "@v:198.51.100.254:443",
+    "@u:zq7x.xn--p1ai",
+    "@t:a.b.c.d.e.f.g.h.zq7x.chat",
+    "@s:example.zq7x",
+    "@r:exbmple.org",
+    "@p:example.org.zq7x.net",
+    "@aa:ab.cd",
+)
+"""MXIDs on servers nobody means when allowing someone: a glob that matches one of them lets
+in people the admin never named (``check_narrow_glob``)."""
+_WILD = frozenset("*?")
+_SERVER_GLOB = re.compile(r"[A-Za-z0-9.*?-]+(:[0-9*?]+)?")
+"""A server name (a DNS name or IPv4 address, a port) with ``*`` and ``?`` in it; IPv6
+literals (``[::1]``) are left to config.yaml: in a glob their brackets are a class."""
+
+
+def check_narrow_glob(glob: str) -> str:
+    """``check_glob``, and a glob that names whom it lets in (``people allow``): only ``*``
+    and ``?`` are wildcards (no ``[…]`` classes), it matches none of ``UNRELATED_IDS``, and
+    its server's domain is written out (``@*:example.org``, ``@*:*.example.org``): a
+    wildcard in the last two labels (``@*:*.org``, ``@*:example.*``, ``@*:ex?mple.org``)
+    is a server anyone can register. InputError (one line) otherwise."""
+    text = check_glob(glob)
+    shown = text[:80]
+    if set("[]\\") & set(text) or not _SERVER_GLOB.fullmatch(text.split(":", 1)[1]):
+        raise InputError(
+            f"{shown} has more than * and ? as wildcards, or a server name Matrix does not "
+            "allow; write the server out, like @*:example.org"
+        )
+    stranger = next((u for u in UNRELATED_IDS if fnmatch.fnmatchcase(u, text)), None)
+    host = text.split(":", 1)[1].split(":", 1)[0]
+    labels = host.split(".")
+    named = labels[-2:] if len(labels) > 1 else labels
+    if stranger is not None or any(_WILD & set(label) for label in named):
+        who = f" (it lets in {stranger})" if stranger is not None else ""
+        raise InputError(
+            f"{shown} matches people on servers it does not name{who}; write the server's "
+            "domain out, like @*:example.org or @*:*.example.org"
+        )
+    return text
+
+
 @dataclass(frozen=True)
 class Allowed:
     """One chat-allowed glob: who allowed it and when (unix seconds)."""
@@ -144,4 +193,12 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-__all__ = ["MAX_PEOPLE", "Allowed", "People", "check_glob", "matches_any"]
+__all__ = [
+    "MAX_PEOPLE",
+    "UNRELATED_IDS",
+    "Allowed",
+    "People",
+    "check_glob",
+    "check_narrow_glob",
+    "matches_any",
+]

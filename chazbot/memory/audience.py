@@ -23,9 +23,13 @@ room. Operator rows are visible in the terminal and where everyone present is an
 full view (``Audience.FULL``) is the operator's own: terminal, ``chazbot cmd``, export and
 verify. The rule is the row's, whatever agent, bank or command reads it.
 
-Above ``MAX_AUDIENCE`` members a row records no list: its audience is "the members of that
-room", looked up when it is read (``Audience.members_of``); when they cannot be looked up the
-row is not shown (in its own room it is shown only under ``shared`` history).
+Above ``MAX_AUDIENCE`` members (or the smaller bound the operator set, ``Audience.most``) a
+row records no list. Said under an open history, its audience is "the members of that room",
+looked up when it is read (``Audience.members_of``: who has joined it now may read all it said);
+when they cannot be looked up the row is not shown. Said under a closed history (``joined``,
+``invited``) only those there then could read it, and without the list nobody can tell who
+they were (someone may have joined since): such a row is told only in its own room, to those
+who could read it there, and with no list that is nobody the rule can name (#47).
 
 A row also has a **scope**: the room it was written in (``""`` for operator rows and for an
 agent whose ``memory_audience`` is ``agent``). A row supersedes, and a ``forget`` hides, only
@@ -85,13 +89,18 @@ class Provenance:
 
     @classmethod
     def of(
-        cls, room: str, speaker: str, members: Iterable[str], history: str | None = None
+        cls,
+        room: str,
+        speaker: str,
+        members: Iterable[str],
+        history: str | None = None,
+        most: int = MAX_AUDIENCE,
     ) -> Provenance:
         """The provenance of a row said by ``speaker`` in ``room`` with ``members`` present,
-        under ``history`` (kept when closed)."""
+        under ``history`` (kept when closed); no list past ``most`` people."""
         people = sorted(set(members) | {speaker})
         closed = history if history in CLOSED_HISTORY else None
-        return cls(room, speaker, tuple(people) if len(people) <= MAX_AUDIENCE else None, closed)
+        return cls(room, speaker, tuple(people) if len(people) <= most else None, closed)
 
     @classmethod
     def from_data(cls, data: Any) -> Provenance | None:
@@ -183,7 +192,7 @@ class Audience:
 
     ``room`` is the session's name (None: the operator's full view); ``present`` the people
     in it now, the bot aside; ``admins_only`` whether every one of them is an admin (then
-    operator rows may be shown); ``members_of`` looks up another room's members now (for rows
+    operator rows may be shown); ``members_of`` looks up who has joined another room now (for rows
     of rooms bigger than ``MAX_AUDIENCE``), None when they are unknown. ``bounded`` is False
     when the readers cannot be bounded (nobody but the bot, membership unknown, a public
     join rule, ``world_readable`` history): then only the room's own rows are told.
@@ -211,6 +220,9 @@ class Audience:
     (the newest join or invite among them): what was said there before is not theirs to be
     told, neither in the conversation the model is shown nor quoted in a captured row. None:
     no such bound (an open history, or the operator's view)."""
+    most: int = MAX_AUDIENCE
+    """The most people a row said here lists as its audience (a setting, at most
+    ``MAX_AUDIENCE``, the bound every peer checks); a bigger room's rows list none."""
 
     def reads_from(self, ts: int) -> bool:
         """Whether everyone here could read what was said in this room at ``ts`` (µs)."""
@@ -225,7 +237,7 @@ class Audience:
         heard = self.joined if self.joined is not None else self.present
         if self.history == "invited":
             heard = heard | self.present
-        return Provenance.of(self.room, speaker, heard - self.late, self.history)
+        return Provenance.of(self.room, speaker, heard - self.late, self.history, self.most)
 
     def heard_then(self, people: Iterable[str]) -> Audience:
         """This audience answering a message that only ``people`` were in the room for (the
@@ -261,6 +273,8 @@ class Audience:
             return False
         if wide:
             return True
+        if audience is None and closed:  # who heard it is not known: its own room only
+            return False
         if audience is None:
             members = self.members_of(room) if self.members_of is not None else None
             return members is not None and self.present <= members
@@ -302,16 +316,20 @@ def room_audience(
     *,
     public: bool = False,
     history: str = "shared",
+    most: int = MAX_AUDIENCE,
 ) -> Audience:
     """The audience of a room with ``present`` in it (the bot aside; invited people count:
     they read the room once they join) of whom ``joined`` have joined. ``public``: anyone may
-    join (a public or restricted join rule); ``history``: its ``history_visibility``."""
+    join (a public or restricted join rule); ``history``: its ``history_visibility``;
+    ``most``: the most people a row said here lists (``Audience.most``)."""
+    if not 1 <= most <= MAX_AUDIENCE:
+        raise ValueError(f"a row lists 1-{MAX_AUDIENCE} people as its audience, not {most}")
     people = frozenset(present)
     heard = frozenset(joined) if joined is not None else None
     seen = history if history in HISTORY_VISIBILITY else "joined"
     bounded = bool(people) and not public and seen != "world_readable"
     admins_only = bounded and all(map(admins, people))
-    return Audience(room, people, admins_only, members_of, heard, bounded, seen)
+    return Audience(room, people, admins_only, members_of, heard, bounded, seen, most=most)
 
 
 def unknown_room(room: str) -> Audience:

@@ -51,11 +51,10 @@ from chazbot.memory.rows import (
 )
 from chazbot.memory.snapshot import SnapshotMeta
 from chazbot.memory.tokenize import only_small_talk
-from chazbot.memory.vector_queue import Pending, VectorQueue
+from chazbot.memory.vector_queue import DEFAULT_TIMING, Pending, VectorQueue, VectorTiming
 from chazbot.memory.view import DEFAULT_RANKING, MemoryView, Ranked, RankingSettings
 
 log = logging.getLogger(__name__)
-QUERY_EMBED_TIMEOUT_S = 5.0  # recall never waits longer than this for a query vector
 FALLBACK_LOG_EVERY_S = 60.0  # a BM25 fallback is logged at most this often, with the count
 LOAD_CHUNK = 20_000  # rows read per ledger call while loading a view
 FORGET_BATCH = 1_000  # tombstones per entry (an entry holds at most 4,096 operations)
@@ -128,6 +127,20 @@ class ReindexProgress:
     total: int
 
 
+@dataclass(frozen=True)
+class EngineTiming:
+    """How long the engine waits: measured values, passed in (``MemoryEngine(timing=)``,
+    ``PeerTuning.memory``), never a module global a test flips."""
+
+    query_embed_timeout_s: float = 5.0
+    """Recall never waits longer than this for a query vector (then BM25 alone)."""
+    vectors: VectorTiming = DEFAULT_TIMING
+    """When captured rows' vectors are embedded (``VectorQueue``)."""
+
+
+DEFAULT_ENGINE_TIMING = EngineTiming()
+
+
 class MemoryEngine:
     """Memory operations over the databases of one ledger."""
 
@@ -137,12 +150,15 @@ class MemoryEngine:
         embedder: Embedder | None = None,
         snapshot_dir: Path | bool | None = True,
         ranking: RankingSettings = DEFAULT_RANKING,
+        timing: EngineTiming = DEFAULT_ENGINE_TIMING,
     ) -> None:
         """``snapshot_dir``: where views of big databases are saved (True: ``index/`` beside
         the ledger's file; None or False: never saved). ``ranking``: how every search of
-        this engine ranks (``recall`` and auto-recall's; the measured defaults)."""
+        this engine ranks (``recall`` and auto-recall's; the measured defaults). ``timing``:
+        how long it waits for a query vector, and when captured rows are embedded."""
         self.ledger = ledger
         self._ranking = ranking
+        self.timing = timing
         if snapshot_dir is True:
             snapshot_dir = Path(ledger.path).parent / SNAPSHOT_DIR
         self.snapshot_dir: Path | None = snapshot_dir or None
@@ -164,6 +180,7 @@ class MemoryEngine:
                 ledger,
                 embedder,
                 self._missing_vectors,
+                timing.vectors,
                 has_vector=self._has_vector,
                 stale=self._stale_vectors,
             )
@@ -649,13 +666,14 @@ class MemoryEngine:
         if self.embedder is None or not query.strip() or only_small_talk(query):
             return None
         try:
-            async with asyncio.timeout(QUERY_EMBED_TIMEOUT_S):
+            async with asyncio.timeout(self.timing.query_embed_timeout_s):
                 return await self.embedder.embed_query(tokenize.bound_query(query).text)
         except BackendError as exc:
             self.fallbacks.add("error", str(exc))
         except TimeoutError:
             self.fallbacks.add(
-                "timeout", f"query embedding took over {QUERY_EMBED_TIMEOUT_S:.0f} s"
+                "timeout",
+                f"query embedding took over {self.timing.query_embed_timeout_s:.0f} s",
             )
         return None
 
@@ -699,7 +717,7 @@ def row_embed_text(row: MemoryRow) -> str:
 
 def _memory_row(row: Row) -> MemoryRow | None:
     index = row.row_id.rsplit("/", 1)[-1]
-    order = (row.height, row.entry_id, int(index) if index.isdigit() else 0)
+    order = (row.height, row.entry_id, int(index) if index.isascii() and index.isdigit() else 0)
     return parse_memory_row(row.n, row.row_id, row.data, row.ts, order, row.author)
 
 

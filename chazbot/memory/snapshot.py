@@ -45,7 +45,8 @@ from chazbot.memory.view import MemoryView
 
 log = logging.getLogger(__name__)
 
-VERSION = 3  # 2: each row's scope and provenance (SPEC §5c); 3: BM25 of indexed_tokens
+VERSION = 4  # 2: each row's scope and provenance (SPEC §5c); 3: BM25 of indexed_tokens;
+# 4: tokens of folded text (NFKC, no combining marks: tokenize.fold)
 RECORD_PREFIX = "memory-snapshot/"
 """``local_kv`` keys of the snapshots' sha256, one per file (``record_key``)."""
 _STR_FIELDS = ("row_id", "key", "value")

@@ -5,6 +5,12 @@ Lowercase, split on every character that is not alphanumeric in the ``str.isalnu
 BM25 index sees every word. Only the auto-recall query drops stopwords, so that a chat line
 full of "the" and "is" does not recall everything.
 
+Text other than ASCII is normalised first (``fold``), rows and queries alike: NFKC (so "é"
+typed as one character or as "e" and U+0301 is one word, "ﬃ" is "ffi", a full-width "Ａ" an
+"a"), lowercased, and the combining marks left after that dropped: a mark that no letter takes
+(or a run of them) neither splits a word nor makes one (#47: a query of combining marks took
+a slower path; "नमस्ते" was four one-letter words).
+
 Every query is bounded before anything scores it (``bound_query``): its first
 ``MAX_QUERY_BYTES`` bytes, cut after its ``MAX_QUERY_TERMS``-th distinct token. BM25's work
 grows with the distinct words of a query (one member's 8,000-word search held the event loop
@@ -13,12 +19,33 @@ grows with the distinct words of a query (one member's 8,000-word search held th
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # ``\w`` is "isalnum() or underscore" for str patterns, so ``[^\W_]`` is exactly isalnum().
 _ALNUM_RUN = re.compile(r"[^\W_]+")
+_ODD_RUN = re.compile(r"[^\w\s\x00-\x7f]+")
+"""Characters that are neither ASCII, nor alphanumeric, nor space: combining marks among
+non-ASCII punctuation and symbols (``re`` cannot name a Unicode category; ``unicodedata``
+tells them apart, one character at a time, only here)."""
+_TYPED_RUN = re.compile(r"[^\W_](?:[^\W_]|[^\w\s\x00-\x7f])*")
+"""A word as typed: a letter or digit, then letters, digits and what may be marks (which
+``fold`` drops; any other character there only makes the count of words high, never low)."""
+
+
+def _marks_dropped(run: re.Match[str]) -> str:
+    return _without_marks(run.group())
+
+
+@functools.lru_cache(maxsize=4096)
+def _without_marks(run: str) -> str:
+    """``run`` without its combining marks (a run of the same symbols, as hostile text
+    repeats, is read once)."""
+    return "".join(c for c in run if unicodedata.category(c)[0] != "M")
+
 
 _STOPWORD_TEXT = """
     about above after again against ain all am an and any are aren arent as at be because been
@@ -48,12 +75,19 @@ def only_small_talk(text: str) -> bool:
     return all(t in STOPWORDS or t in SMALL_TALK for t in tokenize(text))
 
 
-def tokenize(text: str) -> list[str]:
-    """Split ``text`` into lowercase alphanumeric tokens of at least 2 UTF-8 bytes, in order.
+def fold(text: str) -> str:
+    """``text`` lowercased as the tokenizer reads it: ASCII as it is; anything else NFKC,
+    lowercased, without combining marks ("İ" lowercases to "i" and a dot: dropped too)."""
+    if text.isascii():
+        return text.lower()
+    return _ODD_RUN.sub(_marks_dropped, unicodedata.normalize("NFKC", text).lower())
 
-    A one-character token is kept only when it is not ASCII (a CJK character is 3 bytes).
-    """
-    return [tok for tok in _ALNUM_RUN.findall(text.lower()) if len(tok) > 1 or tok > "\x7f"]
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` (``fold``-ed) into lowercase alphanumeric tokens of at least 2 UTF-8
+    bytes, in order. A one-character token is kept only when it is not ASCII (a CJK
+    character is 3 bytes)."""
+    return [tok for tok in _ALNUM_RUN.findall(fold(text)) if len(tok) > 1 or tok > "\x7f"]
 
 
 def document_text(key: str, value: str, tags: Sequence[str]) -> str:
@@ -103,14 +137,14 @@ def bound_query(
         raw = text[:max_bytes].encode("utf-8", "surrogatepass")[:max_bytes]
         text, cut = raw.decode("utf-8", "ignore"), "bytes"
     seen: dict[str, None] = {}
-    for run in _ALNUM_RUN.finditer(text):
+    for run in _TYPED_RUN.finditer(text):  # each word's tokens as the index reads them
         fresh = [tok for tok in tokenize(run.group()) if tok not in seen]
         if len(seen) + len(dict.fromkeys(fresh)) > max_terms:
             text, cut = text[: run.start()].rstrip(), "terms"
             break
         seen.update(dict.fromkeys(fresh))
     terms = tokenize(text)
-    if len(set(terms)) > max_terms:  # lowercasing split a run differently (say "İ"): rebuild
+    if len(set(terms)) > max_terms:  # NFKC split a word differently (say "½"): rebuild
         kept = first_terms(terms, max_terms)
         return BoundedQuery(" ".join(kept), len(kept), "terms")
     return BoundedQuery(text, len(set(terms)), cut)
@@ -140,6 +174,7 @@ __all__ = [
     "bound_query",
     "document_text",
     "first_terms",
+    "fold",
     "only_small_talk",
     "tokenize",
 ]

@@ -7,17 +7,17 @@ written, its database is marked as owing vectors in a peer-local record (``local
 writes the vectors), so a crash at any point leaves them owed, not lost. Two ways in:
 
 - ``add``: one captured row with the text its vector is of, kept in memory and embedded in
-  calls of at most ``BATCH`` texts, after a quiet moment (a captured row comes with every chat
-  turn, so while rows keep arriving, one in the last ``QUIET_S``, the bot is busy answering and
-  the embedder would take the CPU its turns need). Rows wait at most ``MAX_WAIT_S``. At most
-  ``MAX_PENDING`` wait in memory; past that a row is left to the scan below (``skipped``).
+  calls of at most ``batch`` texts, after a quiet moment (a captured row comes with every chat
+  turn, so while rows keep arriving, one in the last ``quiet_s``, the bot is busy answering and
+  the embedder would take the CPU its turns need). Rows wait at most ``max_wait_s``. At
+  most ``max_pending`` wait in memory; past that a row is left to the scan below (``skipped``).
 - ``settle(db, scan=True)``: a bulk write (an import) is done; the scan finds the visible
   rows stored after the mark without a vector and embeds them, in batches, in the same quiet
   moments.
 - ``arrived(db, after)``: rows came without their vectors from elsewhere (sync ingest, a
   write straight on the ledger, a remember whose embedding failed). The database is marked
   with a key this peer holds that may write it (none: nothing to do, the writer owes them)
-  and scanned ``ARRIVED_GRACE_S`` later: the writing peer's own vectors usually arrive by
+  and scanned ``arrived_grace_s`` later: the writing peer's own vectors usually arrive by
   then, and only what is still missing (another model, a peer without an embedder) is
   embedded here.
 - ``check_text(db)``: ``db``'s view loaded and holds vectors stored before this peer's first
@@ -52,20 +52,8 @@ from chazbot.memory.rows import EMBED_TEXT_VERSION, embeddings_store, encode_vec
 
 log = logging.getLogger(__name__)
 
-BATCH = 32
-"""Texts per embedding call."""
-QUIET_S = 2.0
-"""No row captured for this long: the bot is quiet, embed what waits."""
-MAX_WAIT_S = 60.0
-"""The longest a row waits for a quiet moment before it is embedded anyway."""
-MAX_PENDING = 4096
-"""Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
 OWED_PREFIX = "vectors-owed/"
 """``local_kv`` key of a database that owes vectors: ``vectors-owed/<db>``."""
-ARRIVED_GRACE_S = 300.0
-"""Rows that arrived without vectors (sync) are looked at again this much later: the peer
-that wrote them owes their vectors too, and they usually follow by then (a scan skips each
-row whose vector came meanwhile, batch by batch)."""
 TEXT_PREFIX = "vectors-owed-text/"
 """``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
 
@@ -80,6 +68,28 @@ rewritten to (or found at)."""
 Missing = Callable[[str, int], Awaitable[list[tuple[str, str]]]]
 """``missing(db, after)``: ``(row id, text)`` of the visible rows of ``db`` stored after row
 number ``after`` that have no vector of the active model."""
+
+
+@dataclass(frozen=True)
+class VectorTiming:
+    """When the queue embeds: measured values, passed in (``MemoryEngine(vectors=)``), never
+    a module global a test flips; a test builds its own with ``dataclasses.replace``."""
+
+    batch: int = 32
+    """Texts per embedding call."""
+    quiet_s: float = 2.0
+    """No row captured for this long: the bot is quiet, embed what waits."""
+    max_wait_s: float = 60.0
+    """The longest a row waits for a quiet moment before it is embedded anyway."""
+    max_pending: int = 4096
+    """Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
+    arrived_grace_s: float = 300.0
+    """Rows that arrived without vectors (sync) are looked at again this much later: the peer
+    that wrote them owes their vectors too, and they usually follow by then (a scan skips
+    each row whose vector came meanwhile, batch by batch)."""
+
+
+DEFAULT_TIMING = VectorTiming()
 
 
 @dataclass(frozen=True)
@@ -110,16 +120,18 @@ class VectorQueue:
         ledger: Ledger,
         embedder: Embedder,
         missing: Missing | None = None,
-        batch: int = BATCH,
+        timing: VectorTiming = DEFAULT_TIMING,
         has_vector: Callable[[str, str], bool] | None = None,
         stale: Missing | None = None,
     ) -> None:
         """``stale(db, before)``: ``(row id, text)`` of the visible rows of ``db`` with no
-        vector written after row number ``before`` (a text-version rewrite)."""
+        vector written after row number ``before`` (a text-version rewrite). ``timing``: when
+        it embeds (``VectorTiming``)."""
         self.ledger = ledger
         self.embedder = embedder
         self.store = embeddings_store(embedder.name)
-        self.batch = batch
+        self.timing = timing
+        self.batch = timing.batch
         self._missing = missing
         self._stale = stale
         self._text_before: int | None = None  # vectors up to this row number: older text
@@ -213,7 +225,7 @@ class VectorQueue:
         self._last_add = time.monotonic()
         if self._stopped:
             return  # stays owed: the mark is stored, the next start writes it
-        if len(self._items) >= MAX_PENDING:
+        if len(self._items) >= self.timing.max_pending:
             self.skipped += 1
             metrics.VECTORS_LATER.labels("skipped").inc()
             if self.skipped == 1 or self.skipped % 1000 == 0:
@@ -221,7 +233,7 @@ class VectorQueue:
                     "%d captured memories wait for a vector beyond the %d held in memory"
                     " (BM25 finds them; a scan adds their vectors)",
                     self.skipped,
-                    MAX_PENDING,
+                    self.timing.max_pending,
                 )
             self._to_scan[item.db] = None
         else:
@@ -243,7 +255,7 @@ class VectorQueue:
 
     def arrived(self, db: str, after: int) -> None:
         """Rows of ``db`` stored after row number ``after`` came without their vectors from
-        elsewhere: mark it now, scan it ``ARRIVED_GRACE_S`` later."""
+        elsewhere: mark it now, scan it ``arrived_grace_s`` later."""
         if self._stopped:
             return
         known = self._arrived.get(db)
@@ -272,7 +284,7 @@ class VectorQueue:
                 log.warning("memory: could not mark the vectors %s owes: %s", db, exc)
                 continue
             self._grace.add(db)
-            asyncio.get_running_loop().call_later(ARRIVED_GRACE_S, self._scan_later, db)
+            asyncio.get_running_loop().call_later(self.timing.arrived_grace_s, self._scan_later, db)
 
     def _scan_later(self, db: str) -> None:
         self._grace.discard(db)
@@ -416,12 +428,12 @@ class VectorQueue:
             self._idle.set()
 
     async def _quiet_moment(self, since: float) -> None:
-        """Return when no row came for ``QUIET_S``, ``since`` is ``MAX_WAIT_S`` ago, or
+        """Return when no row came for ``quiet_s``, ``since`` is ``max_wait_s`` ago, or
         ``wait`` was called."""
         while not self._waiters:
             now = time.monotonic()
-            quiet_in = self._last_add + QUIET_S - now
-            overdue_in = since + MAX_WAIT_S - now
+            quiet_in = self._last_add + self.timing.quiet_s - now
+            overdue_in = since + self.timing.max_wait_s - now
             if quiet_in <= 0 or overdue_in <= 0:
                 return
             self._wake.clear()
@@ -628,11 +640,12 @@ def _parse_mark(value: str, key: KeyPair | None) -> Owed:
 
 
 __all__ = [
-    "BATCH",
+    "DEFAULT_TIMING",
     "OWED_PREFIX",
     "TEXT_DONE_PREFIX",
     "TEXT_VERSION_KEY",
     "Owed",
     "Pending",
     "VectorQueue",
+    "VectorTiming",
 ]

@@ -30,7 +30,7 @@ from chazbot import metrics
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience
 from chazbot.reminders.store import Reminder, Reminders
-from chazbot.reminders.when import zone
+from chazbot.reminders.wording import lang_of, person_name, short_when
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,9 @@ Notes = Callable[[Reminders, Reminder], Awaitable[list[str]]]
 """``notes(store, reminder)``: lines of memory to show with it (the room's audience now)."""
 AudienceOf = Callable[[str], Awaitable[Audience]]
 """``audience(room)``: who reads the room (the session) now."""
+NameOf = Callable[[str, str], Awaitable[str | None]]
+"""``name_of(room, person)``: how the room shows ``person`` (their display name), or None."""
+MAX_NAME = 80
 NOTE_MARK = "↳ "
 _ROOM_PING = re.compile(r"@room\b", re.IGNORECASE)
 
@@ -75,12 +78,13 @@ KEPT_BACK = {
 }
 """Said instead of a reminder's words in a room whose readers now were not all there."""
 HEAD = {
-    "en": "⏰ Reminder",
-    "de": "⏰ Erinnerung",
-    "fr": "⏰ Rappel",
-    "es": "⏰ Recordatorio",
-    "nl": "⏰ Herinnering",
+    "en": "⏰ Reminder for {name}",
+    "de": "⏰ Erinnerung für {name}",
+    "fr": "⏰ Rappel pour {name}",
+    "es": "⏰ Recordatorio para {name}",
+    "nl": "⏰ Herinnering voor {name}",
 }
+"""A delivered reminder's head, naming who set it as the room shows them (#50)."""
 
 
 def message(
@@ -89,15 +93,18 @@ def message(
     now: datetime,
     notes: Iterable[str] = (),
     told: bool = True,
+    name: str | None = None,
 ) -> str:
-    """The delivered text: what, who set it, whether it is late, and what memory adds
-    (``told``: the room may hear its words; else they are kept back, and so is memory)."""
-    what = unpinging(reminder.what) if told else KEPT_BACK.get(reminder.lang, KEPT_BACK["en"])
-    text = f"{HEAD.get(reminder.lang, HEAD['en'])} ({reminder.by}): {what}"
+    """The delivered text: what, who set it (``name``: their display name in the room; else
+    the Matrix ID's localpart), whether it is late, and what memory adds (``told``: the room
+    may hear its words; else they are kept back, and so is memory)."""
+    lang = lang_of(reminder.lang)
+    what = unpinging(reminder.what) if told else KEPT_BACK[lang]
+    who = unpinging(" ".join((name or "").split())[:MAX_NAME] or person_name(reminder.by))
+    text = f"{HEAD[lang].format(name=who)}: {what}"
     notes = notes if told else ()
     if now - due > LATE_AFTER:
-        when = due.astimezone(zone(reminder.tz)).strftime("%a %d %b %H:%M")
-        text += " " + LATE.get(reminder.lang, LATE["en"]).format(when=when)
+        text += " " + LATE[lang].format(when=short_when(due, reminder.tz, lang))
     return "\n".join([text, *(NOTE_MARK + unpinging(n) for n in notes)])
 
 
@@ -116,8 +123,10 @@ class ReminderRunner:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         notes: Notes | None = None,
         audience: AudienceOf | None = None,
+        name_of: NameOf | None = None,
     ) -> None:
         self.stores = stores
+        self.name_of = name_of
         self.deliver = deliver
         self.clock = clock
         self.notes = notes
@@ -142,7 +151,7 @@ class ReminderRunner:
                 late = now - due > LATE_AFTER
                 told = await self._told(reminder)
                 notes = await self._notes(store, reminder) if told else []
-                text = message(reminder, due, now, notes, told)
+                text = message(reminder, due, now, notes, told, await self._name(reminder))
                 try:
                     ok = await self.deliver(reminder.room, text, transaction_id(reminder, due))
                 except Exception as exc:  # the transport's failure: retried at the next tick
@@ -165,6 +174,15 @@ class ReminderRunner:
         except Exception as exc:  # who reads the room is unknown: its words are kept back
             log.warning("reminders: who reads %s is unknown: %s", reminder.room[:80], exc)
             return False
+
+    async def _name(self, reminder: Reminder) -> str | None:
+        if self.name_of is None:
+            return None
+        try:
+            return await self.name_of(reminder.room, reminder.by)
+        except Exception as exc:  # a name is extra: the localpart stands in
+            log.warning("reminders: no name for %s: %s", reminder.by[:80], exc)
+            return None
 
     async def _notes(self, store: Reminders, reminder: Reminder) -> list[str]:
         if self.notes is None:
@@ -200,6 +218,7 @@ __all__ = [
     "NOTE_MARK",
     "AudienceOf",
     "Deliver",
+    "NameOf",
     "Notes",
     "ReminderRunner",
     "message",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,13 +32,8 @@ REMINDERS_STORE = "reminders"
 SENT_STORE = "reminders_sent"
 ZONES_STORE = "people_tz"
 MAX_ACTIVE_PER_PERSON = 20
-"""Active reminders a person who is not an admin may hold in one agent."""
-_ADDING: weakref.WeakKeyDictionary[Ledger, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per ledger, one lock per (agent DB, person): a count of their active reminders and the
-write of a new one are one step, whichever ``Reminders`` object (each turn and command makes
-its own) and whichever room asks."""
+"""Active reminders a person who is not an admin may hold, with every agent of the peer
+together (#47: counted per agent, two agents let a person hold 40)."""
 RULE_SHAPE = re.compile(
     r"FREQ=(DAILY|WEEKLY|MONTHLY)(;INTERVAL=([1-9]|1[0-2]))?(;BYDAY=[+-]?[1-4]?(MO|TU|WE|TH|FR|SA|SU))?"
     r";BYHOUR=(1?[0-9]|2[0-3]);BYMINUTE=[1-5]?[0-9];BYSECOND=0"
@@ -163,20 +158,55 @@ class Reminder:
         )
 
 
-class Reminders:
-    """The reminders of one agent DB, written with the agent's key."""
+async def _read(ledger: Ledger, db: str) -> list[Reminder]:
+    """Every reminder of agent DB ``db``, oldest first by first time."""
+    fields = await ledger.fields(db, REMINDERS_STORE)
+    sent = await ledger.fields(db, SENT_STORE)
+    found = [Reminder.from_data(rid, data, sent.get(rid)) for rid, data in fields.items()]
+    return sorted((r for r in found if r is not None), key=lambda r: (r.first, r.id))
 
-    def __init__(self, ledger: Ledger, db: str, key: KeyPair) -> None:
+
+class ReminderBook:
+    """The peer's part for reminders (``peer.reminders``): each agent's ``Reminders`` is made
+    here (``of``), and all of them share one lock per person, so a count of their active
+    reminders with every agent (``agent_dbs``: the hosted agents' DBs, asked at each count)
+    and the write of a new one are one step, whichever ``Reminders`` object (each turn and
+    command makes its own), whichever agent and whichever room asks."""
+
+    def __init__(self, ledger: Ledger, agent_dbs: Callable[[], Iterable[str]] = tuple) -> None:
         self.ledger = ledger
+        self.agent_dbs = agent_dbs
+        self._adding: dict[str, asyncio.Lock] = {}
+
+    def of(self, db: str, key: KeyPair) -> Reminders:
+        """The reminders of the agent whose DB is ``db``, written with its ``key``."""
+        return Reminders(self, db, key)
+
+    def adding(self, person: str) -> asyncio.Lock:
+        """The lock ``person`` holds, in every agent, while a reminder of theirs is added."""
+        return self._adding.setdefault(person, asyncio.Lock())
+
+    async def active_of(self, person: str, also: str) -> int:
+        """``person``'s active reminders in every hosted agent, and in agent DB ``also``."""
+        count = 0
+        for db in dict.fromkeys([also, *self.agent_dbs()]):
+            found = await _read(self.ledger, db)
+            count += sum(1 for r in found if r.by == person and r.active)
+        return count
+
+
+class Reminders:
+    """The reminders of one agent DB, written with the agent's key (``ReminderBook.of``)."""
+
+    def __init__(self, book: ReminderBook, db: str, key: KeyPair) -> None:
+        self.book = book
+        self.ledger = book.ledger
         self.db = db
         self.key = key
 
     async def all(self) -> list[Reminder]:
         """Every reminder, oldest first by first time."""
-        fields = await self.ledger.fields(self.db, REMINDERS_STORE)
-        sent = await self.ledger.fields(self.db, SENT_STORE)
-        found = [Reminder.from_data(rid, data, sent.get(rid)) for rid, data in fields.items()]
-        return sorted((r for r in found if r is not None), key=lambda r: (r.first, r.id))
+        return await _read(self.ledger, self.db)
 
     async def in_room(self, room: str, audience: Audience | None = None) -> list[Reminder]:
         """The active reminders set in ``room`` that ``audience`` may be told (None: the
@@ -199,11 +229,10 @@ class Reminders:
         limit: int | None,
         origin: Provenance | None = None,
     ) -> Reminder:
-        """Store a new reminder; InputError past ``limit`` active ones of ``by``. The count and
-        the write hold ``by``'s lock in this agent, so two rooms setting one at the same moment
-        cannot both pass the count."""
-        locks = _ADDING.setdefault(self.ledger, {})
-        async with locks.setdefault((self.db, by), asyncio.Lock()):
+        """Store a new reminder; InputError past ``limit`` active ones of ``by`` with every
+        agent of the peer. The count and the write hold ``by``'s lock, so two rooms or two
+        agents setting one at the same moment cannot both pass the count."""
+        async with self.book.adding(by):
             return await self._add(understood, room, by, limit, origin)
 
     async def _add(
@@ -215,11 +244,11 @@ class Reminders:
         origin: Provenance | None,
     ) -> Reminder:
         if limit is not None:
-            mine = [r for r in await self.all() if r.by == by and r.active]
-            if len(mine) >= limit:
+            held = await self.book.active_of(by, self.db)
+            if held >= limit:
                 raise InputError(
-                    f"you have {len(mine)} active reminders here, the most a person may; "
-                    "cancel one first"
+                    f"you have {held} active reminders (with every agent here), the most a "
+                    "person may; cancel one first"
                 )
         key = understood.first.tzinfo
         tz = getattr(key, "key", None) or "UTC"
@@ -280,7 +309,7 @@ class Reminders:
     async def by_number(self, room: str, number: str, audience: Audience | None = None) -> Reminder:
         """The ``number``-th of ``in_room`` (as ``reminders`` lists them)."""
         listed = await self.in_room(room, audience)
-        if not number.isdigit() or not 1 <= int(number) <= len(listed):
+        if not (number.isascii() and number.isdigit()) or not 1 <= int(number) <= len(listed):
             raise NotFound(
                 f"no reminder {number[:12]!r} here; the list has {len(listed)} (see reminders)"
             )
@@ -293,5 +322,6 @@ __all__ = [
     "SENT_STORE",
     "ZONES_STORE",
     "Reminder",
+    "ReminderBook",
     "Reminders",
 ]

@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dateutil import rrule
 
 from chazbot.errors import InputError
+from chazbot.reminders.wording import as_task
 
 T = TypeVar("T")
 _READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reminder-time")
@@ -235,7 +236,7 @@ def understand(text: str, now: datetime, tz: ZoneInfo, lang: str | None = None) 
         first_naive = rule.after(base)
         if first_naive is None:
             raise InputError("that recurrence never happens after now")
-        what = _what(rest)
+        what = as_task(_what(rest), lang)
         first, note = localise(first_naive, tz)
         return Understood(first, _rule_text(rule), what, lang, note)
 
@@ -254,7 +255,7 @@ def understand(text: str, now: datetime, tz: ZoneInfo, lang: str | None = None) 
     first, note = localise(when, tz)
     if first <= here:
         raise InputError(f"{first:%A %d %B %Y %H:%M} is in the past; say a later time")
-    return Understood(first, None, _what(rest), lang, note)
+    return Understood(first, None, as_task(_what(rest), lang), lang, note)
 
 
 def localise(naive: datetime, tz: ZoneInfo) -> tuple[datetime, str]:

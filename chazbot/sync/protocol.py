@@ -1,18 +1,29 @@
 """The sync wire protocol, sans I/O: signed requests, the replay cache, body checks.
 
-Every request carries four headers::
+Every request carries six headers::
 
+    Eidetica-Protocol:   eidetica-sync/2       the protocol both sides must speak
+    Eidetica-Server:     https:<host>:<port>   the server the request is for (its address)
     Eidetica-Key:        ed25519:<64 hex>      the requesting key (a peer key)
     Eidetica-Time:       <ms since the epoch>  refused when more than 5 minutes off
     Eidetica-Nonce:      <32 hex>              16 random bytes, refused when seen before
     Eidetica-Signature:  <128 hex>             ed25519 over ``signing_payload`` below
 
-The signature covers the method, the raw path with its query string, the time, the nonce
-and the SHA-256 of the body, so no part of a request can be changed or replayed (within
-the window the server remembers nonces; outside it the time check refuses). It does not
-name the server: a request captured on the wire could be replayed to another server within
-five minutes. Sync runs over plain HTTP, so entries are public to anyone on the path anyway;
-what signatures protect is who may read a database from a server and who is asking.
+The signature covers the protocol, the server, the method, the raw path with its query
+string, the time, the nonce and the SHA-256 of the body, so no part of a request can be
+changed or replayed (within the window the server remembers nonces; outside it the time
+check refuses).
+
+**A request names its server** (issue #47): the client signs the peer address it sends the
+request to (``canonical_address``: the form both sides compare), and a server refuses a
+request signed for any address that is not one of its own (``Misdirected``, 401, counted).
+So a peer M that receives another peer V's requests (V imported a ticket naming M) cannot
+send them on to a third peer O and read O's databases with V's key: O is not at M's
+address. The address, not the server's key, is what is bound: a client learns a key only
+from whoever answers at an address, and M could pass O's key off as its own; what M cannot
+do is receive what was sent to O's address. Answers carry ``Eidetica-Protocol`` too, so the
+client tells a chazbot peer from any other service. A request without the protocol header
+(an older chazbot, ``eidetica-sync/1``) is refused with 426 and a line saying so.
 
 Bodies are JSON objects, declared in ``chazbot.sync.wire``; entries travel as base64 of
 their canonical bytes.
@@ -25,14 +36,18 @@ import heapq
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from chazbot.errors import InputError, PermissionDenied, Unavailable
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair, parse_public_key, verify
+from chazbot.sync.tickets import canonical_address
 
-PROTOCOL = "eidetica-sync/1"
+PROTOCOL = "eidetica-sync/2"
+OLD_PROTOCOL = "eidetica-sync/1"
+PROTOCOL_HEADER = "Eidetica-Protocol"
+SERVER_HEADER = "Eidetica-Server"
 KEY_HEADER = "Eidetica-Key"
 TIME_HEADER = "Eidetica-Time"
 NONCE_HEADER = "Eidetica-Nonce"
@@ -57,6 +72,14 @@ class Unauthenticated(PermissionDenied):
     """A request's signature, time or nonce is refused (HTTP 401)."""
 
 
+class Misdirected(Unauthenticated):
+    """A request signed for another server (HTTP 401, counted as ``misdirected``)."""
+
+
+class ProtocolMismatch(InputError):
+    """A request in another version of the protocol (HTTP 426)."""
+
+
 class Busy(Unavailable):
     """The server cannot take the request now (HTTP 503); the client should retry later."""
 
@@ -65,18 +88,27 @@ class RateLimited(Busy):
     """Too many requests from this address or key (HTTP 429); retry later."""
 
 
-def signing_payload(method: str, path: str, ts_ms: int, nonce: str, body: bytes) -> bytes:
-    """The bytes a request signature covers."""
+def signing_payload(
+    server: str, method: str, path: str, ts_ms: int, nonce: str, body: bytes
+) -> bytes:
+    """The bytes a request signature covers (``server``: its canonical address)."""
     digest = hashlib.sha256(body).hexdigest()
-    return f"{PROTOCOL}\n{method.upper()}\n{path}\n{ts_ms}\n{nonce}\n{digest}".encode()
+    lines = (PROTOCOL, server, method.upper(), path, str(ts_ms), nonce, digest)
+    return "\n".join(lines).encode()
 
 
-def sign_request(key: KeyPair, method: str, path: str, body: bytes, now_s: float) -> dict[str, str]:
-    """Headers that sign a request by ``key`` at ``now_s`` (seconds since the epoch)."""
+def sign_request(
+    key: KeyPair, method: str, path: str, body: bytes, now_s: float, *, server: str
+) -> dict[str, str]:
+    """Headers that sign a request by ``key`` at ``now_s`` (seconds since the epoch) for
+    the server at the peer address ``server``."""
     ts_ms = int(now_s * 1000)
     nonce = secrets.token_hex(16)
-    sig = key.sign(signing_payload(method, path, ts_ms, nonce, body)).hex()
+    server = canonical_address(server)
+    sig = key.sign(signing_payload(server, method, path, ts_ms, nonce, body)).hex()
     return {
+        PROTOCOL_HEADER: PROTOCOL,
+        SERVER_HEADER: server,
         KEY_HEADER: key.public,
         TIME_HEADER: str(ts_ms),
         NONCE_HEADER: nonce,
@@ -181,14 +213,21 @@ class SignedHeaders:
     ts_ms: int
     nonce: str
     signature: bytes
+    server: str
 
 
 def check_headers(
-    headers: Mapping[str, str], now_s: float, window_s: float = MAX_SKEW_S
+    headers: Mapping[str, str],
+    now_s: float,
+    window_s: float = MAX_SKEW_S,
+    servers: Sequence[str] = (),
 ) -> SignedHeaders:
-    """Check the signature headers' form and the time window, before any body is read.
+    """Check the signature headers' form, the protocol, the server the request names (one
+    of ``servers``, canonical addresses, the one it is known by first) and the time window,
+    before any body is read.
 
-    Raises Unauthenticated (missing or malformed headers, a time outside the window).
+    Raises ProtocolMismatch (another protocol version), Misdirected (signed for another
+    server) or Unauthenticated (missing or malformed headers, a time outside the window).
     """
     key = headers.get(KEY_HEADER, "")
     ts_text = headers.get(TIME_HEADER, "")
@@ -196,6 +235,14 @@ def check_headers(
     sig_text = headers.get(SIGNATURE_HEADER, "")
     if not (key and ts_text and nonce and sig_text):
         raise Unauthenticated("request is not signed (Eidetica-Key/Time/Nonce/Signature)")
+    check_protocol(headers.get(PROTOCOL_HEADER))
+    try:
+        named = canonical_address(headers.get(SERVER_HEADER, ""))
+    except InputError:
+        raise Unauthenticated("request names no server (Eidetica-Server: <address>)") from None
+    if named not in servers:
+        this = f", this one is {servers[0]}" if servers else ""
+        raise Misdirected(f"request was signed for another server ({named[:80]}){this}")
     try:
         parse_public_key(key)
     except InputError:
@@ -209,12 +256,24 @@ def check_headers(
     ts_ms = int(ts_text)
     if abs(ts_ms / 1000 - now_s) > window_s:
         raise Unauthenticated("request time is more than 5 minutes off; check the clocks")
-    return SignedHeaders(key, ts_ms, nonce, bytes.fromhex(sig_text))
+    return SignedHeaders(key, ts_ms, nonce, bytes.fromhex(sig_text), named)
+
+
+def check_protocol(named: str | None) -> None:
+    """ProtocolMismatch (one line) unless ``named`` (a request's or an answer's
+    ``Eidetica-Protocol``; None: absent, an older chazbot) is this protocol."""
+    if named == PROTOCOL:
+        return
+    spoken = OLD_PROTOCOL if named is None else named[:40]
+    raise ProtocolMismatch(
+        f"request speaks {spoken!r}, this peer {PROTOCOL}: run the same chazbot release "
+        "on both peers"
+    )
 
 
 def check_signature(signed: SignedHeaders, method: str, path: str, body: bytes) -> None:
     """Unauthenticated unless ``signed.signature`` covers this request (see the module doc)."""
-    payload = signing_payload(method, path, signed.ts_ms, signed.nonce, body)
+    payload = signing_payload(signed.server, method, path, signed.ts_ms, signed.nonce, body)
     if not verify(signed.key, signed.signature, payload):
         raise Unauthenticated("request signature does not verify")
 
@@ -276,7 +335,8 @@ class SyncCounters:
     ``sent``: entries the other side accepted from us. ``received``: entries we accepted.
     ``refused``: entries refused (by us on receipt, or by the remote on push).
     ``duplicates``: entries that arrived but were already known. ``requests_refused``:
-    requests refused for a bad signature, time or nonce (server). ``errors``: failed
+    requests refused for a bad signature, time or nonce (server); ``misdirected``: those
+    of them signed for another server (a peer relaying another's requests). ``errors``: failed
     exchanges (client: connection errors and error answers; server: error answers).
     """
 
@@ -285,6 +345,7 @@ class SyncCounters:
     refused: int = 0
     duplicates: int = 0
     requests_refused: int = 0
+    misdirected: int = 0
     errors: int = 0
 
     def as_dict(self) -> dict[str, int]:

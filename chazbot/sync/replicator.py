@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from aiohttp.abc import AbstractResolver
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -49,7 +50,6 @@ from tenacity import (
 from chazbot.errors import (
     BackendError,
     ChazError,
-    InputError,
     IntegrityError,
     PermissionDenied,
 )
@@ -65,6 +65,7 @@ from chazbot.sync.protocol import (
     SyncCounters,
     entry_db,
 )
+from chazbot.sync.reach import AddressRefused
 from chazbot.sync.store import (
     AccessDecision,
     RemoteRow,
@@ -137,7 +138,7 @@ class Replicator:
     """Keeps this peer's tracked databases in step with their remotes (see the module doc).
 
     ``key`` is this peer's key: it signs every request, and it is the key an import asks
-    the owner to authorise.
+    the owner to authorise. The last four settings are the client's (``SyncClient``).
     """
 
     def __init__(
@@ -157,6 +158,8 @@ class Replicator:
         clock: Callable[[], float] = time.time,
         ssl_context: ssl.SSLContext | None = None,
         allow_plain_http: bool = False,
+        allow_private_peers: bool = False,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         self.ledger = ledger
         self.import_timeout = import_timeout
@@ -175,6 +178,8 @@ class Replicator:
             clock=clock,
             ssl_context=ssl_context,
             allow_plain_http=allow_plain_http,
+            allow_private_peers=allow_private_peers,
+            resolver=resolver,
         )
         self.remotes = Remotes(ledger)
         self.counters = SyncCounters()
@@ -286,15 +291,13 @@ class Replicator:
         t = parse_ticket(ticket) if isinstance(ticket, str) else ticket
         parse_permission(permission)
         failures: list[str] = []
-        refused: InputError | None = None
+        refused: AddressRefused | None = None
         for address in t.addresses:
-            try:
-                self.client.check_address(address)  # plain http elsewhere: not even asked
-            except InputError as exc:
+            try:  # an address this peer does not call (sync.reach, plain http): not asked
+                decision: AccessDecision = await self.client.access(address, t.db, permission)
+            except AddressRefused as exc:
                 refused = refused or exc
                 continue
-            try:
-                decision: AccessDecision = await self.client.access(address, t.db, permission)
             except BackendError as exc:
                 failures.append(str(exc))
                 continue

@@ -3,8 +3,9 @@
 Every endpoint is ``POST /v1/dbs/{db}/<name>`` with a signed JSON body (``sync_protocol``)
 and answers JSON; every body is declared once, in ``chazbot.sync.wire``, which the server
 validates requests and builds answers with. An error is ``{"error": "<one line>"}`` with
-its status: 400 bad input, 401 bad signature/time/nonce, 403 key not allowed, 404 not
-shared (or no such route), 409 conflict, 413 body too large, 503 busy.
+its status: 400 bad input, 401 bad signature/time/nonce or signed for another server, 403
+key not allowed, 404 not shared (or no such route), 409 conflict, 413 body too large, 426
+another protocol version, 503 busy. Every answer names the protocol (``Eidetica-Protocol``).
 
 - ``heads`` (read): ``HeadsAnswer``, the tips, count and highest seq, and the key's
   permission.
@@ -29,9 +30,11 @@ What a stranger can make the server hold is bounded, and checked in this order, 
 before the next costs anything: connections per address and in all, below the descriptor
 limit, a complete head within ``header_timeout`` and a body that keeps a least rate
 (``sync.guard``); the number of requests in progress (503); a ``Content-Length`` (411
-without one) within the endpoint's limit (413, ``BODY_LIMITS``); the signature headers' form
-and time (401); the database is shared (404) and the key may read it (403), or for
-``access`` the address and key are within their rate (429); then the body is read, with at
+without one) within the endpoint's limit (413, ``BODY_LIMITS``); the signature headers' form,
+the protocol (426), the server the request was signed for (401: one of ``servers()``, so
+a peer cannot pass on requests another peer sent it, issue #47) and the time (401); the
+database is shared (404) and the key may read it (403), or for ``access`` the address and
+key are within their rate (429); then the body is read, with at
 most ``max_reading_per_address`` bodies per address and ``max_reading_bytes`` of large
 bodies (over ``SMALL_BODY`` bytes; small ones are bounded by the requests in progress) in
 all being read at once (503) and a read deadline (408); then the signature (401); then the
@@ -50,7 +53,7 @@ import logging
 import ssl
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from aiohttp import web
@@ -86,7 +89,11 @@ from chazbot.sync.protocol import (
     BODY_LIMITS,
     MAX_BATCH_BYTES,
     MAX_BODY_BYTES,
+    PROTOCOL,
+    PROTOCOL_HEADER,
     Busy,
+    Misdirected,
+    ProtocolMismatch,
     RateLimited,
     RateLimiter,
     ReplayCache,
@@ -98,7 +105,13 @@ from chazbot.sync.protocol import (
     entry_db,
 )
 from chazbot.sync.store import Sharing, address_group, check_db_id, log_id
-from chazbot.sync.tickets import format_address, format_ticket
+from chazbot.sync.tickets import (
+    canonical_address,
+    format_address,
+    format_ticket,
+    is_loopback,
+    is_wildcard,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +121,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (Unauthenticated, 401),
     (RateLimited, 429),
     (Busy, 503),
+    (ProtocolMismatch, 426),
     (InputError, 400),
     (PermissionDenied, 403),
     (NotFound, 404),
@@ -147,7 +161,8 @@ class _Slots:
 
 
 def _answer(body: wire.WireModel, status: int = 200) -> web.Response:
-    return web.json_response(text=body.model_dump_json(), status=status)
+    headers = {PROTOCOL_HEADER: PROTOCOL}  # what tells a chazbot peer from other services
+    return web.json_response(text=body.model_dump_json(), status=status, headers=headers)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -160,6 +175,8 @@ class SyncServer:
     ``make_app()`` builds the aiohttp application (to mount or test on its own);
     ``start()``/``stop()`` run it on ``host:port`` (port 0 picks a free port, exposed as
     ``port`` once started). ``sharing`` holds what is shared and the access requests.
+    ``public_addresses``: the addresses other peers reach it at besides ``host:port`` (the
+    ``sync_public_url``); a request signed for any other address is refused (``servers``).
     """
 
     def __init__(
@@ -186,8 +203,10 @@ class SyncServer:
         header_timeout: float = HEADER_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
         ssl_context: ssl.SSLContext | None = None,
+        public_addresses: Sequence[str] = (),
     ) -> None:
         self.ledger = ledger
+        self.public_addresses = [canonical_address(a) for a in public_addresses]
         self.ssl_context = ssl_context  # set: the listener serves https (``sync.tls``)
         self.host = host
         self.port = port
@@ -223,6 +242,7 @@ class SyncServer:
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._log_id = ""
+        self._servers = self.servers()
         self._last_heads: dict[str, Heads] = {}  # last heads per database: counts grow from there
         ledger.add_listener(self._on_commit)
 
@@ -237,6 +257,23 @@ class SyncServer:
     @property
     def running(self) -> bool:
         return self._runner is not None
+
+    def servers(self) -> tuple[str, ...]:
+        """The addresses a request may be signed for here (canonical), the one tickets
+        advertise first: ``public_addresses``, then the listen address, on loopback also as
+        ``localhost`` (a wildcard one: this machine's loopback names). Anything else is
+        another server (``Misdirected``)."""
+        found = list(self.public_addresses)
+        if self.port:
+            host = self.host.strip("[]").lower()
+            hosts = [host]
+            if is_wildcard(host) or host == "localhost":
+                hosts = ["localhost", "127.0.0.1", "::1"]
+            elif is_loopback(host):
+                hosts.append("localhost")
+            scheme = "https" if self.ssl_context else "http"
+            found += [canonical_address(format_address(h, self.port, scheme)) for h in hosts]
+        return tuple(dict.fromkeys(found))
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body, middlewares=[self._errors])
@@ -274,6 +311,7 @@ class SyncServer:
             if isinstance(sockname, tuple):
                 self.port = int(sockname[1])
                 break
+        self._servers = self.servers()
         log.info("sync server listening on %s", self.address)
 
     async def stop(self) -> None:
@@ -357,6 +395,7 @@ class SyncServer:
             status = next((s for t, s in _STATUS if isinstance(exc, t)), 500)
             if status == 401:
                 self.counters.requests_refused += 1
+                self.counters.misdirected += isinstance(exc, Misdirected)
                 self._note("sync request refused from %s: %s", request.remote, exc)
             self.counters.errors += 1
             return _error(status, str(exc))
@@ -387,7 +426,7 @@ class SyncServer:
         limit = min(BODY_LIMITS.get(name, 1024), self.max_body)
         if length > limit:
             raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
-        signed = check_headers(request.headers, self.clock(), self.replay.window_s)
+        signed = check_headers(request.headers, self.clock(), self.replay.window_s, self._servers)
         db = check_db_id(request.match_info["db"])
         key = signed.key
         if need is not None:

@@ -1,10 +1,11 @@
 """Database tickets: how one peer tells another where to fetch a database.
 
 A ticket is ``eidetica:?db=sha256:<64 hex>&pr=https:<host>:<port>``. It names the database and
-one or more peer addresses (``pr``) that serve it; it carries no secret, because a server
+one to four peer addresses (``pr``) that serve it; it carries no secret, because a server
 only serves a database to keys its AuthSettings allow. Parameters are percent-decoded;
 unknown ones are ignored (a later version may add some), a malformed ``pr`` is skipped, but
-at least one valid ``pr`` and exactly one valid ``db`` are required.
+at least one valid ``pr`` and exactly one valid ``db`` are required, and more than
+``MAX_TICKET_ADDRESSES`` ``pr`` (malformed ones counted) are refused.
 
 A peer address is ``https:<host>:<port>`` (TLS: the client checks the peer's certificate) or
 ``http:<host>:<port>`` (plain: the client talks plain HTTP only to this machine unless the
@@ -26,6 +27,9 @@ SCHEME = "eidetica:"
 SCHEMES = ("http", "https")
 """A peer address's schemes: ``https`` (TLS) and ``http`` (plain)."""
 MAX_TICKET_CHARS = 4096
+MAX_TICKET_ADDRESSES = 4
+"""``pr`` parameters a ticket may hold: an import tries each, so a ticket of many would have
+this peer knock on many doors (issue #47)."""
 _HOSTNAME = re.compile(
     r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
@@ -77,6 +81,20 @@ def check_address(text: str) -> str:
     return text
 
 
+def canonical_address(text: str) -> str:
+    """``text`` (a peer address) in the one form two peers compare: the host in lower case,
+    an IP address written the standard way (``http:[::1]:80``, never ``[0:0::1]``).
+
+    A request is signed for its server's canonical address (``sync.protocol``)."""
+    scheme, host, port = split_address(text)
+    bare = host.strip("[]").lower()
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        return f"{scheme}:{bare}:{port}"
+    return format_address(ip.compressed, port, scheme)
+
+
 def base_url(address: str) -> str:
     """``https:<host>:<port>`` → ``https://<host>:<port>`` (and ``http:`` → ``http://``)."""
     scheme, host, port = split_address(address)
@@ -97,9 +115,11 @@ def is_loopback(host: str) -> bool:
     if bare == "localhost":
         return True
     try:
-        return ipaddress.ip_address(bare).is_loopback
+        ip = ipaddress.ip_address(bare)
     except ValueError:
         return False
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def plain_off_host(address: str) -> bool:
@@ -149,6 +169,8 @@ def format_ticket(db: str, addresses: list[str]) -> str:
         raise InputError(f"not a database id (sha256:<64 hex digits>): {str(db)[:80]!r}")
     if not addresses:
         raise InputError("a ticket needs at least one peer address")
+    if len(_unique(addresses)) > MAX_TICKET_ADDRESSES:
+        raise InputError(f"a ticket names at most {MAX_TICKET_ADDRESSES} peer addresses")
     parts = [f"db={db}"]
     for address in _unique(addresses):
         parts.append("pr=" + quote(check_address(address), safe=":"))
@@ -166,8 +188,14 @@ def parse_ticket(text: str) -> Ticket:
         raise InputError(f"not a ticket (eidetica:?db=…&pr=…): {text[:80]!r}")
     dbs: list[str] = []
     addresses: list[str] = []
-    for part in text[len(SCHEME) + 1 :].split("&"):
-        name, _, raw = part.partition("=")
+    parts = [part.partition("=") for part in text[len(SCHEME) + 1 :].split("&")]
+    named = sum(1 for name, _, _ in parts if name == "pr")
+    if named > MAX_TICKET_ADDRESSES:
+        raise InputError(
+            f"a ticket names at most {MAX_TICKET_ADDRESSES} peer addresses (pr=…); this one "
+            f"names {named}"
+        )
+    for name, _, raw in parts:
         try:
             value = unquote(raw, errors="strict")
         except UnicodeDecodeError:

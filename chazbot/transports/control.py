@@ -40,7 +40,6 @@ from chazbot.errors import ChazError, ConflictError, InputError
 from chazbot.memory.tools import run_tool
 from chazbot.peer import Peer
 from chazbot.peer_hosting import Agent
-from chazbot.reminders.store import Reminders
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
 from chazbot.sync.guard import descriptor_budget
@@ -66,7 +65,7 @@ def _text(request: dict[str, Any], name: str, default: str | None = None) -> str
 def _operator_asking(peer: Peer, who: Agent, room: str) -> Asking:
     """A reminder tool called by the operator (``chazbot tool``): their full view, no cap,
     any reminder cancellable, times read in the configured zone, set in ``room``."""
-    store = Reminders(peer.ledger, who.db, who.key)
+    store = peer.reminders.of(who.db, who.key)
     return Asking(store, room, "cli", True, peer.config.timezone, None)
 
 

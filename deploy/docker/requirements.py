@@ -59,8 +59,13 @@ def lock_name(extras: list[str]) -> str:
 
 
 def input_digest(deps: list[str]) -> str:
-    """The sha256 of the requirements a lock is compiled from (one per line, in order)."""
-    return hashlib.sha256("".join(r + "\n" for r in deps).encode("utf-8")).hexdigest()
+    """The sha256 of the requirements a lock is compiled from: one per line, sorted (the
+    order of the extras named, ``local,e2e`` or ``e2e,local``, changes nothing)."""
+    return hashlib.sha256(_lines(deps).encode("utf-8")).hexdigest()
+
+
+def _lines(deps: list[str]) -> str:
+    return "".join(r + "\n" for r in sorted(deps))
 
 
 def locked(extras: list[str], deps: list[str]) -> str:
@@ -171,7 +176,7 @@ def main(argv: list[str]) -> int:
         if name in files_only:
             _same_pin(requirement, pinned[name])
     deps = [r for r in deps if _name(r) not in files_only]
-    text = "".join(r + "\n" for r in deps) if unlocked else locked(extras, deps)
+    text = _lines(deps) if unlocked else locked(extras, deps)
     Path(argv[2]).write_text(text, encoding="utf-8")
     Path(argv[3]).write_text("".join(r + "\n" for r in nodeps), encoding="utf-8")
     return 0

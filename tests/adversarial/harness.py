@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chazbot.ledger import KeyPair, Ledger, Permission
+from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.ledger.encoding import content_id, encode_checked
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
@@ -82,8 +83,9 @@ class Arena:
     memory_b: MemoryEngine
 
     @classmethod
-    async def open(cls, tmp: Path) -> Arena:
-        a = await Node.open(tmp / "a.sqlite3")
+    async def open(cls, tmp: Path, limits: KeptLimits = DEFAULT_LIMITS) -> Arena:
+        """Peers a and b sharing one bank; ``limits``: what a's ledger keeps of late writes."""
+        a = await Node.open(tmp / "a.sqlite3", limits=limits)
         b = await Node.open(tmp / "b.sqlite3")
         owner, hostile = KeyPair.generate(), KeyPair.generate()
         db = await a.ledger.create_db(owner, {"name": "notes"}, [(hostile.public, WRITE)])
@@ -101,7 +103,7 @@ class Arena:
 
     async def push(self, entries: list[bytes], key: KeyPair | None = None) -> PushResult:
         """POST entries to a's sync server, signed by ``key`` (the hostile key by default)."""
-        client = SyncClient(key or self.hostile, timeout=10.0)
+        client = SyncClient(key or self.hostile, timeout=10.0, allow_private_peers=True)
         try:
             return await client.push(self.a.address, self.db, entries)
         finally:
@@ -111,7 +113,7 @@ class Arena:
         self, node: Node, entries: list[bytes], key: KeyPair | None = None
     ) -> PushResult:
         """POST entries to ``node``'s sync server, signed by ``key`` (the hostile key)."""
-        client = SyncClient(key or self.hostile, timeout=30.0)
+        client = SyncClient(key or self.hostile, timeout=30.0, allow_private_peers=True)
         try:
             return await client.push(node.address, self.db, entries)
         finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chazbot.ledger import KeyPair
-from chazbot.ledger.core import LIMBO_BYTES_PER_KEY
+from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.entry import MAX_INT
 from chazbot.memory.rows import MAX_EXTRA_BYTES, MAX_TAGS, MAX_VALUE_BYTES
@@ -105,8 +105,9 @@ async def test_a_downgraded_writer_cannot_flood_the_peers_disks(arena: Arena) ->
         # in case an honest child comes), within its bound for one key; the write-ahead
         # log is folded back first (it holds what was written and dropped meanwhile)
         await node.ledger.run(lambda core: core.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
-        assert disk(node.path) - sizes[node.path] < LIMBO_BYTES_PER_KEY + 512 * 1024
-        assert (await node.ledger.run(lambda core: core.limbo.size)) <= LIMBO_BYTES_PER_KEY
+        per_key = DEFAULT_LIMITS.limbo_bytes_per_key
+        assert disk(node.path) - sizes[node.path] < per_key + 512 * 1024
+        assert (await node.ledger.run(lambda core: core.limbo.size)) <= per_key
     await wait_until(arena.converged, what="a and b to agree")
 
 
@@ -133,14 +134,17 @@ async def test_an_entry_a_writer_built_on_before_the_revocation_still_arrives(
     assert await a.ledger.verify() == []
 
 
-async def test_what_one_key_makes_a_peer_keep_is_bounded(
-    arena: Arena, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_what_one_key_makes_a_peer_keep_is_bounded(tmp_path: Path) -> None:
     """Entries soft-failed on arrival that a writer builds on are kept, counted per key,
-    and refused past the bound (here 3; ``MAX_KEPT_SOFT_FAILED``)."""
-    import chazbot.ledger.core as core
+    and refused past the bound (here 3; ``KeptLimits.soft_failed``)."""
+    arena = await Arena.open(tmp_path, KeptLimits(soft_failed=3))
+    try:
+        await _kept_within_three(arena)
+    finally:
+        await arena.close()
 
-    monkeypatch.setattr(core, "MAX_KEPT_SOFT_FAILED", 3)
+
+async def _kept_within_three(arena: Arena) -> None:
     a, db = arena.a, arena.db
     old_parents, old_height = await head(a.ledger, db)
     await a.ledger.set_auth(db, arena.owner, arena.hostile.public, READ)

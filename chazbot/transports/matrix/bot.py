@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from nio import (
     AsyncClientConfig,
     JoinedMembersResponse,
-    JoinResponse,
     MessageDirection,
     RoomMessagesResponse,
 )
@@ -30,7 +29,7 @@ from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
-from chazbot.transports.matrix import login
+from chazbot.transports.matrix import approving, login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
     MAX_TIMEOUTS,
@@ -38,6 +37,7 @@ from chazbot.transports.matrix.client import (
     NioClient,
     one_line,
 )
+from chazbot.transports.matrix.invites import act_on_invite
 from chazbot.transports.matrix.media import Heard, Media, heard_line
 from chazbot.transports.matrix.readers import as_heard
 from chazbot.transports.matrix.reminding import reminder_runner
@@ -174,6 +174,7 @@ class MatrixBot:
         except BaseException:
             await client.close()
             raise
+        approving.MatrixApprovals.attach(self.peer.tools, self)  # tools asked in rooms (✅/❌)
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
         self.reminders.start()
 
@@ -202,30 +203,24 @@ class MatrixBot:
 
     # ---- invites -----------------------------------------------------------------------
 
-    def _on_invite(self, room_id: str, inviter: str) -> None:
+    def _on_invite(self, room_id: str, inviter: str, direct: bool) -> None:
         assert self.sender is not None
-        sender = self.sender
-        if self.router.allowed(inviter):
+        answer = self.router.answer_invite(room_id, inviter, direct)
+        if answer == "join":
             log.info("matrix: invited to %s by %s; joining", room_id, inviter)
-            self._spawn(self._join(room_id))
+        elif answer == "greet":
+            log.info(
+                "matrix: DM invite to %s from %s (not allowed); telling them once, then leaving",
+                room_id,
+                inviter,
+            )
         else:
             log.info("matrix: invite to %s from %s (not allowed); declining", room_id, inviter)
-            self._spawn(
-                sender.call(
-                    f"declining the invite to {room_id}", lambda: sender.client.room_leave(room_id)
-                )
-            )
+        self._spawn(act_on_invite(self.sender, answer, room_id, self.cfg.admins))
 
     def _delivery_parts(self) -> tuple[Sender | None, Any, bool]:
         synced = self.sync is not None and self.sync.first_sync_done.is_set()
         return self.sender, self.client, synced
-
-    async def _join(self, room_id: str) -> None:
-        assert self.sender is not None
-        sender = self.sender
-        response = await sender.call(f"joining {room_id}", lambda: sender.client.join(room_id))
-        if isinstance(response, JoinResponse):
-            log.info("matrix: joined %s", room_id)
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         async def run() -> None:
@@ -378,8 +373,8 @@ class MatrixBot:
         else:
             async with self.sender.typing(job.room_id):
                 media = None
-                if job.kind in ("voice", "picture") and self.media is not None:
-                    media = await self.media.take(job.kind, job.content, job.text, job.event_id)
+                if self.media is not None:  # media, or a typed yes to a forget heard (#47)
+                    media = await self.media.of(job)
                 text, ok, heard, _ = await self._answer(job, media)
                 checked = await self._still_heard(job, heard, text)
                 build = text_contents if ok and checked is text else notice_contents
@@ -404,10 +399,11 @@ class MatrixBot:
         return present, joined
 
     def members_of(self, session: str) -> frozenset[str] | None:
-        """The people in another room now (for rows of rooms too big to list their
-        audience); None when the bot is not in it."""
+        """Who has joined another room now (for rows of rooms too big to list their
+        audience: under shared history a joined member reads all of it, an invited one
+        nothing yet); None when the bot is not in it."""
         room = self.client.rooms.get(session.removeprefix(SESSION_PREFIX))
-        return None if room is None else self._people(room)[0]
+        return None if room is None else self._people(room)[1]
 
     async def audience(self, room_id: str) -> Audience:
         """Who reads what the bot says in ``room_id`` now. When nio's member list is short of
@@ -438,6 +434,7 @@ class MatrixBot:
             joined,
             public=room.join_rule not in BOUNDED_JOIN_RULES,
             history=room.history_visibility,
+            most=self.cfg.audience_list_max,
         )
 
     async def _answer(

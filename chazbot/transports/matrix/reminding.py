@@ -60,7 +60,7 @@ def reminder_runner(
     who reads a room now (None: reminders carry no memory)."""
 
     def stores() -> list[Reminders]:
-        return [Reminders(peer.ledger, a.db, a.key) for a in peer.agents.values()]
+        return [peer.reminders.of(a.db, a.key) for a in peer.agents.values()]
 
     async def deliver(session: str, text: str, txn: str) -> bool:
         """False (it stays due): not a Matrix room of this bot now, or not synced yet."""
@@ -75,6 +75,15 @@ def reminder_runner(
         await sender.send(room_id, {"msgtype": "m.text", "body": text}, txn)
         return True
 
+    async def name_of(session: str, person: str) -> str | None:
+        """``person``'s display name in the room (nio's, disambiguated as clients show it)."""
+        _, client, _ = parts()
+        room = None if client is None else client.rooms.get(session.removeprefix(SESSION_PREFIX))
+        if room is None or person not in room.users:
+            return None
+        name = room.user_name(person)
+        return name if isinstance(name, str) and name else None
+
     notes: Notes | None = None
     told: AudienceOf | None = None
     if audience is not None:
@@ -85,7 +94,7 @@ def reminder_runner(
 
         notes = memory_notes(peer, audience_of)
         told = audience_of  # a reminder's words only to readers who could read them then
-    return ReminderRunner(stores, deliver, notes=notes, audience=told)
+    return ReminderRunner(stores, deliver, notes=notes, audience=told, name_of=name_of)
 
 
 __all__ = ["AudienceOf", "memory_notes", "reminder_runner"]

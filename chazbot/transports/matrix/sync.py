@@ -59,7 +59,7 @@ class SyncLoop:
         router: Router,
         state: MatrixState,
         *,
-        on_invite: Callable[[str, str], None],
+        on_invite: Callable[[str, str, bool], None],
         on_job: Callable[[Job], None],
         relogin: Callable[[], Awaitable[None]] | None,
         timeline_limit: int = TIMELINE_LIMIT,
@@ -207,7 +207,7 @@ class SyncLoop:
         for room_id, info in response.rooms.invite.items():
             inviter = self.router.inviter(info.invite_state)
             if inviter is not None:
-                self._on_invite(room_id, inviter)
+                self._on_invite(room_id, inviter, self.router.direct(info.invite_state))
         if since is None:
             return []  # the very first start: history is not answered
         jobs: list[Job] = []

@@ -119,7 +119,17 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                     ),
                 }
             )
-        return ui.page("agents.html", who, title="Agents", agents=shown)
+        servers = [  # MCP servers (#46): their state, as !chaz tools shows it
+            {
+                "name": link.name,
+                "via": link.config.url or link.config.command,
+                "state": f"{link.state}: {link.error}" if link.error else link.state,
+                "tools": ", ".join(sorted(link.tools)) or "none",
+                "owner": link.config.owner or "anyone allowed",
+            }
+            for link in peer.tools.servers.links.values()
+        ]
+        return ui.page("agents.html", who, title="Agents", agents=shown, servers=servers)
 
     async def banks(request: web.Request, who: Who) -> web.StreamResponse:
         listed = []

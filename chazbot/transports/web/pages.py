@@ -474,7 +474,7 @@ def query(path: str, **params: Any) -> str:
 def page_number(request: web.Request, last: int) -> int:
     """The ``page`` query parameter, 0-based, clamped to ``[0, last]``."""
     raw = request.query.get("page", "0")
-    number = int(raw) if raw.isdigit() and len(raw) < 7 else 0
+    number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 7 else 0
     return max(0, min(number, last))
 
 

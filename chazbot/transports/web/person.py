@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
-from chazbot.reminders.store import Reminders
 from chazbot.transports.web.pages import (
     PREFIX,
     WEB_SESSION,
@@ -88,7 +87,7 @@ async def said_by(ui: Pages, who: Who) -> list[Said]:
     found: list[Said] = []
     zone = peer.config.timezone
     for agent in peer.hosting.allowed_agents(WEB_SESSION):
-        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(who.person, zone)
+        zone = await peer.reminders.of(agent.db, agent.key).zone_of(who.person, zone)
     for agent in peer.hosting.allowed_agents(WEB_SESSION):
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
@@ -148,12 +147,10 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         back = form.get("back", f"{PREFIX}/me")
         if not key.strip():
             ui.flash(who, False, "Say which row to forget.")
-        elif key.strip().lower() == "all":
-            # ``forget-mine all`` means every row: a key named "all" is not one row there
-            ui.flash(who, False, "A row whose key is “all” is forgotten with “Forget all”.")
-        else:
-            return await ui.act(who, ["memory", "forget-mine", key], back)
-        return await ui.act_done(back)
+            return await ui.act_done(back)
+        # by its key, always: a key of digits ("5") or "all" is never read as a list number
+        # or as every row
+        return await ui.act(who, ["memory", "forget-mine", "key", key], back)
 
     async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)

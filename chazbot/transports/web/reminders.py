@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from chazbot.errors import NotFound
-from chazbot.reminders.store import Reminder, Reminders
+from chazbot.reminders.store import Reminder
 from chazbot.reminders.when import WEEKDAY_NAMES, describe_rule
 
 if TYPE_CHECKING:
@@ -77,10 +77,10 @@ async def reminders_of(
     their zone (``tz``, as the page shows rows)."""
     zone = peer.config.timezone
     for agent in peer.agents.values():
-        zone = await Reminders(peer.ledger, agent.db, agent.key).zone_of(person, zone)
+        zone = await peer.reminders.of(agent.db, agent.key).zone_of(person, zone)
     found: list[Upcoming] = []
     for agent in peer.agents.values():
-        for r in await Reminders(peer.ledger, agent.db, agent.key).of_person(person):
+        for r in await peer.reminders.of(agent.db, agent.key).of_person(person):
             found.append(Upcoming(agent.name, r, zone, room_name(r.room)))
     found.sort(key=lambda u: (u.reminder.next_due() or u.reminder.first, u.reminder.id))
     return found
@@ -92,7 +92,7 @@ async def cancel_own(peer: Peer, person: str, agent_name: str, rid: str) -> tupl
     try:
         if agent is None:
             raise NotFound("no such reminder of yours (already cancelled or delivered?)")
-        gone = await Reminders(peer.ledger, agent.db, agent.key).cancel_mine(person, rid)
+        gone = await peer.reminders.of(agent.db, agent.key).cancel_mine(person, rid)
     except NotFound as exc:
         return False, str(exc)
     return True, f"Cancelled the reminder: {gone.what}"

@@ -1,0 +1,65 @@
+"""Stage 4 of a turn: the answer check, before the reply is sent.
+
+An empty reply says so; a model that cannot see says it could not look at the pictures (#39);
+and a reply to a question about the person must stand on what the model was shown of memory
+(``grounding.grounded``, #36), else it is withheld and the person is told, in their language,
+what memory does hold (``asked.unsupported``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+
+from chazbot.agent import asked
+from chazbot.agent.grounding import grounded
+from chazbot.agent.pictures import CANNOT_SEE
+from chazbot.agent.turn.context import Incoming, TurnContext
+from chazbot.agent.turn.quick import WORDS_MAX_CHARS
+from chazbot.agent.words import asks, personal
+from chazbot.memory.rows import MemoryRow
+
+log = logging.getLogger("chazbot.agent.turn")
+
+EVIDENCE_LINE_CHARS = 2_000
+"""What the answer check reads of each line the model was shown: a row of 16 KiB built to be
+slow ("my son is my son …") took 16 s to check; cutting only ever makes the check stricter."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The reply to send, and the model's reply it replaced (None: it stands)."""
+
+    reply: str
+    withheld: str | None = None
+
+
+async def check_answer(
+    ctx: TurnContext, said: Incoming, reply: str, told: list[str], shown: list[MemoryRow]
+) -> Checked:
+    """The reply as it may be sent (see the module docstring). ``told``: every text the model
+    was shown of memory; ``shown``: the recalled rows (what the person is told instead)."""
+    text = said.text
+    reply = reply.strip() or "(no reply)"
+    if said.pictures and not ctx.can.vision:
+        reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
+    if not (asks(text) and personal(text)) or await _grounded(text, reply, told):
+        return Checked(reply)
+    log.info("turn agent=%s: a reply about the person stood on nothing shown", ctx.agent.name)
+    # an answer about the person needs a row about it (#36), in the person's language
+    bounded = [replace(r, value=r.value[:EVIDENCE_LINE_CHARS]) for r in shown]
+    instead = await asyncio.to_thread(
+        asked.unsupported, text[-WORDS_MAX_CHARS:], bounded, ctx.memory, ctx.sender
+    )
+    return Checked(instead, withheld=reply)
+
+
+async def _grounded(question: str, reply: str, told: list[str]) -> bool:
+    """``grounding.grounded`` off the event loop, each line it reads bounded
+    (``EVIDENCE_LINE_CHARS``; of a long question its end, where the question is)."""
+    cut = ["\n".join(line[:EVIDENCE_LINE_CHARS] for line in t.splitlines()) for t in told]
+    return await asyncio.to_thread(grounded, question[-WORDS_MAX_CHARS:], reply, cut)
+
+
+__all__ = ["EVIDENCE_LINE_CHARS", "Checked", "check_answer"]

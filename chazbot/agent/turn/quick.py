@@ -1,0 +1,79 @@
+"""Stage 1 of a turn: requests in words, answered without the model.
+
+"remind me …" sets a reminder (in the languages of ``reminders.when``), a request the word
+rules know (forget, remember, undo, "what do you know about me", …; ``words.intent``) is
+carried out by ``asked.answer``, and where capture keeps what is told, a message that tells
+one fact is acknowledged ("Noted: …"). None: the message goes on to the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from chazbot.agent import asked
+from chazbot.agent.turn.context import Incoming, TurnContext
+from chazbot.agent.turn.result import TurnResult
+from chazbot.agent.words import asks, intent
+from chazbot.errors import InputError
+from chazbot.reminders.setting import set_reminder
+from chazbot.reminders.when import asks_for_reminder, off_loop
+from chazbot.reminders.zones import set_zone_from_words, zone_in_words
+
+WORDS_MAX_CHARS = 2_000
+"""A message longer than this is no request in words (forget, remember, undo…): it goes to the
+model. The word rules read every clause of a message, and on tens of KB of punctuation they took
+seconds (a 60 KB message of dots held the event loop 3.3 s); they run off the loop as well."""
+
+
+async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None:
+    """The answer to a request in words (kept in the history), or None (see the module)."""
+    text = said.text
+    hearing = ctx.memory.hearing
+    moved = await off_loop(zone_in_words, text) if not asks(text) else None
+    zone_said = ""  # "I live in Lisbon": the person's zone, set first, confirmed with the rest
+    rest = text
+    if moved is not None:
+        zone_said = await set_zone_from_words(
+            ctx.reminders, ctx.sender, moved, hearing.prefix, ctx.clock()
+        )
+        rest = moved.without(text)
+    if asks_for_reminder(rest) is not None:
+        reminder: str | None
+        try:
+            reminder = await set_reminder(
+                ctx.reminders,
+                rest,
+                ctx.session.name,
+                ctx.sender,
+                ctx.default_zone,
+                False,
+                origin=hearing.origin,
+                prefix=hearing.prefix,
+            )
+        except InputError as exc:
+            reminder = None if asks(text) else f"{exc} (nothing was set)"
+        if reminder is not None:
+            reminder = "\n".join(filter(None, (zone_said, reminder)))
+            await ctx.say(reminder)
+            return TurnResult(reminder, answered_in_words=True)
+    found = await asyncio.to_thread(intent, text) if len(text) <= WORDS_MAX_CHARS else None
+    if found is not None:
+        tools = frozenset(ctx.agent.config.allowed_tools) if ctx.can.tools else frozenset()
+        words = await asked.answer(
+            found, ctx.memory, ctx.agent.name, ctx.sender, tools, ctx.session
+        )
+        if words is not None:
+            words = "\n".join(filter(None, (words, zone_said)))
+            await ctx.say(words)
+            return TurnResult(words, answered_in_words=True)
+    noted = None
+    if ctx.acknowledge and not said.pictures:
+        noted = asked.acknowledgement(text, (ctx.agent.name,))
+    if noted is not None or zone_said:  # capture still keeps what was told, zone or not
+        noted = "\n".join(filter(None, (noted, zone_said)))
+        await ctx.say(noted)
+        return TurnResult(noted)
+    return None
+
+
+__all__ = ["WORDS_MAX_CHARS", "answer_in_words"]
