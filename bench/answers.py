@@ -48,7 +48,8 @@ from chazbot.agent.words import intent
 from chazbot.config import AgentConfig, Config, EmbeddingConfig, LLMConfig
 from chazbot.memory.audience import room_audience
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "answers.json"
+SETS = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = SETS / "answers.json"
 SEED = 45
 HONEST = re.compile(
     r"don'?t know|do not know|haven'?t told|have not told|not sure|no idea|didn'?t tell|"
@@ -61,7 +62,10 @@ UNDO = {"en": "undo", "de": "rückgängig", "fr": "annule", "es": "deshacer", "n
 
 
 def halves(data: dict[str, Any], half: str) -> dict[str, list[Any]]:
-    """Each list of the set, shuffled with the fixed seed; dev its first half, held the rest."""
+    """Each list of the set, shuffled with the fixed seed; dev its first half, held the rest
+    (``all``: every item, unshuffled: the blind set, scored whole)."""
+    if half == "all":
+        return {name: list(data[name]) for name in ("groups", "never", "world", "words")}
     rng = random.Random(SEED)
     out: dict[str, list[Any]] = {}
     for name in ("groups", "never", "world", "words"):
@@ -140,8 +144,10 @@ def _pct(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "0/0"
 
 
-async def run(half: str, model: str | None, show: bool, paraphrase: bool = False) -> dict[str, Any]:
-    data = json.loads(DATA.read_text())
+async def run(
+    half: str, model: str | None, show: bool, paraphrase: bool = False, path: Path = DATA
+) -> dict[str, Any]:
+    data = json.loads(path.read_text())
     people: dict[str, str] = data["people"]
     part = halves(data, half)
     groups = part["groups"]
@@ -283,7 +289,12 @@ async def run(half: str, model: str | None, show: bool, paraphrase: bool = False
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--half", choices=("dev", "held"), default="dev")
+    parser.add_argument("--half", choices=("dev", "held", "all"), default="dev")
+    parser.add_argument(
+        "--set",
+        default="answers",
+        help="the set's name in tests/data (answers, or answers_blind: score it once, --half all)",
+    )
     parser.add_argument("--model", default=None, help="llm.model (default: the built-in)")
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--words-only", action="store_true", help="the request sentences alone")
@@ -294,11 +305,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.words_only:
-        data = json.loads(DATA.read_text())
+        data = json.loads((SETS / f"{args.set}.json").read_text())
         found = words_score(halves(data, args.half)["words"], args.show)
         print(json.dumps({"half": args.half, "words": found}, indent=1))
         return
-    out = asyncio.run(run(args.half, args.model, args.show, args.paraphrase))
+    out = asyncio.run(
+        run(args.half, args.model, args.show, args.paraphrase, SETS / f"{args.set}.json")
+    )
     print(json.dumps(out, indent=1))
 
 
