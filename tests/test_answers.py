@@ -17,7 +17,7 @@ import chazbot
 from chazbot.agent import answering
 from chazbot.agent.answering import choose, fits, names, read_question
 from chazbot.agent.capture import only_questions
-from chazbot.agent.grounding import evidence
+from chazbot.agent.grounding import evidence, grounded, supports
 from chazbot.agent.lexicon import LANGUAGES, Language
 from chazbot.agent.undo import UndoSlots
 from chazbot.agent.words import intent, polished, worth_keeping
@@ -182,6 +182,48 @@ def test_an_untold_attribute_of_a_named_person_is_not_answered() -> None:
     assert fits(
         evidence(tomas), read_question("And what does he do?", "Where does my brother live?")
     )
+
+
+def test_a_row_of_another_kind_does_not_answer_a_which_kind_question() -> None:
+    judo = row("Mon fils Léo fait du judo le mercredi.")
+    assert not fits(evidence(judo), read_question("Which school does Léo go to?"))
+    assert fits(evidence(judo), read_question("Quel sport fait Léo ?"))
+    assert fits(evidence(judo), read_question("Et quel jour ?", "Quel sport fait Léo ?"))
+
+
+def test_a_value_of_the_kind_asked_answers_without_the_questions_verb() -> None:
+    padel = row("Los sábados juego al pádel con mis amigas.")
+    q = read_question("Which sport do I play on Saturdays?")
+    assert choose(q, [(padel, 0.5)], answering.AnswerTuning()) is padel
+    assert supports(evidence(padel), "¿Qué deporte practico?")
+    assert not supports(
+        evidence(row("Mi hija juega al pádel.")), "Which sport do I play on Saturdays?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "said"),
+    [  # right answers a composing model gives in words of its own (#45, the paraphraser)
+        ("What does my husband do?", "Mijn man Pieter werkt als buschauffeur.", "A bus driver."),
+        ("En hoe heet hij? — my man", "Mijn man Pieter werkt als buschauffeur.", "Pieter."),
+        ("Et quel jour ? — Léo", "Mon fils Léo fait du judo le mercredi.", "Le mercredi."),
+        ("Which sport do I play?", "Los sábados juego al pádel con mis amigas.", "Pádel."),
+    ],
+)
+def test_the_check_keeps_a_right_answer_in_other_words(question: str, told: str, said: str) -> None:
+    assert grounded(question, said, [told])
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "said"),
+    [
+        ("What is my son's name?", "My son plays the trumpet in the school band.", "Max."),
+        ("What does my husband do?", "Mijn man Pieter werkt als buschauffeur.", "A pilot."),
+        ("Which sport do I play?", "My daughter plays tennis.", "Tennis."),
+    ],
+)
+def test_the_check_still_refuses_what_no_row_says(question: str, told: str, said: str) -> None:
+    assert not grounded(question, said, [told])
 
 
 def test_names_are_told_apart_from_nouns() -> None:

@@ -47,6 +47,8 @@ from chazbot.agent.grounding import (
     equivalents,
     evidence,
     job_nouns,
+    other_kind,
+    speaker_first,
     supports,
 )
 from chazbot.agent.grounding import has_word as _has
@@ -229,6 +231,8 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     told = _lower_tokens(_said_part(raw))
     if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in told):
         return False  # "my car's registration number" beside "I drive a blue Volvo"
+    if other_kind(q.text, raw):
+        return False  # "Which school does Léo go to?" beside "Léo fait du judo"
     naming = set(asked_words) & (NAME | WHO)
     if not naming and not q.follow_up and _only_names(raw, q):
         return False  # "What breed is my dog?" beside "My dog is called Biscuit"
@@ -239,20 +243,6 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
         return bool(job_nouns(words)) and not (have & _KNOWN - _JOB)
-    return False
-
-
-_I = _set("i i'm ich je j' ik yo")
-
-
-def _speaker_first(said: str) -> bool:
-    """Whether the teller is the sentence's subject before any possessive ("Los sábados
-    *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
-    for token in tokenize(said.replace("\u2019", "'")):
-        if token in POSSESSIVES:
-            return False
-        if token in _I or token in FIRST_PERSON:
-            return True
     return False
 
 
@@ -313,7 +303,7 @@ def fits(row_text: str, q: Question) -> bool:
         return False
     if q.about_asker:
         kin = [w for w in words if w in RELATIONS]
-        owned = [] if _speaker_first(said_text(_said_part(row_text))) else sorted(owners)
+        owned = [] if speaker_first(said_text(_said_part(row_text))) else sorted(owners)
         if kin or (owned and not _has(_lower_tokens(q.text), owned)):
             return False  # "My daughter plays the violin" says nothing of what *I* play
     return _holds(words, row_text, q)
@@ -481,7 +471,7 @@ async def question_to_check(text: str, session: Session, sender: str) -> str | N
     if q is not None and q.follow_up and (about_me(previous) or q.names or q.subject):
         # the follow-up with whom it is about: "Und welches Instrument spielt sie? my tochter"
         about = [f"my {s}" for s in sorted(q.subject)] + [n.title() for n in sorted(q.names)]
-        return " ".join([text, *about])
+        return " — ".join([text, " ".join(about)])  # "Et quel jour ? — Léo": a name, not a start
     return None
 
 

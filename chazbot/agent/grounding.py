@@ -211,13 +211,22 @@ KINDS: dict[str, frozenset[str]] = {
         "fútbol baloncesto natación voetbal zwemmen schwimmen natation judo karate padel "
         "pádel yoga boxing boxen rowing rudern aviron remo roeien surfing marathon"
     ),
+    "day": _set(
+        "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
+        "thursdays fridays saturdays sundays montag dienstag mittwoch donnerstag freitag "
+        "samstag sonntag montags dienstags mittwochs donnerstags freitags samstags sonntags "
+        "lundi mardi mercredi jeudi vendredi samedi dimanche lunes martes miércoles jueves "
+        "viernes sábado sábados domingo domingos maandag dinsdag woensdag donderdag vrijdag "
+        "zaterdag zondag weekend week-end"
+    ),
 }
 """Kinds of answer a "which *kind*" question asks, with what is of the kind."""
 KIND_WORDS: dict[str, str] = {
     word: kind
     for kind, words in {
         "instrument": _set("instrument instruments instrumento instrumentos"),
-        "sport": _set("sport sports deporte deportes sportart"),
+        "sport": _set("sport sports deporte deportes sportart race carrera wedstrijd"),
+        "day": _set("day days tag tage jour jours día días dag dagen wochentag weekday"),
     }.items()
     for word in words
 }
@@ -376,12 +385,41 @@ def _names_only(words: list[str], q: Asked) -> bool:
 
 def _other_kind(kind: str | None, words: list[str]) -> bool:
     """Whether the row's value is of a known kind other than the one asked ("which *sport*"
-    beside "I play the trumpet")."""
-    asked_kind = KIND_WORDS.get(kind or "")
-    if asked_kind is None:
+    beside "I play the trumpet"; "which *school*" beside "Léo fait du judo": a sport is no
+    school). A row that has the asked kind's own word ("my *car* is a Volvo") is not."""
+    if kind is None or kind in GENERIC or _has(words, [kind]):
         return False
+    asked_kind = KIND_WORDS.get(kind)
     theirs = {k for k, members in KINDS.items() for w in words if w in members}
     return bool(theirs) and asked_kind not in theirs
+
+
+def _of_kind(kind: str | None, words: list[str]) -> bool:
+    """Whether the row holds a value of the kind asked ("which *sport*" beside "juego al
+    pádel", "quel *jour*" beside "le mercredi"): it answers without the question's verb."""
+    asked_kind = KIND_WORDS.get(kind or "")
+    return asked_kind is not None and any(w in KINDS[asked_kind] for w in words)
+
+
+def other_kind(question: str, row: str) -> bool:
+    """``_other_kind`` of a question's "which *kind*" and a row's words."""
+    kind = _kind_word(tokenize(question.replace("\u2019", "'")))
+    return _other_kind(kind, tokenize(row.replace("\u2019", "'")))
+
+
+def gives_name(text: str, subject: Iterable[str]) -> bool:
+    """Whether a row names one of ``subject`` without a word for "name": a capitalised word
+    right after it ("Mijn man *Pieter* werkt als buschauffeur", "My partner *Jonas*")."""
+    wanted = sorted(subject)
+    if not wanted:
+        return False
+    said = text.replace("\u2019", "'").split()
+    for i, word in enumerate(said[:-1]):
+        plain = word.strip(".,;:!?\"'()").lower()
+        nxt = said[i + 1].strip(".,;:!?\"'()")
+        if plain and nxt[:1].isupper() and _has([plain], wanted):
+            return True
+    return False
 
 
 def supports(text: str, question: str) -> bool:
@@ -401,6 +439,20 @@ FIRST_PERSON = frozenset(ES.opens) | _set(
     "toco escribo cocino"
 )
 """Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
+
+
+_I = _set("i i'm ich je j' ik yo we wir nous nosotros wij")
+
+
+def speaker_first(said: str) -> bool:
+    """Whether the teller is the sentence's subject before any possessive ("Los sábados
+    *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
+    for token in tokenize(said.replace("\u2019", "'")):
+        if token in POSSESSIVES:
+            return False
+        if token in _I or token in FIRST_PERSON:
+            return True
+    return False
 
 
 def _someone_else(text: str) -> bool:
@@ -433,24 +485,27 @@ def _supports(text: str, question: str, q: Asked) -> bool:
     owners = {s for s, _ in _owned(text)}
     if owners and q.subject and not _has(owners, q.subject):
         return False  # "our landlord's phone number" is not about "my phone"
-    if owners and not q.subject:
+    if owners and not q.subject and not speaker_first(text):
         mentioned = [t for t in tokenize(question) if t not in FUNCTION]
         named = {t for t in tokenize(" ".join(_names(question))) if t in words}
         if not _has(owners, mentioned) and not named:
             return False  # "my daughter plays …" does not say what *I* play; "my friend
             # Sam lives in Dublin" does say where *Sam* lives
+    names_it = any(w in NAME for w in words) or gives_name(text, q.subject)
     for what in q.what:
-        if what in NAME and not any(w in NAME for w in words):
+        if what in NAME and not names_it:
             return False
         if what in NUMBER and not any(w in NUMBER or w.isdigit() for w in words):
             return False
     if q.naming and not q.subject and not q.predicate and not q.kind:
-        return any(w in NAME for w in words)
+        return names_it
     said = set(tokenize(question))
-    if said & NAME and not said & WHO and not any(w in NAME for w in words):
+    if said & NAME and not said & WHO and not names_it:
         return False  # "what is my cat called?" needs a row that names it
-    if q.kind is not None and _has(words, [q.kind]):
-        return True  # "My car is a red Skoda" for "What car do I drive?"
+    if said & NAME and q.subject and not q.predicate and gives_name(text, q.subject):
+        return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
+    if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
+        return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
     if job_nouns(words):  # "What did my father do for work?" beside "… war Elektriker"
         q = replace(q, predicate=tuple(p for p in q.predicate if p not in _JOB_CONCEPT))
     if not all(_has(words, [p]) for p in q.predicate):
@@ -495,7 +550,23 @@ def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
         return False
     if any(not _has([name], known) for name in _names(reply) if name in added):
         return False  # "You study chemistry at Harvard University": Harvard was never said
-    return any(_has(tokenize(t), added) for t in about)
+    return any(_has(tokenize(t), added) or _part_of(tokenize(t), added) for t in about)
+
+
+COMPOUND_PART = 3
+"""A reply's word this long or longer that starts or ends a longer word of the row is one of
+its parts ("bus" of "buschauffeur", "Chemie" told, "Zahnarzt" for "Arzt")."""
+
+
+def _part_of(words: list[str], added: list[str]) -> bool:
+    """Whether an added word of a reply is a part of a compound the row has."""
+    return any(
+        len(a) >= COMPOUND_PART
+        and len(w) >= len(a) + COMPOUND_PART
+        and (w.startswith(a) or w.endswith(a))
+        for a in added
+        for w in words
+    )
 
 
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“„«‘'(]\s*)$")
@@ -527,12 +598,15 @@ __all__ = [
     "asked",
     "equivalents",
     "evidence",
+    "gives_name",
     "grounded",
     "has_word",
     "job_nouns",
     "names_only",
+    "other_kind",
     "owned",
     "someone_else",
+    "speaker_first",
     "subject",
     "supports",
 ]
