@@ -155,7 +155,7 @@ async def run(
     totals: Counter[str] = Counter()
     walls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        llm = LLMConfig(backend="local", **({"model": model} if model else {}))
+        llm = LLMConfig(backend="local", model=model) if model else LLMConfig(backend="local")
         cfg = Config(  # the README's local run: the embedded model and the local embedder
             state_dir=Path(tmp),
             llm=llm,
