@@ -220,6 +220,7 @@ def test_the_check_keeps_a_right_answer_in_other_words(question: str, told: str,
         ("What is my son's name?", "My son plays the trumpet in the school band.", "Max."),
         ("What does my husband do?", "Mijn man Pieter werkt als buschauffeur.", "A pilot."),
         ("Which sport do I play?", "My daughter plays tennis.", "Tennis."),
+        ("What is Sam's job?", "My best friend Sam lives in Dublin.", "Sam works in Dublin."),
     ],
 )
 def test_the_check_still_refuses_what_no_row_says(question: str, told: str, said: str) -> None:
@@ -419,3 +420,7 @@ async def test_a_composing_models_answer_about_someone_named_is_checked(tmp_path
             "Kees repairs bikes, fietsen."
         )
         assert await ask("What is the capital of Italy?", "Rome.") == "Rome."
+        # someone nobody here told of is the world's: a model that composes knows Einstein
+        einstein = "Albert Einstein was the physicist of relativity."
+        assert await ask("Who is Einstein?", einstein) == einstein
+        assert "don't know" in await ask("How old is Kees?", "Kees is 41.")

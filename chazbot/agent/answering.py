@@ -37,6 +37,7 @@ from chazbot.agent.grounding import (
     FIRST_PERSON,
     FUNCTION,
     KIND_WORDS,
+    KNOWN,
     NAME,
     NUMBER,
     POSSESSIVES,
@@ -99,13 +100,6 @@ NUMBER_WORDS = _set(
 )
 _JOB = CONCEPT_OF["job"]
 _NAMED = CONCEPT_OF["name"]
-_KNOWN = frozenset(
-    i
-    for word in ("live", "job", "born", "birthday", "car", "phone", "email", "address")
-    for i in CONCEPT_OF[word]
-)
-"""Attributes a question may ask that a row tells in words of their own: a row telling one of
-them answers no question for another."""
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
 
 
@@ -236,13 +230,13 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     naming = set(asked_words) & (NAME | WHO)
     if not naming and not q.follow_up and _only_names(raw, q):
         return False  # "What breed is my dog?" beside "My dog is called Biscuit"
-    if not wanted & _KNOWN:
+    if not wanted & KNOWN:
         return True
     have = _concepts(words)
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        return bool(job_nouns(words)) and not (have & _KNOWN - _JOB)
+        return bool(job_nouns(words)) and not (have & KNOWN - _JOB)
     return False
 
 
@@ -415,6 +409,27 @@ def aliases_of(q: Question, rows: Sequence[MemoryRow]) -> frozenset[str]:
     return frozenset(found)
 
 
+async def told_of(memory: MemoryScope, session: Session, asked: str, named: frozenset[str]) -> bool:
+    """Whether the room could have told of someone ``named``: a word of the agent's rows
+    (whoever may hear them: a name only Ben's DM told is still someone told of), of the
+    session's recent messages before the question ``asked``, an MXID of someone present, or
+    a role ("the admin's dog")."""
+    if named & ROLES:
+        return True
+    view = await memory.engine.view(memory.db)
+    texts = [f"{r.key} {r.value}" for r in view.visible.values()]
+    said = [m.content for m in await session.history(40)]
+    if said and said[-1] == asked:
+        said.pop()  # the question itself tells of nobody
+    audience = memory.hearing.audience
+    texts += said + (sorted(audience.present) if audience is not None else [])
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in sorted(named)) + r")\b")
+    return any(pattern.search(t.lower()) for t in texts)
+
+
+ROLES = _set("admin admins administrator operator owner bot")
+
+
 async def previous_question(session: Session, sender: str) -> str:
     """The person's message before the one being answered in this room ("" when none)."""
     said = [m for m in await session.history(12) if m.role == "user" and m.sender == sender]
@@ -454,17 +469,24 @@ async def answer_about_person(
     return spoken(row, text, asker)
 
 
-async def question_to_check(text: str, session: Session, sender: str) -> str | None:
+async def question_to_check(
+    text: str, session: Session, sender: str, memory: MemoryScope | None = None
+) -> str | None:
     """The question a composing model's reply is checked against (``turn.check``): a question
     about the asker, one that asks something of a person it names ("Where does Kees
     live?"), or a follow-up of such a question, read with it ("Where does my brother live?
-    And what does he do?"); None: the reply is not about a person."""
+    And what does he do?"); None: the reply is not about a person. With ``memory``, a
+    question about someone nobody in the room could have told of (no row, no earlier
+    message, no one present names them: "Who is Einstein?") is the world's: the model's
+    own knowledge answers it, unchecked (docs/measured.md, #45)."""
     if not asks(text):
         return None
     if about_me(text):
         return text
     named = frozenset(names(text))
     if named and personal_attribute(text, named):
+        if memory is not None and not await told_of(memory, session, text, named):
+            return None
         return text
     previous = await previous_question(session, sender)
     q = read_question(text, previous) if previous and asks(previous) else None
@@ -481,7 +503,7 @@ DOING = _set(
 )
 """What a question asks of someone when it asks what they do or who they are."""
 _PERSONAL_CONCEPTS = (
-    _KNOWN
+    KNOWN
     | _NAMED
     | frozenset(i for w in ("old", "dog", "cat", "horse", "favourite") for i in CONCEPT_OF[w])
     | frozenset(i for w in RELATIONS for i in CONCEPT_OF.get(w, frozenset()))
@@ -526,4 +548,5 @@ __all__ = [
     "question_to_check",
     "read_question",
     "spoken",
+    "told_of",
 ]

@@ -258,10 +258,23 @@ _JOB_NOUN = re.compile(
 )
 
 
+_PLACE_BEFORE = _set("in im aus from à en uit nach naar to")
+"""A word right after one of these is a place ("in Dublin", "à Berlin"), never a job."""
+
+
 def job_nouns(words: Iterable[str]) -> list[str]:
     """Words that may name a job ("carpenter", "Elektriker", "dentista", "infirmière",
-    "buschauffeur"): a job is told as what someone *is*, without a word for "job"."""
-    return [w for w in words if len(w) > 3 and w not in RELATIONS and _JOB_NOUN.search(w)]
+    "buschauffeur"): a job is told as what someone *is*, without a word for "job"; not a
+    place that ends like one ("lives in Dublin")."""
+    tokens = list(words)
+    return [
+        w
+        for i, w in enumerate(tokens)
+        if len(w) > 3
+        and w not in RELATIONS
+        and _JOB_NOUN.search(w)
+        and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE)
+    ]
 
 
 _JOB_CONCEPT = _set(
@@ -476,8 +489,30 @@ def _someone_else(text: str) -> bool:
     return False
 
 
+KNOWN = frozenset(
+    i
+    for word in ("live", "job", "born", "birthday", "car", "phone", "email", "address")
+    for i in _CONCEPT_OF[word]
+)
+"""Attributes a question may ask that a row tells in words of their own: a row telling one of
+them answers no question for another."""
+
+
+def _another_attribute(words: list[str], question: str) -> bool:
+    """Whether the row tells a known attribute other than the one asked ("What is Sam's
+    job?" beside "Sam lives in Dublin"); a job may be told as what someone is ("… und ist
+    Fährkapitän")."""
+    asked_of = {i for w in tokenize(question) for i in _CONCEPT_OF.get(w, ())} & KNOWN
+    have = {i for w in words for i in _CONCEPT_OF.get(w, ())} & KNOWN
+    if not asked_of or not have or asked_of & have:
+        return False
+    return not (asked_of & _CONCEPT_OF["job"] and job_nouns(words))
+
+
 def _supports(text: str, question: str, q: Asked) -> bool:
     words = tokenize(text.replace("\u2019", "'"))
+    if _another_attribute(words, question.replace("\u2019", "'")):
+        return False
     if _about_the_person(q) and _someone_else(text):
         return False  # "Raj lives in Leicester" does not say where *I* live
     if q.subject and not _has(words, q.subject):
@@ -593,6 +628,7 @@ names_only = _names_only
 
 __all__ = [
     "CONCEPT_OF",
+    "KNOWN",
     "RELATIONS",
     "Asked",
     "asked",

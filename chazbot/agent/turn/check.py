@@ -45,7 +45,7 @@ async def check_answer(
     reply = reply.strip() or "(no reply)"
     if said.pictures and not ctx.can.vision:
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
-    question = await question_to_check(text[-WORDS_MAX_CHARS:], ctx.session, ctx.sender)
+    question = await question_to_check(text[-WORDS_MAX_CHARS:], ctx.session, ctx.sender, ctx.memory)
     if question is None or await _grounded(question, reply, told):
         return Checked(reply)
     log.info("turn agent=%s: a reply about the person stood on nothing shown", ctx.agent.name)

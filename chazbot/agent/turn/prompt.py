@@ -86,7 +86,10 @@ async def recall_and_prompt(ctx: TurnContext, said: Incoming) -> Prompt | TurnRe
             return not asked.false_friend(row, text)
 
     shown: list[MemoryRow] = []
-    also = " ".join(equivalents(text)) if keep is not None else ""
+    # the words of the five languages for what a question about the person asks ("my
+    # neighbour" finds "mijn buurman"), whatever the model: a composing one answers from
+    # what it is shown, and the answer check reads the same rows (#45)
+    also = " ".join(equivalents(text)) if asks(text) and personal(text) else ""
     block, hits = await auto_recall(
         ctx.peer,
         ctx.agent,
