@@ -453,8 +453,12 @@ async def answer_about_person(
     if not (about_me(text) or q.names or q.follow_up):
         return None
     named_only = q.names and not about_me(text) and not q.follow_up
+    # someone the room told of, asked about ("Which school does *Léo* go to?"): a row, or
+    # "I don't know", never the model's guess; else a place or a thing ("tips for a
+    # weekend in Lyon?"): a row's words, or the model
     if named_only and not personal_attribute(text, q.names):
-        q = replace(q, by_words_only=True)  # "tips for a weekend in Lyon?": a row's words
+        person = _as_person(text, q.names) and await told_of(memory, session, text, q.names)
+        q = q if person else replace(q, by_words_only=True)
     asker = sender if memory.hearing.origin is not None else None
     mine = about_me(text) or (q.follow_up and about_me(previous))
     answered = None
@@ -490,11 +494,30 @@ async def question_to_check(
         return text
     previous = await previous_question(session, sender)
     q = read_question(text, previous) if previous and asks(previous) else None
-    if q is not None and q.follow_up and (about_me(previous) or q.names or q.subject):
+    if q is not None and q.follow_up and not q.names and not q.subject and about_me(previous):
+        return previous  # "Where do I live now?" "And since when?": the same row answers both
+    if q is not None and q.follow_up and (q.names or q.subject):
         # the follow-up with whom it is about: "Und welches Instrument spielt sie? my tochter"
         about = [f"my {s}" for s in sorted(q.subject)] + [n.title() for n in sorted(q.names)]
         return " — ".join([text, " ".join(about)])  # "Et quel jour ? — Léo": a name, not a start
     return None
+
+
+_BEFORE_A_PLACE = _set(
+    "in of for to from about at on near around à au aux de du des en a al el la le les los "
+    "las der die das den dem von vom nach naar van uit het the une un ein eine een"
+)
+"""Words before a name that make it a place or a thing the question is about ("a weekend
+in Lyon", "the capital of France"), not a person its verb asks about."""
+
+
+def _as_person(text: str, named: frozenset[str]) -> bool:
+    """Whether a name of ``text`` is whom its verb asks about ("does *Léo* go", "¿Dónde
+    estudia *Chloé*?"), not a place after a preposition ("a weekend in *Lyon*")."""
+    said = _lower_tokens(text)
+    return any(
+        i > 0 and said[i - 1] not in _BEFORE_A_PLACE for i, w in enumerate(said) if w in named
+    )
 
 
 DOING = _set(
