@@ -449,7 +449,8 @@ def _about_the_person(q: Asked) -> bool:
 
 FIRST_PERSON = frozenset(ES.opens) | _set(
     "practico hablo hago estudié estudio nací entreno odio trabajé viví crecí tuve fui "
-    "toco escribo cocino"
+    "toco escribo cocino salgo corro nado camino bebo leo canto bailo conduzco voy llevo "
+    "prefiero necesito uso tomo escucho veo"
 )
 """Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
 
