@@ -48,6 +48,7 @@ from chazbot.agent.grounding import (
     equivalents,
     evidence,
     job_nouns,
+    lacks_kind,
     other_kind,
     speaker_first,
     supports,
@@ -238,7 +239,7 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        return bool(job_nouns(words)) and not (have & KNOWN - _JOB)
+        return bool(job_nouns(words))  # "… wohnt in Hamburg und ist Fährkapitän"
     return False
 
 
@@ -329,6 +330,9 @@ def choose(
         return by_words[0]
     if q.by_words_only:
         return None
+    fitting = [(row, cos) for row, cos in fitting if not lacks_kind(q.text, evidence(row))]
+    if not fitting:
+        return None  # "Which bank am I with?": no row is of that kind
     fitting.sort(
         key=lambda rc: (bool(q.aliases & set(_lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
     )

@@ -117,7 +117,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
         "beroep beruflich"
     ),
     _set(
-        "live lives lived living wohnt wohne wohnst wohnen lebt leben lebe habite habites "
+        "live lives lived wohnt wohne wohnst wohnen lebt leben lebe habite habites "
         "habitent habiter vit vis vive vives vivo viven woont woon wonen moved move "
         "umgezogen gezogen déménagé déménagés mudé mudamos mudado verhuisd"
     ),
@@ -203,6 +203,7 @@ KINDS: dict[str, frozenset[str]] = {
     "instrument": _set(
         "piano guitar cello violin viola trumpet flute drums saxophone clarinet harp ukulele "
         "trombone oboe accordion keyboard bass klavier geige gitarre trompete flöte violon "
+        "drum batterie schlagzeug batería bateria drumstel violoncelle violonchelo "
         "guitare trompette flûte piano violín guitarra trompeta flauta viool gitaar trompet"
     ),
     "sport": _set(
@@ -418,6 +419,17 @@ def other_kind(question: str, row: str) -> bool:
     """``_other_kind`` of a question's "which *kind*" and a row's words."""
     kind = _kind_word(tokenize(question.replace("\u2019", "'")))
     return _other_kind(kind, tokenize(row.replace("\u2019", "'")))
+
+
+def lacks_kind(question: str, row: str) -> bool:
+    """Whether a question asks "which *kind*" and the row has neither that word (in a form
+    or language ``CONCEPTS`` knows) nor a value of that kind: a row found by meaning alone
+    then answers something else ("Which bank am I with?" beside "Nací en Bilbao")."""
+    kind = _kind_word(tokenize(question.replace("\u2019", "'")))
+    if kind is None or kind in GENERIC:
+        return False
+    words = tokenize(row.replace("\u2019", "'"))
+    return not _has(words, [kind]) and not _of_kind(kind, words)
 
 
 def gives_name(text: str, subject: Iterable[str]) -> bool:
@@ -639,6 +651,7 @@ __all__ = [
     "grounded",
     "has_word",
     "job_nouns",
+    "lacks_kind",
     "names_only",
     "other_kind",
     "owned",

@@ -394,11 +394,14 @@ def asks(text: str) -> bool:
 
 _PERSONAL = re.compile(
     r"\b(i|my|mine|myself|i'm|i've|i'd|ich|mein|meine|meinen|meinem|meiner|meines|mich|mir|"
-    r"je|j'|mon|ma|mes|moi|yo|mi|mis|ik|mijn|mij)(?!\w)",
+    r"je|j'|mon|ma|mes|moi|yo|mi|mis|ik|mijn|mij|"
+    r"we|our|ours|wir|unser|unsere|unseren|unserem|unserer|nous|notre|nos|nosotros|nosotras|"
+    r"nuestro|nuestra|nuestros|nuestras|wij|onze|ons)(?!\w)",
     re.IGNORECASE,
 )
 """The person in a message, in the five languages of ``lexicon`` ("my", "mein", "mon", "mi",
-"mijn"…)."""
+"mijn"…), and their household ("our", "unser", "notre", "nuestro", "onze": "Wat voor werk
+doet onze buurman?")."""
 
 
 def personal(text: str) -> bool:
