@@ -44,6 +44,10 @@ FUSED = "Jonas works as a nurse at the city hospital."
         ("Vergeet alsjeblieft, dat ik een hond heb", "hond"),
         ("Could you please forget my email address?", "email"),
         ("Please, please forget my bank details", "bank"),
+        ("Vergiss doch mal, dass ich Oliven hasse", "Oliven"),
+        ("Oublie donc, je te prie, que je déteste les olives", "olives"),
+        ("Kun je alsjeblieft vergeten dat ik een hond heb?", "hond"),
+        ("Vergeet even mijn adres, graag", "adres"),
     ],
 )
 def test_politeness_anywhere_is_read_past(text: str, what: str) -> None:
@@ -107,6 +111,10 @@ def test_a_request_in_question_form_is_a_request(text: str, what: str) -> None:
         "Oublie ce que je viens d'écrire",
         "Olvida, por favor, lo que acabo de escribir",
         "Vergeet wat ik net gezegd heb",
+        "Scratch that, forget what I've just told you",
+        "Vergiss bitte das gerade Gesagte",
+        "Olvida lo último que dije",
+        "Vergeet het vorige bericht",
     ],
 )
 def test_forget_what_i_just_said(text: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from chazbot.agent.answering import fits, read_question
+from chazbot.agent.answering import choose_row, fits, read_question
 from chazbot.agent.capture import Said, message_row, speaker_name
 from chazbot.agent.grounding import FUNCTION, POSSESSIVES, QUESTION, evidence, supports
 from chazbot.agent.lexicon import reply
@@ -234,6 +234,12 @@ async def forget_by_meaning(
     ]
     mine.sort(key=lambda rc: rc[1], reverse=True)
     q = read_question(what)
+    # the row a question of the same words would be answered from (its subject, its kind,
+    # the five languages' words for what it names: "hoe mijn papegaai heet" and "Unser
+    # Papagei Kiwi …"): one place decides both (#45)
+    chosen = await choose_row(memory, q, asker=speaker, only_asker=True)
+    if chosen is not None:
+        return [chosen], []
     fitting = [(row, cos) for row, cos in mine if fits(evidence(row), q)]
     if not fitting:  # nothing fits what it names: the near ones are listed, none forgotten
         near = [row for row, cos in mine if floor is None or cos >= floor]

@@ -251,12 +251,13 @@ EN = Language(
     person=_ws("my, me, i, mine, i'm, i've, our, ours, us, myself"),
     polite=_ws(
         "please, pls, plz, kindly, if you don't mind, if you do not mind, if you would, "
-        "if you can, if possible"
+        "if you can, if possible, scratch that, okay so, ok so"
     ),
     last_said=_ws(
         "what i just said, what i just told you, what i just wrote, what i said just now, "
         "that last message, my last message, the last message, the last thing i said, "
-        "my previous message, what i just sent, that last thing, the last thing i told you"
+        "my previous message, what i just sent, that last thing, the last thing i told you, "
+        "what i've just told you, what i told you just now, my last one"
     ),
     remember_asked=_ws("remember, keep in mind, note, make a note"),
     intro_said=_ws(
@@ -404,11 +405,15 @@ DE = Language(
         "ich, mich, mir, mein, meine, meinen, meinem, meiner, meines, unser, unsere, unseren, "
         "unserem, uns"
     ),
-    polite=_ws("bitte, bitteschön, doch bitte, wenn's geht, wenn es geht"),
+    polite=_ws(
+        "bitte, bitteschön, doch bitte, wenn's geht, wenn es geht, mal bitte, bitte mal, "
+        "doch mal, mal, vielleicht, doch"
+    ),
     last_said=_ws(
         "was ich gerade gesagt habe, was ich eben gesagt habe, was ich gerade geschrieben "
         "habe, was ich eben geschrieben habe, was ich gerade sagte, meine letzte nachricht, "
-        "die letzte nachricht, das letzte, was ich gesagt habe"
+        "die letzte nachricht, das letzte, was ich gesagt habe, das eben gesagte, "
+        "das gerade gesagte, meine vorige nachricht, was ich dir gerade gesagt habe"
     ),
     remember_asked=_ws("dir merken, dir das merken, merken, notieren, dir notieren"),
     intro_said=_ws(
@@ -531,10 +536,14 @@ FR = Language(
     ),
     todo=r"^(?:de |d')(?:(?:le|la|les|l'|me|m'|te|t'|lui|leur|y|en|se|s') ?)*\w+(?:er|ir|re)\b",
     person=_ws("je, j', moi, me, m', mon, ma, mes, notre, nos"),
-    polite=_ws("s'il te plaît, s'il vous plaît, stp, svp, si possible, si tu veux bien"),
+    polite=_ws(
+        "s'il te plaît, s'il vous plaît, stp, svp, si possible, si tu veux bien, je te prie, "
+        "je t'en prie, je vous prie, donc"
+    ),
     last_said=_ws(
         "ce que je viens de dire, ce que je viens d'écrire, ce que je t'ai dit à l'instant, "
-        "mon dernier message, le dernier message"
+        "mon dernier message, le dernier message, ce que je t'ai dit tout à l'heure, "
+        "mon message précédent"
     ),
     remember_asked=_ws("retenir, te souvenir, noter, garder en tête, vous souvenir"),
     intro_said=_ws(
@@ -650,7 +659,8 @@ ES = Language(
     polite=_ws("por favor, porfa, porfavor, si puedes"),
     last_said=_ws(
         "lo que acabo de decir, lo que acabo de escribir, lo que te acabo de decir, "
-        "mi último mensaje, el último mensaje"
+        "mi último mensaje, el último mensaje, lo último que te dije, lo último que dije, "
+        "mi mensaje anterior"
     ),
     remember_asked=_ws("recordar, acordarte de, acordarte, apuntar, anotar, tener en cuenta"),
     intro_said=_ws(
@@ -680,7 +690,7 @@ NL = Language(
         "oeps",
         "oh",
     ),
-    forget=("vergeet", "onthoud niet langer", "onthoud niet meer"),
+    forget=("vergeet", "vergeten", "onthoud niet langer", "onthoud niet meer"),
     delete=("verwijder", "wis", "haal", "schrap", "verwijderen", "wissen"),
     remember=(
         "onthoud",
@@ -767,10 +777,11 @@ NL = Language(
     verb_last_end=_ws("onthoudt, opslaat, bewaart, vergeten"),
     todo=r"^om\b|\bte \w+$",
     person=_ws("ik, mij, me, mijn, ons, onze"),
-    polite=_ws("alsjeblieft, alstublieft, asjeblieft, aub, ajb, a.u.b."),
+    polite=_ws("alsjeblieft, alstublieft, asjeblieft, aub, ajb, a.u.b., even, graag, eens"),
     last_said=_ws(
         "wat ik net zei, wat ik net gezegd heb, wat ik net heb gezegd, wat ik zojuist zei, "
-        "wat ik net schreef, mijn laatste bericht, het laatste bericht"
+        "wat ik net schreef, mijn laatste bericht, het laatste bericht, mijn vorige bericht, "
+        "het vorige bericht"
     ),
     remember_asked=_ws("onthouden, noteren, opslaan"),
     intro_said=_ws(
