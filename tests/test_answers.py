@@ -199,6 +199,15 @@ def test_a_row_of_another_kind_does_not_answer_a_which_kind_question() -> None:
     assert fits(evidence(judo), read_question("Et quel jour ?", "Quel sport fait Léo ?"))
 
 
+def test_a_favourite_needs_a_row_that_tells_one() -> None:
+    raj = row("My husband Raj teaches chemistry at a secondary school.")
+    assert not fits(evidence(raj), read_question("What's Raj's favourite band?"))
+    film = row("Mon film préféré est Amélie.")
+    assert fits(evidence(film), read_question("Was ist mein Lieblingsfilm?"))
+    jazz = row("I love jazz, mostly Coltrane.")
+    assert fits(evidence(jazz), read_question("What's my favourite music?"))
+
+
 def test_a_value_of_the_kind_asked_answers_without_the_questions_verb() -> None:
     padel = row("Los sábados juego al pádel con mis amigas.")
     q = read_question("Which sport do I play on Saturdays?")

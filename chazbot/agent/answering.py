@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from chazbot.agent.grounding import (
     CONCEPT_OF,
     CONCEPTS,
+    FAVOURITE,
     FIRST_PERSON,
     FUNCTION,
     KIND_WORDS,
@@ -213,6 +214,24 @@ def asks_about_someone(text: str) -> bool:
     return bool(names(text))
 
 
+LOVES = _set(
+    "love loves adore adores liebe liebt mag lieber aime adore préfère encanta encantan "
+    "prefiero gusta houd hou dol lievelings lieblings"
+)
+"""What tells a favourite without the word ("I love jazz", "me encanta el verde")."""
+
+
+def _favourite(words: Sequence[str], loves: bool = False) -> bool:
+    """Whether ``words`` say "favourite" (a compound's "Lieblings-" too); with ``loves``,
+    or a verb that tells one."""
+    return any(
+        w in FAVOURITE
+        or w.startswith(_FAVOURITE_PREFIXES)
+        or (loves and (w in LOVES or w.startswith(("favori", "préfér", "prefer"))))
+        for w in words
+    )
+
+
 def _concepts(words: Sequence[str]) -> set[int]:
     return {i for w in words for i in CONCEPT_OF.get(w, frozenset())}
 
@@ -228,6 +247,8 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     told = _lower_tokens(_said_part(raw))
     if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in told):
         return False  # "my car's registration number" beside "I drive a blue Volvo"
+    if _favourite(asked_words) and not _favourite(_lower_tokens(_said_part(raw)), loves=True):
+        return False  # "What's Raj's favourite band?" beside "Raj teaches chemistry"
     if other_kind(q.text, raw):
         return False  # "Which school does Léo go to?" beside "Léo fait du judo"
     naming = set(asked_words) & (NAME | WHO)
