@@ -204,8 +204,8 @@ def test_a_favourite_needs_a_row_that_tells_one() -> None:
     assert not fits(evidence(raj), read_question("What's Raj's favourite band?"))
     film = row("Mon film préféré est Amélie.")
     assert fits(evidence(film), read_question("Was ist mein Lieblingsfilm?"))
-    jazz = row("I love jazz, mostly Coltrane.")
-    assert fits(evidence(jazz), read_question("What's my favourite music?"))
+    green = row("Me encanta el color verde.")
+    assert fits(evidence(green), read_question("¿Cuál es mi color favorito?"))
 
 
 def test_a_value_of_the_kind_asked_answers_without_the_questions_verb() -> None:
