@@ -199,6 +199,15 @@ def test_a_row_of_another_kind_does_not_answer_a_which_kind_question() -> None:
     assert fits(evidence(judo), read_question("Et quel jour ?", "Quel sport fait Léo ?"))
 
 
+def test_a_which_kind_question_is_not_answered_by_a_row_of_nothing_of_that_kind() -> None:
+    born = row("Nací en Bilbao, aunque crecí en Madrid.")
+    assert not supports(evidence(born), "Which bank am I with?")
+    q = read_question("Which bank am I with?")
+    assert (
+        choose(q, [(born, 0.9), (row("I drink tea.", n=1), 0.5)], answering.AnswerTuning()) is None
+    )
+
+
 def test_a_favourite_needs_a_row_that_tells_one() -> None:
     raj = row("My husband Raj teaches chemistry at a secondary school.")
     assert not fits(evidence(raj), read_question("What's Raj's favourite band?"))

@@ -554,6 +554,8 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
     if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
+    if q.kind is not None and q.kind not in GENERIC and not q.predicate and not q.subject:
+        return False  # "Which bank am I with?": the kind is all it asks, the row has none
     if job_nouns(words):  # "What did my father do for work?" beside "… war Elektriker"
         q = replace(q, predicate=tuple(p for p in q.predicate if p not in _JOB_CONCEPT))
     if not all(_has(words, [p]) for p in q.predicate):
