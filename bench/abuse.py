@@ -4,17 +4,20 @@ Run: ``.venv/bin/python bench/abuse.py [--rate 500] [--seconds 20] [--writes 30]
 [--slow 1000] [--slow-seconds 30] [--guard-seconds 60] [--log-seconds 60] [--only-guard]``.
 Not a timed test; CI does not run it. Loopback only, bounded in time.
 
-Guard tricks (issue #34; ``--guard-seconds``, 0 skips them, ``--only-guard`` runs only
-them), against one ``chazbot run`` under ``ulimit -n 1024`` serving sync and the http
+Guard tricks (issues #34 and #47; ``--guard-seconds``, 0 skips them, ``--only-guard`` runs
+only them), against one ``chazbot run`` under ``ulimit -n 1024`` serving sync and the http
 listener with the memory page: an honest client's success rate (a fresh connection each
-try, one try a second: a signed ``heads`` on the sync port, ``GET /metrics`` on the http
-listener; target >= 95 %) while an attacker process holds, reconnecting whenever dropped,
-(a) 17 addresses x 32 connections whose heads start with two empty lines and then trickle
-header lines, on each port in turn, and (b) slow bodies from 2 addresses, 64 connections
-each (the http listener's per-address cap): ``POST /ui/login`` announcing 60 kB, and on
-the sync port a ``push`` badly signed under the honest key's name, one byte a second.
-Then (c) the owner's log growth per minute while one address is refused 200 times a second
-on the http listener (target <= 10 KB; ``--log-seconds``).
+try, one try a second, from 127.0.0.1, where the legitimate peer holds its long polls: a
+signed ``heads`` on the sync port, ``GET /healthz`` on the http listener; target >= 95 %)
+and the owner's most open descriptors (target < 1024) while an attacker process holds,
+reconnecting whenever dropped, on each port in turn: (a) one connection from each of 120,
+then 560 addresses whose heads start with two empty lines and then trickle header lines
+(back 50 ms after a drop); (b) one slow body from each of 120 addresses; (c) 17 addresses x
+32 such heads; and (d) slow bodies from 2 addresses, 64 connections each (the http
+listener's per-address cap). A slow body is ``POST /ui/login`` announcing 60 kB, and on the
+sync port a ``push`` badly signed under the honest key's name, one byte a second. Then (e)
+the owner's log growth per minute while one address is refused 200 times a second on the
+http listener (target <= 10 KB; ``--log-seconds``).
 
 Slow-header flood (issue #22, item 1), with the owner under ``ulimit -n 1024``: a process
 holds ``--slow`` connections to the sync port that trickle header lines (one line a second,
@@ -221,9 +224,14 @@ SLOW_HEADERS = Hold(
 def _owner_end(served: Any) -> dict[str, Any]:
     """Whether the owner is still alive, and its whole log's size and tracebacks."""
     whole = served.log()
+    first = whole.find("Traceback")
     return {
         "alive": served.alive(),
-        "log": {"bytes": len(whole.encode()), "tracebacks": whole.count("Traceback")},
+        "log": {
+            "bytes": len(whole.encode()),
+            "tracebacks": whole.count("Traceback"),
+            "first_traceback": whole[max(0, first - 300) : first + 2000] if first >= 0 else "",
+        },
     }
 
 
@@ -338,17 +346,35 @@ def _refuse_main(port: int, source: str, rate: float, seconds: float, out: Any) 
     out.put(asyncio.run(_refuse(port, source, rate, seconds)))
 
 
-async def _honest(try_once: Any, seconds: float) -> dict[str, Any]:
-    """One try a second for ``seconds``; the share that succeeded."""
-    ok = tries = 0
+async def _honest(try_once: Any, seconds: float, fds: Any) -> dict[str, Any]:
+    """One try a second for ``seconds``; the share that succeeded, and the most descriptors
+    ``fds()`` saw (the owner's, read before each try)."""
+    ok = tries = most = 0
+    failed: Counter[str] = Counter()  # how the others ended
+    slowest = 0.0
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
         started = time.monotonic()
         tries += 1
-        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-            ok += bool(await asyncio.wait_for(try_once(), 10))
-        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))  # the pace
-    return {"tries": tries, "ok": ok, "rate": round(100 * ok / tries, 1)}
+        most = max(most, fds())
+        try:
+            if await asyncio.wait_for(try_once(), 10):
+                ok += 1
+            else:
+                failed["answered, not 200"] += 1
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            failed[type(exc).__name__] += 1
+        took = time.monotonic() - started
+        slowest = max(slowest, took)
+        await asyncio.sleep(max(0.0, 1.0 - took))  # the pace
+    return {
+        "tries": tries,
+        "ok": ok,
+        "rate": round(100 * ok / tries, 1),
+        "fds_max": most,
+        "slowest_s": round(slowest, 2),
+        "failed": dict(failed),
+    }
 
 
 async def _metrics(http_port: int) -> dict[str, float]:
@@ -367,7 +393,7 @@ async def _metrics(http_port: int) -> dict[str, float]:
 
 
 async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from tests.abuse_support import legit_peer, start_served, stop_served
+    from tests.abuse_support import fd_count, legit_peer, start_served, stop_served
     from tests.synapse import free_port
     from tests.sync_support import raw_call
 
@@ -389,7 +415,7 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     async def http_try() -> bool:
         async with (
             aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{http_port}/metrics") as resp,
+            session.get(f"http://127.0.0.1:{http_port}/healthz") as resp,
         ):
             await resp.read()
             return resp.status == 200
@@ -408,7 +434,31 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     two = [f"127.0.2.{2 + i % 2}" for i in range(128)]
     trickle_head = CRLF2 * 2 + b"POST /ui/login HTTP/1.1\r\nHost: x\r\n"
     trickle = Hold(trickle_head, b"X-A: 1\r\n")
+    eager = Hold(trickle_head, b"X-A: 1\r\n", pause_s=0.05)  # back 50 ms after a drop
+
+    def many(n: int, block: int) -> list[str]:
+        """One source from each of ``n`` addresses, 127.``block``.x.y."""
+        return [f"127.{block}.{i // 250}.{1 + i % 250}" for i in range(n)]
+
     cases = [
+        ("sync, 120x1 CRLF heads", served.sync_port, sync_try, many(120, 5), eager),
+        ("http, 120x1 CRLF heads", http_port, http_try, many(120, 5), eager),
+        ("sync, 560x1 CRLF heads", served.sync_port, sync_try, many(560, 6), eager),
+        ("http, 560x1 CRLF heads", http_port, http_try, many(560, 6), eager),
+        (
+            "sync, slow bodies 120x1",
+            served.sync_port,
+            sync_try,
+            many(120, 7),
+            Hold(slow_push(), b"a", pause_s=0.05),
+        ),
+        (
+            "http, slow bodies 120x1",
+            http_port,
+            http_try,
+            many(120, 7),
+            Hold(login, b"a", pause_s=0.05),
+        ),
         ("sync, 17x32 CRLF heads", served.sync_port, sync_try, crlf, trickle),
         ("http, 17x32 CRLF heads", http_port, http_try, crlf, trickle),
         ("sync, slow bodies x2", served.sync_port, sync_try, two, Hold(slow_push(), b"a")),
@@ -425,7 +475,7 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
             attack.start()
             await asyncio.sleep(3.0)  # the connections are up
-            honest = await _honest(try_once, args.guard_seconds)
+            honest = await _honest(try_once, args.guard_seconds, lambda: fd_count(served.proc.pid))
             honest["attack"] = await asyncio.to_thread(queue.get, True, args.guard_seconds + 60)
             await asyncio.to_thread(attack.join, 30)
             out[label] = honest
@@ -453,18 +503,25 @@ async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def _print_guard(guard: dict[str, Any]) -> bool:
     ok = bool(guard["alive"])
-    print(f"guard tricks: owner under ulimit -n 1024, {guard['seconds']} s each")
-    for label, m in guard.items():
-        if isinstance(m, dict) and "rate" in m:
-            print(
-                f"  {label:24} honest {m['ok']}/{m['tries']} = {m['rate']} %  attack {m['attack']}"
-            )
-            ok = ok and m["rate"] >= 95
+    print(f"guard tricks: owner under ulimit -n 1024, {guard['seconds']} s each, one try a second")
+    cases = {k: m for k, m in guard.items() if isinstance(m, dict) and "rate" in m}
+    attacks = list(dict.fromkeys(k.split(", ", 1)[1] for k in cases))
+    print(f"  {'attack':20}{'sync heads':>16}{'http /healthz':>16}{'fds max':>9}")
+    for attack in attacks:
+        row = [cases.get(f"{where}, {attack}") for where in ("sync", "http")]
+        cells = [f"{m['ok']}/{m['tries']} {m['rate']:.0f} %" if m else "-" for m in row]
+        most = max(m["fds_max"] for m in row if m)
+        print(f"  {attack:20}{cells[0]:>16}{cells[1]:>16}{most:>9}")
+    for label, m in cases.items():
+        print(
+            f"  {label}: slowest try {m['slowest_s']} s, failed {m['failed']}, attack {m['attack']}"
+        )
+        ok = ok and m["rate"] >= 95 and m["fds_max"] < 1024
     r = guard["refusals"]
     print(f"  refusals: {r['flood']}, log +{r['log_bytes']} bytes = {r['log_kb_per_min']} KB/min")
     print(f"  /metrics: {guard['metrics']}")
     print(f"  owner log: {guard['log']['bytes']} bytes, {guard['log']['tracebacks']} tracebacks")
-    print("targets: honest >= 95 %, log <= 10 KB/min under 200 refusals/s")
+    print("targets: honest >= 95 %, descriptors < 1024, log <= 10 KB/min under 200 refusals/s")
     return ok and r["log_kb_per_min"] <= 10
 
 

@@ -30,6 +30,9 @@ from chazbot.errors import ConfigError
 MEMORY_TOOLS = ("remember", "recall", "forget", "list_memory_banks")
 REMINDER_TOOLS = ("schedule_once", "schedule_every", "list_schedules", "cancel_schedule")
 """The reminder tools (#37, ``reminders.tools``), offered by default with the memory ones."""
+QUIET_BUILTINS = ("get_time", "calculate")
+"""Built-in tools (#46) that need nobody's yes, offered by default too; ``web_fetch``,
+``web_search`` and MCP tools are the operator's to add to ``allowed_tools``."""
 CaptureMode = Literal["auto", "off", "messages", "facts"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """An agent's name, for pydantic's ``pattern`` (Rust's regex: ``$`` is the very end) and
@@ -243,7 +246,9 @@ class AgentConfig(_Model):
     name: str = Field(pattern=NAME_PATTERN)
     system_prompt: str = "You are chaz, a helpful assistant with a long-term memory."
     model: str | None = None
-    allowed_tools: list[str] = Field(default_factory=lambda: list(MEMORY_TOOLS + REMINDER_TOOLS))
+    allowed_tools: list[str] = Field(
+        default_factory=lambda: list(MEMORY_TOOLS + REMINDER_TOOLS + QUIET_BUILTINS)
+    )
     default_memory_banks: list[str] = Field(default_factory=list)
     max_iterations: int = Field(default=6, ge=1, le=50)
     capture: CaptureMode = "auto"
@@ -268,6 +273,132 @@ class AgentConfig(_Model):
             if not re.fullmatch(NAME_PATTERN, name):
                 raise ValueError(f"bad bank name {name!r}: letters, digits, '_', '.', '-'")
         return value
+
+
+ApprovalPolicy = Literal["never", "ask", "always"]
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+SERVER_NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-]){0,31}$"
+"""An MCP server's name: its tools are offered as ``<server>__<tool>``, so no ``__`` in it."""
+MXID_PATTERN = r"^@[^:\s]+:\S+$"
+
+
+class ToolsConfig(_Model):
+    """The built-in tools and every tool's approval policy (SPEC §12, docs/tools.md)."""
+
+    searxng_url: str = ""
+    """A self-hosted SearXNG (``http(s)://host[:port][/path]``) for ``web_search``; empty: off."""
+    policies: dict[str, ApprovalPolicy] = Field(default_factory=dict)
+    """Per tool name (or ``<server>__*``): ``never`` (runs without asking), ``ask`` (asks unless
+    listed in ``auto_approved_tools``), ``always`` (asks every time). Unlisted: memory, reminder,
+    ``get_time`` and ``calculate`` never; ``web_fetch``, ``web_search`` and MCP tools ask."""
+    auto_approved_tools: list[str] = Field(default_factory=list)
+    """Tools (names or ``<server>__*``) whose ``ask`` policy runs without asking."""
+    allow_private_addresses: bool = False
+    """``web_fetch`` may reach loopback, private, link-local and metadata addresses (off: it
+    refuses them after DNS resolution and on every redirect)."""
+    fetch_allow_networks: list[str] = Field(default_factory=list)
+    """Networks (CIDR, or one address) ``web_fetch`` may reach although they are private: a
+    wiki at ``10.0.0.5``, say; every other private address stays refused."""
+    fetch_max_bytes: int = Field(default=2_000_000, ge=1_000, le=50_000_000)
+    fetch_timeout_s: float = Field(default=15.0, gt=0, le=300)
+    fetch_max_redirects: int = Field(default=5, ge=0, le=20)
+    result_max_bytes: int = Field(default=16_000, ge=200, le=1_000_000)
+    """What the model is shown of one tool's result, at most (cut with a note)."""
+    result_max_lines: int = Field(default=300, ge=5, le=100_000)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=3_600)
+    """How long one call of a built-in or MCP tool may take before it fails (its call only)."""
+    calls_per_minute_per_tool: int = Field(default=30, ge=1, le=10_000)
+    """Calls of one tool in all rooms per minute; past it a call fails in one line."""
+    calls_per_minute_per_room: int = Field(default=60, ge=1, le=10_000)
+    """Tool calls in one room per minute (every tool)."""
+
+    @field_validator("searxng_url")
+    @classmethod
+    def _searxng(cls, value: str) -> str:
+        if value and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(f"expected http(s)://host[:port][/path] or empty, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("fetch_allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for spec in value:
+            try:
+                ipaddress.ip_network(spec, strict=False)
+            except ValueError:
+                raise ValueError(f"not a network (CIDR) or address: {spec[:60]!r}") from None
+        return value
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _tool_ref(name)
+        return value
+
+    @field_validator("auto_approved_tools")
+    @classmethod
+    def _auto_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _tool_ref(name)
+        return value
+
+
+def _unique(what: str, names: list[str]) -> None:
+    """ValueError naming the names (case-insensitive) given more than once."""
+    lowered = [n.lower() for n in names]
+    dupes = sorted({n for n in lowered if lowered.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what} names must be unique, repeated: {', '.join(dupes)}")
+
+
+def _tool_ref(name: str) -> None:
+    """A tool name or an MCP server's ``<server>__*``, else ValueError."""
+    server, sep, rest = name.partition("__")
+    if sep and (rest == "*" or re.fullmatch(TOOL_NAME_PATTERN, rest)):
+        if re.fullmatch(SERVER_NAME_PATTERN, server):
+            return
+    elif re.fullmatch(TOOL_NAME_PATTERN, name):
+        return
+    raise ValueError(f"not a tool name or <server>__* : {name[:80]!r}")
+
+
+class ApprovalsConfig(_Model):
+    """Calls that need a person's yes (SPEC §12)."""
+
+    timeout_s: float = Field(default=300.0, ge=1, le=86_400)
+    """Unanswered this long, a call is denied and the room is told."""
+
+
+class MCPServerConfig(_Model):
+    """One MCP server: a command started over stdio, or a Streamable HTTP ``url``."""
+
+    name: str = Field(pattern=SERVER_NAME_PATTERN)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent to a ``url`` server (``Authorization: Bearer ${HA_TOKEN}``, say);
+    their values are secrets no tool result shows."""
+    startup_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    owner: str | None = Field(default=None, pattern=MXID_PATTERN)
+    """An MXID: the server's tools are offered only where that person alone reads the room."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"mcp server {self.name}: set either command (stdio) or url (http)")
+        if self.url is not None and not re.fullmatch(r"https?://\S+", self.url):
+            raise ValueError(f"mcp server {self.name}: url must be http(s)://…")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError(f"mcp server {self.name}: args, env and cwd go with command")
+        if self.command is not None and self.headers:
+            raise ValueError(f"mcp server {self.name}: headers go with url")
+        return self
 
 
 class LoggingConfig(_Model):
@@ -331,6 +462,15 @@ class Config(_Model):
     timezone: str = Field(
         default_factory=lambda: host_zone(), json_schema_extra={"shown_default": "the host's zone"}
     )
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_servers(cls, value: list[MCPServerConfig]) -> list[MCPServerConfig]:
+        _unique("mcp server", [s.name for s in value])
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -375,10 +515,7 @@ class Config(_Model):
     @field_validator("agents")
     @classmethod
     def _unique_agents(cls, value: list[AgentConfig]) -> list[AgentConfig]:
-        names = [a.name.lower() for a in value]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"agent names must be unique, repeated: {', '.join(dupes)}")
+        _unique("agent", [a.name for a in value])
         return value
 
     def room_agent_names(self) -> list[tuple[str, str]]:
@@ -531,14 +668,19 @@ def load_config(path: str | Path | None = None) -> Config:
 
 __all__ = [
     "MEMORY_TOOLS",
+    "QUIET_BUILTINS",
     "REMINDER_TOOLS",
     "AgentConfig",
+    "ApprovalPolicy",
+    "ApprovalsConfig",
     "CaptureMode",
     "Config",
     "EmbeddingConfig",
     "LLMConfig",
     "LoggingConfig",
+    "MCPServerConfig",
     "MatrixConfig",
+    "ToolsConfig",
     "WebConfig",
     "e2e_installed",
     "host_zone",

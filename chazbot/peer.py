@@ -51,12 +51,16 @@ from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
 from chazbot.reminders.store import ReminderBook
 from chazbot.sync import Sharing as SharingStore
+from chazbot.tools import ToolBox
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "chazbot.sqlite3"
 PEER_KEY = "peer"
 ONE_JOB_ROLES = frozenset({"export", "import", "reindex"})
+TOOL_ROLES = frozenset({"open", "run", "chat"})
+"""Roles whose peer starts the MCP servers (in the background): a service, the terminal chat
+and the Python API; a one-shot command or job never does."""
 """A CLI job opening the state dir for one job: it leaves owed vectors to the next start."""
 
 
@@ -108,6 +112,7 @@ class Peer:
         self.people = People(ledger, key)  # allowed from chat (!chaz people)
         # every agent's reminders, one lock per person; a person's cap counts every agent
         self.reminders = ReminderBook(ledger, lambda: [a.db for a in hosting.agents.values()])
+        self.tools = ToolBox(config, ledger, log_dir=Path(config.state_dir) / "mcp")
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()
@@ -171,6 +176,8 @@ class Peer:
             )
             await hosting.load_agents()
             await peer.people.load()
+            if role in TOOL_ROLES:
+                peer.tools.start()  # in the background: a server never holds up the start
             if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
                 await peer.memory.resume_vectors()
         except BaseException:
@@ -181,6 +188,7 @@ class Peer:
 
     async def close(self) -> None:
         await self.wait_captures(self.tuning.capture_close_wait_s)
+        await self.tools.stop()
         await self.sync.stop()
         await self.memory.stop_vectors(0)  # what is left is recorded as owed
         await asyncio.gather(*self.hosting.redefining, return_exceptions=True)
@@ -272,7 +280,7 @@ class Peer:
         llm = self.models.llm_for(who)
         mode = self.models.switched_mode(who, state.capture)
         return await TurnContext.open(
-            self, who, session, sender, llm, memory, self.config.timezone, mode
+            self, who, session, sender, llm, memory, self.config.timezone, mode, tools=self.tools
         )
 
     async def command(
@@ -314,6 +322,7 @@ class Peer:
             sender=sender,
             is_admin=is_admin,
             hearing=self.hearing(who, sender, audience, prefix),
+            tools=self.tools,
         )
         reply = await run_command(ctx, text)
         metrics.COMMANDS.labels("ok" if reply.ok else "failed").inc()

@@ -21,11 +21,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from chazbot.ledger import KeyPair
+from chazbot.sync.guard import GuardSettings
 from chazbot.sync.protocol import (
     KEY_HEADER,
     NONCE_HEADER,
@@ -38,6 +39,9 @@ from chazbot.sync.protocol import (
 )
 from tests.synapse import free_port
 from tests.sync_support import Node, wait_until
+
+if TYPE_CHECKING:
+    from chazbot.transports.http import HttpServer
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -287,8 +291,10 @@ class Holder:
     """A connection from ``source`` that holds the server's attention without finishing a
     request: ``prefix`` (e.g. empty lines, which HTTP lets precede a request line), then a
     request head sent one header line per ``gap`` (never finished) or, with ``body``, a
-    complete ``POST`` head announcing ``body`` bytes sent one byte per ``gap``. ``closed``
-    is set once the server has dropped it (or refused it)."""
+    complete ``POST`` head announcing ``body`` bytes sent one byte per ``gap``; ``tls``:
+    half a TLS ClientHello instead, then nothing. ``closed`` is set once the server has
+    dropped it (or refused it); with ``again`` it then connects again (``drops`` counts the
+    ends) until stopped, as an attacker would."""
 
     def __init__(
         self,
@@ -298,15 +304,27 @@ class Holder:
         prefix: bytes = b"",
         body: int = 0,
         headers: dict[str, str] | None = None,
+        again: bool = False,
+        tls: bool = False,
     ) -> None:
         self.port, self.source, self.path = port, source, path
         self.prefix, self.body, self.headers = prefix, body, headers or {}
+        self.again, self.tls = again, tls
         self.closed = asyncio.Event()
+        self.drops = 0
         self.task: asyncio.Task[None] | None = None
 
     def start(self, gap: float = 0.2, rounds: int = 1000) -> Holder:
-        self.task = asyncio.ensure_future(self.run(gap, rounds))
+        self.task = asyncio.ensure_future(self.hold(gap, rounds))
         return self
+
+    async def hold(self, gap: float, rounds: int) -> None:
+        while True:
+            await self.run(gap, rounds)
+            self.drops += 1
+            if not self.again:
+                return
+            await asyncio.sleep(0.05)
 
     async def run(self, gap: float, rounds: int) -> None:
         try:
@@ -315,6 +333,16 @@ class Holder:
             )
         except OSError:
             self.closed.set()
+            return
+        if self.tls:
+            try:
+                writer.write(HALF_HELLO)
+                await reader.read(1)  # b"" once the server closes it
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                self.closed.set()
+                writer.close()
             return
         try:
             start = f"POST {self.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -352,9 +380,15 @@ def hold(
     body: int = 0,
     gap: float = 0.2,
     headers: dict[str, str] | None = None,
+    again: bool = False,
+    tls: bool = False,
 ) -> list[Holder]:
     """One ``Holder`` per entry of ``sources`` (an address repeated holds that many)."""
-    return [Holder(port, s, path, prefix, body, headers).start(gap) for s in sources]
+    return [Holder(port, s, path, prefix, body, headers, again, tls).start(gap) for s in sources]
+
+
+HALF_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+"""A TLS record header and the start of a ClientHello: a handshake begun, never finished."""
 
 
 async def success_rate(call: Callable[[], Awaitable[bool]], tries: int) -> float:
@@ -364,6 +398,24 @@ async def success_rate(call: Callable[[], Awaitable[bool]], tries: int) -> float
         with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
             ok += bool(await asyncio.wait_for(call(), 10))
     return ok / tries
+
+
+@contextlib.asynccontextmanager
+async def web_listener(state: Path, guard: GuardSettings) -> AsyncIterator[HttpServer]:
+    """The http listener with the memory page on loopback, its guard's caps ``guard``."""
+    from chazbot.peer import Peer
+    from chazbot.transports.http import HttpServer
+    from chazbot.transports.web import WebUI
+    from tests.web_support import web_config
+
+    peer = await Peer.open(web_config(state))
+    server = HttpServer(peer, "127.0.0.1:0", None, WebUI(peer).mount, guard=guard)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await peer.close()
 
 
 async def get_ok(url: str) -> bool:

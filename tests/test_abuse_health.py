@@ -16,6 +16,7 @@ from aiohttp import web
 
 from chazbot.config import Config, LLMConfig
 from chazbot.peer import Peer
+from chazbot.sync.guard import GuardSettings, descriptor_budget
 from chazbot.transports import http as health
 from chazbot.transports.http import HttpServer
 
@@ -85,8 +86,11 @@ async def test_http_listener_and_control_socket_drop_slow_and_idle_connections(
     from tests.waits import wait_until
 
     peer = await Peer.open(Config(state_dir=tmp_path / "state", sync_listen="", http_listen=""))
-    server = HttpServer(peer, "127.0.0.1:0")
-    server.guard.header_timeout = 1.0
+    server = HttpServer(
+        peer,
+        "127.0.0.1:0",
+        guard=GuardSettings(descriptor_budget(0.1), health.MAX_PER_ADDRESS, header_timeout=1.0),
+    )
     await server.start()
     control = ControlServer(peer)
     control.read_timeout = 1.0

@@ -34,11 +34,13 @@ def test_config_example_is_valid_and_complete(monkeypatch: pytest.MonkeyPatch) -
     text = "\n" + (ROOT / "config.yaml.example").read_text()
     for name in c.Config.model_fields:
         assert f"\n{name}:" in text, name
-    for model in (c.LLMConfig, c.EmbeddingConfig, c.MatrixConfig, c.LoggingConfig):
+    for model in (c.LLMConfig, c.EmbeddingConfig, c.MatrixConfig, c.LoggingConfig, c.ToolsConfig):
         for name in model.model_fields:
             assert f"\n  {name}:" in text, f"{model.__name__}.{name}"
     for name in c.AgentConfig.model_fields:
         assert f"\n  - {name}:" in text or f"\n    {name}:" in text, f"AgentConfig.{name}"
+    for name in c.MCPServerConfig.model_fields:
+        assert f"\n#  - {name}:" in text or f"\n#    {name}:" in text, f"MCPServerConfig.{name}"
 
 
 LONG_MODULE_LINES = 500

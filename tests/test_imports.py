@@ -57,6 +57,7 @@ RANKS = {
     "sync": 1,
     "memory": 2,
     "reminders": 2,  # when, store and delivery of reminders (#37): ledger below, agent above
+    "tools": 2,  # built-in tools, MCP servers, approvals (#46): memory beside, agent above
     "agent": 3,
     "commands": 4,
     "peer": 5,

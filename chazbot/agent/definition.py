@@ -29,8 +29,12 @@ from chazbot.config import NAME_PATTERN, AgentConfig
 from chazbot.errors import InputError
 from chazbot.memory.tools import TOOLS as MEMORY_TOOLS
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
+from chazbot.tools.builtins import BUILTIN_NAMES
 
-TOOLS = [*MEMORY_TOOLS, *REMINDER_TOOLS]
+TOOLS = [*MEMORY_TOOLS, *REMINDER_TOOLS, *BUILTIN_NAMES]
+MCP_TOOL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-]){0,31}__(?:\*|[\w-]{1,64})")
+"""An MCP server's tool (``notes__search``) or all of them (``notes__*``): the servers are
+config.yaml's, so chat may name any; one no server offers is never offered."""
 
 NAME_FIELD = "agent_name"
 """Written by ``agent new``: the agent was made in chat (it is hosted without config.yaml)."""
@@ -98,8 +102,8 @@ def parse_value(key: str, text: str) -> Any:
         raise InputError(f"model is {len(value):,} characters; at most {MAX_MODEL_CHARS:,}")
     if key in ("capture", "memory_audience"):
         value = value.lower()
-    if key == "allowed_tools":
-        unknown = [t for t in value if t not in TOOLS]
+    if key == "allowed_tools":  # an MCP server's tools: <server>__<tool> or <server>__*
+        unknown = [t for t in value if t not in TOOLS and not MCP_TOOL_NAME.fullmatch(t)]
         if unknown:
             raise InputError(
                 f"allowed_tools: no tool named {', '.join(unknown)}; tools: {', '.join(TOOLS)}"

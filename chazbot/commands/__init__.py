@@ -11,6 +11,7 @@ from chazbot.commands import (
     people_cmds,
     remind_cmds,
     sharing_cmds,
+    tools_cmds,
     web_cmds,
 )
 from chazbot.commands.context import Context
@@ -27,6 +28,7 @@ TREE = CommandTree.of(
     agent_cmds.COMMANDS,
     web_cmds.COMMANDS,
     remind_cmds.COMMANDS,
+    tools_cmds.COMMANDS,
 )
 """Every command, in path order: each module declares its own with ``CommandTree.command``."""
 

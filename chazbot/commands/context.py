@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from chazbot.reminders.store import ReminderBook
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest
+    from chazbot.tools import ToolBox
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,8 @@ class Context:
     hearing: Hearing = OPERATOR_HEARING
     """Who hears the reply (SPEC §5c): what the command may show and hide, and how commands
     are written there (``prefix``)."""
+    tools: ToolBox | None = None
+    """The peer's tools part (built-ins, MCP servers, approvals); None where a caller has none."""
 
     @property
     def prefix(self) -> str:

@@ -8,13 +8,23 @@ of lines) went down with it (issue #22). A ``ConnectionGuard`` wraps each connec
 by a ``GuardedSite`` (aiohttp's listeners: sync and http; the control socket has its own cap)
 and:
 
-- caps connections per address (an IPv6 /64 counts as one) and in all, the total below the
-  descriptor limit (``descriptor_budget`` reads ``RLIMIT_NOFILE``), so the process never runs
-  out of descriptors and asyncio never logs a failed accept;
-- when the total is reached, makes room by closing a connection of the address holding the
-  most, if that is busier than the newcomer's: the oldest one still sending its head, else
-  its body, else the oldest between requests (a flood from a few addresses cannot lock out
-  anyone else);
+- caps connections per address (an IPv4 address, an IPv6 /64), per IPv6 /48 (a site: one
+  holds 65,536 /64s) and in all, the total below the descriptor limit (``descriptor_budget``
+  reads ``RLIMIT_NOFILE``), so the process never runs out of descriptors and asyncio never
+  logs a failed accept;
+- keeps the last ``reserve`` slots for addresses that hold no connection, and when the total
+  is reached lets a newcomer from an address with no stalled connection in (none at all, or
+  only finished requests: an honest peer's long poll) by closing the connection that has
+  held a slot longest without finishing its request (a head still coming, a TLS handshake,
+  or a body behind ``min_rate`` bytes a second), whatever its address (issue #47: one slow
+  connection from each of more addresses than the cap locked everyone out). The victim's
+  address then cools down (``cooldown``): it may take a free slot but close no other, so a
+  flood cannot close itself round and round; and a new connection is not taken for stalled
+  before its first bytes were read (or ``read_grace``), so an honest head already sent is
+  never lost to a burst. A newcomer from an address that holds a stalled connection or
+  cools down only takes the place of a stalled connection of an address holding two more
+  than its own (a newcomer with neither: else one not read yet, in its body or between
+  requests), so a flood from a few addresses cannot lock out anyone else either;
 - follows each connection's requests (``sync.framing``: the request line and header lines
   up to the empty line that ends them, skipping empty lines before a request line as HTTP
   allows, then ``Content-Length`` or chunked body bytes; issue #34: two leading CRLFs used to
@@ -38,12 +48,14 @@ kind, with how many more there were).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import ssl
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -60,6 +72,8 @@ KEEPALIVE_TIMEOUT_S = 15.0
 BODY_TIMEOUT_S = 10.0
 BODY_MIN_RATE = 4 * 1024.0  # bytes a second: 32 kbit/s, below any real uplink
 NOTES_WINDOW_S = 60.0
+COOLDOWN_S = 10.0
+READ_GRACE_S = 0.25
 
 CLIENT_GONE: tuple[type[BaseException], ...] = (
     ConnectionError,
@@ -108,30 +122,72 @@ class Notes:
         self.logger.info(text, *args)
 
 
+def address_network(remote: str | None) -> str | None:
+    """The IPv6 /48 (a site) an address is in, bounded as a whole; None for anything else
+    (an IPv4 address, an IPv4-mapped IPv6 one, a Unix socket) whose address is the bound."""
+    if not remote or ":" not in remote:
+        return None
+    try:
+        ip = ipaddress.ip_address(remote)
+    except ValueError:
+        return None
+    if not isinstance(ip, ipaddress.IPv6Address) or ip.ipv4_mapped is not None:
+        return None
+    return str(ipaddress.IPv6Network((int(ip) >> 80 << 80, 48)))
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """A listener's connection caps and deadlines (see the module doc)."""
+
+    max_total: int
+    max_per_address: int
+    """Per IPv4 address or IPv6 /64."""
+    max_per_network: int | None = None
+    """Per IPv6 /48; None: a quarter of ``max_total`` (at least ``max_per_address``)."""
+    reserve: int | None = None
+    """Slots only a newcomer from an address holding nothing may take; None: a sixteenth
+    of ``max_total``, at most 8."""
+    header_timeout: float = HEADER_TIMEOUT_S
+    max_head: int = HEAD_MAX_BYTES
+    body_timeout: float = BODY_TIMEOUT_S
+    min_rate: float = BODY_MIN_RATE
+    cooldown: float = COOLDOWN_S
+    """How long an address whose connection was closed to make room may not close another's
+    (it may still take a free slot)."""
+    read_grace: float = READ_GRACE_S
+    """A new connection is not closed to make room before its first bytes were read, or this
+    long: an honest head that has arrived is read before it can be taken for a stalled one."""
+
+    @property
+    def network_cap(self) -> int:
+        if self.max_per_network is not None:
+            return self.max_per_network
+        return max(self.max_per_address, self.max_total // 4)
+
+    @property
+    def reserved(self) -> int:
+        if self.reserve is not None:
+            return self.reserve
+        return min(8, self.max_total // 16)
+
+
 class ConnectionGuard:
-    """Counts open connections per address group and in all; see the module doc."""
+    """Counts open connections per address group, per IPv6 /48 and in all; see the module
+    doc. ``settings`` may be replaced while the listener runs (new admissions follow it)."""
 
     def __init__(
-        self,
-        name: str,
-        *,
-        max_total: int,
-        max_per_address: int,
-        header_timeout: float = HEADER_TIMEOUT_S,
-        max_head: int = HEAD_MAX_BYTES,
-        body_timeout: float = BODY_TIMEOUT_S,
-        min_rate: float = BODY_MIN_RATE,
-        note: Callable[..., None] | None = None,
+        self, name: str, settings: GuardSettings, note: Callable[..., None] | None = None
     ) -> None:
         self.name = name
-        self.max_total = max_total
-        self.max_per_address = max_per_address
-        self.header_timeout = header_timeout
-        self.max_head = max_head
-        self.body_timeout = body_timeout
-        self.min_rate = min_rate
+        self.settings = settings
         self.note = note or Notes(log)
         self._open: dict[str, list[GuardedConnection]] = {}
+        self._networks: dict[str, int] = {}
+        # connections in a request (its head, a TLS handshake, its body), oldest request first
+        self._unfinished: dict[GuardedConnection, None] = {}
+        # addresses whose connection was closed to make room, until when (oldest first)
+        self._cooling: dict[str, float] = {}
         self.total = 0
         self.refused = 0
         self.evicted = 0
@@ -157,32 +213,82 @@ class ConnectionGuard:
         self.note("%s: a client went away mid-request (%s)", self.name, type(exc).__name__)
 
     def admit(self, conn: GuardedConnection) -> bool:
-        """Take ``conn`` in, making room if the class doc allows; False to refuse it."""
-        mine = self._open.get(conn.group, [])
-        if len(mine) >= self.max_per_address:
-            self.refused += 1
-            self.note("%s: connections refused (per-address cap)", self.name)
-            return False
-        if self.total >= self.max_total and not self._make_room(len(mine)):
-            self.refused += 1
-            self.note("%s: connections refused (%d open)", self.name, self.total)
-            return False
+        """Take ``conn`` in, making room if the module doc allows; False to refuse it."""
+        cfg = self.settings
+        held = self._open.get(conn.group, [])
+        mine = len(held)
+        if mine >= cfg.max_per_address:
+            return self._refuse("%s: connections refused (per-address cap)")
+        if conn.network is not None and self._networks.get(conn.network, 0) >= cfg.network_cap:
+            return self._refuse("%s: connections refused (per-/48 cap)")
+        limit = cfg.max_total if mine == 0 else cfg.max_total - cfg.reserved
+        if self.total >= limit and not self._make_room(conn.group, held):
+            return self._refuse("%s: connections refused (all slots held)")
         self._open.setdefault(conn.group, []).append(conn)
+        if conn.network is not None:
+            self._networks[conn.network] = self._networks.get(conn.network, 0) + 1
+        self._unfinished[conn] = None
         self.total += 1
         return True
 
-    def _make_room(self, mine: int) -> bool:
+    def _refuse(self, message: str) -> bool:
+        self.refused += 1
+        self.note(message, self.name)
+        return False
+
+    def _make_room(self, group: str, held: list[GuardedConnection]) -> bool:
+        """Close one connection for a newcomer from ``group``, which holds ``held``: the
+        longest stalled anywhere when none of ``held`` is stalled (an honest peer's long poll
+        does not count against its next request) and ``group`` is not cooling down, else one
+        of a busier address. The victim's address cools down: without that, each victim would
+        come back and close another at once, round and round as fast as the loop turns, and
+        an honest connection could be taken before its head, already sent, was read."""
+        now = asyncio.get_running_loop().time()
+        stuck = any(c.stalled(now) for c in held if not c.closing)
+        cooling = self._cooling.get(group, 0.0) > now
+        victim = None if stuck or cooling else self._stalled(now)
+        if victim is None:
+            victim = self._busier(len(held), now, idle_too=not (stuck or cooling))
+        if victim is None:
+            return False
+        self._cooling.pop(victim.group, None)
+        self._cooling[victim.group] = now + self.settings.cooldown
+        while len(self._cooling) > max(1024, 4 * self.settings.max_total):
+            del self._cooling[next(iter(self._cooling))]
+        self.evicted += 1
+        self.note("%s: connections closed to make room for another address", self.name)
+        victim.close()
+        return True
+
+    def _stalled(self, now: float) -> GuardedConnection | None:
+        """The connection that has held a slot longest in a request it does not finish."""
+        return next((c for c in self._unfinished if not c.closing and c.stalled(now)), None)
+
+    def _busier(self, mine: int, now: float, idle_too: bool) -> GuardedConnection | None:
+        """A connection of the address holding the most, if it holds more than ``mine + 1``:
+        its oldest stalled one, else (``idle_too``: for a newcomer that neither holds a
+        stalled connection nor cools down) its oldest in a head not read yet, in a body, or
+        between requests."""
         busiest = max(self._open.values(), key=len, default=[])
         if len(busiest) <= mine + 1:
-            return False
-        for phase in ("head", "body", "idle"):
+            return None
+        victim = next((c for c in busiest if not c.closing and c.stalled(now)), None)
+        if victim is not None or not idle_too:
+            return victim
+        for phase in ("head", "body", "idle"):  # a head not read yet, too
             victim = next((c for c in busiest if c.phase == phase and not c.closing), None)
             if victim is not None:
-                self.evicted += 1
-                self.note("%s: connections closed to make room for another address", self.name)
-                victim.close()
-                return True
-        return False
+                return victim
+        return None
+
+    def progressed(self, conn: GuardedConnection, restarted: bool) -> None:
+        """``conn`` moved on: finished its request (idle now), into its body (keeps its
+        place), or began another (``restarted``: last in line)."""
+        if conn.phase == "idle":
+            self._unfinished.pop(conn, None)
+        elif conn.admitted and (restarted or conn not in self._unfinished):
+            self._unfinished.pop(conn, None)
+            self._unfinished[conn] = None
 
     def close_handshakes(self) -> None:
         """Close the connections still in their TLS handshake (the listener is stopping)."""
@@ -190,12 +296,22 @@ class ConnectionGuard:
             conn.close()
 
     def release(self, conn: GuardedConnection) -> None:
+        self._unfinished.pop(conn, None)
         group = self._open.get(conn.group)
         if group is not None and conn in group:
             group.remove(conn)
             self.total -= 1
             if not group:
                 del self._open[conn.group]
+            if conn.network is not None:
+                left = self._networks.get(conn.network, 0) - 1
+                if left > 0:
+                    self._networks[conn.network] = left
+                else:
+                    self._networks.pop(conn.network, None)
+
+
+_NOT_STARTED = asyncio.Protocol()  # ``inner`` until the connection is started: does nothing
 
 
 class GuardedConnection(asyncio.Protocol):
@@ -208,19 +324,25 @@ class GuardedConnection(asyncio.Protocol):
     ``inner`` sees the connection only once the handshake is done. (asyncio's own
     ``create_server(ssl=…)`` calls ``connection_made`` after the handshake, so connections
     still in it were not counted: a stranger could hold any number of them.) The guard's
-    count is released exactly once, whichever way the connection ends (``connection_lost``)."""
+    count is released exactly once, whichever way the connection ends (``connection_lost``).
+    ``inner`` is made (``make_inner``) only then: a refused connection costs no aiohttp
+    request handler (a flood's refusals run by the thousand a second)."""
 
     def __init__(
         self,
         guard: ConnectionGuard,
-        inner: asyncio.Protocol,
+        make_inner: Callable[[], asyncio.Protocol],
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.guard = guard
-        self.inner = inner
+        self.make_inner = make_inner
+        self.inner: asyncio.Protocol = _NOT_STARTED
         self.tls = tls
         self.group = "?"
-        self.framing = RequestFraming(guard.max_head)
+        self.network: str | None = None  # its IPv6 /48, bounded as a whole
+        self._admitted_at = 0.0  # loop time
+        self._read = False  # bytes of it were read (with TLS: after the handshake)
+        self.framing = RequestFraming(guard.settings.max_head)
         self.opened = time.monotonic()
         self._admitted = False
         self._started = False  # ``inner`` has the connection (after the handshake, with TLS)
@@ -245,11 +367,29 @@ class GuardedConnection(asyncio.Protocol):
     def handshaking(self) -> bool:
         return self._handshake is not None
 
+    @property
+    def admitted(self) -> bool:
+        return self._admitted
+
+    def stalled(self, now: float) -> bool:
+        """In a request it does not finish: a head (or TLS handshake) still coming, once its
+        first bytes were read or ``read_grace`` passed, or a body that has come slower than
+        ``min_rate`` since it began (no grace: this is whom to close first under pressure,
+        not the body deadline)."""
+        if self.phase == "head":
+            return self._read or now - self._admitted_at >= self.guard.settings.read_grace
+        if self.phase != "body" or self._transport is None or not self._transport.is_reading():
+            return False
+        return self._body_seen < self.guard.settings.min_rate * (now - self._body_start)
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         peer = transport.get_extra_info("peername")
-        self.group = address_group(peer[0]) if isinstance(peer, tuple) and peer else "local"
+        remote = peer[0] if isinstance(peer, tuple) and peer else None
+        self.group = address_group(remote) if remote is not None else "local"
+        self.network = address_network(remote)
+        self._admitted_at = asyncio.get_running_loop().time()
         if not self.guard.admit(self):
             transport.abort()  # the descriptor is freed now, before anything is read
             return
@@ -263,6 +403,7 @@ class GuardedConnection(asyncio.Protocol):
     def _start(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._started = True
+        self.inner = self.make_inner()
         self.inner.connection_made(transport)
 
     async def _upgrade(self, raw: asyncio.Transport, tls: ssl.SSLContext) -> None:
@@ -274,7 +415,11 @@ class GuardedConnection(asyncio.Protocol):
         secured: asyncio.BaseTransport | None = None
         try:
             secured = await loop.start_tls(
-                raw, self, tls, server_side=True, ssl_handshake_timeout=self.guard.header_timeout
+                raw,
+                self,
+                tls,
+                server_side=True,
+                ssl_handshake_timeout=self.guard.settings.header_timeout,
             )
         except Exception as exc:  # a bad or cut handshake, its deadline: the client's doing
             if not self._closed:  # (the guard's own closing is noted where it closes)
@@ -301,11 +446,11 @@ class GuardedConnection(asyncio.Protocol):
             self._timer = None
         loop = asyncio.get_running_loop()
         if self.phase == "head":
-            self._timer = loop.call_later(self.guard.header_timeout, self._head_too_slow)
+            self._timer = loop.call_later(self.guard.settings.header_timeout, self._head_too_slow)
         elif self.phase == "body":
             self._body_start = self._checked = loop.time()
             self._body_seen = 0
-            self._timer = loop.call_later(self.guard.body_timeout, self._body_check)
+            self._timer = loop.call_later(self.guard.settings.body_timeout, self._body_check)
 
     def _head_too_slow(self) -> None:
         self._timer = None
@@ -318,18 +463,18 @@ class GuardedConnection(asyncio.Protocol):
         self._timer = None
         if self.phase != "body" or self._closed or self._transport is None:
             return
-        guard, loop = self.guard, asyncio.get_running_loop()
+        cfg, loop = self.guard.settings, asyncio.get_running_loop()
         now = loop.time()
         if not self._transport.is_reading():  # the server stopped reading: not the client
             self._body_start += now - self._checked
         self._checked = now
-        due = guard.min_rate * (now - self._body_start - guard.body_timeout)
+        due = cfg.min_rate * (now - self._body_start - cfg.body_timeout)
         if self._body_seen < due:
-            guard.body_timed_out += 1
-            guard.note("%s: connections closed: body too slow", guard.name)
+            self.guard.body_timed_out += 1
+            self.guard.note("%s: connections closed: body too slow", self.guard.name)
             self.close()
             return
-        later = self._body_start + guard.body_timeout + (self._body_seen + 1) / guard.min_rate
+        later = self._body_start + cfg.body_timeout + (self._body_seen + 1) / cfg.min_rate
         self._timer = loop.call_at(max(later, now + 0.25), self._body_check)
 
     def close(self) -> None:
@@ -343,6 +488,7 @@ class GuardedConnection(asyncio.Protocol):
         if not self._started:  # TLS: app data in the handshake's last read, before _upgrade resumes
             self._early.append(data)
             return
+        self._read = True
         framing = self.framing
         phase, requests = framing.phase, framing.requests
         problem = framing.feed(data)
@@ -355,6 +501,10 @@ class GuardedConnection(asyncio.Protocol):
             self._body_seen += len(data)
         if framing.phase != phase or framing.requests != requests:
             self._watch()  # a new phase: its deadline from now
+            # the request in progress (its number): the same one, or a new one begun
+            before = requests + (phase == "head")
+            after = framing.requests + (framing.phase == "head")
+            self.guard.progressed(self, phase == "idle" or before != after)
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -448,7 +598,7 @@ class GuardedSite(web.TCPSite):
         tls = self._ssl_context  # set: a TLS handshake comes first, within the header deadline
 
         def factory() -> asyncio.Protocol:
-            return GuardedConnection(guard, server(), tls)
+            return GuardedConnection(guard, server, tls)
 
         loop = asyncio.get_running_loop()
         # plain TCP: the guard counts a connection at accept, then upgrades it to TLS itself

@@ -79,6 +79,7 @@ from chazbot.sync.guard import (
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
+    GuardSettings,
     Notes,
     OneLineLogger,
     descriptor_budget,
@@ -230,11 +231,13 @@ class SyncServer:
         self._notes_dropped = 0
         self.guard = ConnectionGuard(
             "sync",
-            max_total=max_connections or descriptor_budget(0.6),
-            max_per_address=max_connections_per_address,
-            header_timeout=header_timeout,
-            body_timeout=max(BODY_TIMEOUT_S, read_timeout + 5.0),  # the server's 408 first
-            note=Notes(log),
+            GuardSettings(
+                max_total=max_connections or descriptor_budget(0.6),
+                max_per_address=max_connections_per_address,
+                header_timeout=header_timeout,
+                body_timeout=max(BODY_TIMEOUT_S, read_timeout + 5.0),  # the server's 408 first
+            ),
+            Notes(log),
         )
         self._runner: web.AppRunner | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)

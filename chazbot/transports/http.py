@@ -6,9 +6,11 @@ is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share 
 failing answer only for ``HEALTH_FAIL_CACHE_S``, so a service that just became healthy, e.g.
 at start once its model loaded and Matrix synced, says so at the next poll, not 5 s later),
 the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
-Connections are capped per address (``MAX_PER_ADDRESS``) and in all (a tenth of the
-descriptors), must send a complete head within 10 s and keep a least rate on a body
-(``sync.guard``, as the sync port). A client that goes away mid-request, a refused connection
+Connections are capped per address (``MAX_PER_ADDRESS``), per IPv6 /48 and in all (a tenth
+of the descriptors, a few kept for addresses holding none), must send a complete head within
+10 s and keep a least rate on a body, and the oldest stalled one gives way to a newcomer from
+an address holding none (``sync.guard``, as the sync port; ``guard`` overrides the caps).
+A client that goes away mid-request, a refused connection
 or a malformed request costs a count in ``/metrics`` (``chazbot_connections_total``, by
 listener and outcome) and at most one log line a minute for each kind, never a traceback.
 """
@@ -33,6 +35,7 @@ from chazbot.sync.guard import (
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
     GuardedSite,
+    GuardSettings,
     Notes,
     OneLineLogger,
     descriptor_budget,
@@ -116,6 +119,7 @@ class HttpServer:
         listen: str,
         service: Any = None,
         mount: Callable[[web.Application], None] | None = None,
+        guard: GuardSettings | None = None,
     ) -> None:
         self.peer = peer
         self.mount = mount  # adds more routes (the memory page under /ui/, transports/web)
@@ -129,9 +133,9 @@ class HttpServer:
         self._llm_checked: tuple[float, dict[str, Any]] | None = None
         self.guard = ConnectionGuard(
             "http",
-            max_total=descriptor_budget(0.1),
-            max_per_address=MAX_PER_ADDRESS,
-            note=Notes(log),
+            guard
+            or GuardSettings(max_total=descriptor_budget(0.1), max_per_address=MAX_PER_ADDRESS),
+            Notes(log),
         )
         self._guards: GuardCollector | None = None
 

@@ -11,7 +11,9 @@ import asyncio
 import sys
 from typing import Protocol, TextIO
 
+from chazbot.memory.audience import Audience
 from chazbot.peer import Peer
+from chazbot.tools import Request
 
 
 class ChatTarget(Protocol):
@@ -48,6 +50,30 @@ async def _read_line(stream: TextIO) -> str | None:
     return line if line else None
 
 
+class TerminalApprovals:
+    """A tool call that needs a yes, asked in the terminal: y/n (anything else, or the end of
+    input, is no)."""
+
+    prefix = "/"
+
+    def __init__(self, inp: TextIO, out: TextIO) -> None:
+        self.inp, self.out = inp, out
+
+    async def prompt(self, request: Request) -> str | bool | None:
+        self.out.write(
+            f"{request.agent} wants to run {request.tool}({request.args}). Allow? [y/N] "
+        )
+        self.out.flush()
+        line = await _read_line(self.inp)
+        return (line or "").strip().lower() in ("y", "yes")
+
+    async def tell(self, session: str, text: str) -> None:
+        self.out.write(text + "\n")
+
+    async def readers(self, session: str) -> Audience | None:
+        return None
+
+
 async def chat_loop(
     target: Peer | ChatTarget,
     agent: str | None,
@@ -60,6 +86,8 @@ async def chat_loop(
     inp, out = stdin or sys.stdin, stdout or sys.stdout
     interactive = inp.isatty()
     name = await to.agent_name(agent, session)
+    if isinstance(target, Peer):  # through a service, nobody can be asked: denied
+        target.tools.approvals.attach(session, TerminalApprovals(inp, out))
     if interactive:
         out.write(
             f"chatting with {name} in session {session!r}; /help for commands, /quit to leave\n"

@@ -134,12 +134,12 @@ async def test_a_flood_from_many_addresses_cannot_lock_out_another(guarded: Owne
         what="the flood to connect",
     )
     assert guarded.server.guard.total <= 40
-    for _ in range(3):  # the total is full of slow connections: room is made for this one
+    for _ in range(3):  # the total is full of slow connections: room is kept for this one
         status, answer, _ = await raw_call(
             guarded.server.address, guarded.path("heads"), b"{}", honest
         )
         assert status == 200, answer
-    assert guarded.server.guard.evicted >= 1
+    assert guarded.server.guard.refused + guarded.server.guard.evicted >= 20
     for t in flood:
         if t.task is not None:
             t.task.cancel()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from chazbot.agent.session import Session
     from chazbot.memory.audience import Audience
     from chazbot.memory.scope import MemoryScope
+    from chazbot.tools import ToolBox
 
 
 def utc_now() -> datetime:
@@ -58,7 +59,8 @@ class TurnContext:
     ``memory`` is the agent's memory as heard in this session (``MemoryScope.within``): recall
     and every tool act within its audience (``readers``). ``capture`` is what capture does
     after the turn (not "off": a message that tells one fact is acknowledged). ``zone`` is the
-    sender's own time zone, else ``default_zone``. ``clock`` is now (tests inject theirs)."""
+    sender's own time zone, else ``default_zone``. ``clock`` is now (tests inject theirs).
+    ``tools``: the peer's built-in and MCP tools (None: memory and reminders only)."""
 
     peer: MemoryHost
     agent: AgentHandle
@@ -73,6 +75,7 @@ class TurnContext:
     tuning: RecallTuning = DEFAULT_TUNING
     clock: Callable[[], datetime] = utc_now
     can: ModelCan = field(default_factory=ModelCan)
+    tools: ToolBox | None = None
 
     @classmethod
     async def open(
@@ -87,6 +90,7 @@ class TurnContext:
         capture: Mode = "off",
         tuning: RecallTuning = DEFAULT_TUNING,
         clock: Callable[[], datetime] = utc_now,
+        tools: ToolBox | None = None,
     ) -> TurnContext:
         """The context of a turn of ``agent`` in ``session`` (``memory``: default the agent's
         own view); reads the sender's zone once."""
@@ -106,6 +110,7 @@ class TurnContext:
             tuning,
             clock,
             ModelCan.of(llm),
+            tools,
         )
 
     @property

@@ -18,8 +18,10 @@ from chazbot.agent.turn.context import TurnContext
 from chazbot.memory.tools import TOOLS, run_tool
 from chazbot.reminders.tools import TOOLS as REMINDER_TOOLS
 from chazbot.reminders.tools import Asking, run_reminder_tool
+from chazbot.tools import Caller
+from chazbot.tools.builtins import BUILTIN_NAMES
 
-KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS)
+KNOWN_TOOLS = frozenset(TOOLS) | frozenset(REMINDER_TOOLS) | frozenset(BUILTIN_NAMES)
 """Every tool a turn may offer: the only names a metric label may carry."""
 
 
@@ -55,19 +57,41 @@ class TurnTools:
             ctx.memory.hearing.origin,
             ctx.clock,
         )
+        self.caller = Caller(  # the built-ins and MCP tools (#46): for this person, here
+            ctx.agent.name,
+            ctx.agent.db,
+            ctx.agent.key,
+            tuple(self.allowed),
+            ctx.session.name,
+            ctx.sender,
+            heard,
+        )
+        box = ctx.tools if ctx.can.tools else None
+        self.more = box.offered(self.caller) if box is not None else []
 
     def offered(self) -> list[dict[str, Any]] | None:
-        """The schemas of the tools the agent may call (None: no tools)."""
+        """The schemas of the tools the agent may call (None: no tools): memory and reminder
+        tools, then the toolbox's that the agent may use here now."""
         names = [t for t in self.allowed if t in TOOLS or t in REMINDER_TOOLS]
-        return [(TOOLS.get(t) or REMINDER_TOOLS[t]).schema() for t in names] or None
+        own = [(TOOLS.get(t) or REMINDER_TOOLS[t]).schema() for t in names]
+        return own + self.more or None
+
+    @property
+    def outside(self) -> bool:
+        """Whether tools whose results come from outside (the web, MCP servers) are offered:
+        then the system prompt says their results are data (``tools.DATA_RULE``)."""
+        return bool(self.more)
 
     async def dispatch(self, call: ToolCall) -> ToolOutcome:
         """Carry out one tool call of the model (a name it was not offered is refused by
         the runner, as an error the model reads)."""
+        box = self.ctx.tools
         if call.name in REMINDER_TOOLS:
             ok, output = await run_reminder_tool(
                 self.asking, self.allowed, call.name, call.arguments
             )
+        elif box is not None and box.handles(call.name):  # schema, owner, approval, bounds
+            ok, output = await box.call(self.caller, call.name, call.arguments)
         else:
             ok, output = await run_tool(self.ctx.memory, self.allowed, call.name, call.arguments)
         return ToolOutcome(ok, output)

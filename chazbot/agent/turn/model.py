@@ -18,6 +18,7 @@ from chazbot.agent.turn.context import TurnContext
 from chazbot.agent.turn.dispatch import TurnTools
 from chazbot.agent.turn.prompt import Prompt
 from chazbot.errors import BackendError
+from chazbot.tools import DATA_RULE
 
 log = logging.getLogger("chazbot.agent.turn")
 
@@ -40,6 +41,8 @@ async def ask_model(ctx: TurnContext, llm: ChatModel, prompt: Prompt) -> Answere
     tools = TurnTools(ctx)
     offered = tools.offered()
     messages = list(prompt.messages)
+    if tools.outside and messages and messages[0].get("role") == "system":
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{DATA_RULE}"}
     answered = Answered(told=[evidence(r) for r in prompt.shown])
     steps = ctx.agent.config.max_iterations
     for _ in range(steps):

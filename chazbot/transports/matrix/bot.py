@@ -29,7 +29,7 @@ from chazbot.commands import TREE
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.memory.audience import Audience, room_audience, unknown_room
-from chazbot.transports.matrix import login
+from chazbot.transports.matrix import approving, login
 from chazbot.transports.matrix.client import (
     MAX_LIMIT_EXCEEDED,
     MAX_TIMEOUTS,
@@ -174,6 +174,7 @@ class MatrixBot:
         except BaseException:
             await client.close()
             raise
+        approving.MatrixApprovals.attach(self.peer.tools, self)  # tools asked in rooms (✅/❌)
         self._supervisor = asyncio.create_task(self.sync.run(), name="matrix-sync")
         self.reminders.start()
 

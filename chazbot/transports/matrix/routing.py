@@ -17,6 +17,7 @@ from typing import Any, Literal
 from nio import (
     InviteMemberEvent,
     MegolmEvent,
+    ReactionEvent,
     RoomEncryptedAudio,
     RoomEncryptedImage,
     RoomMessageAudio,
@@ -25,6 +26,7 @@ from nio import (
 )
 
 from chazbot import metrics
+from chazbot.commands.tools_cmds import ANSWER_WORDS
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
 from chazbot.transports.matrix_rules import (
@@ -43,6 +45,9 @@ MEDIA_EVENTS = (RoomMessageAudio, RoomEncryptedAudio, RoomMessageImage, RoomEncr
 """Voice messages and pictures, plain or in encrypted rooms (#39)."""
 
 STOP_GRACE_S = 10.0
+YES = frozenset({"✅", "✔", "👍", "☑"})
+NO = frozenset({"❌", "✖", "👎", "🚫"})
+"""Reactions that answer a tool call waiting for a yes (variation selectors dropped)."""
 
 
 InviteAnswer = Literal["join", "greet", "decline"]
@@ -99,6 +104,8 @@ class Router:
         self.notices = notices or NoticeGate()
         self.invites = invites or NoticeGate()  # keyed by inviter, not by room
         self.clock = clock
+        self.is_prompt: Callable[[str], bool] = lambda _: False
+        """Whether an event id is a tool call's prompt still waiting (set by the bot)."""
 
     def allowed(self, sender: str) -> bool:
         return (
@@ -158,6 +165,8 @@ class Router:
             return None
         if sender == self.cfg.user_id or event_id in handled:
             return None
+        if isinstance(event, ReactionEvent):
+            return self._answer(room.room_id, event_id, sender, event)
         if isinstance(event, MegolmEvent):
             log.warning(
                 "matrix: cannot decrypt %s from %s in %s (session %s)",
@@ -210,6 +219,18 @@ class Router:
             is_admin=matches_any(sender, self.cfg.admins),
         )
 
+    def _answer(self, room_id: str, event_id: str, sender: str, event: Any) -> Job | None:
+        """A ✅/❌ reaction to a waiting tool call's prompt, as the command ``approve <the
+        prompt's event id>`` or ``deny …`` (who may answer is the command's to decide)."""
+        key = str(event.key).replace("\ufe0f", "").strip()
+        verb = "approve" if key in YES else "deny" if key in NO else None
+        target = event.reacts_to
+        if verb is None or not isinstance(target, str) or not self.is_prompt(target):
+            return None
+        if not self.allowed(sender):
+            return None
+        return Job(room_id, event_id, sender, "command", f"{verb} {target}", {})
+
     def _not_allowed(
         self, room_id: str, event_id: str, sender: str, content: dict[str, Any]
     ) -> Job | None:
@@ -235,16 +256,35 @@ class Router:
         return Job(room_id, event_id, sender, "not_allowed_notice", text, content)
 
 
-class RoomQueues:
-    """One queue and one worker task per room; ``run`` handles a job."""
+def answers_now(job: Job) -> bool:
+    """Whether ``job`` answers a tool call waiting for a yes: the turn that waits holds its
+    room's queue, so the answer runs beside it."""
+    words = job.text.split(maxsplit=1)
+    return job.kind == "command" and bool(words) and words[0].lower() in ANSWER_WORDS
 
-    def __init__(self, run: Callable[[Job], Awaitable[None]]) -> None:
+
+class RoomQueues:
+    """One queue and one worker task per room; ``run`` handles a job. A job ``beside`` says
+    so runs at once, beside its room's queue (``answers_now``)."""
+
+    def __init__(
+        self,
+        run: Callable[[Job], Awaitable[None]],
+        beside: Callable[[Job], bool] = answers_now,
+    ) -> None:
         self._run = run
+        self._beside = beside
         self._queues: dict[str, asyncio.Queue[Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
+        self._aside: set[asyncio.Task[None]] = set()
 
     def put(self, job: Job) -> None:
         metrics.MATRIX_EVENTS.labels(outcome=job.kind).inc()
+        if self._beside(job):
+            task = asyncio.create_task(self._one(job), name=f"matrix-answer-{job.event_id}")
+            self._aside.add(task)
+            task.add_done_callback(self._aside.discard)
+            return
         queue = self._queues.setdefault(job.room_id, asyncio.Queue())
         queue.put_nowait(job)
         worker = self._workers.get(job.room_id)
@@ -255,7 +295,7 @@ class RoomQueues:
 
     async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Let running jobs finish for up to ``grace_s``; cancel the rest."""
-        workers = [w for w in self._workers.values() if not w.done()]
+        workers = [w for w in [*self._workers.values(), *self._aside] if not w.done()]
         if not workers:
             return
         _, pending = await asyncio.wait(workers, timeout=grace_s)
@@ -270,16 +310,19 @@ class RoomQueues:
             except asyncio.QueueEmpty:
                 self._workers.pop(room_id, None)
                 return
-            try:
-                await self._run(job)
-            except asyncio.CancelledError:
-                raise
-            except ChazError as exc:
-                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
-                log.error("matrix: answering %s in %s failed: %s", job.event_id, room_id, exc)
-            except Exception:
-                metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
-                log.exception("matrix: answering %s in %s failed", job.event_id, room_id)
+            await self._one(job)
+
+    async def _one(self, job: Job) -> None:
+        try:
+            await self._run(job)
+        except asyncio.CancelledError:
+            raise
+        except ChazError as exc:
+            metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+            log.error("matrix: answering %s in %s failed: %s", job.event_id, job.room_id, exc)
+        except Exception:
+            metrics.MATRIX_EVENTS.labels(outcome="failed").inc()
+            log.exception("matrix: answering %s in %s failed", job.event_id, job.room_id)
 
 
-__all__ = ["STOP_GRACE_S", "InviteAnswer", "Job", "RoomQueues", "Router"]
+__all__ = ["STOP_GRACE_S", "InviteAnswer", "Job", "RoomQueues", "Router", "answers_now"]

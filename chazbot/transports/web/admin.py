@@ -122,7 +122,17 @@ class AdminPages:
                     ),
                 }
             )
-        return self.ui.page("agents.html", who, title="Agents", agents=shown)
+        servers = [  # MCP servers (#46): their state, as !chaz tools shows it
+            {
+                "name": link.name,
+                "via": link.config.url or link.config.command,
+                "state": f"{link.state}: {link.error}" if link.error else link.state,
+                "tools": ", ".join(sorted(link.tools)) or "none",
+                "owner": link.config.owner or "anyone allowed",
+            }
+            for link in self.peer.tools.servers.links.values()
+        ]
+        return self.ui.page("agents.html", who, title="Agents", agents=shown, servers=servers)
 
     async def banks(self, request: web.Request, who: Who) -> web.StreamResponse:
         listed = []
