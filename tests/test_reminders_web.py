@@ -10,7 +10,8 @@ from pathlib import Path
 from chazbot.memory.audience import room_audience
 from chazbot.reminders.store import Reminder
 from chazbot.reminders.when import recurring, understand, zone
-from chazbot.transports.web.reminders import repeat_text
+from chazbot.reminders.wording import repeat_text, short_when
+from chazbot.transports.web.reminders import Upcoming
 from tests.web_support import ALICE, BOB, browser_session, csrf_of, link, serving, sign_in
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(2)>'
@@ -19,15 +20,24 @@ GROUP = "matrix:!grp:example.org"
 
 
 def test_how_often_is_said_like_a_person() -> None:
+    """The page says how often as the chat does (one wording for both, #50)."""
     tz = zone("Europe/Berlin")
     now = datetime(2026, 12, 4, 15, 0, tzinfo=tz)
-    assert repeat_text(None) == "once"
-    assert repeat_text(recurring("daily", 8, 0, now, tz, "x").rule) == "every day"
-    assert repeat_text(recurring("weekly", 8, 0, now, tz, "x", 0).rule) == "every Monday"
-    monthly = recurring("monthly", 8, 0, now, tz, "x", 0, 1).rule
-    assert repeat_text(monthly) == "1st Monday of the month"
-    last = recurring("monthly", 8, 0, now, tz, "x", 4, -1, 2).rule
-    assert repeat_text(last) == "last Friday of the month (every 2)"
+    name = "Europe/Berlin"
+
+    def said(rule: str | None, first: datetime = now) -> str:
+        return repeat_text(rule, first, name) or "once"
+
+    assert said(None) == "once"
+    daily = recurring("daily", 8, 0, now, tz, "x")
+    assert said(daily.rule, daily.first) == "every day at 08:00"
+    weekly = recurring("weekly", 8, 0, now, tz, "x", 0)
+    assert repeat_text(weekly.rule, weekly.first, name) == "every Monday at 08:00"
+    monthly = recurring("monthly", 8, 0, now, tz, "x", 0, 1)
+    assert "first Monday" in repeat_text(monthly.rule, monthly.first, name)
+    last = recurring("monthly", 8, 0, now, tz, "x", 4, -1, 2)
+    assert said(last.rule, last.first).startswith("every 2") and "Friday" in said(last.rule)
+    assert Upcoming.repeat.__doc__ is not None
 
 
 async def test_a_persons_reminders_are_listed_and_cancelled_on_their_page(
@@ -61,7 +71,7 @@ async def test_a_persons_reminders_are_listed_and_cancelled_on_their_page(
             section = html.split('id="reminder-rows"')[1].split("</table>")[0]
             assert "call Ines" in section and "secret errand" not in html
             assert "<script>" not in section and "&lt;script&gt;" in section
-            due = dm.first.astimezone(berlin).strftime("%a %d %b %Y, %H:%M")
+            due = short_when(dm.first, "Europe/Berlin")  # as the chat lists it
             assert due in section and "When (next, Europe/Berlin)" in html
             assert "your DM with chaz" in section and "a group room of 2 people" in section
             assert "every Sunday" in section and "once" in section

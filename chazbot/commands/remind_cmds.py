@@ -104,6 +104,8 @@ async def tz(ctx: Context, zone_name: str | None = None) -> Reply:
             f"Your time zone: {shown}{whose}. Change it with {ctx.prefix}tz <zone>, "
             f"e.g. {ctx.prefix}tz Europe/Lisbon.",
         )
+    if not zone_name.isprintable() or len(zone_name) > 100:  # "UTC\0" is no city "UTC"
+        raise InputError(f"unknown time zone {zone_name[:40]!r}: use a city or an IANA name")
     if "/" not in zone_name and (said := zone_in_words(f"my time zone is {zone_name}")):
         if len(said.zones) > 1:
             some = ", ".join(said.zones[:3])

@@ -8,35 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from chazbot.errors import NotFound
 from chazbot.reminders.store import Reminder
-from chazbot.reminders.when import WEEKDAY_NAMES, describe_rule
+from chazbot.reminders.wording import repeat_text, short_when
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer
-
-_DAYS = {name[:2].upper(): name.capitalize() for name in WEEKDAY_NAMES}
-_NTH = {"1": "1st", "2": "2nd", "3": "3rd", "4": "4th", "-1": "last"}
-
-
-def repeat_text(rule: str | None) -> str:
-    """A recurrence as a person says it: once, every day, every Monday, 1st Monday monthly."""
-    plain = describe_rule(rule)
-    kind, _, every = plain.partition(" (every ")
-    also = f" (every {every}" if every else ""
-    if kind == "none":
-        return "once"
-    if kind == "daily":
-        return "every day" + also
-    if kind.startswith("weekly:"):
-        return f"every {_DAYS.get(kind[7:], kind[7:])}" + also
-    if kind.startswith("monthly:"):
-        day = kind[8:]
-        nth, name = day[:-2], day[-2:]
-        return f"{_NTH.get(nth, nth)} {_DAYS.get(name, name)} of the month" + also
-    return plain
 
 
 @dataclass(frozen=True)
@@ -52,11 +30,13 @@ class Upcoming:
     @property
     def when(self) -> str:
         due = self.reminder.next_due() or self.reminder.first
-        return due.astimezone(ZoneInfo(self.zone)).strftime("%a %d %b %Y, %H:%M")
+        return short_when(due, self.zone)
 
     @property
     def repeat(self) -> str:
-        return repeat_text(self.reminder.rule)
+        """How often, as the chat says it (the page is in English): "every Sunday at 20:00"."""
+        r = self.reminder
+        return repeat_text(r.rule, r.first, self.zone) or "once"
 
     @property
     def room(self) -> str:
@@ -98,4 +78,4 @@ async def cancel_own(peer: Peer, person: str, agent_name: str, rid: str) -> tupl
     return True, f"Cancelled the reminder: {gone.what}"
 
 
-__all__ = ["Upcoming", "cancel_own", "reminders_of", "repeat_text"]
+__all__ = ["Upcoming", "cancel_own", "reminders_of"]
