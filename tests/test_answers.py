@@ -253,6 +253,13 @@ def test_the_check_still_refuses_what_no_row_says(question: str, told: str, said
     assert not grounded(question, said, [told])
 
 
+def test_spanish_is_told_by_its_opening_marks() -> None:
+    from chazbot.agent.words import language
+
+    assert language("¿En qué trabaja Ben?") == "es"
+    assert language("En wat doet Ben?") == "nl"
+
+
 def test_names_are_told_apart_from_nouns() -> None:
     assert names("Comment s'appelle la femme de Ben ?") == {"ben"}
     assert names("Where was I born?") == set()
@@ -450,3 +457,10 @@ async def test_a_composing_models_answer_about_someone_named_is_checked(tmp_path
         einstein = "Albert Einstein was the physicist of relativity."
         assert await ask("Who is Einstein?", einstein) == einstein
         assert "don't know" in await ask("How old is Kees?", "Kees is 41.")
+        # another member's job is not answered by the asker's own ("For a living I …")
+        await memory.remember(f"{ANN}/f2", f"{ANN} (2026-12-07): For a living I fix turbines.")
+        ben_dm = room_audience("dm-ben", [BEN], lambda u: True)
+        bens = chaz.memory.within(peer.hearing(chaz, BEN, ben_dm))
+        await bens.remember(f"{BEN}/f1", f"{BEN} (2026-12-07): I'm a trained pastry chef.")
+        job = await ask("What does Ben do for a living?", "He fixes turbines, for a living.")
+        assert "don't know" in job and "turbines" not in job, job

@@ -351,7 +351,8 @@ def choose(
         return by_words[0]
     if q.by_words_only:
         return None
-    fitting = [(row, cos) for row, cos in fitting if not lacks_kind(q.text, evidence(row))]
+    if not q.follow_up:  # "And in which city?" asks of the row the first answer found
+        fitting = [(row, cos) for row, cos in fitting if not lacks_kind(q.text, evidence(row))]
     if not fitting:
         return None  # "Which bank am I with?": no row is of that kind
     fitting.sort(

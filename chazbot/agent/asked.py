@@ -85,11 +85,13 @@ def unsupported(question: str, shown: Sequence[MemoryRow], memory: MemoryScope, 
     the row does not have ("His job is to make furniture."): the row itself is what they
     said. Another person's row is never quoted as theirs."""
     speaker = _speaker(memory, sender)
+    whom = read_question(question)  # "What does Ben do?" is not answered by the asker's job
     said = {
         said_text(r.value).strip()
         for r in shown
         if (r.origin.speaker == speaker if r.origin is not None else speaker is None)
         and supports(evidence(r), question)
+        and fits(evidence(r), whom)
     }
     if len(said) != 1:
         return dont_know(question)

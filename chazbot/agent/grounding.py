@@ -581,14 +581,18 @@ def equivalents(question: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def grounded(question: str, reply: str, shown: Iterable[str]) -> bool:
+def grounded(question: str, reply: str, shown: Iterable[str], named: Iterable[str] = ()) -> bool:
     """Whether ``reply`` to ``question`` stands on what the model was shown (``evidence``
     of recalled rows, the answers of its ``recall`` calls): see the module doc. Every
     number in the reply must be in what it stands on (ages, codes and dates are what small
-    models invent)."""
+    models invent). ``named``: the people the question names (``answering.names``): a line
+    that does not name them is not about them."""
     q = asked(question)
     pieces = [line for text in shown for line in text.splitlines() if line.strip()]
-    about = [t for t in pieces if _supports(t, question, q)]  # a recall answer: a row a line
+    whom = sorted(named)  # "What does Ben do?": only a line that names Ben is about him
+    about = [  # a recall answer: a row a line
+        t for t in pieces if _supports(t, question, q) and all(_has(tokenize(t), [n]) for n in whom)
+    ]
     if not about:
         return False
     asked_words = set(tokenize(question))

@@ -459,11 +459,13 @@ _PRONOUN = re.compile(r"\b(i am|i was|i'm|i've|i'll|i'd|i|me|my|mine|myself)\b",
 
 def language(text: str) -> str:
     """The language of a short message (a code of ``lexicon``): the one whose common words
-    (``Language.marks``) it has most of; English when none has more."""
+    (``Language.marks``) it has most of, "¿"/"¡" counting twice for Spanish ("¿En qué
+    trabaja Ben?" has Dutch "en" and "ben"); English when none has more."""
     words = _words(text)
     best, score = "en", 0
+    inverted = 2 if "¿" in text or "¡" in text else 0  # only Spanish opens with "¿", "¡"
     for lang in LANGUAGES:
-        found = sum(1 for w in words if w in lang.marks)
+        found = sum(1 for w in words if w in lang.marks) + (inverted if lang.code == "es" else 0)
         if found > score:
             best, score = lang.code, found
     return best

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from chazbot.agent import asked
-from chazbot.agent.answering import question_to_check
+from chazbot.agent.answering import names, question_to_check
 from chazbot.agent.grounding import grounded
 from chazbot.agent.pictures import CANNOT_SEE
 from chazbot.agent.turn.context import Incoming, TurnContext
@@ -61,7 +61,8 @@ async def _grounded(question: str, reply: str, told: list[str]) -> bool:
     """``grounding.grounded`` off the event loop, each line it reads bounded
     (``EVIDENCE_LINE_CHARS``; of a long question its end, where the question is)."""
     cut = ["\n".join(line[:EVIDENCE_LINE_CHARS] for line in t.splitlines()) for t in told]
-    return await asyncio.to_thread(grounded, question[-WORDS_MAX_CHARS:], reply, cut)
+    asked = question[-WORDS_MAX_CHARS:]
+    return await asyncio.to_thread(grounded, asked, reply, cut, names(asked))
 
 
 __all__ = ["EVIDENCE_LINE_CHARS", "Checked", "check_answer"]
