@@ -195,7 +195,8 @@ def read_question(text: str, previous: str = "") -> Question:
     points_back = bool(words) and (
         words[0] in FOLLOW_OPENINGS or any(w in PRONOUNS for w in words) or len(words) <= 3
     )
-    if previous and not subject and not named and points_back and not personal(text):
+    pronoun = any(w in PRONOUNS for w in words)  # "What does *he* have of ours?"
+    if previous and not subject and not named and points_back and (pronoun or not personal(text)):
         subject, named = _own_subject(previous)
         if subject or named:
             return Question(text, subject, named, False, True, f"{previous} {text}")

@@ -197,6 +197,23 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("teach taught teaches"),
     _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
     _set("film movie films movies pelicula película"),
+    _set("parrot parrots papagei papageien perroquet perroquets loro loros papegaai papegaaien"),
+    _set(
+        "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
+        "tortugas schildpad schildpadden"
+    ),
+    _set("rabbit rabbits kaninchen hase lapin lapins conejo conejos konijn konijnen"),
+    _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
+    _set("hamster hamsters hámster"),
+    _set("twins twin zwillinge zwilling jumeaux jumelles jumeau gemelos gemelas mellizos tweeling"),
+    _set(
+        "university uni universität hochschule université fac universidad universiteit "
+        "college degree studium"
+    ),
+    _set("garden gardens garten jardin jardín tuin moestuin"),
+    _set("milk milch lait leche melk"),
+    _set("choir chor chorale coro koor"),
+    _set("morning mornings morgens matin matins mañana mañanas ochtend ochtends"),
 )
 """Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
 KINDS: dict[str, frozenset[str]] = {
