@@ -68,6 +68,11 @@ class Unavailable(ChazError):
     """We cannot take the request now (a full cache, a queue at its bound); retry later."""
 
 
+class OverBudget(Unavailable):
+    """A search ran past the work it was allowed on the event loop (``bm25_kernel.budget``):
+    nothing was returned; it runs again on a search thread (``memory.offloop``)."""
+
+
 class BackendError(ChazError):
     """An outside service failed: the LLM, the embedder, the homeserver or another peer."""
 
@@ -80,6 +85,7 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "NotFound",
+    "OverBudget",
     "PermissionDenied",
     "Unavailable",
 ]

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from chazbot.errors import InputError
+from chazbot.errors import InputError, OverBudget
 from chazbot.memory import bm25_kernel
 from chazbot.memory.fusion import order_by_score, ranked
 from chazbot.memory.tokenize import MAX_QUERY_TERMS, first_terms
@@ -309,7 +309,7 @@ class BM25Index:
         compiled = bm25_kernel.loop(n_live)
         if compiled is None or self._p_tf.dtype != np.uint16:
             return _Scorer(self, q_tids, n_live).top_k(k, mask, tiebreak)
-        found, scores = compiled(
+        found, scores, done = compiled(
             q_tids,
             self._t_start,
             self._t_len,
@@ -326,8 +326,28 @@ class BM25Index:
             self._total_len,
             k,
             _EPS,
+            bm25_kernel.current_budget(),
         )
+        if not done:
+            raise OverBudget("search: over its budget on the event loop")
         return self._rank(found, scores, k, tiebreak)
+
+    def search_work(
+        self, query_tokens: Sequence[str], max_terms: int | None = MAX_QUERY_TERMS
+    ) -> int | None:
+        """What ``search`` of these tokens costs the compiled loop at most
+        (``bm25_kernel.work``), or None when it would take the numpy loop (slower by far
+        per posting, and by a few numpy calls per term)."""
+        n_live = len(self._slot_of)
+        if n_live == 0:
+            return 0
+        if bm25_kernel.loop(n_live) is None or self._p_tf.dtype != np.uint16:
+            return None
+        if max_terms is not None:
+            query_tokens = first_terms(query_tokens, max_terms)
+        term_id, df = self._term_id, self._t_df
+        tids = {t for t in map(term_id.get, query_tokens) if t is not None}
+        return bm25_kernel.work([int(df[t]) for t in tids])
 
     def slot_mask(self, docs: I64) -> Bools:
         """Live slots whose doc is in ``docs``; cached for the same array object and index."""
