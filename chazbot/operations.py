@@ -204,7 +204,7 @@ async def verify_index(ledger: Ledger, state_dir: Path) -> tuple[int, list[tuple
     one recorded when this peer wrote them, compiled code in the state dir, and a
     compiled-code cache others could write. How many snapshots, and the failures."""
     from chazbot.memory import bm25_kernel, snapshot
-    from chazbot.memory.engine import SNAPSHOT_DIR
+    from chazbot.memory.loading import SNAPSHOT_DIR
 
     failed: list[tuple[str, str]] = []
     snapshots = sorted((state_dir / SNAPSHOT_DIR).glob("*.npz"))

@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 from chazbot import metrics
 from chazbot.agent.capture_sources import CaptureSources
-from chazbot.agent.capture_tasks import CaptureTasks, Said
+from chazbot.agent.capture_tasks import CaptureTasks, ToCapture
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
@@ -366,7 +366,7 @@ class Peer:
             # (capture off, it only notes where the message is, for a redaction or an edit)
             self.captures.start(
                 lock,
-                Said(ctx.agent, sess, text, sender, result.text, sent_at, message_id),
+                ToCapture(ctx.agent, sess, text, sender, result.text, sent_at, message_id),
                 ctx.llm,
                 mode,
                 ctx.memory,
@@ -436,7 +436,7 @@ class Peer:
             memory = who.memory.within(self.hearing(who, sender, audience))
             llm = self.models.llm_for(who)
             mode = await self.models.capture_mode(who, sess)
-            said = Said(who, sess, text, sender, "", sent_at, message_id)
+            said = ToCapture(who, sess, text, sender, "", sent_at, message_id)
             return await self.captures.resay(source, said, llm, mode, memory)
 
     async def wait_captures(self, timeout: float | None = None) -> None:

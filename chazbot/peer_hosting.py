@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
     from chazbot.config import AgentConfig, Config
     from chazbot.ledger import Ledger
-    from chazbot.ledger.core import Applied
+    from chazbot.ledger.records import Applied
     from chazbot.memory.engine import MemoryEngine
 
 log = logging.getLogger("chazbot.peer")

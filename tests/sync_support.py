@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
-from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
+from chazbot.ledger.records import DEFAULT_LIMITS, KeptLimits
 from chazbot.sync import Replicator, Sharing, SyncServer, wire
 from chazbot.sync.protocol import PROTOCOL, PROTOCOL_HEADER, sign_request
 from tests.waits import wait_until as wait_until

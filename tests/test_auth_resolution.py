@@ -216,7 +216,7 @@ async def test_limbo_survives_a_restart_between_a_refused_parent_and_its_child(
     shown = await arena.visible(arena.a)
     assert shown["reply"] == "honest" and shown["next"] == "honest too"
     assert "draft" not in shown
-    assert await arena.a.ledger.run(lambda core: len(core.limbo)) == 0
+    assert await arena.a.ledger.run(lambda core: len(core.arrivals.limbo)) == 0
     assert await arena.a.ledger.verify() == []
 
 
@@ -241,8 +241,8 @@ async def test_limbo_on_disk_keeps_its_bounds_and_drops_the_oldest(tmp_path: Pat
             assert (await ledger.ingest([data])).accepted == []
 
         def shrink(core: core_module.LedgerCore) -> tuple[int, list[str]]:
-            core.limbo = Limbo(core.conn, 3 * len(lates[0]) + 50, 100_000)
-            core.limbo.put(Entry.decode(lates[-1]))  # already there: changes nothing
+            core.arrivals.limbo = Limbo(core.conn, 3 * len(lates[0]) + 50, 100_000)
+            core.arrivals.limbo.put(Entry.decode(lates[-1]))  # already there: changes nothing
             found = core.conn.execute("SELECT id FROM limbo ORDER BY seq").fetchall()
             return len(found), [str(r[0]) for r in found]
 
@@ -255,8 +255,8 @@ async def test_limbo_on_disk_keeps_its_bounds_and_drops_the_oldest(tmp_path: Pat
     try:
 
         def put_one(core: core_module.LedgerCore) -> list[str]:
-            core.limbo = Limbo(core.conn, 3 * len(lates[0]) + 50, 100_000)
-            core.limbo.put(Entry.decode(extra_data))
+            core.arrivals.limbo = Limbo(core.conn, 3 * len(lates[0]) + 50, 100_000)
+            core.arrivals.limbo.put(Entry.decode(extra_data))
             return [str(r[0]) for r in core.conn.execute("SELECT id FROM limbo ORDER BY seq")]
 
         kept = await ledger.run(put_one)

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import chazbot.memory.bm25 as bm25_module
+import chazbot.memory.bm25_postings as bm25_postings
 from chazbot.errors import InputError
 from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
@@ -94,11 +95,11 @@ def small_thresholds() -> Iterator[None]:
     """Shrink the size thresholds so tiny corpora take every code path: compaction, dense tf
     maps (and their tf overflow marker), wide tf storage, and both ``allowed`` strategies."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bm25_module, "_COMPACT_MIN", 3)
-        mp.setattr(bm25_module, "_DENSE_MIN", 3)
-        mp.setattr(bm25_module, "_DENSE_SHARE", 4)
-        mp.setattr(bm25_module, "_DENSE_BIG", 2)
-        mp.setattr(bm25_module, "_U16_MAX", 2)
+        mp.setattr(bm25_postings, "_COMPACT_MIN", 3)
+        mp.setattr(bm25_postings, "_DENSE_MIN", 3)
+        mp.setattr(bm25_postings, "_DENSE_SHARE", 4)
+        mp.setattr(bm25_postings, "_DENSE_BIG", 2)
+        mp.setattr(bm25_postings, "_U16_MAX", 2)
         mp.setattr(bm25_module, "_DIRECT_ALLOWED", 4)
         yield
 

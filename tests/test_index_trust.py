@@ -71,7 +71,7 @@ async def snapshot_of(state: Path, rows: int = 300) -> tuple[str, Path]:
     async with chazbot.open(state) as peer:
         db = next(iter(peer.agents.values())).memory.db
         await fill(peer, db, rows)
-        peer.memory.snapshot_min_rows = 100
+        peer.memory.views.snapshot_min_rows = 100
         peer.memory.drop_view(db)
         await peer.memory.view(db)
     (path,) = (state / "index").glob("*.npz")
@@ -84,7 +84,7 @@ async def test_an_edited_snapshot_is_not_served_and_verify_reports_it(tmp_path: 
     assert verify(state).returncode == 0
     forge(path, "note item7 about thing0", FORGED)
     async with chazbot.open(state) as peer:
-        peer.memory.snapshot_min_rows = 100
+        peer.memory.views.snapshot_min_rows = 100
         view = await peer.memory.view(db)
         status = peer.memory.load_status(db)
         assert status is not None and not status.from_snapshot, "the edited snapshot was used"
@@ -108,7 +108,7 @@ async def test_an_older_snapshot_put_back_after_a_reset_is_refused(tmp_path: Pat
     kept = path.read_bytes()
     async with chazbot.open(state) as peer:
         engine: MemoryEngine = peer.memory
-        engine.snapshot_min_rows = 100
+        engine.views.snapshot_min_rows = 100
         await engine.view(db)
         applied = Applied()
         applied.reset_dbs = {db}
@@ -132,7 +132,7 @@ async def test_a_snapshot_not_written_by_this_peer_is_not_used(tmp_path: Path) -
     shutil.copy(path, second / "index" / path.name)
     async with chazbot.open(second) as peer:
         await peer.ledger.kv.delete_prefix(snapshot.RECORD_PREFIX)
-        peer.memory.snapshot_min_rows = 100
+        peer.memory.views.snapshot_min_rows = 100
         await peer.memory.view(db)
         status = peer.memory.load_status(db)
         assert status is not None and not status.from_snapshot

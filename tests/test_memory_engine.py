@@ -354,7 +354,7 @@ async def test_a_snapshot_plus_newer_rows_equals_a_fresh_build(tmp_path: Path) -
         db = agent.memory.db
         await fill(peer, db, agent.key, 400)
         first = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        first.snapshot_min_rows = 100
+        first.views.snapshot_min_rows = 100
         await first.view(db)
         files = list((tmp_path / "snap").iterdir())
         assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
@@ -364,7 +364,7 @@ async def test_a_snapshot_plus_newer_rows_equals_a_fresh_build(tmp_path: Path) -
         await agent.remember("k4", "rewritten value omega", tags=["even"])
         await agent.remember("k6", "untagged now")
         again = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        again.snapshot_min_rows = 100
+        again.views.snapshot_min_rows = 100
         fresh = MemoryEngine(peer.ledger, None, None)
         from_snapshot, built = await again.view(db), await fresh.view(db)
         status = again.load_status(db)
@@ -394,24 +394,24 @@ async def test_a_damaged_or_foreign_snapshot_is_rebuilt(tmp_path: Path) -> None:
         db = agent.memory.db
         await fill(peer, db, agent.key, 200)
         engine = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        engine.snapshot_min_rows = 100
+        engine.views.snapshot_min_rows = 100
         expected = visible_state(await engine.view(db))
         (path,) = (tmp_path / "snap").iterdir()
         for damage in (b"not a zip file", path.read_bytes()[:-100]):
             path.write_bytes(damage)
             again = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-            again.snapshot_min_rows = 100
+            again.views.snapshot_min_rows = 100
             assert visible_state(await again.view(db)) == expected
             status = again.load_status(db)
             assert status is not None and not status.from_snapshot
         # a snapshot that claims more than the ledger holds (say, the ledger is a restored
         # backup) is not trusted either
         bigger = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        bigger.snapshot_min_rows = 100
+        bigger.views.snapshot_min_rows = 100
         await fill(peer, db, agent.key, 100, start=200)
         expected = visible_state(await bigger.view(db))  # saves a snapshot of 300 rows
         monkey = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        monkey.snapshot_min_rows = 100
+        monkey.views.snapshot_min_rows = 100
         real_stores = peer.ledger.stores
 
         async def fewer(db_id: str) -> dict[str, int]:
@@ -430,7 +430,7 @@ async def test_a_reset_drops_the_view_and_its_snapshot(tmp_path: Path) -> None:
         db = agent.memory.db
         await fill(peer, db, agent.key, 200)
         engine = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        engine.snapshot_min_rows = 100
+        engine.views.snapshot_min_rows = 100
         view = await engine.view(db)
         assert list((tmp_path / "snap").iterdir())
         applied = Applied()

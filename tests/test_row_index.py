@@ -100,10 +100,10 @@ async def test_a_snapshot_keeps_the_told_rows_index(tmp_path: Path) -> None:
                 db, agent.key, f"note{i}", f"likes item{i} a lot", origin=origin, scope=ROOM
             )
         saved = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        saved.snapshot_min_rows = 100
+        saved.views.snapshot_min_rows = 100
         built = await saved.view(db)
         again = MemoryEngine(peer.ledger, None, tmp_path / "snap")
-        again.snapshot_min_rows = 100
+        again.views.snapshot_min_rows = 100
         restored = await again.view(db)
         status = again.load_status(db)
         assert status is not None and status.from_snapshot

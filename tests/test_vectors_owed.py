@@ -26,7 +26,8 @@ from chazbot.memory.banks import writer_key_for
 from chazbot.memory.engine import EngineTiming
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.memory.transfer import import_lines
-from chazbot.memory.vector_queue import OWED_PREFIX, TEXT_PREFIX, VectorTiming
+from chazbot.memory.vector_marks import OWED_PREFIX, TEXT_PREFIX
+from chazbot.memory.vector_queue import VectorTiming
 from chazbot.peer import Peer, PeerTuning
 from tests.standin_embeddings import StandinEmbeddings
 from tests.waits import wait_until

@@ -18,7 +18,8 @@ import chazbot
 from chazbot.ledger import Ledger
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import EMBED_TEXT_VERSION, MEMORY_STORE, row_text
-from chazbot.memory.vector_queue import TEXT_DONE_PREFIX, TEXT_VERSION_KEY, VectorQueue
+from chazbot.memory.vector_marks import TEXT_DONE_PREFIX, TEXT_VERSION_KEY
+from chazbot.memory.vector_queue import VectorQueue
 from chazbot.peer import STATE_FILE
 from tests.standin_embeddings import StandinEmbeddings
 from tests.test_vectors_owed import config, vectors_of

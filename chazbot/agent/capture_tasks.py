@@ -3,7 +3,7 @@ session's lock until it is done, so the reply goes out at once and the session's
 already recalls what was just said (SPEC §5b). A failure is one line in the log; it never
 breaks a turn. The peer waits for what is running when it closes.
 
-A message taken back (SPEC §5c): when the turn named its message (``Said.message_id``, the
+A message taken back (SPEC §5c): when the turn named its message (``ToCapture.message_id``, the
 Matrix event id), the rows captured from it are recorded (``capture_sources``); ``unsay``
 forgets them (a redaction) and ``resay`` replaces them with what the new words give (an
 edit). Both run under the session's lock, so a capture still running finishes first.
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Said:
+class ToCapture:
     """The answered message to capture: by whom, to which agent, where, and the reply."""
 
     agent: AgentHandle
@@ -54,7 +54,7 @@ class CaptureTasks:
     def start(
         self,
         lock: asyncio.Lock,
-        said: Said,
+        said: ToCapture,
         llm: ChatModel | None,
         mode: Mode,
         memory: MemoryScope,
@@ -70,7 +70,7 @@ class CaptureTasks:
     async def _run(
         self,
         lock: asyncio.Lock,
-        said: Said,
+        said: ToCapture,
         llm: ChatModel | None,
         mode: Mode,
         memory: MemoryScope,
@@ -86,7 +86,7 @@ class CaptureTasks:
 
     async def _capture(
         self,
-        said: Said,
+        said: ToCapture,
         llm: ChatModel | None,
         mode: Mode,
         memory: MemoryScope,
@@ -109,7 +109,7 @@ class CaptureTasks:
         await self._record(said, found.n if n is None else n, list(found.rows))
         return len(found.rows)
 
-    async def _record(self, said: Said, n: int | None, rows: list[str]) -> None:
+    async def _record(self, said: ToCapture, n: int | None, rows: list[str]) -> None:
         if self.sources is None or said.message_id is None or n is None:
             return
         source = Source(said.agent.name, said.agent.memory.db, said.session.name, said.sender, n)
@@ -175,7 +175,12 @@ class CaptureTasks:
         return hidden
 
     async def resay(
-        self, source: Source, said: Said, llm: ChatModel | None, mode: Mode, memory: MemoryScope
+        self,
+        source: Source,
+        said: ToCapture,
+        llm: ChatModel | None,
+        mode: Mode,
+        memory: MemoryScope,
     ) -> int:
         """An edit of ``said.message_id`` (its new words in ``said.text``): the rows captured
         from the message are forgotten and the new words captured in their place; how many
@@ -220,4 +225,4 @@ async def _revise_history(session: Session, n: int, text: str) -> None:
     await session.revise(revisions)
 
 
-__all__ = ["CaptureTasks", "Said"]
+__all__ = ["CaptureTasks", "ToCapture"]

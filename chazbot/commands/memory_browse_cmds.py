@@ -17,7 +17,8 @@ from chazbot.memory import bm25_kernel
 from chazbot.memory.banks import holder_keys, read_refs
 from chazbot.memory.banks import looks_like_db_id as is_db_id
 from chazbot.memory.embedders.floors import FLOOR_FIELD, default_floor, parse_floor
-from chazbot.memory.engine import LoadStatus, MemoryEngine
+from chazbot.memory.engine import MemoryEngine
+from chazbot.memory.loading import LoadStatus
 from chazbot.memory.rows import EMBEDDINGS_PREFIX, MEMORY_STORE, Hit, to_datetime
 from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note, format_hits

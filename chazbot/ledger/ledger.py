@@ -26,10 +26,11 @@ from typing import Any, TypeVar
 from chazbot.errors import BackendError, ConflictError, InputError, IntegrityError, NotFound
 from chazbot.ledger import rebuild
 from chazbot.ledger.auth import AUTH_STORE, KeyGrant, Permission, auth_op, permission_of
-from chazbot.ledger.core import DEFAULT_LIMITS, Applied, IngestResult, KeptLimits, LedgerCore, Row
+from chazbot.ledger.core import LedgerCore
 from chazbot.ledger.entry import Entry
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.local import HostedIndex, KeyValue, LocalKeys
+from chazbot.ledger.records import DEFAULT_LIMITS, Applied, IngestResult, KeptLimits, Row
 from chazbot.ledger.schema import migrate
 from chazbot.ledger.tables import LocalTable, migrate_table, migrate_tables, unique
 from chazbot.ledger.worker import Worker
@@ -216,7 +217,7 @@ class Ledger:
     # ---- reads --------------------------------------------------------------------------
 
     async def exists(self, db: str) -> bool:
-        return bool(await self.run(lambda core: bool(core.tips(db))))
+        return bool(await self.run(lambda core: bool(core.tips.of(db))))
 
     async def auth_state(self, db: str) -> dict[str, KeyGrant]:
         cached = self._auth_cache.get(db)
@@ -308,7 +309,7 @@ class Ledger:
         return await self.run(read)
 
     async def tips(self, db: str) -> list[str]:
-        return sorted(await self.run(lambda core: list(core.tips(db))))
+        return sorted(await self.run(lambda core: list(core.tips.of(db))))
 
     async def entry(self, eid: str) -> Entry:
         def read(core: LedgerCore) -> bytes | None:
@@ -345,8 +346,7 @@ class Ledger:
 
     async def last_row_number(self) -> int:
         """The highest local row number stored so far (rows of every database): every row
-        up to it is committed, so a reader can load up to it and take later ones as they
-        come."""
+        up to it is committed, so a reader loads up to it and takes later ones as they come."""
 
         def read(core: LedgerCore) -> int:
             found = core.conn.execute("SELECT max(n) FROM rows").fetchone()

@@ -26,7 +26,7 @@ class Heads:
 
 def read_heads(core: LedgerCore, db: str, before: Heads | None = None) -> Heads:
     """The heads of ``db``; with ``before`` (an earlier answer) only newer entries are counted."""
-    tips = sorted(core.tips(db))
+    tips = sorted(core.tips.of(db))
     if not tips:
         raise NotFound(f"no database {db}")
     since, base = (before.max_seq, before.count) if before is not None else (0, 0)

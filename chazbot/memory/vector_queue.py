@@ -2,9 +2,9 @@
 batches, off the turn's path and out of busy moments, and a vector owed is never lost.
 
 A row whose vector comes later is stored at once (BM25 finds it in the next turn). Before it is
-written, its database is marked as owing vectors in a peer-local record (``local_kv``,
-``vectors-owed/<db>``: the ledger's row number before the first such row and the key that
-writes the vectors), so a crash at any point leaves them owed, not lost. Two ways in:
+written, its database is marked as owing vectors in a peer-local record (``OwedMarks``,
+``vector_marks``: the ledger's row number before the first such row and the key that writes
+the vectors), so a crash at any point leaves them owed, not lost. Two ways in:
 
 - ``add``: one captured row with the text its vector is of, kept in memory and embedded in
   calls of at most ``batch`` texts, after a quiet moment (a captured row comes with every chat
@@ -38,7 +38,6 @@ one) so a turn's query embedding never waits behind this (SPEC §3).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -48,22 +47,10 @@ from chazbot import metrics
 from chazbot.errors import ChazError
 from chazbot.ledger import KeyPair, Ledger, Level
 from chazbot.memory.embedders import Embedder
-from chazbot.memory.rows import EMBED_TEXT_VERSION, embeddings_store, encode_vector
+from chazbot.memory.rows import embeddings_store, encode_vector
+from chazbot.memory.vector_marks import OwedMarks
 
 log = logging.getLogger(__name__)
-
-OWED_PREFIX = "vectors-owed/"
-"""``local_kv`` key of a database that owes vectors: ``vectors-owed/<db>``."""
-TEXT_PREFIX = "vectors-owed-text/"
-"""``local_kv`` keys of the texts recorded at a stop: ``vectors-owed-text/<db>/<row id>``."""
-
-TEXT_VERSION_KEY = "vectors-text"
-"""``local_kv`` key: ``{"version": V, "before": N}``, the text version (``EMBED_TEXT_VERSION``)
-this peer's vectors are written with since its ledger's row number ``N``; vectors stored up to
-``N`` are of an older text."""
-TEXT_DONE_PREFIX = "vectors-text/"
-"""``local_kv`` keys ``vectors-text/<db>``: the text version ``db``'s vectors were all
-rewritten to (or found at)."""
 
 Missing = Callable[[str, int], Awaitable[list[tuple[str, str]]]]
 """``missing(db, after)``: ``(row id, text)`` of the visible rows of ``db`` stored after row
@@ -103,15 +90,6 @@ class Pending:
     since: float = field(default_factory=time.monotonic)
 
 
-@dataclass
-class Owed:
-    """A database marked as owing vectors (its peer-local record)."""
-
-    after: int  # rows stored after this row number may owe one
-    by: str  # the public key that writes them
-    key: KeyPair | None  # that key, when this peer holds it
-
-
 class VectorQueue:
     """Rows waiting for their vectors, and the one task that embeds and writes them."""
 
@@ -140,7 +118,7 @@ class VectorQueue:
         self._scan_rewrite = False  # the scan under way rewrites vectors of an older text
         self._has_vector = has_vector or (lambda db, row_id: False)
         self._items: list[Pending] = []
-        self._owed: dict[str, Owed] = {}
+        self.marks = OwedMarks(ledger)  # the databases marked as owing vectors
         self._writing: dict[str, int] = {}  # writes under way whose rows will owe vectors
         self._to_scan: dict[str, None] = {}  # databases to scan, in order
         self._scan_db = ""
@@ -150,7 +128,6 @@ class VectorQueue:
         self._grace: set[str] = set()  # marked on arrival, scanned after the grace
         self._bulk: dict[str, int] = {}  # rows of bulk writes not scanned yet (a count)
         self._failed_dbs: set[str] = set()  # a batch failed: stays marked until a restart
-        self._mark = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -181,7 +158,7 @@ class VectorQueue:
         count = sum(1 for p in self._items + self._chunk if p.db == db) + self._bulk.get(db, 0)
         if self._scan_db == db:
             count += len(self._scan_rows)
-        if db in self._owed and not count:
+        if db in self.marks and not count:
             return None
         return count
 
@@ -197,7 +174,7 @@ class VectorQueue:
     def marked(self) -> list[str]:
         """Databases that owe vectors: marked in their peer-local record, or whose vectors
         of an older text are being rewritten."""
-        return list(dict.fromkeys([*self._owed, *self._rewrite]))
+        return list(dict.fromkeys([*self.marks.dbs(), *self._rewrite]))
 
     # ---- marking ------------------------------------------------------------------------
 
@@ -205,16 +182,10 @@ class VectorQueue:
         """Before a write whose rows get their vectors later: mark ``db`` durably (once per
         busy stretch). Pair with ``add`` per row or ``settle`` when the write is done."""
         self._writing[db] = self._writing.get(db, 0) + 1
-        if db in self._owed:
+        if db in self.marks:
             return
         try:
-            async with self._mark:
-                if db not in self._owed:
-                    after = await self.ledger.last_row_number()
-                    mark = json.dumps({"after": after, "by": key.public})
-                    await self.ledger.kv.setdefault(OWED_PREFIX + db, mark)
-                    stored = await self.ledger.kv.get(OWED_PREFIX + db)
-                    self._owed[db] = _parse_mark(stored or mark, key)
+            await self.marks.mark(db, key)
         except BaseException:
             self._unwrite(db)
             raise
@@ -271,15 +242,7 @@ class VectorQueue:
                 key = await self._writer(db)
                 if key is None:
                     continue  # this peer may not write there: the writer owes them
-                async with self._mark:
-                    known = self._owed.get(db)
-                    if known is None or after < known.after:
-                        mark = Owed(
-                            after if known is None else min(after, known.after), key.public, key
-                        )
-                        data = json.dumps({"after": mark.after, "by": mark.by})
-                        await self.ledger.kv.set(OWED_PREFIX + db, data)
-                        self._owed[db] = mark
+                await self.marks.lower(db, after, key)
             except ChazError as exc:
                 log.warning("memory: could not mark the vectors %s owes: %s", db, exc)
                 continue
@@ -288,7 +251,7 @@ class VectorQueue:
 
     def _scan_later(self, db: str) -> None:
         self._grace.discard(db)
-        if not self._stopped and db in self._owed:
+        if not self._stopped and db in self.marks:
             self._to_scan[db] = None
             self._start()
 
@@ -312,39 +275,15 @@ class VectorQueue:
         """At a start: scan every database marked as owing vectors (in the background);
         returns how many are marked. Also reads (or, on the first start with this
         ``EMBED_TEXT_VERSION``, records) since when vectors are of the current text."""
-        self._text_before = await self._text_version()
-        marks = await self.ledger.kv.with_prefix(OWED_PREFIX)
-        keys = {k.public: k for _, k in await self.ledger.keys.all()}
-        for name, value in marks:
-            db = name.removeprefix(OWED_PREFIX)
-            mark = _parse_mark(value, None)
-            mark.key = keys.get(mark.by)
-            self._owed[db] = mark
+        self._text_before = await self.marks.text_version()
+        marks = await self.marks.load()
+        for db in marks:
             self._to_scan[db] = None
         if marks:
             self._scan_since = time.monotonic()
             log.info("memory: %d database(s) owe vectors, written in the background", len(marks))
             self._start()
         return len(marks)
-
-    async def _text_version(self) -> int:
-        stored = await self.ledger.kv.get(TEXT_VERSION_KEY)
-        try:
-            data = json.loads(stored) if stored else {}
-            version, before = int(data["version"]), int(data["before"])
-        except (ValueError, KeyError, TypeError):
-            version, before = 1, 0
-        if version >= EMBED_TEXT_VERSION:
-            return before
-        before = await self.ledger.last_row_number()
-        record = json.dumps({"version": EMBED_TEXT_VERSION, "before": before})
-        await self.ledger.kv.set(TEXT_VERSION_KEY, record)
-        log.info(
-            "memory: vectors stored so far are of an older text (version %d); each bank's are"
-            " rewritten in the background after it is opened",
-            version,
-        )
-        return before
 
     async def check_text(self, db: str) -> bool:
         """``db``'s view is loaded: when it holds vectors stored before this text version
@@ -353,11 +292,11 @@ class VectorQueue:
         before = self._text_before
         if before is None or self._stale is None or self._stopped or db in self._rewrite:
             return False
-        if await self.ledger.kv.get(TEXT_DONE_PREFIX + db) == str(EMBED_TEXT_VERSION):
+        if await self.marks.text_done(db):
             return False
         first = await self.ledger.rows(db, self.store, after=0, limit=1)
         if not first or first[0].n > before:
-            await self.ledger.kv.set(TEXT_DONE_PREFIX + db, str(EMBED_TEXT_VERSION))
+            await self.marks.set_text_done(db)
             return False
         if self._stopped:
             return False
@@ -380,9 +319,9 @@ class VectorQueue:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         left, self._items = self._items, []
-        records = [(f"{TEXT_PREFIX}{p.db}/{p.row_id}", p.text) for p in left]
+        records = [(p.db, p.row_id, p.text) for p in left]
         if records:
-            await self.ledger.kv.set_many(records)
+            await self.marks.record_texts(records)
             log.info(
                 "memory: %d vectors owed at the stop; they are written after the next start",
                 len(records),
@@ -513,7 +452,7 @@ class VectorQueue:
         if db in self._rewrite:
             await self._next_rewrite(db)
             return
-        owed = self._owed.get(db)
+        owed = self.marks.get(db)
         if owed is None or self._missing is None:
             return
         if owed.key is None or not (await self.ledger.permission(db, owed.key.public)).allows(
@@ -530,19 +469,16 @@ class VectorQueue:
             return
         try:
             found = await self._missing(db, owed.after)
-            texts = dict(await self.ledger.kv.with_prefix(f"{TEXT_PREFIX}{db}/"))
+            texts = await self.marks.texts(db)
         except ChazError as exc:
             log.warning("memory: could not look for the vectors %s owes: %s", db, exc)
             await self._clear_done({db}, force=True)
             return
         waiting = {p.row_id for p in self._items}
-        prefix = f"{TEXT_PREFIX}{db}/"
         self._scan_db, self._scan_key, self._scan_rewrite = db, owed.key, False
         self._bulk.pop(db, None)
         self._scan_rows = [
-            (row_id, texts.get(prefix + row_id, text))
-            for row_id, text in found
-            if row_id not in waiting
+            (row_id, texts.get(row_id, text)) for row_id, text in found if row_id not in waiting
         ]
         if found:
             log.info("memory: writing %d vectors %s owes", len(self._scan_rows), db)
@@ -552,7 +488,7 @@ class VectorQueue:
     async def _next_rewrite(self, db: str) -> None:
         """Start rewriting ``db``'s vectors of an older text (``check_text``)."""
         assert self._stale is not None
-        owed = self._owed.get(db)
+        owed = self.marks.get(db)
         key = owed.key if owed is not None else None
         if key is None or not (await self.ledger.permission(db, key.public)).allows(Level.WRITE):
             key = await self._writer(db)
@@ -584,8 +520,8 @@ class VectorQueue:
                 and db not in self._to_scan
             ):
                 del self._rewrite[db]
-                await self.ledger.kv.set(TEXT_DONE_PREFIX + db, str(EMBED_TEXT_VERSION))
-            if db not in self._owed:
+                await self.marks.set_text_done(db)
+            if db not in self.marks:
                 continue
             busy = (
                 db in self._writing
@@ -596,12 +532,10 @@ class VectorQueue:
             )
             if not force and (busy or db in self._failed_dbs):
                 continue
-            async with self._mark:
+            async with self.marks.lock:
                 if not force and db in self._writing:
                     continue
-                self._owed.pop(db, None)
-                await self.ledger.kv.delete(OWED_PREFIX + db)
-                await self.ledger.kv.delete_prefix(f"{TEXT_PREFIX}{db}/")
+                await self.marks.drop(db)
 
     async def _embed_and_write(self, chunk: list[Pending]) -> None:
         # A row superseded or forgotten meanwhile still gets its vector: the view ignores a
@@ -631,21 +565,4 @@ class VectorQueue:
         metrics.VECTORS_LATER.labels("failed").inc(len(chunk))
 
 
-def _parse_mark(value: str, key: KeyPair | None) -> Owed:
-    try:
-        data = json.loads(value)
-        return Owed(int(data["after"]), str(data["by"]), key)
-    except (ValueError, KeyError, TypeError):
-        return Owed(0, "", key)  # a damaged record: scan the whole database
-
-
-__all__ = [
-    "DEFAULT_TIMING",
-    "OWED_PREFIX",
-    "TEXT_DONE_PREFIX",
-    "TEXT_VERSION_KEY",
-    "Owed",
-    "Pending",
-    "VectorQueue",
-    "VectorTiming",
-]
+__all__ = ["DEFAULT_TIMING", "Pending", "VectorQueue", "VectorTiming"]

@@ -53,10 +53,10 @@ from chazbot.errors import (
     IntegrityError,
     PermissionDenied,
 )
-from chazbot.ledger.core import Applied
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.records import Applied
 from chazbot.ledger.replication import read_after, read_ids_after, read_known
 from chazbot.sync.client import SyncClient
 from chazbot.sync.protocol import (

@@ -69,8 +69,8 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger.auth import Level
-from chazbot.ledger.core import Applied
 from chazbot.ledger.ledger import Ledger
+from chazbot.ledger.records import Applied
 from chazbot.ledger.replication import Heads, read_after, read_heads, read_known
 from chazbot.sync import wire
 from chazbot.sync.guard import (

@@ -17,7 +17,11 @@ from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 
-SESSION_PREFIX = "matrix:"
+from chazbot.config import MATRIX_SESSION_PREFIX
+
+SESSION_PREFIX = MATRIX_SESSION_PREFIX
+"""A Matrix room's session is named ``matrix:<room id>`` (declared once, in config, whose room
+rules read it too)."""
 MAX_PART_CHARS = 8000
 """A reply longer than this is sent as several messages, cut at paragraph or line ends."""
 MAX_CONTENT_BYTES = 40_000

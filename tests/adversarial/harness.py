@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from chazbot.ledger import KeyPair, Ledger, Permission
-from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.ledger.encoding import content_id, encode_checked
+from chazbot.ledger.records import DEFAULT_LIMITS, KeptLimits
 from chazbot.memory.engine import MemoryEngine
 from chazbot.sync import SyncClient
 from chazbot.sync.wire import PushAnswer as PushResult

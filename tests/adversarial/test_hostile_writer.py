@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from chazbot.ledger import KeyPair
-from chazbot.ledger.core import DEFAULT_LIMITS, KeptLimits
 from chazbot.ledger.encoding import content_id
 from chazbot.ledger.entry import MAX_INT
+from chazbot.ledger.records import DEFAULT_LIMITS, KeptLimits
 from chazbot.memory.rows import MAX_EXTRA_BYTES, MAX_TAGS, MAX_VALUE_BYTES
 from tests.adversarial.harness import (
     READ,
@@ -107,7 +107,7 @@ async def test_a_downgraded_writer_cannot_flood_the_peers_disks(arena: Arena) ->
         await node.ledger.run(lambda core: core.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         per_key = DEFAULT_LIMITS.limbo_bytes_per_key
         assert disk(node.path) - sizes[node.path] < per_key + 512 * 1024
-        assert (await node.ledger.run(lambda core: core.limbo.size)) <= per_key
+        assert (await node.ledger.run(lambda core: core.arrivals.limbo.size)) <= per_key
     await wait_until(arena.converged, what="a and b to agree")
 
 

@@ -72,30 +72,33 @@ async def holders(ui: Pages, db: str) -> list[KeyHolder]:
     return found
 
 
-def routes(ui: Pages, r: UrlDispatcher) -> None:
-    peer = ui.peer
+class AdminPages:
+    """The admin pages' handlers over one peer's pages (each route is signed in as an admin)."""
 
-    hosting, sharing, models = peer.hosting, peer.sharing, peer.models
+    def __init__(self, ui: Pages) -> None:
+        self.ui = ui
+        self.peer = peer = ui.peer
+        self.hosting, self.sharing, self.models = peer.hosting, peer.sharing, peer.models
 
-    async def overview(request: web.Request, who: Who) -> web.StreamResponse:
-        banks = await hosting.registry.all("bank")
-        pending = (await sharing.pending_requests(shown=0)).total
-        return ui.page(
+    async def overview(self, request: web.Request, who: Who) -> web.StreamResponse:
+        banks = await self.hosting.registry.all("bank")
+        pending = (await self.sharing.pending_requests(shown=0)).total
+        return self.ui.page(
             "admin.html",
             who,
             title="Admin",
-            agents=len(hosting.agents),
+            agents=len(self.hosting.agents),
             banks=len(banks),
             pending=pending,
             latency=_latency_chart(),
-            people=_people(peer),
+            people=_people(self.peer),
         )
 
-    async def agents(request: web.Request, who: Who) -> web.StreamResponse:
+    async def agents(self, request: web.Request, who: Who) -> web.StreamResponse:
         shown = []
-        for agent in hosting.agents.values():
-            view = await peer.memory.view(agent.db)
-            held = await hosting.agent_memory(agent)
+        for agent in self.hosting.agents.values():
+            view = await self.peer.memory.view(agent.db)
+            held = await self.hosting.agent_memory(agent)
             settings, refs = held.recall, held.refs
             shown.append(
                 {
@@ -103,7 +106,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                     "db": agent.db,
                     "rows": len(view.visible),
                     "size": held.size,
-                    "capture": await models.capture_mode(agent),
+                    "capture": await self.models.capture_mode(agent),
                     "audience": agent.config.memory_audience,
                     "default_banks": ", ".join(agent.config.default_memory_banks) or "none",
                     "banks": ", ".join(f"{n} ({r.permission})" for n, r in sorted(refs.items()))
@@ -127,15 +130,15 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                 "tools": ", ".join(sorted(link.tools)) or "none",
                 "owner": link.config.owner or "anyone allowed",
             }
-            for link in peer.tools.servers.links.values()
+            for link in self.peer.tools.servers.links.values()
         ]
-        return ui.page("agents.html", who, title="Agents", agents=shown, servers=servers)
+        return self.ui.page("agents.html", who, title="Agents", agents=shown, servers=servers)
 
-    async def banks(request: web.Request, who: Who) -> web.StreamResponse:
+    async def banks(self, request: web.Request, who: Who) -> web.StreamResponse:
         listed = []
-        shared = await sharing.shared()
-        for bank in await hosting.registry.all("bank"):
-            view = await peer.memory.view(bank.db)
+        shared = await self.sharing.shared()
+        for bank in await self.hosting.registry.all("bank"):
+            view = await self.peer.memory.view(bank.db)
             listed.append(
                 {
                     "name": bank.name,
@@ -145,18 +148,18 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                     "shared": bank.db in shared,
                 }
             )
-        return ui.page(
-            "banks.html", who, title="Banks", banks=listed, agents=sorted(hosting.agents)
+        return self.ui.page(
+            "banks.html", who, title="Banks", banks=listed, agents=sorted(self.hosting.agents)
         )
 
-    async def bank(request: web.Request, who: Who) -> web.StreamResponse:
-        hosted = await hosting.registry.get("bank", request.match_info["name"])
+    async def bank(self, request: web.Request, who: Who) -> web.StreamResponse:
+        hosted = await self.hosting.registry.get("bank", request.match_info["name"])
         if hosted is None:
-            return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
+            return self.ui.message(who, 404, "No such bank", "There is no bank of that name here.")
         text = request.query.get("q", "")[:QUERY_MAX_CHARS]
-        view = await peer.memory.view(hosted.db)
+        view = await self.peer.memory.view(hosted.db)
         if text.strip():
-            ranked = await peer.memory.recall(hosted.db, text, None, MAX_LIMIT, None)
+            ranked = await self.peer.memory.recall(hosted.db, text, None, MAX_LIMIT, None)
             total = len(ranked)
         else:
             total = len(view.visible)
@@ -177,7 +180,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         ]
         path = f"{PREFIX}/admin/banks/{hosted.name}"
         stamps = [r.ts for r in view.visible.values()]
-        return ui.page(
+        return self.ui.page(
             "bank.html",
             who,
             title=f"Bank {hosted.name}",
@@ -190,20 +193,20 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             prev=query(path, q=text, page=page - 1) if page > 0 else None,
             next=query(path, q=text, page=page + 1) if page < last else None,
             back=query(path, q=text, page=page),
-            holders=await holders(ui, hosted.db),
-            agents=sorted(a.name for a in hosting.agents.values()),
-            shared=hosted.db in await sharing.shared(),
+            holders=await holders(self.ui, hosted.db),
+            agents=sorted(a.name for a in self.hosting.agents.values()),
+            shared=hosted.db in await self.sharing.shared(),
             chart=charts.rows_over_time(stamps, f"{hosted.name} rows"),
             ranked=bool(text.strip()),
-            importing=ui.imports.of(hosted.name),
-            owed=peer.memory.vectors_owed(hosted.db),
+            importing=self.ui.imports.of(hosted.name),
+            owed=self.peer.memory.vectors_owed(hosted.db),
         )
 
-    async def export(request: web.Request, who: Who) -> web.StreamResponse:
-        hosted = await hosting.registry.get("bank", request.match_info["name"])
+    async def export(self, request: web.Request, who: Who) -> web.StreamResponse:
+        hosted = await self.hosting.registry.get("bank", request.match_info["name"])
         if hosted is None:
-            return ui.message(who, 404, "No such bank", "There is no bank of that name here.")
-        lines = await export_lines(peer.memory, hosted.db)
+            return self.ui.message(who, 404, "No such bank", "There is no bank of that name here.")
+        lines = await export_lines(self.peer.memory, hosted.db)
         return web.Response(
             text="".join(line + "\n" for line in lines),
             content_type="application/x-ndjson",
@@ -212,9 +215,9 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             },
         )
 
-    async def requests(request: web.Request, who: Who) -> web.StreamResponse:
-        pending = await sharing.pending_requests(shown=REQUESTS_SHOWN)
-        return ui.page(
+    async def requests(self, request: web.Request, who: Who) -> web.StreamResponse:
+        pending = await self.sharing.pending_requests(shown=REQUESTS_SHOWN)
+        return self.ui.page(
             "requests.html",
             who,
             title="Sharing requests",
@@ -223,7 +226,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             total=pending.total,
         )
 
-    async def peers(request: web.Request, who: Who) -> web.StreamResponse:
+    async def peers(self, request: web.Request, who: Who) -> web.StreamResponse:
         now = time.time()
         pairs = [
             {
@@ -232,44 +235,47 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
                 "last_pull": ago(p.last_pull, now),
                 "last_push": ago(p.last_push, now),
             }
-            for p in await sharing.sync_pairs()
+            for p in await self.sharing.sync_pairs()
         ]
-        shared = [await sharing.label(db) for db in await sharing.shared()]
-        return ui.page(
+        shared = [await self.sharing.label(db) for db in await self.sharing.shared()]
+        return self.ui.page(
             "peers.html",
             who,
             title="Peers",
             pairs=pairs,
             shared=shared,
-            counters=peer.sync.counters(),
-            key=peer.key.public,
+            counters=self.peer.sync.counters(),
+            key=self.peer.key.public,
         )
 
-    async def act(request: web.Request, who: Who) -> web.StreamResponse:
-        form = await ui.form(request)
+    async def act(self, request: web.Request, who: Who) -> web.StreamResponse:
+        form = await self.ui.form(request)
         back = form.get("back", f"{PREFIX}/admin")
         found = ACTIONS.get(form.get("action", ""))
         if found is None:
-            ui.flash(who, False, "Unknown action.")
-            return await ui.act_done(back)
+            self.ui.flash(who, False, "Unknown action.")
+            return await self.ui.act_done(back)
         words, required, optional = found
         missing = [f for f in required if not form.get(f, "").strip()]
         if missing:
-            ui.flash(who, False, f"Fill in: {', '.join(missing)}.")
-            return await ui.act_done(back)
+            self.ui.flash(who, False, f"Fill in: {', '.join(missing)}.")
+            return await self.ui.act_done(back)
         args = [form[f].strip() for f in required]
         args += [form[f].strip() for f in optional if form.get(f, "").strip()]
-        return await ui.act(who, [*words, *args], back, as_admin=True)
+        return await self.ui.act(who, [*words, *args], back, as_admin=True)
 
+
+def routes(ui: Pages, r: UrlDispatcher) -> None:
+    pages = AdminPages(ui)
     admin = True
-    r.add_get("/admin", ui.signed_in(overview, admin))
-    r.add_get("/admin/agents", ui.signed_in(agents, admin))
-    r.add_get("/admin/banks", ui.signed_in(banks, admin))
-    r.add_get("/admin/banks/{name}", ui.signed_in(bank, admin))
-    r.add_get("/admin/banks/{name}/export.jsonl", ui.signed_in(export, admin))
-    r.add_get("/admin/requests", ui.signed_in(requests, admin))
-    r.add_get("/admin/peers", ui.signed_in(peers, admin))
-    r.add_post("/admin/act", ui.signed_in(act, admin))
+    r.add_get("/admin", ui.signed_in(pages.overview, admin))
+    r.add_get("/admin/agents", ui.signed_in(pages.agents, admin))
+    r.add_get("/admin/banks", ui.signed_in(pages.banks, admin))
+    r.add_get("/admin/banks/{name}", ui.signed_in(pages.bank, admin))
+    r.add_get("/admin/banks/{name}/export.jsonl", ui.signed_in(pages.export, admin))
+    r.add_get("/admin/requests", ui.signed_in(pages.requests, admin))
+    r.add_get("/admin/peers", ui.signed_in(pages.peers, admin))
+    r.add_post("/admin/act", ui.signed_in(pages.act, admin))
 
 
 def file_name(name: str) -> str:
@@ -303,4 +309,4 @@ def _latency_chart() -> Any:
     return charts.histogram(bounds, counts, "Recall latency")
 
 
-__all__ = ["ACTIONS", "holders", "routes"]
+__all__ = ["ACTIONS", "AdminPages", "holders", "routes"]

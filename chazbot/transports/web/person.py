@@ -34,7 +34,7 @@ QUERY_MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
-class Said:
+class SaidRow:
     """One row the person said, with the agent that keeps it, shown as a person reads it
     (#36): what they said without the machine's "who (date): " prefix, where as a room's
     name, when in their zone."""
@@ -80,11 +80,11 @@ class Said:
         }
 
 
-async def said_by(ui: Pages, who: Who) -> list[Said]:
+async def said_by(ui: Pages, who: Who) -> list[SaidRow]:
     """Every row ``who`` said, newest first, as ``/memory mine`` finds them in a DM."""
     peer = ui.peer
     audience = ui.own_audience(who)
-    found: list[Said] = []
+    found: list[SaidRow] = []
     zone = peer.config.timezone
     for agent in peer.hosting.allowed_agents(WEB_SESSION):
         zone = await peer.reminders.of(agent.db, agent.key).zone_of(who.person, zone)
@@ -92,12 +92,12 @@ async def said_by(ui: Pages, who: Who) -> list[Said]:
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
             name = ui.room_name(row.origin.room) if row.origin is not None else None
-            found.append(Said(agent.name, row, zone, name))
+            found.append(SaidRow(agent.name, row, zone, name))
     found.sort(key=lambda s: (s.row.ts, s.row.order), reverse=True)
     return found
 
 
-def matching(rows: list[Said], text: str) -> list[Said]:
+def matching(rows: list[SaidRow], text: str) -> list[SaidRow]:
     """Rows whose key, value or agent holds ``text`` (case-insensitive)."""
     needle = text.casefold()
     if not needle:
@@ -180,4 +180,4 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
     r.add_get("/me/export.json", ui.signed_in(export))
 
 
-__all__ = ["PAGE_ROWS", "Said", "matching", "routes", "said_by"]
+__all__ = ["PAGE_ROWS", "SaidRow", "matching", "routes", "said_by"]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Upcoming:
     """One active reminder the person set, as their page shows it; where is named as the
-    page names the rooms of rows (``person.Said.room``)."""
+    page names the rooms of rows (``person.SaidRow.room``)."""
 
     agent: str
     reminder: Reminder
