@@ -19,6 +19,7 @@
     │   └── StateLocked       another process holds the state directory (ledger.statelock)
     ├── IntegrityError        stored or received data fails its id, signature or schema check
     ├── Unavailable           we cannot take the request now; the caller should retry later
+    │   ├── OverBudget        a search past its work budget on the loop: retried on a thread
     │   └── Busy              the sync server's replay cache is full (sync.protocol, HTTP 503)
     │       └── RateLimited   too many requests from an address or key (sync.protocol, 429)
     └── BackendError          a service we talk to failed: LLM, embedder, homeserver, peer
