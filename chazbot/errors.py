@@ -19,6 +19,7 @@
     │   └── StateLocked       another process holds the state directory (ledger.statelock)
     ├── IntegrityError        stored or received data fails its id, signature or schema check
     ├── Unavailable           we cannot take the request now; the caller should retry later
+    │   ├── OverBudget        a search past its work budget on the loop: retried on a thread
     │   └── Busy              the sync server's replay cache is full (sync.protocol, HTTP 503)
     │       └── RateLimited   too many requests from an address or key (sync.protocol, 429)
     └── BackendError          a service we talk to failed: LLM, embedder, homeserver, peer
@@ -68,6 +69,11 @@ class Unavailable(ChazError):
     """We cannot take the request now (a full cache, a queue at its bound); retry later."""
 
 
+class OverBudget(Unavailable):
+    """A search ran past the work it was allowed on the event loop (``bm25_kernel.budget``):
+    nothing was returned; it runs again on a search thread (``memory.offloop``)."""
+
+
 class BackendError(ChazError):
     """An outside service failed: the LLM, the embedder, the homeserver or another peer."""
 
@@ -80,6 +86,7 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "NotFound",
+    "OverBudget",
     "PermissionDenied",
     "Unavailable",
 ]

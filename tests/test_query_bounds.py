@@ -202,6 +202,7 @@ async def test_a_row_stored_during_a_search_is_found_by_the_next(
         engine: MemoryEngine = peer.memory
         await fill(peer, db, agent.key, 6_000)
         view = await engine.view(db)
+        engine.searches.inline_work = None  # this search goes to a thread, as a long one does
         gate = threading.Event()
         plain = MemoryView.search
 
@@ -232,6 +233,7 @@ async def test_a_cancelled_search_holds_updates_until_its_thread_is_done(
         engine: MemoryEngine = peer.memory
         await fill(peer, db, agent.key, 6_000)
         view = await engine.view(db)
+        engine.searches.inline_work = None  # this search goes to a thread, as a long one does
         gate = threading.Event()
         plain = MemoryView.search
 

@@ -204,7 +204,9 @@ def _lines(rows: Sequence[MemoryRow], audience: Audience | None, reader: str) ->
     """One store's rows as lines: one teller's statements about one subject together, the
     newest first, the older ones marked "earlier: …" (``memory.current``)."""
     return [
-        memory_line(replace(r, value=earlier_mark(r.value, earlier)), audience, reader)
+        memory_line(
+            replace(r, value=earlier_mark(r.value, True)) if earlier else r, audience, reader
+        )
         for r, earlier in newest_first(rows, told_of)
     ]
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from chazbot.errors import OverBudget
 from chazbot.memory import bm25_kernel, bm25_state
 from chazbot.memory.bm25_postings import F64, I64, Bools, Postings
 from chazbot.memory.fusion import order_by_score, ranked
@@ -154,7 +155,7 @@ class BM25Index:
         compiled = bm25_kernel.loop(n_live)
         if compiled is None or layout.p_tf.dtype != np.uint16:
             return _Scorer(self, q_tids, n_live).top_k(k, mask, tiebreak)
-        found, scores = compiled(
+        found, scores, done = compiled(
             q_tids,
             layout.t_start,
             layout.t_len,
@@ -171,8 +172,29 @@ class BM25Index:
             layout.total_len,
             k,
             _EPS,
+            bm25_kernel.current_budget(),
         )
+        if not done:
+            raise OverBudget("search: over its budget on the event loop")
         return self._rank(found, scores, k, tiebreak)
+
+    def search_work(
+        self, query_tokens: Sequence[str], max_terms: int | None = MAX_QUERY_TERMS
+    ) -> int | None:
+        """What ``search`` of these tokens costs the compiled loop at most
+        (``bm25_kernel.work``), or None when it would take the numpy loop (slower by far
+        per posting, and by a few numpy calls per term)."""
+        layout = self.postings
+        n_live = len(layout.slot_of)
+        if n_live == 0:
+            return 0
+        if bm25_kernel.loop(n_live) is None or layout.p_tf.dtype != np.uint16:
+            return None
+        if max_terms is not None:
+            query_tokens = first_terms(query_tokens, max_terms)
+        term_id, df = layout.term_id, layout.t_df
+        tids = {t for t in map(term_id.get, query_tokens) if t is not None}
+        return bm25_kernel.work([int(df[t]) for t in tids])
 
     def _rank(
         self, slots: I64, scores: F64, k: int, tiebreak: TieBreak | None

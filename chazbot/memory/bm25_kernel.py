@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 # and compiling (seconds) does not pay (docs/measured.md, "Memory indexes").
 MIN_DOCS = 20_000
 
-Loop = Callable[..., tuple[NDArray[np.int64], NDArray[np.float64]]]
+Loop = Callable[..., tuple[NDArray[np.int64], NDArray[np.float64], bool]]
 Terms = tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], float, float]
 
 
@@ -103,6 +104,16 @@ def order_terms(
     return tids[:m], weights[:m], rest, c1, c2
 
 
+def work(dfs: Sequence[int]) -> int:
+    """A bound on what the compiled loop does for query terms of these document frequencies:
+    each term's postings, each weighted by the lookups in the terms before it (rarest first,
+    as the loop orders them roughly). ``OffLoopSearches`` searches a big view on the event
+    loop when this is at most its ``inline_work``: on bench/recall.py's corpus, queries under
+    200,000 took at most 0.45 ms at 100k documents (0.7 ms at 20k); over 1,000,000 up to 50 ms.
+    """
+    return sum(df * (i + 1) for i, df in enumerate(sorted(dfs)))
+
+
 def seek(p_slot: NDArray[np.int32], lo: int, hi: int, slot: int) -> int:
     """The first position in the sorted ``p_slot[lo:hi]`` holding ``slot`` or more (``hi`` if
     none): galloping from ``lo``, so that a run of growing slots costs little per lookup."""
@@ -140,9 +151,12 @@ def _search(
     total_len: int,
     k: int,
     eps: float,
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # pragma: no cover - compiled
+    budget: int,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], bool]:  # pragma: no cover - compiled
     """Slots and exact scores of the documents within ``eps`` of the k-th best score or
-    above, unordered (see the module). ``live``: documents that may be returned."""
+    above, unordered (see the module), and True; ``live``: documents that may be returned.
+    ``budget`` (0: none): after that many postings read and lookups made, it gives up and
+    returns nothing and False (a search held on the event loop, ``budget``)."""
     tids, weights, rest, c1, c2 = _order_terms(
         q_tids, t_df[q_tids], t_maxtf[q_tids], t_minratio[q_tids], n_live, k1, b, total_len, eps
     )
@@ -157,12 +171,17 @@ def _search(
     out_slot = np.empty(cap, np.int64)
     out_score = np.empty(cap, np.float64)
     n_out = 0
+    spent = 0
     for e in range(m):
         if rest[e] < theta:
             break
         w = weights[e]
         cursor[:] = starts  # this step visits growing slots: lookups move forward
         for p in range(starts[e], ends[e]):
+            if budget > 0:
+                spent += 1  # the posting (its lookups are counted where they are made)
+                if spent > budget:
+                    return out_slot[:0], out_score[:0], False
             slot = p_slot[p]
             tf = float(p_tf[p])
             norm = s_len[slot] * c2
@@ -173,6 +192,7 @@ def _search(
                 continue  # cannot reach the top k, or removed or filtered out
             settled = False  # scored in the step of an earlier term it holds
             for i in range(e):
+                spent += 1
                 cursor[i] = _seek(p_slot, cursor[i], ends[i], slot)
                 if cursor[i] < ends[i] and p_slot[cursor[i]] == slot:
                     settled = True
@@ -182,6 +202,7 @@ def _search(
             keep = True
             j = e + 1
             while keep and j < m:
+                spent += 1
                 at = cursor[j] = _seek(p_slot, cursor[j], ends[j], slot)
                 if at < ends[j] and p_slot[at] == slot:
                     tf_j = float(p_tf[at])
@@ -235,7 +256,7 @@ def _search(
             out_slot[kept] = out_slot[i]
             out_score[kept] = out_score[i]
             kept += 1
-    return out_slot[:kept], out_score[:kept]
+    return out_slot[:kept], out_score[:kept], True
 
 
 # order_terms and seek compiled, for _search; set by _build.
@@ -362,6 +383,26 @@ def numpy_only() -> Iterator[None]:
         _state.off -= 1
 
 
+_budget: ContextVar[int] = ContextVar("bm25_budget", default=0)
+
+
+@contextmanager
+def budget(units: int) -> Iterator[None]:
+    """Compiled searches in this block (of this thread or task) give up after ``units`` postings
+    read and lookups made, and ``BM25Index.search`` raises ``OverBudget``: a search held on
+    the event loop stops there (``memory.offloop``)."""
+    token = _budget.set(units)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def current_budget() -> int:
+    """The budget of searches here (``budget``; 0: none)."""
+    return _budget.get()
+
+
 def describe() -> str:
     """How BM25 searches run in this process, for ``/memory stats``."""
     if _state.loop is not None:
@@ -448,14 +489,17 @@ def _warm(compiled: Any) -> None:
         1,
         10,
         1e-9,
+        0,
     )
 
 
 __all__ = [
     "MIN_DOCS",
+    "budget",
     "cache_dir_problem",
     "compile_now",
     "configured_cache_dir",
+    "current_budget",
     "default_cache_dir",
     "describe",
     "keep_cache_out_of",
@@ -463,4 +507,5 @@ __all__ = [
     "numpy_only",
     "order_terms",
     "use_cache_dir",
+    "work",
 ]

@@ -224,6 +224,10 @@ _GERMAN_OPENING = _set(
 nouns ("Mein WLAN-Passwort ist …"), not names."""
 
 
+_TAILS = ("'m", "'s", "'re", "'ll", "'ve", "'d")
+"""Contractions split off a word (each holds the apostrophe: a word without one has none)."""
+
+
 def _words(clause: str) -> list[tuple[str, bool]]:
     """``(word, is a value)`` of a clause, lower case; contractions split off ("i", "'m")."""
     out: list[tuple[str, bool]] = []
@@ -239,14 +243,14 @@ def _words(clause: str) -> list[tuple[str, bool]]:
             continue
         low = raw.lower()
         nouns = nouns and low not in _COPULAS
-        for tail in ("'m", "'s", "'re", "'ll", "'ve", "'d"):
+        for tail in _TAILS if "'" in low else ():
             if low.endswith(tail) and len(low) > len(tail):
                 out.append((low[: -len(tail)], False))
                 out.append((tail, False))
                 break
         else:
             value = (
-                any(c.isdigit() for c in raw)
+                any(map(str.isdigit, raw))
                 or low.strip(".,") in _NUMBERS
                 or "@" in raw
                 or "." in raw.strip(".")
@@ -316,38 +320,48 @@ def newest_first(
     statement is never judged an update (``MAX_STATEMENT_WORDS``; benches vary it)."""
     members = list(items)
     stated = [told(item) for item in members]
-    subject_of = [subjects(s.text, max_words) for s in stated]
+    # A statement's subjects are parsed only when another of its teller's is compared with
+    # it (the parse is most of this step's cost; rows of different tellers never need it).
+    parsed: list[tuple[frozenset[str], ...] | None] = [None] * len(members)
+
+    def subject_of(i: int) -> tuple[frozenset[str], ...]:
+        found = parsed[i]
+        if found is None:
+            found = parsed[i] = subjects(stated[i].text, max_words)
+        return found
+
     shown = len(members)
     for candidate in pool:
         said = told(candidate)
-        subject = subjects(said.text, max_words)
-        if not subject:
-            continue
+        subject: tuple[frozenset[str], ...] | None = None
         for i in range(shown):
             base = stated[i]
             if (
                 base.teller == said.teller
                 and (said.ts, said.order) > (base.ts, base.order)
                 and base.text != said.text
-                and _shares(subject_of[i], subject, threshold)
             ):
-                members.append(candidate)
-                stated.append(said)
-                subject_of.append(subject)
-                break
+                if subject is None:
+                    subject = subjects(said.text, max_words)
+                if not subject:
+                    break
+                if _shares(subject_of(i), subject, threshold):
+                    members.append(candidate)
+                    stated.append(said)
+                    parsed.append(subject)
+                    break
     # Each row's newest direct update (same teller, same subject, newer); not transitive, so
     # one loose match cannot chain a whole conversation into one group.
     update: dict[int, int] = {}
     for i in range(len(members)):
-        if not subject_of[i]:
-            continue
         for j in range(len(members)):
             if (
                 i != j
                 and stated[i].teller == stated[j].teller
                 and (stated[j].ts, stated[j].order) > (stated[i].ts, stated[i].order)
                 and stated[i].text != stated[j].text
-                and _shares(subject_of[i], subject_of[j], threshold)
+                and subject_of(i)
+                and _shares(subject_of(i), subject_of(j), threshold)
             ):
                 best = update.get(i)
                 if best is None or (stated[j].ts, stated[j].order) > (

@@ -8,11 +8,14 @@ rule (newer first, then key, then higher doc id) must not depend on that.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+_SCORE_THEN_DOC = itemgetter(1, 0)
+"""A ``(doc, score)`` pair's sort key: score, then doc id (C-level, unlike a lambda)."""
 # Scores closer than this (relative, chained from the higher one) are a tie.
 TIE_REL_TOL = 1e-12
 
@@ -52,7 +55,7 @@ def ranked(
 
     ``tiebreak`` is called only for docs that tie another one within the kept places.
     """
-    by_score = sorted(scored, key=lambda item: (-item[1], -item[0]))
+    by_score = sorted(scored, key=_SCORE_THEN_DOC, reverse=True)  # both descending
     if limit <= 0 or not by_score:
         return []
     # Tie groups, up to the end of the group holding the last kept place.

@@ -14,6 +14,15 @@ BM25 kernel was being built and the numpy path shared the GIL with the compiler)
 The compiled kernel releases the GIL; the numpy path gives it up every switch interval
 (5 ms), so the loop keeps running either way (``bench/query_lag.py``; docs/measured.md).
 A search cancelled by its caller still counts until its thread is done with the view.
+
+The hop costs 0.1-0.15 ms (a worker wakes, then the loop; more on a busy machine), more than
+most searches of a big view take with the compiled BM25 loop (0.02-0.05 ms at 100k rows). So
+a search that can be bounded (``MemoryView.search_work``: BM25 alone, on the compiled loop,
+with a bound of at most ``inline_work``) is tried in place first, whatever the view's size,
+within a budget of work (``bm25_kernel.budget``, about 1 ms): one that runs past it gives up
+and runs again on a thread (issue 48). The view is never copied, and the loop is never held
+much more than a millisecond. A vector search, the numpy loop and the unbounded go to a
+thread at once, as before.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from chazbot.errors import OverBudget
+from chazbot.memory import bm25_kernel
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 V = TypeVar("V")
@@ -33,6 +45,17 @@ V = TypeVar("V")
 OFF_LOOP_ROWS = 5_000
 """Views this big are searched on a worker thread (a 32-term numpy search of 5,000 rows takes
 about 1 ms; the thread hop costs ~0.1 ms)."""
+INLINE_WORK = 2_000_000
+"""A search of a big view whose bound (``bm25_kernel.work``) is at most this is tried in
+place; above it, it goes to a thread at once (a typical query's bound is 10,000-40,000 at
+100k rows and auto-recall's pair of 10-word queries 500,000-1,000,000 at 20k; the 32
+commonest words of tests/test_query_bounds.py's 20k-row bank 3.3 million, its 8,000-word
+query, cut to 32 rare words, 434)."""
+INLINE_BUDGET = 60_000
+"""Postings read and lookups made that a search tried in place may spend (``bm25_kernel
+.budget``): 0.8-1 ms on bench/recall.py's worst queries (the 32 commonest words) at 20k and
+100k rows; past it the search gives up and runs again on a thread. 1 % of that bench's
+queries at 100k rows do (docs/measured.md, "Recall: when the hop to a thread pays")."""
 WORKERS = 2
 """Search threads: searches of big views at once (more would only share the same cores)."""
 
@@ -55,10 +78,16 @@ class OffLoopSearches(Generic[V]):
         size: Callable[[V], int],
         min_rows: int = OFF_LOOP_ROWS,
         workers: int = WORKERS,
+        inline_work: int | None = INLINE_WORK,
+        inline_budget: int = INLINE_BUDGET,
     ) -> None:
-        """``size``: a view's rows (a view smaller than ``min_rows`` is searched in place)."""
+        """``size``: a view's rows (a view smaller than ``min_rows`` is searched in place; a
+        bigger one is tried in place when its search's bound work is at most ``inline_work``
+        (None: never), within ``inline_budget``)."""
         self._size = size
         self._min_rows = min_rows
+        self.inline_work = inline_work
+        self.inline_budget = inline_budget
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="memory-search")
         self._readers: dict[int, _Readers[V]] = {}  # by id(view), while searches read it
 
@@ -84,12 +113,23 @@ class OffLoopSearches(Generic[V]):
                 return
             await readers.drained.wait()
 
-    async def run(self, view: V, search: Callable[[V], T]) -> T:
-        """``search(view)``, which only reads the view: in place for a small view, else on a
-        search thread, after any held update of the view is applied."""
+    async def run(
+        self, view: V, search: Callable[[V], T], work: Callable[[V], int | None] | None = None
+    ) -> T:
+        """``search(view)``, which only reads the view, after any held update of the view is
+        applied: in place for a small view, or when ``work(view)`` (a bound on the search's
+        work, None: unknown) is at most ``inline_work``; else on a search thread."""
         if self._size(view) < self._min_rows:
             return search(view)
         await self.settled(view)
+        if work is not None and self.inline_work is not None:
+            bound = work(view)
+            if bound is not None and bound <= self.inline_work:
+                try:  # searches on threads only read the view too
+                    with bm25_kernel.budget(self.inline_budget):
+                        return search(view)
+                except OverBudget:
+                    pass  # longer than its bound let it seem: on a thread, from the start
         readers = self._readers.get(id(view))
         if readers is None or readers.view is not view:
             readers = self._readers[id(view)] = _Readers(view)
@@ -124,4 +164,4 @@ class OffLoopSearches(Generic[V]):
         readers.drained.set()
 
 
-__all__ = ["OFF_LOOP_ROWS", "WORKERS", "OffLoopSearches"]
+__all__ = ["INLINE_BUDGET", "INLINE_WORK", "OFF_LOOP_ROWS", "WORKERS", "OffLoopSearches"]

@@ -136,6 +136,10 @@ def bound_query(
     if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raw = text[:max_bytes].encode("utf-8", "surrogatepass")[:max_bytes]
         text, cut = raw.decode("utf-8", "ignore"), "bytes"
+    if not cut and text.isascii():  # each word is its own tokens: one pass tells
+        distinct = len(set(tokenize(text)))
+        if distinct <= max_terms:
+            return BoundedQuery(text, distinct, "")
     seen: dict[str, None] = {}
     for run in _TYPED_RUN.finditer(text):  # each word's tokens as the index reads them
         fresh = [tok for tok in tokenize(run.group()) if tok not in seen]

@@ -333,6 +333,26 @@ class MemoryView:
         rows = sorted(pool, key=lambda r: (r.ts, r.order), reverse=True)[:limit]
         return [Ranked(r, 0.0) for r in rows]
 
+    def search_work(
+        self, queries: Sequence[tuple[str, NDArray[np.float32] | None]], tags: Sequence[str] = ()
+    ) -> int | None:
+        """What ``search`` of each ``(query, query vector)`` costs at most, in the compiled
+        BM25 loop's units (``BM25Index.search_work``), or None when it is not bounded so: a
+        vector search (a product over every stored vector), a tag filter, nothing to rank (the
+        newest of all rows, sorted), or BM25 on its numpy loop."""
+        if tags:
+            return None
+        total = 0
+        for query, vector in queries:
+            tokens = tokenize(query)
+            if not tokens or (vector is not None and self.vectors is not None):
+                return None
+            work = self.bm25.search_work(tokens)
+            if work is None:
+                return None
+            total += work
+        return total
+
     def search(
         self,
         query: str,
