@@ -13,6 +13,7 @@ runs sessions, commands and turns; the Python API's entry points (``chazbot.open
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -339,6 +340,7 @@ class Peer:
         prefix: str = "/",
         pictures: Sequence[Picture] = (),
         message_id: str | None = None,
+        spoken: bool = False,
     ) -> TurnResult:
         """One agent turn in a session; turns in one session run one at a time.
 
@@ -349,12 +351,16 @@ class Peer:
         tools and capture act within it. ``prefix`` is how commands are written where the
         reply goes (``!chaz `` in Matrix), for answers that name them. ``message_id`` names
         the message (a Matrix event id) so a redaction or an edit can find what capture kept.
+        ``spoken``: the text is a voice note's transcript (the model is offered no tool that
+        takes something away, ``TurnContext.spoken``).
         """
         sess = await self.session(session)
         lock = self._locks.setdefault(session, asyncio.Lock())
         await lock.acquire()
         try:
             ctx = await self.turn_context(sess, agent, sender, audience, prefix)
+            if spoken:
+                ctx = dataclasses.replace(ctx, spoken=True)
             result = await take_turn(ctx, Incoming(text, pictures))
             mode = "off" if not result.ok or result.answered_in_words else ctx.capture
         except BaseException:

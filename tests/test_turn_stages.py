@@ -5,6 +5,7 @@ the chat model is a script in this process."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from chazbot.errors import BackendError, PermissionDenied
 from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
 from tests.standin_chat import Scripted
+from tests.standin_llm import StandinLLM
 
 ALICE = "@alice:example.org"
 FRIDAY = datetime(2026, 12, 4, 23, 30, tzinfo=UTC)  # Saturday already in Berlin
@@ -293,3 +295,29 @@ async def test_the_pipeline_keeps_both_sides_of_the_turn(tmp_path: Path) -> None
         assert history[-2:] == [("user", "Hello there"), ("assistant", "Hello, Alice.")]
         none = await take_turn(await context(peer, None, ALICE), Incoming("Hello again"))
         assert not none.ok and "No LLM is configured" in none.text
+
+
+async def test_a_voice_notes_turn_is_offered_no_tool_that_takes_something_away(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    """#47: a misheard or hostile "forget everything" in a voice note waits for a typed yes
+    on the word path; on the model's path the transcript's turn is offered no ``forget`` (nor
+    ``cancel_schedule``), and a call of it anyway is refused; typed, the same turn forgets."""
+    cfg = Config(
+        state_dir=tmp_path,
+        llm=standin_llm.config(),
+        agents=[AgentConfig(name="chaz", allowed_tools=["recall", "forget", "cancel_schedule"])],
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+        await chaz.remember("pets.dog", "Alice's dog is Rex")
+        heard = await peer.chat('call forget {"key": "pets.dog"}', sender=ALICE, spoken=True)
+        assert heard.tool_calls == [("forget", False)], heard
+        offered = {t["function"]["name"] for t in standin_llm.requests[-1]["tools"]}
+        assert offered == {"recall"}, offered
+        assert [h.key for h in await chaz.recall("dog")] == ["pets.dog"]  # still there
+        typed = await peer.chat('call forget {"key": "pets.dog"}', sender=ALICE)
+        assert typed.tool_calls == [("forget", True)], typed
+        assert await chaz.recall("dog") == []
+        ctx = dataclasses.replace(await context(peer, Scripted(), ALICE), spoken=True)
+        assert not {"forget", "cancel_schedule"} & set(TurnTools(ctx).allowed)

@@ -61,7 +61,10 @@ class TurnContext:
     and every tool act within its audience (``readers``). ``capture`` is what capture does
     after the turn (not "off": a message that tells one fact is acknowledged). ``zone`` is the
     sender's own time zone, else ``default_zone``. ``clock`` is now (tests inject theirs).
-    ``tools``: the peer's built-in and MCP tools (None: memory and reminders only)."""
+    ``tools``: the peer's built-in and MCP tools (None: memory and reminders only).
+    ``spoken``: the message was heard in a voice note, not typed; the tools that take
+    something away (``UNDOING_TOOLS``) are not offered (a misheard or hostile "forget
+    everything" waits for a typed yes, #47)."""
 
     peer: MemoryHost
     agent: AgentHandle
@@ -77,6 +80,7 @@ class TurnContext:
     clock: Callable[[], datetime] = utc_now
     can: ModelCan = field(default_factory=ModelCan)
     tools: ToolBox | None = None
+    spoken: bool = False
 
     @classmethod
     async def open(

@@ -40,12 +40,19 @@ def tool_label(name: str) -> str:
     return name if name in KNOWN_TOOLS else "unknown"
 
 
+UNDOING_TOOLS = frozenset({"forget", "cancel_schedule"})
+"""Tools that take something away: never offered in a turn whose message was only heard in a
+voice note (``TurnContext.spoken``); the person says it again in writing, or answers the
+voice path's question with a typed yes."""
+
+
 class TurnTools:
     """The tools of one turn (see the module docstring)."""
 
     def __init__(self, ctx: TurnContext) -> None:
         self.ctx = ctx
-        self.allowed = ctx.agent.config.allowed_tools
+        allowed = ctx.agent.config.allowed_tools
+        self.allowed = [t for t in allowed if not (ctx.spoken and t in UNDOING_TOOLS)]
         heard = ctx.readers
         self.asking = Asking(
             ctx.reminders,
@@ -97,4 +104,4 @@ class TurnTools:
         return ToolOutcome(ok, output)
 
 
-__all__ = ["KNOWN_TOOLS", "ToolOutcome", "TurnTools", "tool_label"]
+__all__ = ["KNOWN_TOOLS", "UNDOING_TOOLS", "ToolOutcome", "TurnTools", "tool_label"]

@@ -467,6 +467,7 @@ class MatrixBot:
                 prefix=f"{self.cfg.command_prefix} ",
                 message_id=job.event_id,
                 pictures=media.pictures if media is not None else (),
+                spoken=job.kind == "voice",
             )
             text = heard_line(media, result.text) if media is not None else result.text
             return text, result.ok, audience, False
