@@ -121,6 +121,14 @@ class ZoneSaid:
         return plain[: self.span[0]] + " " + plain[self.span[1] :]
 
 
+def says_where(text: str) -> bool:
+    """Whether ``text`` has a saying of where the person lives ("I live in", "mi zona horaria
+    es"…): a few regexes over at most 300 characters, cheap enough for the event loop, so a
+    turn goes to the reading thread (``zone_in_words``, CLDR's places) only when it does."""
+    plain = text.replace("’", "'").strip()
+    return len(plain) <= 300 and any(said.search(plain) for _, said in _SAID)
+
+
 def zone_in_words(text: str) -> ZoneSaid | None:
     """The place or zone ``text`` says the person lives in, or None (nothing said, or a place
     no zone is known for: "I live in a small flat")."""
@@ -219,6 +227,7 @@ __all__ = [
     "TOLD_STORE",
     "ZoneSaid",
     "first_zone_told",
+    "says_where",
     "set_zone_from_words",
     "zone_in_words",
 ]

@@ -20,7 +20,7 @@ from chazbot.agent.words import asks, intent
 from chazbot.errors import InputError
 from chazbot.reminders.setting import set_reminder
 from chazbot.reminders.when import asks_for_reminder, off_loop
-from chazbot.reminders.zones import set_zone_from_words, zone_in_words
+from chazbot.reminders.zones import says_where, set_zone_from_words, zone_in_words
 
 WORDS_MAX_CHARS = 2_000
 """A message longer than this is no request in words (forget, remember, undo…): it goes to the
@@ -32,7 +32,8 @@ async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None
     """The answer to a request in words (kept in the history), or None (see the module)."""
     text = said.text
     hearing = ctx.memory.hearing
-    moved = await off_loop(zone_in_words, text) if not asks(text) else None
+    saying = says_where(text) and not asks(text)  # most turns: no hop to the reading thread
+    moved = await off_loop(zone_in_words, text) if saying else None
     zone_said = ""  # "I live in Lisbon": the person's zone, set first, confirmed with the rest
     rest = text
     if moved is not None:
