@@ -57,6 +57,7 @@ from locomo_data import (  # noqa: E402
 TARGET_CAPTURE_HYBRID_R10_DEV = 0.72
 NO_FLOOR = "capture-hybrid-no-floor"  # the agent's min_similarity at -1: every vector match
 ROOM = "locomo"
+TOLD = ("dated", "one-sitting")
 
 
 def sent_at(turn: Turn) -> datetime:
@@ -102,10 +103,13 @@ async def tell(
     llm: StandinLLM,
     limit: int | None,
     hybrid: bool | None = None,
+    told: str = "dated",
 ) -> int:
     """Feed the conversation through the agent; the number of rows capture wrote. ``hybrid``
     (default: when the embedder is installed) embeds the rows as they are captured;
-    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself."""
+    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself. ``told``:
+    ``dated``, each message sent at its session's date; ``one-sitting``, every message sent
+    now, as a conversation replayed in one sitting is (nothing says when it was first said)."""
     turns = conv.turns[:limit] if limit else conv.turns
     embed = embedder_installed() if hybrid is None else hybrid
     async with chazbot.open(state, config(state, llm, embed)) as peer:
@@ -113,7 +117,10 @@ async def tell(
         assert (await peer.command("/memory config set auto_recall_enabled false")).ok
         for turn in turns:
             result = await peer.chat(
-                message_of(turn), session=ROOM, sender=turn.speaker, sent_at=sent_at(turn)
+                message_of(turn),
+                session=ROOM,
+                sender=turn.speaker,
+                sent_at=sent_at(turn) if told == "dated" else None,
             )
             if not result.ok:
                 raise RuntimeError(f"turn {turn.dia_id} failed: {result.text}")
@@ -169,7 +176,7 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
         for conv in conversations:
             with tempfile.TemporaryDirectory(prefix="locomo-capture-") as tmp:
                 state = Path(tmp)
-                rows += await tell(conv, state, llm, limit)
+                rows += await tell(conv, state, llm, limit, told=getattr(args, "told", "dated"))
                 for method in methods:
                     hybrid = method != "capture-bm25"
                     floor = "-1" if method == NO_FLOOR else None
@@ -187,6 +194,7 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
         "methods": results,
         "rows_captured": rows,
         "seconds": round(time.perf_counter() - started, 1),
+        "told": getattr(args, "told", "dated"),
         "target_capture_hybrid_recall@10_dev": TARGET_CAPTURE_HYBRID_R10_DEV,
     }
 
@@ -197,11 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
     parser.add_argument("--limit-turns", type=int, default=None, help="only the first N turns")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--told",
+        choices=TOLD,
+        default="dated",
+        help="dated: each message at its session's date; one-sitting: every message now",
+    )
     args = parser.parse_args(argv)
     info = asyncio.run(run_capture(args))
     results = info.pop("methods")
     print(
-        f"LoCoMo capture path, split {args.split}: {info['rows_captured']} rows captured, "
+        f"LoCoMo capture path, split {args.split}, told {args.told}: "
+        f"{info['rows_captured']} rows captured, "
         f"{info['seconds']} s"
     )
     print(f"{'method':<24}{'recall@5':>9}{'recall@10':>10}{'nDCG@10':>9}{'p50 ms':>8}")

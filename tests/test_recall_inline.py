@@ -22,6 +22,7 @@ from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.offloop import INLINE_BUDGET, INLINE_WORK, OFF_LOOP_ROWS
+from chazbot.memory.rows import MemoryRow
 from chazbot.memory.view import MemoryView, Ranked
 from tests.test_query_bounds import VOCAB, fill
 
@@ -76,10 +77,13 @@ async def test_a_short_search_of_a_big_view_runs_in_place(
         common = " ".join(VOCAB[:32])
         assert keys(await engine.recall(db, common))  # tried in place, over its budget
         assert threads[-1].startswith("memory-search"), threads
+        threads.clear()
         with bm25_kernel.numpy_only():
-            await engine.recall(db, queries[0])
+            assert keys(await engine.recall(db, f"{VOCAB[5]} {VOCAB[9]}"))
+        assert threads[-1].startswith("memory-search"), threads
+        threads.clear()
         await engine.recall(db, "")
-        assert [name.startswith("memory-search") for name in threads[-2:]] == [True] * 2
+        assert threads[-1].startswith("memory-search"), threads
 
 
 async def test_what_runs_in_place_is_short(tmp_path: Path) -> None:
@@ -127,3 +131,36 @@ def test_a_budget_stops_only_long_searches() -> None:
             index.search(["common", "w3"], 10)
     assert bm25_kernel.current_budget() == 0
     assert len(index.search(["common", "w3"], 10)) == 10
+
+
+def test_under_a_budget_only_bm25_alone_starts() -> None:
+    """A search tried on the event loop decides itself whether it may run there, before any
+    work (nothing tokenized or bounded twice): a vector or a tag search, no query words (the
+    newest rows, sorted) and BM25 whose bound passes ``most_work`` give up at once; what may
+    run gives what it gives without a budget."""
+    view = MemoryView()
+    for doc in range(1, 20_001):
+        value = f"common w{doc % 50} u{doc}"
+        view.apply(MemoryRow(doc, f"r{doc}", f"k{doc}", value, ("t",), doc, (doc, "", 0), "a"))
+    vector = np.ones(4, np.float32)
+    for doc in range(1, 20_001):
+        view.apply_vector(f"r{doc}", vector)
+    free = keys(view.search("u7 w3"))
+    with bm25_kernel.budget(INLINE_BUDGET, INLINE_WORK):
+        assert keys(view.search("u7 w3")) == free
+        unbounded: list[dict[str, Any]] = [
+            {"query": "u7", "query_vector": vector},
+            {"query": "u7", "tags": ["t"]},
+            {"query": ""},
+            {"query": "?!"},
+        ]
+        for how in unbounded:
+            with pytest.raises(OverBudget):
+                view.search(**how)
+    with bm25_kernel.budget(INLINE_BUDGET, most_work=1):  # "common" alone bounds 20,000
+        with pytest.raises(OverBudget):
+            view.search("common")
+        assert keys(view.search("u7")) == ["k7"]  # its bound is 1: one posting
+    with bm25_kernel.budget(INLINE_BUDGET), bm25_kernel.numpy_only(), pytest.raises(OverBudget):
+        view.search("u7")
+    assert bm25_kernel.limits() == (0, None)
