@@ -30,7 +30,7 @@ from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
 from chazbot.agent.turn import Incoming, TurnContext, TurnResult, take_turn, tool_label
-from chazbot.commands import Context, Reply, run_command
+from chazbot.commands import Call, Context, Reply, run_command
 from chazbot.config import Config, load_config
 from chazbot.errors import (
     InputError,
@@ -286,7 +286,7 @@ class Peer:
 
     async def command(
         self,
-        text: str,
+        text: str | Call,
         agent: str | None = None,
         session: str = "cli",
         sender: str = "local",
@@ -294,8 +294,9 @@ class Peer:
         prefix: str = "/",
         audience: Audience | None = None,
     ) -> Reply:
-        """Run one command line (``/memory list``…) as ``agent`` in ``session``; what it
-        shows of memory obeys ``audience`` (None: the operator's full view).
+        """Run one command line (``/memory list``…), or a ``Call`` with its arguments apart
+        (what a web form posts), as ``agent`` in ``session``; what it shows of memory obeys
+        ``audience`` (None: the operator's full view).
 
         ``is_admin`` left out is the least a caller can mean: an admin only for the operator
         (no ``audience``: the terminal, ``chazbot cmd``, the Python API); a caller that names
