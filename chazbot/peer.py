@@ -51,7 +51,7 @@ from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
 from chazbot.reminders.store import ReminderBook
-from chazbot.sync import Sharing as SharingStore
+from chazbot.sync import Serving
 from chazbot.tools import ToolBox
 
 log = logging.getLogger(__name__)
@@ -155,10 +155,10 @@ class Peer:
                 key = KeyPair.generate()
                 await ledger.keys.add(key, PEER_KEY)
                 log.info("created peer key %s", key.public)
-            store = SharingStore(ledger)
-            sync = SyncService(config, ledger, key, store)
+            serving = Serving(ledger)
+            sync = SyncService(config, ledger, key, serving)
             registry = Registry(ledger, withdrawn=sync.withdrawn)
-            sharing = Sharing(sync, ledger, registry, store)
+            sharing = Sharing(sync, ledger, registry, serving)
             embedder = make_embedder(config.embedding)
             memory = MemoryEngine(ledger, embedder, timing=tuning.memory)
             hosting = Hosting(config, ledger, key, registry, memory, sharing, config_loader)

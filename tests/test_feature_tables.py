@@ -25,7 +25,7 @@ from chazbot.ledger import KeyPair, Ledger
 from chazbot.ledger.backup import bring_up_to_date, verify_file
 from chazbot.ledger.schema import LEGACY_VERSION, MIGRATIONS, migrate
 from chazbot.ledger.tables import LocalTable, recorded
-from chazbot.sync.store import Remotes, Sharing
+from chazbot.sync.store import Remotes, Serving
 from chazbot.sync.tables import SYNC, SharedDbs
 from chazbot.transports.matrix.credentials import CREDENTIALS
 from chazbot.transports.matrix.login import Credentials
@@ -118,7 +118,7 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
         creds = Credentials(ledger, BOT)
         assert await creds.session() == {"device_id": "DEV1", "access_token": "tok-1"}
         assert await creds.pickle_key() == "pickle-1"  # the e2e store stays readable
-        sharing = Sharing(ledger)
+        sharing = Serving(ledger)
         assert await sharing.shared() == [B, A]
         pairs = await Remotes(ledger).list()
         assert [(c.db, c.address, c.pulled, c.pushed, c.log) for c in pairs] == [
@@ -154,7 +154,7 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
     ledger = await Ledger.open(path, FEATURE_TABLES)  # opening again changes nothing
     try:
         assert await Credentials(ledger, BOT).pickle_key() == "pickle-1"
-        assert await Sharing(ledger).shared() == [B, A]
+        assert await Serving(ledger).shared() == [B, A]
     finally:
         await ledger.close()
 

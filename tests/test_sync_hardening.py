@@ -20,7 +20,7 @@ from chazbot.config import Config
 from chazbot.errors import BackendError, ConflictError, InputError
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.peer import Peer
-from chazbot.sync import Replicator, Sharing, SyncClient, wire
+from chazbot.sync import Replicator, Serving, SyncClient, wire
 from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
@@ -189,7 +189,7 @@ async def test_access_is_rate_limited_and_the_queue_fair(owner: Owner) -> None:
                 )
             )
     assert statuses.count(429) >= 35, statuses
-    pending = await server.sharing.requests(owner.db)
+    pending = await server.serving.requests(owner.db)
     assert len(pending) == 3  # one address holds at most 3 pending requests
     assert len(server.replay) == 3  # and only those keys' nonces were kept
     importer = SyncClient(KeyPair.generate(), allow_private_peers=True)
@@ -206,7 +206,7 @@ async def test_pending_queue_evicts_the_busiest_address_and_expires(tmp_path: Pa
     try:
         admin = KeyPair.generate()
         db = await ledger.create_db(admin, {"name": "bank"})
-        sharing = Sharing(
+        sharing = Serving(
             ledger, max_pending=6, max_pending_per_address=3, pending_ttl_s=60, clock=lambda: now[0]
         )
         await sharing.share(db)

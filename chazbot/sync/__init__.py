@@ -16,7 +16,7 @@ from chazbot.sync.client import SyncClient
 from chazbot.sync.protocol import SyncCounters
 from chazbot.sync.replicator import HAVE_CHECK_OVER, ImportResult, PairStatus, Replicator
 from chazbot.sync.server import SyncServer
-from chazbot.sync.store import AccessDecision, RemoteRow, Sharing
+from chazbot.sync.store import AccessDecision, RemoteRow, Serving
 from chazbot.sync.tables import AccessRequest
 from chazbot.sync.tickets import Ticket, format_ticket, parse_ticket
 
@@ -28,7 +28,7 @@ __all__ = [
     "PairStatus",
     "RemoteRow",
     "Replicator",
-    "Sharing",
+    "Serving",
     "SyncClient",
     "SyncCounters",
     "SyncServer",

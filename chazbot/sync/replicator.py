@@ -23,7 +23,7 @@ Cursors live in the peer-local ``sync_remotes`` table and survive restarts; a re
 resumes from them (at worst the batch in flight is fetched again; duplicates are
 ignored).
 
-Owner side: ``SyncServer`` serves, ``Sharing`` holds what is shared and the access requests
+Owner side: ``SyncServer`` serves, ``Serving`` holds what is shared and the access requests
 (``/sharing requests|approve|reject``). Importer side: ``Replicator.import_db(ticket, perm)``.
 """
 

@@ -21,7 +21,7 @@ another protocol version, 503 busy. Every answer names the protocol (``Eidetica-
   entry the ledger accepts without a writer's key. ``PushAnswer``: counts, the first
   refused entries with their reasons, and the heads after.
 - ``access`` (shared only), ``AccessRequest``: ``AccessAnswer``, granted, pending (with
-  the request id) or rejected (see ``Sharing.request_access``).
+  the request id) or rejected (see ``Serving.request_access``).
 
 A database is served only while it is shared here and only to keys holding read or better
 in its current AuthSettings.
@@ -104,7 +104,7 @@ from chazbot.sync.protocol import (
     check_signature,
     entry_db,
 )
-from chazbot.sync.store import Sharing, address_group, check_db_id, log_id
+from chazbot.sync.store import Serving, address_group, check_db_id, log_id
 from chazbot.sync.tickets import (
     canonical_address,
     format_address,
@@ -174,7 +174,7 @@ class SyncServer:
 
     ``make_app()`` builds the aiohttp application (to mount or test on its own);
     ``start()``/``stop()`` run it on ``host:port`` (port 0 picks a free port, exposed as
-    ``port`` once started). ``sharing`` holds what is shared and the access requests.
+    ``port`` once started). ``serving`` holds what is shared and the access requests.
     ``public_addresses``: the addresses other peers reach it at besides ``host:port`` (the
     ``sync_public_url``); a request signed for any other address is refused (``servers``).
     """
@@ -185,7 +185,7 @@ class SyncServer:
         *,
         host: str = "127.0.0.1",
         port: int = 8765,
-        sharing: Sharing | None = None,
+        serving: Serving | None = None,
         max_body: int = MAX_BODY_BYTES,
         replay_capacity: int = 100_000,
         replay_per_key: int = 2_000,
@@ -210,7 +210,7 @@ class SyncServer:
         self.ssl_context = ssl_context  # set: the listener serves https (``sync.tls``)
         self.host = host
         self.port = port
-        self.sharing = sharing or Sharing(ledger)
+        self.serving = serving or Serving(ledger)
         self.max_body = max_body
         self.max_waiters = max_waiters
         self.max_active = max_active
@@ -328,7 +328,7 @@ class SyncServer:
 
     async def ticket(self, db: str, addresses: list[str] | None = None) -> str:
         """A ticket for ``db`` at ``addresses`` (default: this server's address); shares it."""
-        await self.sharing.share(db)
+        await self.serving.share(db)
         return format_ticket(db, addresses or [self.address])
 
     # ---- long-poll wake-ups ---------------------------------------------------------------
@@ -432,7 +432,7 @@ class SyncServer:
         if need is not None:
             await self._check_serving(db, key, need)
         else:
-            if not await self.sharing.is_shared(db):
+            if not await self.serving.is_shared(db):
                 raise NotFound(f"database {db} is not shared here")
             now = time.monotonic()
             if not self._access_by_address.allow(address_group(request.remote), now):
@@ -462,7 +462,7 @@ class SyncServer:
     async def _record_access_nonce(self, db: str, signed: SignedHeaders) -> None:
         """After an access request: the nonce is kept if the key now holds something here."""
         held = await self.ledger.permission(db, signed.key)
-        if held.allows(Level.READ) or await self.sharing.has_request(db, signed.key):
+        if held.allows(Level.READ) or await self.serving.has_request(db, signed.key):
             self._record_nonce(signed)
 
     async def _read_body(self, request: web.Request, length: int) -> bytes:
@@ -489,7 +489,7 @@ class SyncServer:
         return body
 
     async def _check_serving(self, db: str, key: str, need: Level | None) -> None:
-        if not await self.sharing.is_shared(db):
+        if not await self.serving.is_shared(db):
             raise NotFound(f"database {db} is not shared here")
         if need is not None:
             held = await self.ledger.permission(db, key)
@@ -583,7 +583,7 @@ class SyncServer:
     async def _access(self, request: web.Request) -> web.Response:
         async with self._open(request, "access", wire.AccessRequest, None) as (key, db, ask):
             permission = ask.permission
-            decision = await self.sharing.request_access(db, key, permission, request.remote)
+            decision = await self.serving.request_access(db, key, permission, request.remote)
         if decision.status == "pending":
             log.info(
                 "sync access request %s: key %s… asks for %s on %s",

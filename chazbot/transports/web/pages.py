@@ -42,7 +42,7 @@ from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note
-from chazbot.transports.matrix_rules import matches_any
+from chazbot.transports.matrix.rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
 
 if TYPE_CHECKING:
