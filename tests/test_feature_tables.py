@@ -144,6 +144,8 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
         assert await ledger.kv.with_prefix("web-") == []  # moved, not copied
         assert await ledger.local("SELECT name, version FROM local_tables ORDER BY name") == [
             ("matrix.credentials", 1),
+            ("matrix.state", 6),
+            ("memory.vectors", 5),
             ("sync", 4),
             ("web.signins", 6),  # 6: the room a link was sent in
         ]
@@ -184,7 +186,13 @@ async def test_a_fresh_state_file_gets_every_features_tables(tmp_path: Path) -> 
     path = tmp_path / "state.sqlite3"
     ledger = await Ledger.open(path, FEATURE_TABLES)
     try:
-        assert {t.name for t in ledger.tables()} == {"sync", "web.signins", "matrix.credentials"}
+        assert {t.name for t in ledger.tables()} == {
+            "sync",
+            "web.signins",
+            "matrix.credentials",
+            "matrix.state",
+            "memory.vectors",
+        }
         versions = dict(await ledger.local("SELECT name, version FROM local_tables"))
         assert versions == {t.name: t.version for t in FEATURE_TABLES}
         # once brought up to date here, ``local`` may write them (tests and tools)

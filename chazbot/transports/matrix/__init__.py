@@ -5,7 +5,8 @@
 - ``client``: the nio client (429 waits capped) and how its answers read in a log line;
 - ``credentials``: the transport's own peer-local table of secrets (``CREDENTIALS``);
 - ``login``: logging in, and the device, token and e2e pickle key kept in it;
-- ``state``: the sync token, handled event ids and pending jobs, committed before any answer
+- ``state``: the sync token, handled event ids and pending jobs (in ``state_tables``, the
+  transport's own declared tables), committed before any answer
   starts; a job leaves the pending table only when it is done (a crash loses none);
 - ``sync``: the long-poll sync loop, paging back limited timelines, e2e housekeeping, and the
   supervisor that restarts it with backoff;
