@@ -115,7 +115,7 @@ async def test_slow_and_aborted_bodies_cost_one_line(
 async def test_reading_is_capped_per_address(owner: Owner) -> None:
     key = KeyPair.generate()
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
-    owner.server.read_timeout = 3.0
+    owner.server.admission.read_timeout = 3.0
     path = owner.path("push")
     body = b'{"entries": []}'
     hdrs = signed(key, path, b"z" * 1000, owner.server.address)
@@ -132,7 +132,7 @@ async def test_reading_is_capped_per_address(owner: Owner) -> None:
         )
         for _ in range(20)
     ]
-    reading = owner.server._reading.used
+    reading = owner.server.admission._reading.used
     await wait_until(lambda: reading.get("127.0.0.2", 0) >= 16, 10, "16 slow bodies being read")
     # the 17th and later from that address are turned away; another address still gets in
     status, _, _ = await raw_call(owner.server.address, path, body, key)
@@ -358,7 +358,7 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
     key = KeyPair.generate()
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
     server = owner.server
-    server.max_reading_bytes, server.read_timeout = 2 << 20, 3.0
+    server.admission.max_reading_bytes, server.admission.read_timeout = 2 << 20, 3.0
     path = owner.path("push")
     announced = head(
         path, 1 << 20, signed(key, path, b"?", owner.server.address)
@@ -370,7 +370,9 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
         for n in range(3)
     ]
     await wait_until(
-        lambda: server._reading_bytes >= 2 << 20, 10, "the slow uploads holding the budget"
+        lambda: server.admission._reading_bytes >= 2 << 20,
+        10,
+        "the slow uploads holding the budget",
     )
     heads = owner.path("heads")
     status, _, _ = await raw_call(server.address, heads, b"{}", key)
