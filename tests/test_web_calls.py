@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from chazbot.commands import TREE, Call, UsageError
-from chazbot.memory.audience import room_audience
 from tests.web_support import (
     ADMIN,
     ALICE,
     browser_session,
     csrf_of,
     link,
+    mine,
     my_page_csrf,
     said,
     serving,
@@ -95,14 +95,8 @@ async def test_a_forget_form_reaches_the_command_with_its_key_intact(tmp_path: P
                     f"{base}/ui/me/forget", data={"csrf": csrf, "key": value, "back": "/ui/me"}
                 ) as page:
                     assert "(1 row)" in await page.text(), value
-        mine = await peer.command(
-            "/memory mine",
-            session="dm-alice",
-            sender=ALICE,
-            audience=room_audience("dm-alice", {ALICE}, lambda u: False),
-        )
-        assert "keeper" in mine.text
-        assert "row of" not in mine.text, mine.text
+        kept = await mine(peer, ALICE)
+        assert "keeper" in kept and "row of" not in kept, kept
 
 
 async def test_an_admin_form_reaches_the_command_with_its_values_intact(tmp_path: Path) -> None:
