@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -124,6 +124,8 @@ class Hosting:
         self.redefining: set[asyncio.Task[None]] = set()
         self._banks_out = banks_out
         self._lock = asyncio.Lock()  # one agent change (new, set, reset, reload) at a time
+        self.on_reload: list[Callable[[Config], Awaitable[object]]] = []
+        """Run with a reloaded config once it is the running one (the peer's tools part)."""
 
     def agent(self, name: str) -> Agent:
         found = self.agents.get(name.lower())
@@ -338,6 +340,8 @@ class Hosting:
             agents = await self._build_agents(fresh)
             check_room_agents(fresh, agents)  # ConfigError: nothing was changed
             self.config, self.agents = fresh, agents
+            for apply in self.on_reload:  # the peer's tools: settings and MCP servers
+                await apply(fresh)
         granted: list[str] = []
         for agent in agents.values():
             granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
@@ -453,6 +457,11 @@ def check_room_agents(config: Config, agents: dict[str, Agent]) -> None:
             )
 
 
+APPLIED_ON_RELOAD = ("tools", "approvals", "mcp_servers")
+"""Top-level config sections a reload applies at once, besides the agents (the peer's tools
+part: ``ToolBox.reload``, run by ``Hosting.reload_config``)."""
+
+
 def reload_summary(
     old_config: Config,
     new_config: Config,
@@ -488,9 +497,13 @@ def reload_summary(
         parts.append("chat settings still win over config.yaml for " + ", ".join(kept))
     a, b = old_config.model_dump(), new_config.model_dump()
     others = [k for k in b if k not in ("agents", "state_dir") and a.get(k) != b.get(k)]
-    if others:
+    now = [k for k in others if k in APPLIED_ON_RELOAD]
+    later = [k for k in others if k not in APPLIED_ON_RELOAD]
+    if now:
+        parts.append("applied " + ", ".join(now))
+    if later:
         parts.append(
-            "also changed " + ", ".join(others) + " (matrix.room_agents applies now; the rest "
+            "also changed " + ", ".join(later) + " (matrix.room_agents applies now; the rest "
             "at the next start)"
         )
     head = f"Config reloaded: {len(new)} agent{'s' if len(new) != 1 else ''}"
