@@ -20,7 +20,7 @@ from aiohttp import web
 
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.ledger.records import DEFAULT_LIMITS, KeptLimits
-from chazbot.sync import Replicator, Sharing, SyncServer, wire
+from chazbot.sync import Replicator, Serving, SyncServer, wire
 from chazbot.sync.protocol import PROTOCOL, PROTOCOL_HEADER, sign_request
 from tests.waits import wait_until as wait_until
 
@@ -72,8 +72,8 @@ class Node:
         return cls(path, key, ledger, server, replicator, options)
 
     @property
-    def sharing(self) -> Sharing:
-        return self.server.sharing
+    def serving(self) -> Serving:
+        return self.server.serving
 
     @property
     def address(self) -> str:
@@ -180,7 +180,7 @@ class Owner:
         await ledger.write(db, admin, insert("first"))
         server = SyncServer(ledger, port=0, **server_options)
         await server.start()
-        await server.sharing.share(db)
+        await server.serving.share(db)
         return cls(ledger, server, admin, db)
 
     async def close(self) -> None:

@@ -22,7 +22,8 @@ import aiohttp
 import pytest
 
 from chazbot.ledger import KeyPair, Permission
-from chazbot.sync.guard import ConnectionGuard, GuardedConnection, GuardSettings
+from chazbot.sync.guard import ConnectionGuard, GuardSettings
+from chazbot.sync.guarded import GuardedConnection
 from chazbot.transports.http import HttpServer
 from tests.abuse_support import (
     Holder,

@@ -128,6 +128,6 @@ def test_room_agents_needs_a_room_glob_and_an_agent() -> None:
 def test_room_sessions_are_named_as_the_config_expects() -> None:
     """room_agents finds a room's session by the name the Matrix transport gives it."""
     from chazbot.config import MATRIX_SESSION_PREFIX
-    from chazbot.transports.matrix_rules import session_name
+    from chazbot.transports.matrix.rules import session_name
 
     assert session_name("!abc:example.org") == MATRIX_SESSION_PREFIX + "!abc:example.org"

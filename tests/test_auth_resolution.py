@@ -157,7 +157,7 @@ async def test_a_revoked_keys_branch_relayed_by_a_reader_gains_nothing(
         assert (await reader.replicator.import_db(await a.server.ticket(db), "read")).status == (
             "done"
         )
-        await reader.sharing.share(db)
+        await reader.serving.share(db)
         await reader.replicator.remove_remote(db)
         parents, height = await head(a.ledger, db)
         await a.ledger.set_auth(db, owner, hostile.public, ADMIN5, active=False)

@@ -25,7 +25,7 @@ from chazbot.ledger import KeyPair, Ledger
 from chazbot.ledger.backup import bring_up_to_date, verify_file
 from chazbot.ledger.schema import LEGACY_VERSION, MIGRATIONS, migrate
 from chazbot.ledger.tables import LocalTable, recorded
-from chazbot.sync.store import Remotes, Sharing
+from chazbot.sync.store import Remotes, Serving
 from chazbot.sync.tables import SYNC, SharedDbs
 from chazbot.transports.matrix.credentials import CREDENTIALS
 from chazbot.transports.matrix.login import Credentials
@@ -118,7 +118,7 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
         creds = Credentials(ledger, BOT)
         assert await creds.session() == {"device_id": "DEV1", "access_token": "tok-1"}
         assert await creds.pickle_key() == "pickle-1"  # the e2e store stays readable
-        sharing = Sharing(ledger)
+        sharing = Serving(ledger)
         assert await sharing.shared() == [B, A]
         pairs = await Remotes(ledger).list()
         assert [(c.db, c.address, c.pulled, c.pushed, c.log) for c in pairs] == [
@@ -144,6 +144,8 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
         assert await ledger.kv.with_prefix("web-") == []  # moved, not copied
         assert await ledger.local("SELECT name, version FROM local_tables ORDER BY name") == [
             ("matrix.credentials", 1),
+            ("matrix.state", 6),
+            ("memory.vectors", 5),
             ("sync", 4),
             ("web.signins", 6),  # 6: the room a link was sent in
         ]
@@ -154,7 +156,7 @@ async def test_an_old_state_file_opens_with_every_row_kept(tmp_path: Path) -> No
     ledger = await Ledger.open(path, FEATURE_TABLES)  # opening again changes nothing
     try:
         assert await Credentials(ledger, BOT).pickle_key() == "pickle-1"
-        assert await Sharing(ledger).shared() == [B, A]
+        assert await Serving(ledger).shared() == [B, A]
     finally:
         await ledger.close()
 
@@ -184,7 +186,13 @@ async def test_a_fresh_state_file_gets_every_features_tables(tmp_path: Path) -> 
     path = tmp_path / "state.sqlite3"
     ledger = await Ledger.open(path, FEATURE_TABLES)
     try:
-        assert {t.name for t in ledger.tables()} == {"sync", "web.signins", "matrix.credentials"}
+        assert {t.name for t in ledger.tables()} == {
+            "sync",
+            "web.signins",
+            "matrix.credentials",
+            "matrix.state",
+            "memory.vectors",
+        }
         versions = dict(await ledger.local("SELECT name, version FROM local_tables"))
         assert versions == {t.name: t.version for t in FEATURE_TABLES}
         # once brought up to date here, ``local`` may write them (tests and tools)

@@ -63,6 +63,7 @@ RANKS = {
     "peer": 5,
     "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
     "peer_hosting": 5,
+    "reload_summary": 5,  # what a reload changed (#46 note), split out of peer_hosting.py
     "operations": 5,  # the operator's long jobs on a peer: export, import, verify, backup (#38)
     "peer_models": 5,
     "transports": 6,
@@ -78,7 +79,11 @@ NO_HEAVY = {"ledger", "errors", "config", "metrics"}  # no aiohttp, numpy, nio, 
 NO_HTTP = {"chazbot.memory.bm25", "chazbot.memory.tokenize", "chazbot.memory.fusion"}
 """Pure computation: they load no aiohttp (``import chazbot.memory.bm25`` loaded 630 modules,
 aiohttp among them, through the memory package's re-exports; #38)."""
-NO_NIO = {"chazbot.transports.tables", "chazbot.transports.matrix.credentials"}
+NO_NIO = {
+    "chazbot.transports.tables",
+    "chazbot.transports.matrix.credentials",
+    "chazbot.transports.matrix.state_tables",
+}
 """Read by ``chazbot cmd``, ``verify`` and ``restore`` for every feature's tables: no matrix-nio
 (through the Matrix package's re-export it cost every ``chazbot cmd`` 0.4 s and 280 modules)."""
 

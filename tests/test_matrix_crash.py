@@ -28,12 +28,14 @@ def state_file(proc: ChazbotProcess) -> Path:
     return proc.workdir / "state" / "chazbot.sqlite3"
 
 
-def kv(proc: ChazbotProcess, prefix: str) -> dict[str, str]:
+def table(proc: ChazbotProcess, sql: str, *params: str) -> set[str]:
+    """The first column of ``sql`` over the bot's state tables (``matrix/state_tables.py``)."""
     with sqlite3.connect(f"file:{state_file(proc)}?mode=ro", uri=True) as db:
-        rows = db.execute(
-            "SELECT key, value FROM local_kv WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
-        ).fetchall()
-    return {str(k): str(v) for k, v in rows}
+        return {str(r[0]) for r in db.execute(sql, params).fetchall()}
+
+
+def pending(proc: ChazbotProcess, account: str) -> set[str]:
+    return table(proc, "SELECT slot FROM matrix_pending WHERE account = ?", account)
 
 
 def turns_for(standin: StandinLLM, text: str) -> int:
@@ -83,7 +85,7 @@ async def test_a_kill_loses_no_queued_job_and_answers_each_once(
     ]
     events = [slow, *queued]
     await wait_until(
-        lambda: all(f"matrix:handled:{e}" in kv(proc, "matrix:handled:") for e in events),
+        lambda: set(events) <= table(proc, "SELECT event_id FROM matrix_handled"),
         30,
         "the bot to take all five events",
     )
@@ -106,7 +108,7 @@ async def test_a_kill_loses_no_queued_job_and_answers_each_once(
     assert "forgot" in replies[queued[2]][0].lower(), replies[queued[2]]
     assert "L-4512" not in replies[queued[3]][0]
     assert "L-4512" not in (await alice.ask(room, "!chaz memory mine", timeout=30)).body
-    await wait_until(lambda: not kv(proc, f"matrix:{bot.user_id}:job:"), 15, "pending emptied")
+    await wait_until(lambda: not pending(proc, bot.user_id), 15, "pending emptied")
     assert "jobs left from the last run" in proc.log()
 
 
@@ -125,11 +127,11 @@ async def test_a_job_answered_just_before_a_crash_is_not_run_again(
 
     # What a crash between the send and the mark leaves: the job pending, started once.
     job = Job(room, event, alice.user_id, "chat", "count me once", {"body": "count me once"})
-    slot = f"matrix:{bot.user_id}:job:{time.time_ns():020d}:{event}"
+    stored = Pending(job, f"{time.time_ns():020d}:{event}", starts=1).stored()
     with sqlite3.connect(state_file(proc)) as db:
         db.execute(
-            "INSERT INTO local_kv (key, value) VALUES (?, ?)",
-            (slot, Pending(job, slot, starts=1).value()),
+            "INSERT INTO matrix_pending (account, slot, job, starts) VALUES (?, ?, ?, ?)",
+            (bot.user_id, stored.slot, stored.job, stored.starts),
         )
 
     await proc.start(timeout=60)
@@ -138,4 +140,4 @@ async def test_a_job_answered_just_before_a_crash_is_not_run_again(
     assert len(alice.replies(event, sender=bot.user_id)) == 1
     assert turns_for(standin_llm, "count me once") == 1
     assert "answered before the restart" in proc.log()
-    await wait_until(lambda: not kv(proc, f"matrix:{bot.user_id}:job:"), 15, "pending emptied")
+    await wait_until(lambda: not pending(proc, bot.user_id), 15, "pending emptied")

@@ -62,8 +62,8 @@ async def llm() -> AsyncIterator[GatedCapture]:
 def handled(proc: ChazbotProcess, event_id: str) -> bool:
     path = proc.workdir / "state" / "chazbot.sqlite3"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        key = f"matrix:handled:{event_id}"
-        return db.execute("SELECT 1 FROM local_kv WHERE key = ?", (key,)).fetchone() is not None
+        found = db.execute("SELECT 1 FROM matrix_handled WHERE event_id = ?", (event_id,))
+        return found.fetchone() is not None
 
 
 async def dm(person: Human, bot: User) -> str:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chazbot.transports.matrix_rules import (
+from chazbot.transports.matrix.rules import (
     MAX_CONTENT_BYTES,
     Me,
     Request,

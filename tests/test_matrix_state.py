@@ -62,27 +62,26 @@ async def test_a_stored_job_that_does_not_read_is_dropped(tmp_path: Path) -> Non
     path = tmp_path / "state.sqlite3"
     ledger, state = await reopened(path)
     await state.commit("t1", [job(1)], [])
-    prefix = f"matrix:{BOT}:job:"
     bad = [
-        (prefix + "1:$x", "not json"),
-        (prefix + "2:$y", '{"job": {"room_id": "!r", "kind": "shell"}, "starts": 0}'),
+        ("1:$x", "not json", 0),
+        ("2:$y", '{"room_id": "!r", "kind": "shell"}', 0),
+        ("3:$z", '{"room_id": 1, "event_id": "$z", "sender": "@a:x", "kind": "chat"}', 0),
         (
-            prefix + "3:$z",
-            '{"job": {"room_id": 1, "event_id": "$z", "sender": "@a:x",'
-            ' "kind": "chat"}, "starts": 0}',
-        ),
-        (
-            prefix + "4:$w",
-            '{"job": {"room_id": "!r", "event_id": "$w", "sender": "@a:x",'
-            ' "kind": "chat", "rm": "-rf"}, "starts": 0}',
+            "4:$w",
+            '{"room_id": "!r", "event_id": "$w", "sender": "@a:x", "kind": "chat", "rm": "-rf"}',
+            0,
         ),
     ]
-    await ledger.kv.set_many(bad)
+    for slot, text, starts in bad:
+        await ledger.local(
+            "INSERT INTO matrix_pending (account, slot, job, starts) VALUES (?, ?, ?, ?)",
+            (BOT, slot, text, starts),
+        )
     await ledger.close()
 
     ledger, state = await reopened(path)
     assert [p.job.event_id for p in state.take_replay()] == ["$e1"]
-    left = [k for k, _ in await ledger.kv.with_prefix(prefix)]
+    left = [s for (s,) in await ledger.local("SELECT slot FROM matrix_pending")]
     assert len(left) == 1 and left[0].endswith(":$e1"), left  # the others are gone
     await ledger.close()
 
@@ -109,5 +108,7 @@ async def test_an_event_seen_twice_is_one_job(tmp_path: Path) -> None:
     queued = await state.commit("t1", [job(1), job(1), job(2)], [])
     assert [p.job.event_id for p in queued] == ["$e1", "$e2"]
     assert await state.commit("t2", [job(2)], []) == []  # still pending: not again
-    assert len(await ledger.kv.with_prefix(f"matrix:{BOT}:job:")) == 2
+    assert await ledger.local("SELECT count(*) FROM matrix_pending WHERE account = ?", (BOT,)) == [
+        (2,)
+    ]
     await ledger.close()

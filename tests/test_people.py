@@ -19,7 +19,7 @@ from chazbot.errors import InputError
 from chazbot.ledger.people import KIND, STORE, check_glob, check_narrow_glob
 from chazbot.peer import Peer
 from chazbot.transports.matrix.routing import Router
-from chazbot.transports.matrix_rules import (
+from chazbot.transports.matrix.rules import (
     NoticeGate,
     NoticeLimits,
     not_allowed_notice,
@@ -649,7 +649,7 @@ def test_help_reads_well_at_a_phone_width(browser: Any) -> None:  # noqa: F811
     import asyncio
     import html
 
-    from chazbot.transports.matrix_rules import notice_contents
+    from chazbot.transports.matrix.rules import notice_contents
     from tests.test_web_browser import SHOTS
 
     reply = asyncio.run(_help_reply())

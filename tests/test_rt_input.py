@@ -88,7 +88,7 @@ from chazbot.reminders.when import asks_for_reminder, understand, zone
 from chazbot.sync import wire
 from chazbot.sync.tickets import parse_ticket
 from chazbot.transports.control import ControlServer
-from chazbot.transports.matrix_rules import Me, render_markdown, route, text_contents
+from chazbot.transports.matrix.rules import Me, render_markdown, route, text_contents
 from tests.standin_chat import OneAnswer
 from tests.test_query_bounds import longest_gap
 

@@ -14,7 +14,7 @@ from nio import InviteMemberEvent
 
 from chazbot.config import MatrixConfig
 from chazbot.transports.matrix.routing import Router
-from chazbot.transports.matrix_rules import NoticeGate, NoticeLimits
+from chazbot.transports.matrix.rules import NoticeGate, NoticeLimits
 from tests.standin_llm import StandinLLM
 from tests.synapse import ChazbotProcess, Human, User, requires_synapse, wait_until
 

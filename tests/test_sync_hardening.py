@@ -20,7 +20,7 @@ from chazbot.config import Config
 from chazbot.errors import BackendError, ConflictError, InputError
 from chazbot.ledger import KeyPair, Ledger, Permission
 from chazbot.peer import Peer
-from chazbot.sync import Replicator, Sharing, SyncClient, wire
+from chazbot.sync import Replicator, Serving, SyncClient, wire
 from chazbot.sync.protocol import RateLimiter
 from chazbot.sync.store import address_group
 from chazbot.sync.tickets import address_from_url
@@ -115,7 +115,7 @@ async def test_slow_and_aborted_bodies_cost_one_line(
 async def test_reading_is_capped_per_address(owner: Owner) -> None:
     key = KeyPair.generate()
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
-    owner.server.read_timeout = 3.0
+    owner.server.admission.read_timeout = 3.0
     path = owner.path("push")
     body = b'{"entries": []}'
     hdrs = signed(key, path, b"z" * 1000, owner.server.address)
@@ -132,7 +132,7 @@ async def test_reading_is_capped_per_address(owner: Owner) -> None:
         )
         for _ in range(20)
     ]
-    reading = owner.server._reading.used
+    reading = owner.server.admission._reading.used
     await wait_until(lambda: reading.get("127.0.0.2", 0) >= 16, 10, "16 slow bodies being read")
     # the 17th and later from that address are turned away; another address still gets in
     status, _, _ = await raw_call(owner.server.address, path, body, key)
@@ -189,7 +189,7 @@ async def test_access_is_rate_limited_and_the_queue_fair(owner: Owner) -> None:
                 )
             )
     assert statuses.count(429) >= 35, statuses
-    pending = await server.sharing.requests(owner.db)
+    pending = await server.serving.requests(owner.db)
     assert len(pending) == 3  # one address holds at most 3 pending requests
     assert len(server.replay) == 3  # and only those keys' nonces were kept
     importer = SyncClient(KeyPair.generate(), allow_private_peers=True)
@@ -206,7 +206,7 @@ async def test_pending_queue_evicts_the_busiest_address_and_expires(tmp_path: Pa
     try:
         admin = KeyPair.generate()
         db = await ledger.create_db(admin, {"name": "bank"})
-        sharing = Sharing(
+        sharing = Serving(
             ledger, max_pending=6, max_pending_per_address=3, pending_ttl_s=60, clock=lambda: now[0]
         )
         await sharing.share(db)
@@ -358,7 +358,7 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
     key = KeyPair.generate()
     await owner.ledger.set_auth(owner.db, owner.admin, key.public, READ)
     server = owner.server
-    server.max_reading_bytes, server.read_timeout = 2 << 20, 3.0
+    server.admission.max_reading_bytes, server.admission.read_timeout = 2 << 20, 3.0
     path = owner.path("push")
     announced = head(
         path, 1 << 20, signed(key, path, b"?", owner.server.address)
@@ -370,7 +370,9 @@ async def test_large_bodies_share_a_budget_small_ones_never_wait_on_it(owner: Ow
         for n in range(3)
     ]
     await wait_until(
-        lambda: server._reading_bytes >= 2 << 20, 10, "the slow uploads holding the budget"
+        lambda: server.admission._reading_bytes >= 2 << 20,
+        10,
+        "the slow uploads holding the budget",
     )
     heads = owner.path("heads")
     status, _, _ = await raw_call(server.address, heads, b"{}", key)

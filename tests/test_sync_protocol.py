@@ -124,14 +124,14 @@ async def test_served_only_while_shared_and_only_to_readers(owner: Owner) -> Non
         unknown = "sha256:" + "0" * 64
         assert await client.missing(addr, owner.db, [*held, unknown]) == {unknown}
 
-        assert await owner.server.sharing.unshare(owner.db)
+        assert await owner.server.serving.unshare(owner.db)
         with pytest.raises(NotFound, match="not shared"):
             await client.heads(addr, owner.db)
         with pytest.raises(NotFound, match="not shared"):
             await client.access(addr, owner.db, "read")
         # Unsharing takes back no key.
         assert (await owner.ledger.permission(owner.db, client.key.public)) == READ
-        await owner.server.sharing.share(owner.db)
+        await owner.server.serving.share(owner.db)
         assert (await client.heads(addr, owner.db)).count == 3
     finally:
         await client.close()
@@ -216,7 +216,7 @@ async def test_pushed_entries_are_validated_one_by_one(owner: Owner, tmp_path: P
 
 
 async def test_access_requests(owner: Owner) -> None:
-    sharing = owner.server.sharing
+    sharing = owner.server.serving
     addr = owner.server.address
     importer = SyncClient(KeyPair.generate(), allow_private_peers=True)
     try:

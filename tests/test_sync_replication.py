@@ -54,9 +54,9 @@ async def test_share_import_with_approval_then_both_ways(nodes: list[Node]) -> N
     first = await b.replicator.import_db(ticket, "write")
     assert first.status == "pending" and first.request_id is not None
     assert not await b.ledger.exists(db)
-    [req] = await a.sharing.requests()
+    [req] = await a.serving.requests()
     assert req.key == b.key.public and req.permission == "write"
-    await a.sharing.approve(req.id, owner)
+    await a.serving.approve(req.id, owner)
 
     done = await b.replicator.import_db(ticket, "write")
     assert done.status == "done" and done.db == db
@@ -73,7 +73,7 @@ async def test_share_import_with_approval_then_both_ways(nodes: list[Node]) -> N
     # A rejected request stays rejected.
     asked = await c.replicator.import_db(ticket, "read")
     assert asked.status == "pending" and asked.request_id is not None
-    await a.sharing.reject(asked.request_id)
+    await a.serving.reject(asked.request_id)
     assert (await c.replicator.import_db(ticket, "read")).status == "rejected"
     assert not await c.ledger.exists(db)
 
@@ -215,7 +215,7 @@ async def test_unshare_stops_serving_but_keeps_keys(nodes: list[Node]) -> None:
     await a.ledger.set_auth(db, owner, b.key.public, WRITE)
     assert (await b.replicator.import_db(await a.server.ticket(db))).status == "done"
 
-    await a.sharing.unshare(db)
+    await a.serving.unshare(db)
     errors = b.replicator.counters.errors
     await b.ledger.write(db, b.key, insert("while unshared"))
     await wait_until(
@@ -226,7 +226,7 @@ async def test_unshare_stops_serving_but_keeps_keys(nodes: list[Node]) -> None:
     [pair] = b.replicator.status()
     assert pair.failing and pair.last_error is not None and "not shared" in pair.last_error
 
-    await a.sharing.share(db)
+    await a.serving.share(db)
     await b.replicator.sync_now(db)  # what a "sync now" command would do
     assert await converged([a, b], db)
 

@@ -88,7 +88,7 @@ async def _simulate(
     await receiver.ingest(genesis)  # it holds the database (as an importer would)
     server = SyncServer(receiver, port=0)
     await server.start()
-    await server.sharing.share(db)
+    await server.serving.share(db)
     client = SyncClient(RECEIVER, allow_private_peers=True)
     far = await Ledger.open(tmp / "far.sqlite3")
     replicator = Replicator(far, KeyPair.generate(), **FAST)

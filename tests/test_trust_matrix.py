@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chazbot.transports.matrix_rules import ROOM_CHANGED_NOTICE
+from chazbot.transports.matrix.rules import ROOM_CHANGED_NOTICE
 from tests.standin_llm import StandinLLM
 from tests.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse
 from tests.waits import wait_until

@@ -26,7 +26,6 @@ from chazbot.memory.banks import writer_key_for
 from chazbot.memory.engine import EngineTiming
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.memory.transfer import import_lines
-from chazbot.memory.vector_marks import OWED_PREFIX, TEXT_PREFIX
 from chazbot.memory.vector_queue import VectorTiming
 from chazbot.peer import Peer, PeerTuning
 from tests.standin_embeddings import StandinEmbeddings
@@ -70,9 +69,10 @@ async def vectors_of(peer: Peer, db: str) -> dict[str, np.ndarray]:
     return {r.data["ref"]: decode_vector(r.data["vec"]) for r in rows}
 
 
-async def marks(peer: Peer) -> list[tuple[str, str]]:
-    return await peer.ledger.kv.with_prefix(OWED_PREFIX) + await peer.ledger.kv.with_prefix(
-        TEXT_PREFIX
+async def marks(peer: Peer) -> list[tuple[str, ...]]:
+    """The marks and recorded texts in the vector queue's tables (``memory.vector_tables``)."""
+    return await peer.ledger.local("SELECT db, by FROM vectors_owed") + await peer.ledger.local(
+        "SELECT db, row_id FROM vectors_owed_text"
     )
 
 

@@ -18,8 +18,8 @@ import chazbot
 from chazbot.ledger import Ledger
 from chazbot.memory.banks import writer_key_for
 from chazbot.memory.rows import EMBED_TEXT_VERSION, MEMORY_STORE, row_text
-from chazbot.memory.vector_marks import TEXT_DONE_PREFIX, TEXT_VERSION_KEY
 from chazbot.memory.vector_queue import VectorQueue
+from chazbot.memory.vector_tables import VECTORS, VectorRecords
 from chazbot.peer import STATE_FILE
 from tests.standin_embeddings import StandinEmbeddings
 from tests.test_vectors_owed import config, vectors_of
@@ -67,10 +67,10 @@ async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
         for k, v in rows.items():  # written as before version 2: the vector of "key value"
             await peer.memory.remember(db, key, k, v, embed_as=f"{k} {v}")
     # a state from before this text version: no record of the version its vectors are of
-    ledger = await Ledger.open(tmp_path / STATE_FILE)
+    ledger = await Ledger.open(tmp_path / STATE_FILE, (VECTORS,))
     try:
-        await ledger.kv.delete(TEXT_VERSION_KEY)
-        await ledger.kv.delete(TEXT_DONE_PREFIX + db)
+        await ledger.local("DELETE FROM vectors_text_since")
+        await ledger.local("DELETE FROM vectors_text WHERE db = ?", (db,))
     finally:
         await ledger.close()
 
@@ -87,7 +87,7 @@ async def test_vectors_of_an_older_text_are_rewritten_after_the_next_start(
             what="the rewrite",
         )
         assert await peer.memory.wait_vectors(30)
-        assert await peer.ledger.kv.get(TEXT_DONE_PREFIX + db) == str(EMBED_TEXT_VERSION)
+        assert await VectorRecords(peer.ledger).text_version(db) == EMBED_TEXT_VERSION
         vectors = await vectors_of(peer, db)  # the newest vector of each row
         stored = {r.row_id: r.data["key"] for r in await peer.ledger.rows(db, MEMORY_STORE)}
         assert len(stored) == len(rows)

@@ -29,6 +29,7 @@ from tests.web_support import (
     browser_session,
     csrf_of,
     link,
+    mine,
     said,
     serving,
     sign_in,
@@ -130,13 +131,8 @@ async def test_a_persons_page_shows_their_rows_inert_and_forgets_through_command
                 f"{base}/ui/me/forget", data={"csrf": csrf, "key": "pet", "back": "/ui/me"}
             ) as page:
                 assert "Forgot &#39;pet&#39; (1 row)" in await page.text()
-            mine = await peer.command(
-                "/memory mine",
-                session="dm-alice",
-                sender=ALICE,
-                audience=room_audience("dm-alice", {ALICE}, lambda u: False),
-            )
-            assert "pet" not in mine.text and "hostile" in mine.text
+            kept = await mine(peer, ALICE)
+            assert "pet" not in kept and "hostile" in kept
             # a form bigger than the listener's 1 KiB default: a 256-character key
             long_key = "é" * 256
             await said(peer, ALICE, long_key, "a long key")
@@ -152,13 +148,7 @@ async def test_a_persons_page_shows_their_rows_inert_and_forgets_through_command
             ) as page:
                 assert "Forgot everything you said (2 rows)" in await page.text()
             # Bob's row is untouched
-            bob = await peer.command(
-                "/memory mine",
-                session="dm-bob",
-                sender=BOB,
-                audience=room_audience("dm-bob", {BOB}, lambda u: False),
-            )
-            assert "bob.secret" in bob.text
+            assert "bob.secret" in await mine(peer, BOB)
             # an off-site redirect target is never followed
             async with client.post(
                 f"{base}/ui/me/forget",

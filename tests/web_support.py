@@ -85,6 +85,18 @@ async def said(
     await memory.remember(key, value)
 
 
+async def mine(peer: Peer, person: str) -> str:
+    """What ``/memory mine`` answers ``person`` in a DM of theirs (what the bot keeps they said)."""
+    dm = f"dm-{person}"
+    reply = await peer.command(
+        "/memory mine",
+        session=dm,
+        sender=person,
+        audience=room_audience(dm, {person}, lambda u: False),
+    )
+    return reply.text
+
+
 async def link(peer: Peer, person: str, admin: bool = False) -> str:
     return await issue_link(peer.ledger, peer.config, person, admin)
 

@@ -91,10 +91,10 @@ class Arena:
         db = await a.ledger.create_db(owner, {"name": "notes"}, [(hostile.public, WRITE)])
         await a.ledger.set_auth(db, owner, b.key.public, WRITE)
         await a.ledger.set_auth(db, owner, a.key.public, READ)  # a pulls from b as well
-        await a.sharing.share(db)
+        await a.serving.share(db)
         done = await b.replicator.import_db(await a.server.ticket(db), "write")
         assert done.status == "done"
-        await b.sharing.share(db)
+        await b.serving.share(db)
         return cls(a, b, owner, hostile, db, MemoryEngine(a.ledger), MemoryEngine(b.ledger))
 
     async def close(self) -> None:

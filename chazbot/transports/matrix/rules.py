@@ -1,6 +1,7 @@
 """The pure rules of the Matrix transport: who is answered, what a message asks for, and what
 a reply looks like. Plain functions over plain data (event content dicts), no I/O, so they are
-tested without a homeserver; ``chazbot.transports.matrix`` is the nio adapter around them.
+tested without a homeserver; the rest of ``chazbot.transports.matrix`` is the nio adapter
+around them.
 """
 
 from __future__ import annotations
