@@ -129,6 +129,13 @@ async def tell(
         return sum(1 for r in view.visible.values() if CAPTURE_TAG in r.tags)
 
 
+async def embed_all(state: Path, llm: StandinLLM) -> None:
+    """Every captured row's vector, by the product's ``reindex`` (``--embed-after``): the
+    questions are then asked with none still owed, however slow the machine was."""
+    async with chazbot.open(state, config(state, llm, True)) as peer:
+        await peer.agent("chaz").memory.reindex()
+
+
 async def ask(
     conv: Conversation,
     state: Path,
@@ -176,7 +183,12 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
         for conv in conversations:
             with tempfile.TemporaryDirectory(prefix="locomo-capture-") as tmp:
                 state = Path(tmp)
-                rows += await tell(conv, state, llm, limit, told=getattr(args, "told", "dated"))
+                told = getattr(args, "told", "dated")
+                if getattr(args, "embed_after", False) and embedder_installed():
+                    rows += await tell(conv, state, llm, limit, hybrid=False, told=told)
+                    await embed_all(state, llm)
+                else:
+                    rows += await tell(conv, state, llm, limit, told=told)
                 for method in methods:
                     hybrid = method != "capture-bm25"
                     floor = "-1" if method == NO_FLOOR else None
@@ -205,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
     parser.add_argument("--limit-turns", type=int, default=None, help="only the first N turns")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--embed-after",
+        action="store_true",
+        help="tell without the embedder, then embed every captured row (reindex) before asking",
+    )
     parser.add_argument(
         "--told",
         choices=TOLD,
