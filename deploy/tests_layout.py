@@ -99,8 +99,8 @@ FOLDERS: dict[str, list[str]] = {
     "deploy": ["docker", "install_lock", "local_run"],
 }  # fmt: skip
 TOP = [
-    "cli", "config", "docs", "fuzz", "imports", "log_wording", "module_globals", "operations",
-    "rt_input",
+    "cli", "config", "docs", "fuzz", "imports", "layout", "log_wording", "module_globals",
+    "operations", "rt_input",
 ]  # fmt: skip
 """Tests of the top-level modules (``peer``, ``cli``, ``config``, ``operations``) and of the
 whole tree (the import layers, the docs, fuzzing and red-teaming every input) stay in
