@@ -27,7 +27,7 @@ Pure apart from ``choose_row``'s search (``MemoryView.search``, its cosines).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -74,10 +74,17 @@ class AnswerTuning:
     "Welk eten vind ik vies?" the cashew allergy, a wrong answer, for one right answer
     fewer; figures in docs/measured.md)."""
 
-    margin: float = 0.03
-    """A row chosen by meaning alone must be nearer the question than the next candidate by
-    this much, when the question names no subject of its own."""
+    margin: float = 0.025
+    """A row chosen by meaning alone must be nearer the question than the next row that could
+    answer it (about whom it asks, holding what it asks) by this much, when the question
+    names no subject of its own."""
     candidates: int = 20
+    gain: float = -0.02
+    """A row about whom the question names, chosen by meaning alone (no row's words answer
+    it), must be nearer the whole question than the bare subject ("Chloé", "my father") by
+    at least this much (cosine): the question's attribute is then in the row by meaning.
+    Traps ("¿Dónde estudia Chloé?" beside "ma fille Chloé va à la piscine") fell at -0.067 to
+    -0.024 on both dev sets, rows that answer mostly above (docs/measured.md, #45)."""
 
 
 DEFAULT_ANSWER_TUNING = AnswerTuning()
@@ -103,6 +110,8 @@ NUMBER_WORDS = _set(
     "twintig dertig veertig vijftig zestig zeventig tachtig negentig honderd"
 )
 _JOB = CONCEPT_OF["job"]
+_LIVE = CONCEPT_OF["live"]
+WHERE = _set("where wo woher wohin où dónde donde waar")
 _NAMED = CONCEPT_OF["name"]
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
 
@@ -241,6 +250,8 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     """Whether a row (its words, its text) can hold what ``q`` asks (the module doc, 2)."""
     asked_words = _lower_tokens(q.text)
     wanted = _concepts(asked_words) - _concepts(sorted(q.subject | q.names))
+    if "living" in asked_words and set(asked_words) & WHERE:
+        wanted = (wanted - _JOB) | _LIVE  # "Where am I living?" ("for a living": a job)
     if wanted & _NAMED and not q.follow_up and not set(words) & NAME and not _named(raw, q):
         return False  # "What is my son's name?" beside "My son plays the trumpet"
     if set(asked_words) & AGE and not any(w.isdigit() or w in NUMBER_WORDS for w in words):
@@ -333,10 +344,12 @@ def choose(
     ranked: Sequence[tuple[MemoryRow, float]],
     tuning: AnswerTuning,
     answered: MemoryRow | None = None,
+    bare: Mapping[tuple[str, str], float] | None = None,
 ) -> MemoryRow | None:
     """The one row that answers ``q`` among ``ranked`` (rows with their cosine to the
     question, nearest first), or None. ``answered``: the row that answered the question a
-    follow-up follows; another fitting row goes first (it asks something new)."""
+    follow-up follows; another fitting row goes first (it asks something new). ``bare``: each
+    row's cosine to the question's bare subject (``AnswerTuning.gain``; None: no vectors)."""
     fitting = [(row, cos) for row, cos in ranked if fits(evidence(row), q)]
     if not fitting:
         return None
@@ -360,10 +373,15 @@ def choose(
         key=lambda rc: (bool(q.aliases & set(_lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
     )
     if q.subject or q.names:
-        return fitting[0][0]
-    others = [cos for row, cos in ranked if row is not fitting[0][0]]
+        best, cos = fitting[0]
+        if bare is not None and not q.follow_up and cos - bare.get(best.ident, cos) < tuning.gain:
+            return None  # the row is about them, not about what is asked of them
+        return best
+    # the next row that could answer it too: a nearer row about someone else or of another
+    # attribute ("Mijn schoonmoeder Ria woont …" for "Where am I living?") is no rival
+    others = [cos for _, cos in fitting[1:]]
     best = fitting[0][1]
-    if not others or best <= 0.0 or best - max(others) < tuning.margin:
+    if best <= 0.0 or (others and best - max(others) < tuning.margin):
         return None  # by meaning only when it is measured, and clear
     return fitting[0][0]
 
@@ -424,7 +442,25 @@ async def choose_row(
         for r in found
         if not only_asker or (r.row.origin.speaker if r.row.origin is not None else None) == asker
     ]
-    return choose(q, ranked, tuning, answered)
+    bare = None if vector is None else await _bare_cosines(memory, q, [r for r, _ in ranked])
+    return choose(q, ranked, tuning, answered, bare)
+
+
+async def _bare_cosines(
+    memory: MemoryScope, q: Question, rows: Sequence[MemoryRow]
+) -> dict[tuple[str, str], float] | None:
+    """Each row's cosine to ``q``'s bare subject, its names and possessed nouns ("chloé",
+    "father"): what a row about them is near whatever is asked (``AnswerTuning.gain``)."""
+    whom = " ".join(sorted(q.subject | q.names))
+    if not whom or q.follow_up or not rows:
+        return None
+    view = await memory.engine.view(memory.db)
+    vector = await memory.engine.query_vector(whom)
+    if vector is None or view.vectors is None:
+        return None
+    docs = {row.doc: row.ident for row in rows}
+    near = view.vectors.search(vector, len(docs), set(docs))
+    return {docs[doc]: cos for doc, cos in near if doc in docs}
 
 
 def aliases_of(q: Question, rows: Sequence[MemoryRow]) -> frozenset[str]:
@@ -465,16 +501,17 @@ async def previous_question(session: Session, sender: str) -> str:
     return said[-2].content if len(said) >= 2 else ""
 
 
-async def answer_about_person(
+async def chosen_row(
     text: str,
     memory: MemoryScope,
     sender: str,
     session: Session,
     tuning: AnswerTuning = DEFAULT_ANSWER_TUNING,
-) -> str | None:
-    """For a model that does not compose: the reply to a question about a person (the
-    asker, someone named, or the subject of the previous question), from one row, or "I
-    don't know"; None when ``text`` asks about no person (the model answers)."""
+) -> tuple[Question, MemoryRow | None] | None:
+    """The question ``text`` as read about a person (the asker, someone named, or the subject
+    of the previous question) and the one row that answers it (None: none does); None when
+    ``text`` asks about no person. One place decides for the embedded model's answer and for
+    the check of a composing model's (``turn.check``)."""
     if not asks(text):
         return None
     previous = await previous_question(session, sender)
@@ -494,12 +531,28 @@ async def answer_about_person(
     if q.follow_up:
         first = read_question(previous)
         answered = await choose_row(memory, first, tuning, asker, only_asker=mine)
-    row = await choose_row(memory, q, tuning, asker, only_asker=mine, answered=answered)
+    return q, await choose_row(memory, q, tuning, asker, only_asker=mine, answered=answered)
+
+
+async def answer_about_person(
+    text: str,
+    memory: MemoryScope,
+    sender: str,
+    session: Session,
+    tuning: AnswerTuning = DEFAULT_ANSWER_TUNING,
+) -> str | None:
+    """For a model that does not compose: the reply to a question about a person (the
+    asker, someone named, or the subject of the previous question), from one row, or "I
+    don't know"; None when ``text`` asks about no person (the model answers)."""
+    found = await chosen_row(text, memory, sender, session, tuning)
+    if found is None:
+        return None
+    q, row = found
     if row is None:
         if q.by_words_only:
             return None  # "What is the capital of France?": the world's, the model answers
         return reply(language(text), "dont_know")
-    return spoken(row, text, asker)
+    return spoken(row, text, sender if memory.hearing.origin is not None else None)
 
 
 async def question_to_check(
@@ -593,6 +646,7 @@ __all__ = [
     "asks_about_someone",
     "choose",
     "choose_row",
+    "chosen_row",
     "fits",
     "names",
     "personal_attribute",

@@ -571,7 +571,9 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
     if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
-    if q.kind is not None and q.kind not in GENERIC and not q.predicate and not q.subject:
+    whom = _names(question)  # "Which school do *Nora* and *Liv* go to?": whom, not what
+    asks_more = [p for p in q.predicate if p not in whom]
+    if q.kind is not None and q.kind not in GENERIC and not asks_more and not q.subject:
         return False  # "Which bank am I with?": the kind is all it asks, the row has none
     if job_nouns(words):  # "What did my father do for work?" beside "… war Elektriker"
         q = replace(q, predicate=tuple(p for p in q.predicate if p not in _JOB_CONCEPT))
@@ -610,8 +612,15 @@ def grounded(question: str, reply: str, shown: Iterable[str], named: Iterable[st
     about = [  # a recall answer: a row a line
         t for t in pieces if _supports(t, question, q) and all(_has(tokenize(t), [n]) for n in whom)
     ]
-    if not about:
-        return False
+    return bool(about) and stands_on(question, reply, about)
+
+
+def stands_on(question: str, reply: str, about: Iterable[str]) -> bool:
+    """Whether what ``reply`` adds to ``question`` comes from the rows ``about`` (their
+    ``evidence``): one of its words, every number and every name (the module doc, 3). The
+    answer check asks it of the rows that support the question by their words, and of the
+    row chosen by meaning (``answering.chosen_row``)."""
+    about = list(about)
     asked_words = set(tokenize(question))
     added = [t for t in _content(reply) if t not in asked_words and not _has([t], asked_words)]
     if not added:
@@ -680,6 +689,7 @@ __all__ = [
     "owned",
     "someone_else",
     "speaker_first",
+    "stands_on",
     "subject",
     "supports",
 ]

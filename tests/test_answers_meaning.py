@@ -1,0 +1,161 @@
+"""The row that answers, chosen by meaning, and the answer check that reads it (#45, third pass).
+
+The second blind set's misses by class, each reproduced with sentences of no question set:
+a named person's only row answering a question of another attribute (a trap), a row by meaning
+held back by a nearer row that could never answer, "where … living" read as a job, a "which
+*kind*" question answered by a row that only names whom it asks about, and a composing model's
+right answer refused because its row shares no word with the question's predicate. Pure
+functions where the rule is lexical; a real peer (real SQLite, the local multilingual
+embedder) where meaning is the point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import chazbot
+from chazbot.agent.answering import AnswerTuning, choose, fits, read_question
+from chazbot.agent.grounding import evidence, supports
+from chazbot.config import AgentConfig, Config, EmbeddingConfig, local_embedder_installed
+from chazbot.memory.audience import Provenance, room_audience
+from chazbot.memory.rows import MemoryRow
+from tests.standin_chat import OneAnswer
+
+ANN, BEN = "@ann:example.org", "@ben:example.org"
+
+needs_embedder = pytest.mark.skipif(
+    not local_embedder_installed(), reason="the local multilingual embedder is not installed"
+)
+
+
+def row(text: str, speaker: str = ANN, n: int = 0) -> MemoryRow:
+    return MemoryRow(
+        doc=n,
+        row_id=f"r{n}",
+        key=f"{speaker}/2026-12-08/r{n}",
+        value=f"{speaker} (2026-12-08): {text}",
+        tags=(),
+        ts=n,
+        order=(n, "e", 0),
+        author="agent",
+        origin=Provenance("dm", speaker, (speaker,)),
+    )
+
+
+def test_a_which_kind_question_is_not_answered_by_a_row_that_only_names_whom_it_asks() -> None:
+    nephews = row("My nephews, Tom and Max, both turned ten in May.")
+    assert not supports(evidence(nephews), "Which club do Tom and Max play for?")
+    assert not supports(evidence(nephews), "Welche Schule besuchen Tom und Max?")
+    q = read_question("Which club do Tom and Max play for?")
+    assert choose(q, [(nephews, 0.86)], AnswerTuning()) is None
+    club = row("Tom and Max play for the Riverside hockey club.", n=1)
+    assert choose(q, [(nephews, 0.86), (club, 0.84)], AnswerTuning()) is club
+
+
+def test_where_living_asks_a_place_not_a_job() -> None:
+    boilers = row("For a living I repair boilers in old houses.")
+    assert not fits(evidence(boilers), read_question("Where am I living these days?"))
+    assert fits(evidence(boilers), read_question("What do I do for a living?"))
+    assert fits(evidence(row("I live in Porto now.")), read_question("Where am I living now?"))
+
+
+def test_a_row_by_meaning_is_not_held_back_by_a_row_that_could_never_answer() -> None:
+    """ "What did I study at university?": the asker's own row is the nearest of those that
+    could answer (the brother's row is nearer but about someone else)."""
+    geology = row("Back in 2012 I graduated in geology in Bergen.", n=1)
+    brother = row("My brother studied law in Leiden.", n=2)
+    chess = row("I play chess on Tuesdays.", n=3)
+    q = read_question("What did I study at university?")
+    assert not fits(evidence(brother), q)
+    ranked = [(brother, 0.83), (geology, 0.82), (chess, 0.78)]
+    assert choose(q, ranked, AnswerTuning()) is geology
+    # two rows of the asker's as near as each other: none is the clear one
+    choir = row("I sing in a choir on Fridays.", n=4)
+    assert choose(q, [(geology, 0.82), (choir, 0.81)], AnswerTuning()) is None
+
+
+def test_a_named_persons_only_row_answers_only_when_it_holds_what_is_asked() -> None:
+    """The trap rule by meaning (``AnswerTuning.gain``): the row about Inès is nearer her bare
+    name than the question when the question asks what the row does not say."""
+    ines = row("Ma collègue Inès fait de l'escalade le dimanche.")
+    q = read_question("Where does Inès study?")
+    assert fits(evidence(ines), q)  # by its words the row could answer: meaning decides
+    ident = ines.ident
+    tuning = AnswerTuning()
+    assert choose(q, [(ines, 0.80)], tuning, bare={ident: 0.85}) is None
+    assert choose(q, [(ines, 0.85)], tuning, bare={ident: 0.84}) is ines
+    assert choose(q, [(ines, 0.80)], tuning, bare=None) is ines  # no vectors: as before
+
+
+def _config(tmp_path: Path) -> Config:
+    return Config(
+        state_dir=tmp_path,
+        agents=[AgentConfig(name="chaz", capture="messages")],
+        embedding=EmbeddingConfig(backend="local"),
+    )
+
+
+@needs_embedder
+async def test_traps_about_a_named_persons_only_row_by_meaning(tmp_path: Path) -> None:
+    async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        tell = room_audience("tell", [ANN], lambda u: True)
+        told = chaz.memory.within(peer.hearing(chaz, ANN, tell))
+        facts = [
+            "Ma collègue Inès fait de l'escalade le dimanche.",
+            "Mein Neffe Jonas spielt Trompete in einer Blaskapelle.",
+            "I drink my coffee with oat milk.",
+        ]
+        for n, fact in enumerate(facts):
+            await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
+        await peer.memory.wait_vectors(60)
+        model = OneAnswer("Inès studies in Lyon.", composes=False)
+        from chazbot.agent.turn import run_turn
+
+        async def ask(text: str, room: str) -> str:
+            session = await peer.session(room)
+            audience = room_audience(room, [ANN], lambda u: True)
+            memory = chaz.memory.within(peer.hearing(chaz, ANN, audience))
+            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+        for n, trap in enumerate(["Where does Inès study?", "¿Dónde estudia Jonas?"]):
+            reply = await ask(trap, f"trap{n}")
+            assert "don't know" in reply or "No lo sé" in reply, (trap, reply)
+        assert "escalade" in await ask("Que fait Inès le dimanche ?", "told1")
+        assert "Trompete" in await ask("Welches Instrument spielt Jonas?", "told2")
+        assert not model.seen
+
+
+@needs_embedder
+async def test_the_check_keeps_a_right_answer_its_row_gives_by_meaning(tmp_path: Path) -> None:
+    """A composing model's right answer stands on the row chosen by subject and meaning,
+    though that row shares no word with the question's predicate ("unterrichtet" beside
+    "teaches"); a value the row does not hold is still withheld."""
+    async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        dm = room_audience("dm", [ANN], lambda u: True)
+        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
+        for n, fact in enumerate(
+            [
+                "My wife Ada teaches biology at a high school in Utrecht.",
+                "I drink my coffee with oat milk.",
+                "Mon frère Paul habite à Rennes.",
+            ]
+        ):
+            await memory.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
+        await peer.memory.wait_vectors(60)
+        from chazbot.agent.turn import run_turn
+
+        async def ask(text: str, reply: str, room: str) -> str:
+            session = await peer.session(room)
+            model = OneAnswer(reply, tools=True)
+            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+        right = "Sie unterrichtet Biology, soweit ich weiß."
+        assert await ask("Was unterrichtet meine Frau?", right, "a1") == right
+        wrong = "Sie unterrichtet Geschichte."
+        assert await ask("Was unterrichtet meine Frau?", wrong, "a2") != wrong
+        invented = "Paul teaches biology."  # the value is in a row, but not in Paul's
+        assert await ask("What does my brother teach?", invented, "a3") != invented
