@@ -46,6 +46,7 @@ from chazbot.agent.grounding import (
     RELATIONS,
     WHO,
     asked,
+    commute,
     equivalents,
     evidence,
     job_nouns,
@@ -111,6 +112,7 @@ NUMBER_WORDS = _set(
 )
 _JOB = CONCEPT_OF["job"]
 _LIVE = CONCEPT_OF["live"]
+_IS = _set("is was ist war est était es era fue is was")
 WHERE = _set("where wo woher wohin où dónde donde waar")
 _NAMED = CONCEPT_OF["name"]
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
@@ -156,8 +158,9 @@ def names(question: str) -> set[str]:
     low = question.replace("\u2019", "'")
     for match in re.finditer(r"(\w+\s+)?\b([a-z]\w+)'s\b", low):  # "the admin's", not "my sister's"
         owner, whose = (match.group(1) or "").strip().lower(), match.group(2)
+        plain = whose in QUESTION or whose in FUNCTION or whose in PRONOUNS  # "what's", "she's"
         if owner not in POSSESSIVES and whose not in CONCEPT_OF and whose not in _NOT_NAMES:
-            found.add(whose)
+            found |= set() if plain else {whose}
     return found
 
 
@@ -193,6 +196,9 @@ def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
     subject = set(found.subject) | {
         s[len(p) :] for s in found.subject for p in _FAVOURITE_PREFIXES if s.startswith(p)
     }  # "Lieblingsessen" is asked as itself and as "essen" (food)
+    subject |= {  # "ma grand-mère" is asked as "grand-mère", not as "grand"
+        c for c in _HYPHENED.findall(text.lower()) if c in CONCEPT_OF and c.split("-")[0] in subject
+    }
     return frozenset(subject), frozenset(names(text))
 
 
@@ -272,7 +278,9 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        return bool(job_nouns(words))  # "… wohnt in Hamburg und ist Fährkapitän"
+        # "… wohnt in Hamburg und ist Fährkapitän"; a noun no ending tells ("es piloto de
+        # avión") when the row tells no other known attribute: meaning decides (``choose``)
+        return bool(job_nouns(words)) or (not have & KNOWN and bool(set(words) & _IS))
     return False
 
 
@@ -316,9 +324,39 @@ def _named(raw: str, q: Question) -> bool:
     return False
 
 
+_HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+
+
+def _in_law(q: Question, row_text: str) -> frozenset[str] | None:
+    """A relative the question names by a compound ("my *mother-in-law*", "ma *belle-mère*",
+    "my *step-son*"; not a word of ``CONCEPTS`` such as "grand-mère"): the row's words that
+    name one in a compound of their own, in any language ("schoonmoeder", "Schwiegermutter",
+    "beau-père": a longer word, or a hyphened one, ending in a word of the subject's
+    concept); None when the question names none. A plain "Ma mère …" is no mother-in-law."""
+    compounds = [
+        c
+        for c in _HYPHENED.findall(q.text.lower())
+        if c not in CONCEPT_OF and set(c.split("-")) & q.subject
+    ]
+    if not compounds:
+        return None
+    parts = {p for c in compounds for p in c.split("-")}
+    heads = {w for p in parts for i in CONCEPT_OF.get(p, ()) for w in CONCEPTS[i] if len(w) > 2}
+    low = row_text.replace("\u2019", "'").lower()
+    found = {t for t in tokenize(low) for h in heads if len(t) >= len(h) + 3 and t.endswith(h)}
+    found |= {c for c in _HYPHENED.findall(low) if set(c.split("-")[1:]) & heads}
+    return frozenset(found)
+
+
 def fits(row_text: str, q: Question) -> bool:
     """Whether a row (``evidence``) is about whom ``q`` asks and can hold the answer."""
-    words = _lower_tokens(row_text)
+    in_law = _in_law(q, row_text)
+    if in_law is not None:
+        if not in_law:
+            return False  # "Ma mère habite à Lyon" for "Where does my mother-in-law live?"
+        parts = {p for w in in_law for p in w.split("-")}
+        q = replace(q, subject=q.subject | in_law | parts)
+    words = commute(_lower_tokens(row_text))
     if any(not _has(words, [n]) for n in q.names):
         return False
     alias = bool(q.aliases & set(words))

@@ -539,8 +539,27 @@ def _another_attribute(words: list[str], question: str) -> bool:
     return not (asked_of & _CONCEPT_OF["job"] and job_nouns(words))
 
 
+_TOWARDS = _set("to naar zur zum nach au à al a")
+"""A job's word after one of these is a place one goes to ("the train *to work*", "naar
+mijn werk", "zur Arbeit", "au travail", "al trabajo"), not what one does for a living."""
+
+
+def commute(words: list[str]) -> list[str]:
+    """``words`` without a job's word that names where one goes ("Ik neem de trein naar mijn
+    *werk*" says nothing of what the person does)."""
+    job = _CONCEPT_OF["job"]
+    return [
+        w
+        for i, w in enumerate(words)
+        if not (
+            _CONCEPT_OF.get(w, frozenset()) & job
+            and any(t in _TOWARDS for t in words[max(0, i - 2) : i])
+        )
+    ]
+
+
 def _supports(text: str, question: str, q: Asked) -> bool:
-    words = tokenize(text.replace("\u2019", "'"))
+    words = commute(tokenize(text.replace("\u2019", "'")))
     if _another_attribute(words, question.replace("\u2019", "'")):
         return False
     if _about_the_person(q) and _someone_else(text):
@@ -677,6 +696,7 @@ __all__ = [
     "RELATIONS",
     "Asked",
     "asked",
+    "commute",
     "equivalents",
     "evidence",
     "gives_name",
