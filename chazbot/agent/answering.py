@@ -35,17 +35,13 @@ from chazbot.agent.grounding import (
     CONCEPT_OF,
     CONCEPTS,
     FAVOURITE,
-    FIRST_PERSON,
     FUNCTION,
-    KIND_WORDS,
     KNOWN,
     NAME,
     NUMBER,
     POSSESSIVES,
-    QUESTION,
     RELATIONS,
     WHO,
-    asked,
     commute,
     equivalents,
     evidence,
@@ -59,7 +55,22 @@ from chazbot.agent.grounding import has_word as _has
 from chazbot.agent.grounding import owned as _owned
 from chazbot.agent.grounding import someone_else as _someone_else
 from chazbot.agent.lexicon import QUOTES, reply
-from chazbot.agent.words import as_said_to_them, asks, language, personal
+from chazbot.agent.question import (
+    AGE,
+    FAVOURITE_PREFIXES,
+    HYPHENED,
+    NUMBER_WORDS,
+    Question,
+    about_me,
+    as_person,
+    asks_about_someone,
+    concepts_of,
+    lower_tokens,
+    names,
+    personal_attribute,
+    read_question,
+)
+from chazbot.agent.words import as_said_to_them, asks, language
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
 
@@ -95,139 +106,11 @@ def _set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-FOLLOW_OPENINGS = _set("and und et y e en also")
-PRONOUNS = _set(
-    "he she him his her hers they them their er sie ihm ihn ihr ihre sein seine seinen "
-    "seinem seiner il elle lui son sa ses leur él ella su sus hij zij ze hem haar zijn"
-)
-"""Third persons that point back to the previous question's subject."""
-AGE = _set("old age alt alter âge edad años oud leeftijd ans jahre years")
-NUMBER_WORDS = _set(
-    "one two three four five six seven eight nine ten twenty thirty forty fifty sixty "
-    "seventy eighty ninety hundred eins zwei drei vier fünf zehn zwanzig dreißig vierzig "
-    "fünfzig sechzig siebzig achtzig neunzig hundert un deux trois quatre cinq dix vingt "
-    "trente quarante cinquante soixante cent uno dos tres cuatro cinco diez veinte treinta "
-    "cuarenta cincuenta sesenta setenta ochenta noventa cien een twee drie vier vijf tien "
-    "twintig dertig veertig vijftig zestig zeventig tachtig negentig honderd"
-)
 _JOB = CONCEPT_OF["job"]
 _LIVE = CONCEPT_OF["live"]
+_NAMED = CONCEPT_OF["name"]
 _IS = _set("is was ist war est était es era fue is was")
 WHERE = _set("where wo woher wohin où dónde donde waar")
-_NAMED = CONCEPT_OF["name"]
-_NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
-
-
-_FAVOURITE_PREFIXES = ("lieblings", "lievelings")
-
-
-def _lower_tokens(text: str) -> list[str]:
-    """Tokens, and a compound's noun beside it ("Lieblingsessen", "lievelingseten": "essen",
-    "eten", so "food" finds them)."""
-    tokens = tokenize(text.replace("\u2019", "'"))
-    extra = [
-        t[len(p) :]
-        for t in tokens
-        for p in _FAVOURITE_PREFIXES
-        if t.startswith(p) and len(t) > len(p) + 2
-    ]
-    return tokens + extra
-
-
-def names(question: str) -> set[str]:
-    """The names a question gives (capitalised words inside it that are no known word):
-    "What does Jonas do?" → {"jonas"}, "Comment s'appelle la femme de Ben ?" → {"ben"}.
-    German capitalises every noun: there, not a word after an article, a possessive or
-    "welcher" ("meinen Kaffee"). A lowercase possessor counts too ("the admin's dog")."""
-    lang = language(question)
-    found: set[str] = set()
-    for match in re.finditer(r"[^\W\d_][\w'-]*", question):
-        word = match.group(0)
-        before = question[: match.start()].rstrip()
-        if not word[0].isupper() or not before or before[-1] in ".!?¿¡:;":
-            continue
-        base = word.split("'")[0].lower()
-        if len(base) < 2 or base in _NOT_NAMES or base in QUESTION:
-            continue  # "Ben" is a name, though "ben" is a Dutch verb
-        if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
-            continue
-        previous = before.split()[-1].lower() if before.split() else ""
-        if lang == "de" and (previous in _DE_DETERMINERS or len(base) > 8):
-            continue  # "meinen Kaffee", "welcher Stadt": nouns; "des Admins": whose
-        found.add(base)
-    low = question.replace("\u2019", "'")
-    for match in re.finditer(r"(\w+\s+)?\b([a-z]\w+)'s\b", low):  # "the admin's", not "my sister's"
-        owner, whose = (match.group(1) or "").strip().lower(), match.group(2)
-        plain = whose in QUESTION or whose in FUNCTION or whose in PRONOUNS  # "what's", "she's"
-        if owner not in POSSESSIVES and whose not in CONCEPT_OF and whose not in _NOT_NAMES:
-            found |= set() if plain else {whose}
-    return found
-
-
-_DE_DETERMINERS = _set(
-    "der die das den dem ein eine einen einem einer eines mein meine meinen meinem meiner "
-    "meines dein deine deinen deinem sein seine seinen ihr ihre ihren unser unsere welche "
-    "welcher welches welchen im am zum zur vom beim kein keine keinen"
-)
-
-
-@dataclass(frozen=True)
-class Question:
-    """What a question about a person asks: the names and possessed nouns the row must have,
-    whether it is about the asker, and the text the row is chosen by (the previous question
-    with it, for a follow-up)."""
-
-    text: str
-    subject: frozenset[str]
-    names: frozenset[str]
-    about_asker: bool
-    follow_up: bool
-    search: str
-    by_words_only: bool = False
-    """Answer only from a row whose words support it (a question naming a place or a thing,
-    not asking anything of a person: "Any tips for a weekend in Lyon?")."""
-    aliases: frozenset[str] = frozenset()
-    """Names a row gives the subject ("My sister is called *Ada*"): a row about Ada is about
-    the sister ("Ada lives in Porto" answers "And where does she live?")."""
-
-
-def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    found = asked(text)
-    subject = set(found.subject) | {
-        s[len(p) :] for s in found.subject for p in _FAVOURITE_PREFIXES if s.startswith(p)
-    }  # "Lieblingsessen" is asked as itself and as "essen" (food)
-    subject |= {  # "ma grand-mère" is asked as "grand-mère", not as "grand"
-        c for c in _HYPHENED.findall(text.lower()) if c in CONCEPT_OF and c.split("-")[0] in subject
-    }
-    return frozenset(subject), frozenset(names(text))
-
-
-def read_question(text: str, previous: str = "") -> Question:
-    """``text`` read as a question about a person, with the ``previous`` question of the
-    same person in the room (its subject, when ``text`` has none and points back)."""
-    subject, named = _own_subject(text)
-    words = _lower_tokens(text)
-    points_back = bool(words) and (
-        words[0] in FOLLOW_OPENINGS or any(w in PRONOUNS for w in words) or len(words) <= 3
-    )
-    pronoun = any(w in PRONOUNS for w in words)  # "What does *he* have of ours?"
-    if previous and not subject and not named and points_back and (pronoun or not personal(text)):
-        subject, named = _own_subject(previous)
-        if subject or named:
-            return Question(text, subject, named, False, True, f"{previous} {text}")
-        return Question(text, subject, named, True, True, f"{previous} {text}")
-    return Question(text, subject, named, not subject and not named, False, text)
-
-
-def about_me(text: str) -> bool:
-    """Whether a question is about the asker: ``words.personal``, or a first-person verb
-    where the language drops the pronoun."""
-    return personal(text) or any(w in FIRST_PERSON for w in _lower_tokens(text))
-
-
-def asks_about_someone(text: str) -> bool:
-    """Whether a question asks about a named person (not the asker): "Where does Kees live?"."""
-    return bool(names(text))
 
 
 LOVES = _set(
@@ -242,30 +125,26 @@ def _favourite(words: Sequence[str], loves: bool = False) -> bool:
     or a verb that tells one."""
     return any(
         w in FAVOURITE
-        or w.startswith(_FAVOURITE_PREFIXES)
+        or w.startswith(FAVOURITE_PREFIXES)
         or (loves and (w in LOVES or w.startswith(("favori", "préfér", "prefer"))))
         for w in words
     )
 
 
-def _concepts(words: Sequence[str]) -> set[int]:
-    return {i for w in words for i in CONCEPT_OF.get(w, frozenset())}
-
-
 def _holds(words: list[str], raw: str, q: Question) -> bool:
     """Whether a row (its words, its text) can hold what ``q`` asks (the module doc, 2)."""
-    asked_words = _lower_tokens(q.text)
-    wanted = _concepts(asked_words) - _concepts(sorted(q.subject | q.names))
+    asked_words = lower_tokens(q.text)
+    wanted = concepts_of(asked_words) - concepts_of(sorted(q.subject | q.names))
     if "living" in asked_words and set(asked_words) & WHERE:
         wanted = (wanted - _JOB) | _LIVE  # "Where am I living?" ("for a living": a job)
     if wanted & _NAMED and not q.follow_up and not set(words) & NAME and not _named(raw, q):
         return False  # "What is my son's name?" beside "My son plays the trumpet"
     if set(asked_words) & AGE and not any(w.isdigit() or w in NUMBER_WORDS for w in words):
         return False
-    told = _lower_tokens(_said_part(raw))
+    told = lower_tokens(_said_part(raw))
     if set(asked_words) & NUMBER and not any(any(c.isdigit() for c in w) for w in told):
         return False  # "my car's registration number" beside "I drive a blue Volvo"
-    if _favourite(asked_words) and not _favourite(_lower_tokens(_said_part(raw)), loves=True):
+    if _favourite(asked_words) and not _favourite(lower_tokens(_said_part(raw)), loves=True):
         return False  # "What's Raj's favourite band?" beside "Raj teaches chemistry"
     if other_kind(q.text, raw):
         return False  # "Which school does Léo go to?" beside "Léo fait du judo"
@@ -274,7 +153,7 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return False  # "What breed is my dog?" beside "My dog is called Biscuit"
     if not wanted & KNOWN:
         return True
-    have = _concepts(words)
+    have = concepts_of(words)
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
@@ -295,7 +174,7 @@ def _only_names(raw: str, q: Question) -> bool:
     """Whether a row says nothing of its subject but its name ("My dog is called Biscuit",
     "Ma voisine s'appelle Odile"); "Mi abuela se llama Carmen y tiene noventa años" says more."""
     said = _said_part(raw)
-    words = _lower_tokens(said)
+    words = lower_tokens(said)
     if not set(words) & NAME:
         return False
     given = names(" " + said)
@@ -324,9 +203,6 @@ def _named(raw: str, q: Question) -> bool:
     return False
 
 
-_HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
-
-
 def _in_law(q: Question, row_text: str) -> frozenset[str] | None:
     """A relative the question names by a compound ("my *mother-in-law*", "ma *belle-mère*",
     "my *step-son*"; not a word of ``CONCEPTS`` such as "grand-mère"): the row's words that
@@ -335,16 +211,16 @@ def _in_law(q: Question, row_text: str) -> frozenset[str] | None:
     concept); None when the question names none. A plain "Ma mère …" is no mother-in-law."""
     compounds = [
         c
-        for c in _HYPHENED.findall(q.text.lower())
+        for c in HYPHENED.findall(q.text.lower())
         if c not in CONCEPT_OF and set(c.split("-")) & q.subject
     ]
-    if not compounds:
-        return None
-    parts = {p for c in compounds for p in c.split("-")}
-    heads = {w for p in parts for i in CONCEPT_OF.get(p, ()) for w in CONCEPTS[i] if len(w) > 2}
+    kin = {p for c in compounds for p in c.split("-") if p in RELATIONS}
+    if not kin:
+        return None  # "mein WLAN-Passwort" names no relative
+    heads = {w for p in kin for i in CONCEPT_OF.get(p, ()) for w in CONCEPTS[i] if len(w) > 2}
     low = row_text.replace("\u2019", "'").lower()
     found = {t for t in tokenize(low) for h in heads if len(t) >= len(h) + 3 and t.endswith(h)}
-    found |= {c for c in _HYPHENED.findall(low) if set(c.split("-")[1:]) & heads}
+    found |= {c for c in HYPHENED.findall(low) if set(c.split("-")[1:]) & heads}
     return frozenset(found)
 
 
@@ -356,7 +232,7 @@ def fits(row_text: str, q: Question) -> bool:
             return False  # "Ma mère habite à Lyon" for "Where does my mother-in-law live?"
         parts = {p for w in in_law for p in w.split("-")}
         q = replace(q, subject=q.subject | in_law | parts)
-    words = commute(_lower_tokens(row_text))
+    words = commute(lower_tokens(row_text))
     if any(not _has(words, [n]) for n in q.names):
         return False
     alias = bool(q.aliases & set(words))
@@ -364,7 +240,7 @@ def fits(row_text: str, q: Question) -> bool:
         return False
     if q.subject and not alias and _someone_else(row_text):
         return False  # "Odile a un chien …" is not about "mi perro"
-    owners = set(_lower_tokens(" ".join(s for s, _ in _owned(said_text(row_text)))))
+    owners = set(lower_tokens(" ".join(s for s, _ in _owned(said_text(row_text)))))
     if owners and q.subject and not alias and not _has(sorted(owners), sorted(q.subject)):
         return False  # "Our landlord's phone number" is not "my phone number"
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
@@ -372,7 +248,7 @@ def fits(row_text: str, q: Question) -> bool:
     if q.about_asker:
         kin = [w for w in words if w in RELATIONS]
         owned = [] if speaker_first(said_text(_said_part(row_text))) else sorted(owners)
-        if kin or (owned and not _has(_lower_tokens(q.text), owned)):
+        if kin or (owned and not _has(lower_tokens(q.text), owned)):
             return False  # "My daughter plays the violin" says nothing of what *I* play
     return _holds(words, row_text, q)
 
@@ -397,7 +273,7 @@ def choose(
     if answered is not None and len(fitting) > 1:
         fitting = [(row, cos) for row, cos in fitting if row.ident != answered.ident]
     if q.aliases:  # the rows about whom the first answer named go first
-        fitting.sort(key=lambda rc: not q.aliases & set(_lower_tokens(evidence(rc[0]))))
+        fitting.sort(key=lambda rc: not q.aliases & set(lower_tokens(evidence(rc[0]))))
     by_words = [row for row, _ in fitting if supports(evidence(row), q.text)]
     if by_words:
         return by_words[0]
@@ -408,13 +284,13 @@ def choose(
     if not fitting:
         return None  # "Which bank am I with?": no row is of that kind
     fitting.sort(
-        key=lambda rc: (bool(q.aliases & set(_lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
+        key=lambda rc: (bool(q.aliases & set(lower_tokens(evidence(rc[0])))), rc[1]), reverse=True
     )
     if q.subject or q.names:
-        best, cos = fitting[0]
-        if bare is not None and not q.follow_up and cos - bare.get(best.ident, cos) < tuning.gain:
+        top, near = fitting[0]
+        if bare is not None and not q.follow_up and near - bare.get(top.ident, near) < tuning.gain:
             return None  # the row is about them, not about what is asked of them
-        return best
+        return top
     # the next row that could answer it too: a nearer row about someone else or of another
     # attribute ("Mijn schoonmoeder Ria woont …" for "Where am I living?") is no rival
     others = [cos for _, cos in fitting[1:]]
@@ -561,7 +437,7 @@ async def chosen_row(
     # "I don't know", never the model's guess; else a place or a thing ("tips for a
     # weekend in Lyon?"): a row's words, or the model
     if named_only and not personal_attribute(text, q.names):
-        person = _as_person(text, q.names) and await told_of(memory, session, text, q.names)
+        person = as_person(text, q.names) and await told_of(memory, session, text, q.names)
         q = q if person else replace(q, by_words_only=True)
     asker = sender if memory.hearing.origin is not None else None
     mine = about_me(text) or (q.follow_up and about_me(previous))
@@ -621,57 +497,6 @@ async def question_to_check(
         about = [f"my {s}" for s in sorted(q.subject)] + [n.title() for n in sorted(q.names)]
         return " — ".join([text, " ".join(about)])  # "Et quel jour ? — Léo": a name, not a start
     return None
-
-
-_BEFORE_A_PLACE = _set(
-    "in of for to from about at on near around à au aux de du des en a al el la le les los "
-    "las der die das den dem von vom nach naar van uit het the une un ein eine een"
-)
-"""Words before a name that make it a place or a thing the question is about ("a weekend
-in Lyon", "the capital of France"), not a person its verb asks about."""
-
-
-def _as_person(text: str, named: frozenset[str]) -> bool:
-    """Whether a name of ``text`` is whom its verb asks about ("does *Léo* go", "¿Dónde
-    estudia *Chloé*?"), not a place after a preposition ("a weekend in *Lyon*")."""
-    said = _lower_tokens(text)
-    return any(
-        i > 0 and said[i - 1] not in _BEFORE_A_PLACE for i, w in enumerate(said) if w in named
-    )
-
-
-DOING = _set(
-    "do does did doing doet doe deed macht mache machst gemacht fait fais faire hace haces "
-    "hizo hacer tun is ist est es"
-)
-"""What a question asks of someone when it asks what they do or who they are."""
-_PERSONAL_CONCEPTS = (
-    KNOWN
-    | _NAMED
-    | frozenset(i for w in ("old", "dog", "cat", "horse", "favourite") for i in CONCEPT_OF[w])
-    | frozenset(i for w in RELATIONS for i in CONCEPT_OF.get(w, frozenset()))
-)
-
-
-def personal_attribute(text: str, named: frozenset[str]) -> bool:
-    """Whether a question asks something of a person it names (their job, home, age, name,
-    family, pets…, or anything of theirs: "Ben's", "de Ben", "von Ben"), not of a place or a
-    thing ("What is the capital of France?")."""
-    low = text.replace("\u2019", "'").lower()
-    rest = [
-        w
-        for w in _lower_tokens(text)
-        if w not in FUNCTION and w not in QUESTION and w not in named and w not in DOING
-    ]
-    if not rest:
-        return True  # "What does Kees do?", "Wat doet Kees?", "Who is Ben?"
-    for name in named:
-        if re.search(rf"\b{re.escape(name)}'s?\b|\b(?:de|von|van|del) {re.escape(name)}\b", low):
-            return True
-    tokens = set(_lower_tokens(text))
-    return bool(_concepts(sorted(tokens)) & _PERSONAL_CONCEPTS) or bool(
-        tokens & (AGE | frozenset(KIND_WORDS))
-    )
 
 
 __all__ = [
