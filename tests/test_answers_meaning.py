@@ -178,11 +178,15 @@ def test_a_relative_named_by_a_compound_is_one_in_any_language(
     assert fits(evidence(row(told)), read_question(question)) is right
 
 
-def test_a_job_told_by_a_noun_no_ending_tells_is_left_to_meaning() -> None:
-    pilot = row("Mi mejor amiga, Valeria, es piloto de avión.")
-    assert fits(evidence(pilot), read_question("Was arbeitet meine beste Freundin?"))
-    dublin = row("My best friend Sam lives in Dublin.")
-    assert not fits(evidence(dublin), read_question("What is Sam's job?"))
+def test_what_someone_is_like_is_no_job() -> None:
+    """ "Meine Schwester Jana ist sehr hilfsbereit" tells no job: neither words nor meaning
+    (its cosine gain was above the trap rule's, measured) may make it answer one."""
+    for told, question in [
+        ("Meine Schwester Jana ist sehr hilfsbereit.", "Was macht meine Schwester beruflich?"),
+        ("Onze buurvrouw Els is gek op katten.", "Wat voor werk doet onze buurvrouw?"),
+        ("My best friend Sam lives in Dublin.", "What is Sam's job?"),
+    ]:
+        assert not fits(evidence(row(told)), read_question(question)), question
 
 
 def test_the_place_one_goes_to_work_is_no_job() -> None:

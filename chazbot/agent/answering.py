@@ -109,7 +109,6 @@ def _set(text: str) -> frozenset[str]:
 _JOB = CONCEPT_OF["job"]
 _LIVE = CONCEPT_OF["live"]
 _NAMED = CONCEPT_OF["name"]
-_IS = _set("is was ist war est était es era fue is was")
 WHERE = _set("where wo woher wohin où dónde donde waar")
 
 
@@ -157,9 +156,7 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        # "… wohnt in Hamburg und ist Fährkapitän"; a noun no ending tells ("es piloto de
-        # avión") when the row tells no other known attribute: meaning decides (``choose``)
-        return bool(job_nouns(words)) or (not have & KNOWN and bool(set(words) & _IS))
+        return bool(job_nouns(words))  # "… wohnt in Hamburg und ist Fährkapitän"
     return False
 
 
