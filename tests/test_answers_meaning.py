@@ -205,3 +205,12 @@ def test_a_follow_up_whats_is_no_name() -> None:
     assert q.follow_up and q.names == {"anke"}, q
     anke = row("Meine Schwester Anke lebt in Graz und arbeitet als Apothekerin.")
     assert fits(evidence(anke), q)
+
+
+def test_no_job_is_read_from_a_relative_a_possessive_or_the_name_asked_about() -> None:
+    maya = row("My stepdaughter Maya studies law in Glasgow.")
+    assert not fits(evidence(maya), read_question("Where does my stepdaughter work?"))
+    oliver = row("My grandson Oliver is learning to swim.")
+    assert not fits(evidence(oliver), read_question("What does Oliver do for a living?"))
+    uwe = row("Mein Schwager Uwe arbeitet als Tischler in Kassel.")
+    assert fits(evidence(uwe), read_question("Was macht Uwe beruflich?"))

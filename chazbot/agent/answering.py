@@ -156,7 +156,8 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
     if wanted & have:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
-        return bool(job_nouns(words))  # "… wohnt in Hamburg und ist Fährkapitän"
+        # "… wohnt in Hamburg und ist Fährkapitän"; not the name asked about ("Oliver")
+        return bool(job_nouns([w for w in words if w not in q.names | q.aliases]))
     return False
 
 

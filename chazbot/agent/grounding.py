@@ -72,6 +72,8 @@ _JOB_NOUN = re.compile(
 )
 
 
+_KIN_ENDS = tuple(sorted(r for r in RELATIONS if len(r) > 2))
+"""A word ending in a relative's ("stepdaughter", "Großmutter", "schoonmoeder") is no job."""
 _PLACE_BEFORE = _set("in im aus from à en uit nach naar to")
 """A word right after one of these is a place ("in Dublin", "à Berlin"), never a job."""
 
@@ -85,7 +87,8 @@ def job_nouns(words: Iterable[str]) -> list[str]:
         w
         for i, w in enumerate(tokens)
         if len(w) > 3
-        and w not in RELATIONS
+        and w not in POSSESSIVES  # "mein"
+        and not any(w.endswith(r) for r in _KIN_ENDS)  # "stepdaughter", "Großmutter"
         and _JOB_NOUN.search(w)
         and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE)
     ]
