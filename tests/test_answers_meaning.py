@@ -18,30 +18,12 @@ import pytest
 import chazbot
 from chazbot.agent.answering import AnswerTuning, choose, fits, read_question
 from chazbot.agent.grounding import evidence, supports
-from chazbot.config import AgentConfig, Config, EmbeddingConfig, local_embedder_installed
-from chazbot.memory.audience import Provenance, room_audience
-from chazbot.memory.rows import MemoryRow
+from chazbot.config import AgentConfig, Config, EmbeddingConfig
+from chazbot.memory.audience import room_audience
 from tests.standin_chat import OneAnswer
+from tests.test_answers import needs_embedder, row
 
-ANN, BEN = "@ann:example.org", "@ben:example.org"
-
-needs_embedder = pytest.mark.skipif(
-    not local_embedder_installed(), reason="the local multilingual embedder is not installed"
-)
-
-
-def row(text: str, speaker: str = ANN, n: int = 0) -> MemoryRow:
-    return MemoryRow(
-        doc=n,
-        row_id=f"r{n}",
-        key=f"{speaker}/2026-12-08/r{n}",
-        value=f"{speaker} (2026-12-08): {text}",
-        tags=(),
-        ts=n,
-        order=(n, "e", 0),
-        author="agent",
-        origin=Provenance("dm", speaker, (speaker,)),
-    )
+ANN = "@ann:example.org"
 
 
 def test_a_which_kind_question_is_not_answered_by_a_row_that_only_names_whom_it_asks() -> None:
@@ -194,6 +176,8 @@ def test_the_place_one_goes_to_work_is_no_job() -> None:
     for question in ("Wat is mijn beroep?", "What's my job?"):
         assert not fits(evidence(train), read_question(question)), question
         assert not supports(evidence(train), question), question
+    run = row("Salgo a correr cada mañana antes del trabajo.")
+    assert not fits(evidence(run), read_question("Wat is mijn beroep?"))
     cook = row("Ich arbeite als Koch in einem Hotel.")
     assert supports(evidence(cook), "Was ist mein Beruf?")
 
@@ -212,5 +196,7 @@ def test_no_job_is_read_from_a_relative_a_possessive_or_the_name_asked_about() -
     assert not fits(evidence(maya), read_question("Where does my stepdaughter work?"))
     oliver = row("My grandson Oliver is learning to swim.")
     assert not fits(evidence(oliver), read_question("What does Oliver do for a living?"))
+    miner = row("Mein Opa Heinrich war Bergmann im Ruhrgebiet.")
+    assert fits(evidence(miner), read_question("What did my grandfather do for work?"))
     uwe = row("Mein Schwager Uwe arbeitet als Tischler in Kassel.")
     assert fits(evidence(uwe), read_question("Was macht Uwe beruflich?"))

@@ -68,12 +68,13 @@ _CONCEPT_OF = CONCEPT_OF
 _OWN_CONCEPTS = OWN_CONCEPTS
 _JOB_NOUN = re.compile(
     r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
-    r"captain|nurse|chef|koch|cook|pilot|driver|nanny)$"
+    r"captain|nurse|chef|koch|cook|pilot|driver|nanny|mann)$"
 )
 
 
-_KIN_ENDS = tuple(sorted(r for r in RELATIONS if len(r) > 2))
-"""A word ending in a relative's ("stepdaughter", "Großmutter", "schoonmoeder") is no job."""
+_KIN_ENDS = tuple(sorted(r for r in RELATIONS if len(r) > 3 and not r.endswith(("man", "mann"))))
+"""A word ending in a relative's ("stepdaughter", "Großmutter", "schoonmoeder") is no job;
+"-mann" ends jobs too ("Bergmann", "Kaufmann")."""
 _PLACE_BEFORE = _set("in im aus from à en uit nach naar to")
 """A word right after one of these is a place ("in Dublin", "à Berlin"), never a job."""
 
@@ -87,8 +88,9 @@ def job_nouns(words: Iterable[str]) -> list[str]:
         w
         for i, w in enumerate(tokens)
         if len(w) > 3
+        and w not in RELATIONS
         and w not in POSSESSIVES  # "mein"
-        and not any(w.endswith(r) for r in _KIN_ENDS)  # "stepdaughter", "Großmutter"
+        and not w.endswith(_KIN_ENDS)  # "stepdaughter", "Großmutter"
         and _JOB_NOUN.search(w)
         and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE)
     ]
@@ -338,9 +340,13 @@ def _another_attribute(words: list[str], question: str) -> bool:
     return not (asked_of & _CONCEPT_OF["job"] and job_nouns(words))
 
 
-_TOWARDS = _set("to naar zur zum nach au à al a")
-"""A job's word after one of these is a place one goes to ("the train *to work*", "naar
-mijn werk", "zur Arbeit", "au travail", "al trabajo"), not what one does for a living."""
+_TOWARDS = _set(
+    "to naar zur zum nach au à al a before after antes después avant après vor voor na del "
+    "du at op bei"
+)
+"""A job's word after one of these is a place or a time ("the train *to work*", "naar mijn
+werk", "antes del trabajo", "after work", "op het werk"), not what one does for a living
+("*for* a living", "*als* Lehrer", "*von* Beruf" are)."""
 
 
 def commute(words: list[str]) -> list[str]:
