@@ -157,7 +157,7 @@ def _holds(words: list[str], raw: str, q: Question) -> bool:
         return True
     if wanted & _JOB:  # a job is told as what someone is: "Jonas is a carpenter"
         # "… wohnt in Hamburg und ist Fährkapitän"; not the name asked about ("Oliver")
-        return bool(job_nouns([w for w in words if w not in q.names | q.aliases]))
+        return bool(job_nouns([w for w in words if w not in q.names]))
     return False
 
 
