@@ -17,7 +17,6 @@ import hmac
 import logging
 import re
 import secrets
-import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,7 @@ import jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from chazbot.commands import Reply
+from chazbot.commands import Call, Reply
 from chazbot.commands.web_cmds import (
     LINK_NOT_VALID,
     LINK_SHARED_ROOM,
@@ -43,7 +42,7 @@ from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note
-from chazbot.transports.matrix_rules import matches_any
+from chazbot.transports.matrix.rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
 
 if TYPE_CHECKING:
@@ -400,30 +399,30 @@ class Pages:
         """The person's own view: a room where only they read (like a DM with the bot)."""
         return room_audience(WEB_SESSION, {who.person}, lambda _: who.admin)
 
-    async def command(self, who: Who, words: list[str], as_admin: bool = False) -> Reply:
-        """Run one command as ``who`` through the command tree; logged under their name.
+    async def command(self, who: Who, call: Call, as_admin: bool = False) -> Reply:
+        """Run one command as ``who`` through the command tree, its arguments as the form gave
+        them (never quoted into a line and parsed again); logged under their name.
 
         ``as_admin``: an admin page's action, with the operator's full view (what ``chazbot
         cmd`` sees); otherwise the person's own view (``own_audience``)."""
-        text = "/" + " ".join(shlex.quote(w) for w in words)
         audience = None if as_admin else self.own_audience(who)
         sender = who.person if not who.operator else "local"
         reply = await self.peer.command(
-            text, session=WEB_SESSION, sender=sender, is_admin=who.admin, audience=audience
+            call, session=WEB_SESSION, sender=sender, is_admin=who.admin, audience=audience
         )
         log.info(
             "web: %s ran %s: %s",
             who.person,
-            text[:200],
+            call.shown()[:200],
             "ok" if reply.ok else reply.text.splitlines()[0][:200],
         )
         return reply
 
     async def act(
-        self, who: Who, words: list[str], back: str, as_admin: bool = False
+        self, who: Who, call: Call, back: str, as_admin: bool = False
     ) -> web.StreamResponse:
         """Run a command, keep its reply for the next page, and go back there (303)."""
-        reply = await self.command(who, words, as_admin)
+        reply = await self.command(who, call, as_admin)
         self.flash(who, reply.ok, reply.text)
         return see_other(local_path(back))
 

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from chazbot.commands import Call
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
 from chazbot.transports.web.pages import (
     PREFIX,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 PAGE_ROWS = 50
 QUERY_MAX_CHARS = 200
+FORGET_MINE = ("memory", "forget-mine")
 
 
 @dataclass(frozen=True)
@@ -150,18 +152,18 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             return await ui.act_done(back)
         # by its key, always: a key of digits ("5") or "all" is never read as a list number
         # or as every row
-        return await ui.act(who, ["memory", "forget-mine", "key", key], back)
+        return await ui.act(who, Call(FORGET_MINE, {"key": "key", "named": key}), back)
 
     async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)
         if form.get("confirm") != "yes":
             ui.flash(who, False, "Tick the box to confirm forgetting everything you said.")
             return await ui.act_done(f"{PREFIX}/me")
-        return await ui.act(who, ["memory", "forget-mine", "all"], f"{PREFIX}/me")
+        return await ui.act(who, Call(FORGET_MINE, {"key": "all"}), f"{PREFIX}/me")
 
     async def undo(request: web.Request, who: Who) -> web.StreamResponse:
         await ui.form(request)  # the CSRF check, as every POST
-        return await ui.act(who, ["memory", "undo"], f"{PREFIX}/me")
+        return await ui.act(who, Call(("memory", "undo")), f"{PREFIX}/me")
 
     async def export(request: web.Request, who: Who) -> web.StreamResponse:
         rows = [s.as_json() for s in await said_by(ui, who)]
