@@ -21,8 +21,8 @@ from chazbot.agent.answering import AnswerTuning, aliases_of, choose, fits, read
 from chazbot.agent.grounding import evidence, supports
 from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
-from tests.standin_chat import OneAnswer
-from tests.test_answers import needs_embedder, row
+from tests.agent.test_answers import needs_embedder, row
+from tests.support.standin_chat import OneAnswer
 
 ANN = "@ann:example.org"
 
