@@ -1,4 +1,5 @@
-"""The peer-local records of the vectors owed (``VectorQueue``), kept in ``local_kv``.
+"""The peer-local records of the vectors owed (``VectorQueue``), kept in ``local_kv``; a row
+owed its vector (``Pending``) and when the queue embeds (``VectorTiming``).
 
 - ``vectors-owed/<db>``: ``db`` owes vectors for the rows stored after a row number, written
   by a key (``Owed``); set before the first such row is stored, so a crash leaves them owed.
@@ -15,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from chazbot.ledger import KeyPair, Ledger
 from chazbot.memory.rows import EMBED_TEXT_VERSION
@@ -34,6 +36,39 @@ this peer's vectors are written with since its ledger's row number ``N``; vector
 TEXT_DONE_PREFIX = "vectors-text/"
 """``local_kv`` keys ``vectors-text/<db>``: the text version ``db``'s vectors were all
 rewritten to (or found at)."""
+
+
+@dataclass(frozen=True)
+class VectorTiming:
+    """When the queue embeds: measured values, passed in (``MemoryEngine(vectors=)``), never
+    a module global a test flips; a test builds its own with ``dataclasses.replace``."""
+
+    batch: int = 32
+    """Texts per embedding call."""
+    quiet_s: float = 2.0
+    """No row captured for this long: the bot is quiet, embed what waits."""
+    max_wait_s: float = 60.0
+    """The longest a row waits for a quiet moment before it is embedded anyway."""
+    max_pending: int = 4096
+    """Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
+    arrived_grace_s: float = 300.0
+    """Rows that arrived without vectors (sync) are looked at again this much later: the peer
+    that wrote them owes their vectors too, and they usually follow by then (a scan skips
+    each row whose vector came meanwhile, batch by batch)."""
+
+
+DEFAULT_TIMING = VectorTiming()
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A stored row that still needs its vector."""
+
+    db: str
+    key: KeyPair
+    row_id: str
+    text: str
+    since: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -153,10 +188,13 @@ def _parse_mark(value: str, key: KeyPair | None) -> Owed:
 
 
 __all__ = [
+    "DEFAULT_TIMING",
     "OWED_PREFIX",
     "TEXT_DONE_PREFIX",
     "TEXT_PREFIX",
     "TEXT_VERSION_KEY",
     "Owed",
     "OwedMarks",
+    "Pending",
+    "VectorTiming",
 ]
