@@ -39,7 +39,7 @@ from locomo_data import DEFAULT_DATA, SPLITS, Scores, load_locomo  # noqa: E402
 from chazbot.agent.recall import focus_query  # noqa: E402
 from chazbot.memory.embedders import Embedder  # noqa: E402
 from chazbot.peer import Peer  # noqa: E402
-from tests.standin_llm import StandinLLM  # noqa: E402
+from tests.support.standin_llm import StandinLLM  # noqa: E402
 
 WAYS = ("row", "shared")
 

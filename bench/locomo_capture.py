@@ -8,9 +8,9 @@ This is the number users get: nothing here shapes rows. Each conversation gets a
 (real SQLite, the default ``chaz`` agent with ``capture: messages`` and no tools, the local
 embedder when installed) and one room; every dialogue turn is a message from its speaker in
 that room, sent at its session's date, answered by a stand-in OpenAI-compatible LLM
-(``tests/standin_llm.py``, loopback HTTP), so capture stores it exactly as it would in Matrix
-(auto-recall is off while telling: it would only shape the stand-in's replies, which capture
-never stores).
+(``tests/support/standin_llm.py``, loopback HTTP), so capture stores it exactly as it would
+in Matrix (auto-recall is off while telling: it would only shape the stand-in's replies,
+which capture never stores).
 A shared photo's caption is part of the message (``[shares a photo: …]``), as in the
 row-shaping bench. Then every question (category 5 skipped) is asked through the public API,
 ``agent.recall(question, limit=10)``, with the embedder and the model's relevance floor
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # for tests.standin_llm when run as a script
+if str(REPO) not in sys.path:  # for tests.support.standin_llm when run as a script
     sys.path.insert(0, str(REPO))
 
 import chazbot  # noqa: E402
@@ -43,7 +43,7 @@ from chazbot.agent.capture import CAPTURE_TAG  # noqa: E402
 from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
 from chazbot.config import local_embedder_installed as embedder_installed  # noqa: E402
 from chazbot.peer import Peer  # noqa: E402
-from tests.standin_llm import StandinLLM  # noqa: E402
+from tests.support.standin_llm import StandinLLM  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_data import (  # noqa: E402

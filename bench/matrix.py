@@ -22,7 +22,7 @@ Target: chazbot <= 1.2x the bare bot.
 rooms at once, to three bots on the one Synapse: the bare nio bot (the anchor), chazbot with
 memory off (capture off, ``embedding: null``) and chazbot with memory on (the defaults:
 capture ``messages``, the local embedder). The chat model is the stand-in
-(``tests/standin_llm.py``), answering at once. Every room first sends one warm-up message
+(``tests/support/standin_llm.py``), answering at once. Every room first sends one warm-up message
 (the session's first turn, the embedder's load). Per bot and N: turns/s, reply latency p50
 and p95, bot and Synapse CPU ms per turn, replies lost (none within 60 s) and answered twice,
 and, for chazbot, recalls that fell back to BM25 (``/metrics``). Memory on's CPU a turn holds
@@ -52,8 +52,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.standin_llm import StandinLLM
-from tests.synapse import (
+from tests.support.standin_llm import StandinLLM
+from tests.support.synapse import (
     ChazbotProcess,
     Human,
     SynapseServer,

@@ -7,7 +7,7 @@ optional (the ``fast`` extra, which the install script and the image include): w
 with an index under ``MIN_DOCS`` documents, or while it compiles (on a worker thread, once,
 then cached on disk), searches take the numpy path. Both compute each score with the same
 float operations in the same order, so both return the same documents and scores
-(``tests/test_bm25_kernel.py`` compares them).
+(``tests/memory/test_bm25_kernel.py`` compares them).
 
 The compiled code's cache is code: numba loads it with pickle. So it is kept in the user's
 cache directory (``$XDG_CACHE_HOME/chazbot/compiled``, else ``~/.cache/...``; or

@@ -49,7 +49,7 @@ INLINE_WORK = 2_000_000
 """A search of a big view whose bound (``bm25_kernel.work``) is at most this is tried in
 place; above it, it goes to a thread at once (a typical query's bound is 10,000-40,000 at
 100k rows and auto-recall's pair of 10-word queries 500,000-1,000,000 at 20k; the 32
-commonest words of tests/test_query_bounds.py's 20k-row bank 3.3 million, its 8,000-word
+commonest words of tests/memory/test_query_bounds.py's 20k-row bank 3.3 million, its 8,000-word
 query, cut to 32 rare words, 434)."""
 INLINE_BUDGET = 60_000
 """Postings read and lookups made that a search tried in place may spend (``bm25_kernel
