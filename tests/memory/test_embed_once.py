@@ -71,13 +71,18 @@ async def test_a_facts_capture_embeds_the_message_once(
         await turn(peer, "I grew up near the harbour in Marseille", "warm")  # rows to search
         before = len(standin_embeddings.requests)
         chats = len(standin_llm.requests)
-        await turn(peer, message, "room")
+        result = await peer.chat(message, session="room", sender="@alice:example.org")
+        assert result.ok, result.text
+        replied = len(standin_embeddings.requests)  # capture starts after the reply
+        await peer.wait_captures()
         assert len(standin_llm.requests) > chats, "the turn went to the model (auto-recall ran)"
         assert standin_llm.capture_requests, "capture asked the model for facts"
         sent = inputs(standin_embeddings.requests[before:])
         # auto-recall embedded the message's words; capture's look for close memories
-        # used that vector, not a second embedding of the message
-        assert sent == [focus_query([message])], sent
+        # used that vector, not a second embedding of the message, and no text went twice
+        assert focus_query([message]) in sent, sent
+        assert inputs(standin_embeddings.requests[replied:]) == [], sent
+        assert len(sent) == len(set(sent)), sent
 
 
 async def test_one_question_in_two_rooms_at_once_is_embedded_once(
