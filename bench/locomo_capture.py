@@ -29,6 +29,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -102,15 +103,19 @@ async def tell(
     llm: StandinLLM,
     limit: int | None,
     hybrid: bool | None = None,
+    prepare: Callable[[Peer], None] | None = None,
 ) -> int:
     """Feed the conversation through the agent; the number of rows capture wrote. ``hybrid``
     (default: when the embedder is installed) embeds the rows as they are captured;
-    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself."""
+    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself. ``prepare``
+    sees the peer before the first turn (``bench/embed_once.py`` changes its embedder)."""
     turns = conv.turns[:limit] if limit else conv.turns
     embed = embedder_installed() if hybrid is None else hybrid
     async with chazbot.open(state, config(state, llm, embed)) as peer:
         # Auto-recall only shapes the stand-in's replies, which capture does not store.
         assert (await peer.command("/memory config set auto_recall_enabled false")).ok
+        if prepare is not None:
+            prepare(peer)
         for turn in turns:
             result = await peer.chat(
                 message_of(turn), session=ROOM, sender=turn.speaker, sent_at=sent_at(turn)
