@@ -29,6 +29,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -103,18 +104,23 @@ async def tell(
     llm: StandinLLM,
     limit: int | None,
     hybrid: bool | None = None,
+    prepare: Callable[[Peer], None] | None = None,
     told: str = "dated",
 ) -> int:
     """Feed the conversation through the agent; the number of rows capture wrote. ``hybrid``
     (default: when the embedder is installed) embeds the rows as they are captured;
     ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself. ``told``:
     ``dated``, each message sent at its session's date; ``one-sitting``, every message sent
-    now, as a conversation replayed in one sitting is (nothing says when it was first said)."""
+    now, as a conversation replayed in one sitting is (nothing says when it was first said).
+    ``prepare`` sees the peer before the first turn (``bench/embed_once.py`` changes its
+    embedder)."""
     turns = conv.turns[:limit] if limit else conv.turns
     embed = embedder_installed() if hybrid is None else hybrid
     async with chazbot.open(state, config(state, llm, embed)) as peer:
         # Auto-recall only shapes the stand-in's replies, which capture does not store.
         assert (await peer.command("/memory config set auto_recall_enabled false")).ok
+        if prepare is not None:
+            prepare(peer)
         for turn in turns:
             result = await peer.chat(
                 message_of(turn),

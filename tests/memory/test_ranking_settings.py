@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,15 +123,17 @@ async def test_auto_recall_builds_its_queries_as_its_tuning_says(
         for r in WIFI:
             await agent.remember(r.key, r.value)
         session = await peer.session("room")
-        embedded: dict[bool, int] = {}
+        embedded: dict[bool, list[Any]] = {}
         for one in (True, False):
-            before = standin_embeddings.calls
+            before = len(standin_embeddings.requests)
             block, hits = await auto_recall(
                 peer, agent, session, messages, tuning=replace(DEFAULT_TUNING, one_query_vector=one)
             )
-            embedded[one] = standin_embeddings.calls - before
+            embedded[one] = [r["input"] for r in standin_embeddings.requests[before:]]
             assert block is not None and "rose-7" in block and hits > 0, block
-        assert embedded == {True: 1, False: 2}  # one vector for both searches, or one each
+        # one vector for both searches, or one each (the focus's is kept from the first: #48)
+        focus, query = focus_query(messages), recall_query(messages)
+        assert embedded == {True: [[focus]], False: [[query]]}, embedded
 
         # each store is ranked as the engine ranks: a host whose engine has its own settings
         seen: list[int] = []

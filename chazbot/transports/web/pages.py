@@ -44,6 +44,7 @@ from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note
 from chazbot.transports.matrix.rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
+from chazbot.transports.web.wording import ENGLISH, Words, page_lang
 
 if TYPE_CHECKING:
     from chazbot.config import Config
@@ -187,6 +188,7 @@ class Pages:
         """A rendered page (the flash message for ``who``, if any, shown once)."""
         flash = self._flash.pop(who.session, None) if who is not None else None
         prefix = self.cfg.matrix.command_prefix if self.cfg.matrix is not None else None
+        values.setdefault("words", ENGLISH)  # the person's pages hand their own (wording)
         html = self.env.get_template(template).render(
             who=who, flash=flash, command_prefix=prefix, **values
         )
@@ -342,7 +344,8 @@ class Pages:
         token = request.query.get("t", "")
         if not token or len(token) > 128:
             return self.message(None, 400, "Sign in", "This sign-in link is incomplete.")
-        return self.page("login.html", None, title="Sign in", token=token)
+        words = Words(page_lang(request.headers.get("Accept-Language")))
+        return self.page("login.html", None, title=words.title_login, token=token, words=words)
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         if not self.same_origin(request):
