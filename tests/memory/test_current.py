@@ -168,7 +168,12 @@ async def test_the_block_and_the_recall_tool_show_the_newest_first(
         reply = await peer.command("/memory search self wifi code")
         assert reply.ok
         text = reply.text
-        assert text.index("rose-7") < text.index("tulip-42"), text
+        # Alice's rows only: a row may quote the message it replied to ("[replying to …]"),
+        # Bob's "mango-3" quoting Alice's "tulip-42" (a flake at load 14 when it led)
+        rows = [line for line in text.splitlines() if line.startswith(f"- [{ALICE}")]
+        rose = next(i for i, line in enumerate(rows) if "rose-7" in line)
+        tulip = next(i for i, line in enumerate(rows) if "tulip-42" in line)
+        assert rose < tulip, text
         assert "earlier: @alice:example.org" in text and "earlier: @bob" not in text, text
         assert len(await agent.recall("wifi code", None, 10)) >= 3  # nothing deleted
 
