@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from chazbot.agent.lexicon import LANGUAGES, Language
+from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 WORD = re.compile(r"[\w'-]+|[^\w\s]", re.UNICODE)
@@ -147,6 +148,13 @@ def mend(words: list[str], lang: Language) -> list[str]:
     return mended
 
 
+def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
+    """Greetings and thanks with nothing else in them ("Hello!", "thanks a lot, chaz")."""
+    words = tokenize(text)
+    allowed = SMALL_TALK | {n.lower() for n in names} | {"a", "lot"}
+    return bool(words) and all(w in allowed for w in words)
+
+
 __all__ = [
     "APOSTROPHES",
     "CLAUSE_END",
@@ -160,6 +168,7 @@ __all__ = [
     "polished",
     "rest",
     "skip",
+    "small_talk",
     "split_words",
     "typo",
     "whole",

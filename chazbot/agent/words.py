@@ -18,11 +18,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from chazbot.agent.imperative import only_commands
 from chazbot.agent.lexicon import LANGUAGES, Language
 from chazbot.agent.reading import APOSTROPHES as _APOSTROPHES
 from chazbot.agent.reading import CLAUSE_END as _CLAUSE_END
 from chazbot.agent.reading import clause_starts as _clause_starts
-from chazbot.agent.reading import keep_out, polished
+from chazbot.agent.reading import keep_out, polished, small_talk
 from chazbot.agent.reading import mend as _mend
 from chazbot.agent.reading import mentions as _mentions
 from chazbot.agent.reading import phrase as _phrase
@@ -30,8 +31,15 @@ from chazbot.agent.reading import rest as _rest
 from chazbot.agent.reading import skip as _skip
 from chazbot.agent.reading import split_words as _words
 from chazbot.agent.reading import whole as _whole
+from chazbot.agent.request_words import (
+    READ,
+    canonical_last,
+    dont_forget,
+    newcomer,
+    spanish_speaker,
+    untagged,
+)
 from chazbot.agent.turning import BY_CODE, as_said_to_them, language, turned
-from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
 IntentKind = Literal["intro", "about_me", "forget", "forget_last", "remember", "undo", "choose"]
 
@@ -57,7 +65,8 @@ _SENTENCES = re.compile(r"[^.!?¿¡]+[.!?]*|[¿¡][^.!?]*[.!?]*")
 def _intro_inside(flat: str, lang: Language) -> bool:
     """An intro asked after a greeting or a word about the newcomer, in one message: "Hello!
     I'm Ana, I'm new here. What can you do?". Every other sentence is small talk or opens
-    (at one of its clauses) with ``Language.intro_said``."""
+    (at one of its clauses) with ``Language.intro_said``, or is a greeting or a newcomer's
+    line (``request_words.newcomer``: "Hi all, Priya here, just joined.")."""
     sentences = [s.strip(" ¿¡") for s in _SENTENCES.findall(flat) if _words(s)]
     if len(sentences) < 2 or len(sentences) > 4:
         return False
@@ -68,6 +77,8 @@ def _intro_inside(flat: str, lang: Language) -> bool:
         if sentence is asked[0] or small_talk(sentence):
             continue
         words = [w for w in _words(sentence) if w not in ("!", ".", "?")]
+        if newcomer(words, lang, sentence):  # "Hi all, Priya here, just joined."
+            continue
         starts = _clause_starts(words)
         if not any(_phrase(words, _skip(words, i, lang.filler), lang.intro_said) for i in starts):
             return False
@@ -77,13 +88,14 @@ def _intro_inside(flat: str, lang: Language) -> bool:
 def intent(text: str) -> Intent | None:
     """The intent of ``text``, or None for an ordinary message (also for a request about
     the world that uses a memory verb: "remove the onions from the recipe"). Politeness is
-    read past wherever it sits (``polished``)."""
+    read past wherever it sits (``polished``), with the particles, openings, question tags and
+    ways of saying "what I just said" of ``request_words``."""
     flat = " ".join(text.split())
     if not _words(flat):
         return None
     if _CHOICE.match(flat):  # a number: the answer to a list of rows a forget could mean
         return Intent("choose", flat)
-    read = [(lang, polished(flat, lang)) for lang in LANGUAGES]
+    read = [(lang, polished(untagged(canonical_last(flat, lang), lang), lang)) for lang in READ]
     for lang, clean in read:
         words = _words(clean)
         if _whole(words, lang.undo, lang.filler):
@@ -106,7 +118,7 @@ def intent(text: str) -> Intent | None:
 
 _THAT = frozenset({"that", "dass", "que", "dat"})
 """The leads that open a fact ("remember *that* …"), never a thing to do."""
-_PERSON = frozenset(w for lang in LANGUAGES for w in lang.person)
+_PERSON = frozenset(w for lang in READ for w in lang.person)
 
 
 def _theirs(words: list[str]) -> bool:
@@ -131,7 +143,7 @@ def _asks_of_memory(text: str, recalling: bool = True) -> bool:
     understood or not: such a message ("Remember to buy milk", "Forget the onions") is never
     itself a fact to keep."""
     typed = _words(" ".join(text.split()))
-    for lang in LANGUAGES:
+    for lang in READ:
         words = _mend(typed, lang)
         at = _skip(words, 0, lang.filler)
         verbs = lang.forget + lang.delete + lang.dont_keep + (lang.remember if recalling else ())
@@ -180,7 +192,7 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
         if not n and at > start:  # after a modal: "kannst du dir merken, dass …?"
             n = _phrase(words, at, lang.remember_asked)
         if n:
-            after = _skip(words, at + n, (",", ":"))
+            verb_at, after = at, _skip(words, at + n, (",", ":"))
             that = after < len(words) and words[after] in _THAT
             if asking and not (at > start and that):
                 return None  # "Remember when we went to Paris?": never stored as a fact
@@ -190,6 +202,9 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
             that = bool(lead) and words[at] in _THAT
             if not colon and not that and re.search(lang.todo, " ".join(_clause(words, at))):
                 return None  # "remember to buy milk": a thing to do, not a fact to keep
+            reminder = dont_forget(words, verb_at, lang) and not that and not colon
+            if reminder and not _theirs(_clause(words, at)):
+                return None  # "Don't forget the umbrella tomorrow!": a reminder
             what = _rest(text, typed, at + lead)
             return Intent("remember", what, lang.code) if what else None
         n, strong = _phrase(words, at, lang.forget), True
@@ -216,6 +231,7 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
         if last is not None:
             what = re.sub(r"\s*\S+\W*$", "", what)  # the closing verb, as typed
         mine = _theirs(object_words) or any(w in lang.opens for w in object_words)
+        mine = mine or (lang.code == "es" and spanish_speaker(object_words))
         if what and not mine and not _mentions(words, lang.memory):
             return None  # "forget about the cinema, let's stay in": nothing of theirs named
         return Intent("forget", what, lang.code)
@@ -283,21 +299,18 @@ def personal(text: str) -> bool:
     return _PERSONAL.search(text.translate(_APOSTROPHES)) is not None
 
 
-def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
-    """Greetings and thanks with nothing else in them ("Hello!", "thanks a lot, chaz")."""
-    words = tokenize(text)
-    allowed = SMALL_TALK | {n.lower() for n in names} | {"a", "lot"}
-    return bool(words) and all(w in allowed for w in words)
-
-
-def to_the_bot(text: str) -> bool:
+def to_the_bot(text: str, names: tuple[str, ...] = ()) -> bool:
     """Whether ``text`` asks the bot to do something rather than tells anything (#45): it
     opens with a verb that asks something of memory ("Oublie le cinéma ce soir", "Forget
     the onions"), or it is polite in one of the languages of ``lexicon`` and tells nothing
     of the person ("Lösch bitte die Zwiebeln aus dem Rezept", "Remove the mushrooms from
-    that recipe idea, please"). "Please note that …" is read as a remember before this."""
+    that recipe idea, please"), or it only asks the bot to do something
+    (``imperative.only_commands``: "Write me a short poem", "Cuéntame un chiste"). "Please
+    note that …" is read as a remember before this."""
     if _asks_of_memory(text, recalling="?" not in text):
         return True  # "Remember that block in Game 7?" reminisces: it is kept
+    if only_commands(text, names):
+        return True  # "Write me a short poem", "Nimm die Nüsse aus dem Rezept raus"
     typed = _words(" ".join(text.split()))
     return any(_mentions(typed, lang.polite) and not _theirs(typed) for lang in LANGUAGES)
 
@@ -311,7 +324,7 @@ def worth_keeping(text: str, names: tuple[str, ...] = ()) -> bool:
     found = intent(text)
     if found is not None:
         return found.kind == "remember"
-    return not to_the_bot(text)
+    return not to_the_bot(text, names)
 
 
 MAX_TOLD_CHARS = 200
