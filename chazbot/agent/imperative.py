@@ -114,16 +114,16 @@ def command(sentence: str, names: frozenset[str] = frozenset()) -> bool:
 
 def only_commands(text: str, names: tuple[str, ...] = ()) -> bool:
     """Whether every sentence of ``text`` is a command, a question or small talk, one at
-    least a command (see the module)."""
+    least a command or a question ("¿Te acuerdas del cumpleaños de Ana? Gracias.")."""
     lowered = frozenset(n.lower() for n in names)
     sentences = [s.strip() for s in _SENTENCES.findall(text) if split_words(s)]
-    commands = 0
+    asked = 0
     for sentence in sentences:
-        if command(sentence, lowered):
-            commands += 1
-        elif not (sentence.rstrip()[-1:] == "?" or small_talk(sentence, names)):
+        if command(sentence, lowered) or sentence.rstrip()[-1:] == "?":
+            asked += 1
+        elif not small_talk(sentence, names):
             return False
-    return commands > 0
+    return asked > 0
 
 
 __all__ = ["IMPERATIVES", "SMALL_TALK_COMMANDS", "command", "only_commands"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from chazbot.agent.imperative import only_commands
-from chazbot.agent.lexicon import LANGUAGES, Language
+from chazbot.agent.lexicon import Language
 from chazbot.agent.reading import APOSTROPHES as _APOSTROPHES
 from chazbot.agent.reading import CLAUSE_END as _CLAUSE_END
 from chazbot.agent.reading import clause_starts as _clause_starts
@@ -312,7 +312,8 @@ def to_the_bot(text: str, names: tuple[str, ...] = ()) -> bool:
     if only_commands(text, names):
         return True  # "Write me a short poem", "Nimm die Nüsse aus dem Rezept raus"
     typed = _words(" ".join(text.split()))
-    return any(_mentions(typed, lang.polite) and not _theirs(typed) for lang in LANGUAGES)
+    lang = BY_CODE[language(text)]  # its own language's: Dutch "even" is no English "please"
+    return _mentions(typed, lang.polite) and not _theirs(typed)
 
 
 def worth_keeping(text: str, names: tuple[str, ...] = ()) -> bool:
