@@ -25,6 +25,7 @@ from chazbot.agent.words import intent
 from chazbot.config import AgentConfig, Config, EmbeddingConfig, local_embedder_installed
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MemoryRow
+from chazbot.peer import Peer
 
 ANN = "@ann:example.org"
 SET = json.loads((Path(__file__).parent / "data" / "forget_meaning.json").read_text())
@@ -56,16 +57,23 @@ def test_every_forget_of_the_set_is_read_as_a_forget() -> None:
         assert found.lang == lang, (text, found)
 
 
+async def _told(peer: Peer) -> None:
+    """The set's facts as Ann's rows in her DM, with their vectors."""
+    chaz = peer.agent("chaz")
+    dm = room_audience("dm", [ANN], lambda u: True)
+    memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
+    for n, (_, fact) in enumerate(SET["facts"]):
+        await memory.remember(f"{ANN}/2026-12-07/m{n}", f"{ANN} (2026-12-07): {fact}")
+    await peer.memory.wait_vectors(120)
+
+
 @needs_embedder
 async def test_a_forget_finds_its_row_by_meaning_and_forgets_nothing_else(tmp_path: Path) -> None:
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
+        await _told(peer)
         chaz = peer.agent("chaz")
         dm = room_audience("dm", [ANN], lambda u: True)
-        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
         facts = [text for _, text in SET["facts"]]
-        for n, fact in enumerate(facts):
-            await memory.remember(f"{ANN}/2026-12-07/m{n}", f"{ANN} (2026-12-07): {fact}")
-        await peer.memory.wait_vectors(120)
 
         async def rows() -> list[str]:
             view = await peer.memory.view(chaz.db)
@@ -104,12 +112,9 @@ async def test_a_forget_finds_its_row_by_meaning_and_forgets_nothing_else(tmp_pa
 @needs_embedder
 async def test_a_forget_of_something_never_told_forgets_nothing(tmp_path: Path) -> None:
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
+        await _told(peer)
         chaz = peer.agent("chaz")
         dm = room_audience("dm", [ANN], lambda u: True)
-        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
-        for n, (_, fact) in enumerate(SET["facts"]):
-            await memory.remember(f"{ANN}/2026-12-07/m{n}", f"{ANN} (2026-12-07): {fact}")
-        await peer.memory.wait_vectors(120)
         view = await peer.memory.view(chaz.db)
         before = len(view.visible)
         for text in ("Vergiss bitte meine Schuhgröße.", "Forget which bank I'm with."):

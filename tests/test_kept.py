@@ -1,6 +1,6 @@
 """What is kept (#45, helper forget): a message that only asks the bot to do something, in
 any of the five languages, is not kept as a thing the person said; questions are not kept;
-what tells something of the person is. Sentences in no data file; on main 25 of the 37
+what tells something of the person is. Sentences in no data file; on main 27 of the 37
 requests were kept (and four LoCoMo turns that QA evidence names were dropped, read as
 polite through the Dutch "even": politeness is now read in the message's own language).
 """

@@ -25,9 +25,9 @@ from chazbot.agent.answering import choose_row, fits, read_question
 from chazbot.agent.forget_meaning import DEFAULT_MEANING_TUNING, MeaningTuning, ranked
 from chazbot.agent.grounding import evidence
 from chazbot.agent.lexicon import reply
-from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
+from chazbot.agent.undo import UndoSlots
 from chazbot.agent.words import Intent
-from chazbot.memory.rows import MemoryRow, said_text
+from chazbot.memory.rows import MemoryRow
 from chazbot.memory.tokenize import auto_recall_query
 
 if TYPE_CHECKING:
@@ -66,20 +66,20 @@ async def forget_words(
     audience = None if _alone(memory, sender) else memory.hearing.audience
     theirs = view.rows_by(speaker, audience)
     if not what:
-        return await _forget(memory, sender, theirs, undo, lang)
+        return await asked._forget(memory, sender, theirs, undo, lang)
     if not theirs:
         return reply(lang, "none", what=what)
     rows = asked.keyed(theirs, what)  # "forget 5", "the key 5": a key named
     if rows:
-        return await _forget(memory, sender, rows, undo, lang, what)
+        return await asked._forget(memory, sender, rows, undo, lang, what)
     by_words = _by_words(view, theirs, what, audience)
     meant = await _by_meaning(memory, theirs, by_words, what, speaker, tuning)
     best, top = meant[0]
     if by_words and best in by_words:
-        return await _forget(memory, sender, by_words, undo, lang, what)
+        return await asked._forget(memory, sender, by_words, undo, lang, what)
     gap = top - meant[1][1] if len(meant) > 1 else top
     if not by_words and top >= tuning.alone and gap >= tuning.margin and _whose(best, what):
-        return await _forget(memory, sender, [best], undo, lang, what)
+        return await asked._forget(memory, sender, [best], undo, lang, what)
     floor = max(tuning.floor, top - tuning.window)
     listed = [row for row, score in meant if score >= floor][: tuning.listed]
     listed += [row for row in by_words if row not in listed][: max(0, tuning.listed - len(listed))]
@@ -149,24 +149,6 @@ async def _by_meaning(
         scored = [(r, s + (CHOSEN_BONUS if r.ident == chosen.ident else 0.0)) for r, s in scored]
         scored.sort(key=lambda rs: rs[1], reverse=True)
     return scored
-
-
-async def _forget(
-    memory: MemoryScope,
-    sender: str,
-    rows: Sequence[MemoryRow],
-    undo: UndoSlots | None,
-    lang: str,
-    what: str = "",
-) -> str:
-    if not rows:
-        return reply(lang, "none", what=what) if what else reply(lang, "none_at_all")
-    await memory.engine.forget_rows(memory.db, memory.key, list(rows), memory.hearing.origin)
-    if undo is not None:
-        undo.put(sender, memory.db, rows)
-    shown = "; ".join(f'"{said_text(r.value)}"' for r in rows[:3])
-    shown += f" (+{len(rows) - 3})" if len(rows) > 3 else ""
-    return reply(lang, "forgotten", what=shown, minutes=UNDO_MINUTES)
 
 
 async def answer(
