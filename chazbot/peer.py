@@ -114,6 +114,7 @@ class Peer:
         # every agent's reminders, one lock per person; a person's cap counts every agent
         self.reminders = ReminderBook(ledger, lambda: [a.db for a in hosting.agents.values()])
         self.tools = ToolBox(config, ledger, log_dir=Path(config.state_dir) / "mcp")
+        hosting.on_reload.append(self.tools.reload)
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._session_lock = asyncio.Lock()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,6 @@ from chazbot.agent.definition import (
     MADE_BY_FIELD,
     NAME_FIELD,
     Definition,
-    changed_keys,
     check_new_name,
     merge,
     stored_ops,
@@ -45,6 +44,7 @@ from chazbot.ledger import KeyPair, Level, Permission
 from chazbot.memory.banks import CREATED_BY, Hosted, Registry, check_name, grant, read_refs, ref_op
 from chazbot.memory.rows import Hit
 from chazbot.memory.scope import MemoryScope
+from chazbot.reload_summary import reload_summary
 
 if TYPE_CHECKING:
     from chazbot.agent.host import AgentHandle
@@ -124,6 +124,8 @@ class Hosting:
         self.redefining: set[asyncio.Task[None]] = set()
         self._banks_out = banks_out
         self._lock = asyncio.Lock()  # one agent change (new, set, reset, reload) at a time
+        self.on_reload: list[Callable[[Config], Awaitable[object]]] = []
+        """Run with a reloaded config once it is the running one (the peer's tools part)."""
 
     def agent(self, name: str) -> Agent:
         found = self.agents.get(name.lower())
@@ -338,6 +340,8 @@ class Hosting:
             agents = await self._build_agents(fresh)
             check_room_agents(fresh, agents)  # ConfigError: nothing was changed
             self.config, self.agents = fresh, agents
+            for apply in self.on_reload:  # the peer's tools: settings and MCP servers
+                await apply(fresh)
         granted: list[str] = []
         for agent in agents.values():
             granted += [f"{agent.name}→{b}" for b in await self.apply_default_banks(agent)]
@@ -453,48 +457,4 @@ def check_room_agents(config: Config, agents: dict[str, Agent]) -> None:
             )
 
 
-def reload_summary(
-    old_config: Config,
-    new_config: Config,
-    old: dict[str, Agent],
-    new: dict[str, Agent],
-    granted: list[str],
-) -> str:
-    """What a reload changed, for the admin who asked (and the log)."""
-    parts: list[str] = []
-    added = [a.name for k, a in new.items() if k not in old]
-    removed = [a.name for k, a in old.items() if k not in new]
-    updated = []
-    for k, agent in new.items():
-        if k in old:
-            keys = changed_keys(old[k].config, agent.config)
-            if keys:
-                updated.append(f"{agent.name} ({', '.join(keys)})")
-    if added:
-        parts.append("added " + ", ".join(added))
-    if updated:
-        parts.append("updated " + "; ".join(updated))
-    if removed:
-        parts.append("no longer hosted " + ", ".join(removed) + " (their DBs are kept)")
-    if granted:
-        parts.append("default banks granted " + ", ".join(granted))
-    kept = [
-        f"{a.name}.{k}"
-        for a in new.values()
-        if a.definition is not None
-        for k in a.definition.overridden
-    ]
-    if kept:
-        parts.append("chat settings still win over config.yaml for " + ", ".join(kept))
-    a, b = old_config.model_dump(), new_config.model_dump()
-    others = [k for k in b if k not in ("agents", "state_dir") and a.get(k) != b.get(k)]
-    if others:
-        parts.append(
-            "also changed " + ", ".join(others) + " (matrix.room_agents applies now; the rest "
-            "at the next start)"
-        )
-    head = f"Config reloaded: {len(new)} agent{'s' if len(new) != 1 else ''}"
-    return head + ("; " + "; ".join(parts) if parts else "; nothing changed") + "."
-
-
-__all__ = ["Agent", "BankDropper", "Hosting", "reload_summary"]
+__all__ = ["Agent", "BankDropper", "Hosting"]

@@ -99,6 +99,16 @@ class SyncService:
                     totals[name] += int(getattr(part.counters, name))
         return totals
 
+    def requests_refused(self) -> dict[str, int]:
+        """Sync requests the server refused, by reason: ``misdirected`` (signed for another
+        server: a peer relaying another's requests) and ``auth`` (a bad signature, time or
+        nonce, or an unknown key)."""
+        counters = self.server.counters if self.server is not None else None
+        if counters is None:
+            return {"auth": 0, "misdirected": 0}
+        misdirected = counters.misdirected
+        return {"auth": counters.requests_refused - misdirected, "misdirected": misdirected}
+
     def withdrawn(self, db: str) -> str | None:
         """Why this peer must not write to ``db`` any more (its remote refuses this peer's
         key), or None; the registry asks it for delegated writes (``Registry``)."""

@@ -73,7 +73,9 @@ def test_every_metric_is_in_the_operations_guide() -> None:
     from chazbot.transports.http import GuardCollector, SyncCollector
 
     served = {family.name for family in REGISTRY.collect()}
-    no_sync: Any = SimpleNamespace(counters=lambda: {"sent": 0}, replicator=None)
+    no_sync: Any = SimpleNamespace(
+        counters=lambda: {"sent": 0}, requests_refused=lambda: {"auth": 0}, replicator=None
+    )
     served |= {family.name for family in SyncCollector(no_sync).collect()}
     served |= {family.name for family in GuardCollector(list).collect()}
     text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")

@@ -63,6 +63,7 @@ RANKS = {
     "peer": 5,
     "peer_sharing": 5,  # jobs of the peer, split out of peer.py (#20)
     "peer_hosting": 5,
+    "reload_summary": 5,  # what a reload changed (#46 note), split out of peer_hosting.py
     "operations": 5,  # the operator's long jobs on a peer: export, import, verify, backup (#38)
     "peer_models": 5,
     "transports": 6,

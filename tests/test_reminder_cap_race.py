@@ -148,3 +148,27 @@ async def test_two_agents_at_once_set_no_more_than_the_cap(tmp_path: Path) -> No
         said = await asyncio.gather(*(one(n) for n in range(len(ROOMS))))
         assert sum(s is not None for s in said) == 1, said
         assert await active_of(peer, ALICE) == MAX_ACTIVE_PER_PERSON
+
+
+async def test_the_per_person_locks_are_dropped_once_nobody_holds_or_waits(
+    tmp_path: Path,
+) -> None:
+    """The lock map holds only the people adding right now: 40 people each setting a
+    reminder, six rooms at once for one of them, leave it empty (#47 note: it grew by one
+    lock for every person who ever set a reminder)."""
+    cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
+    async with chazbot.open(tmp_path, cfg) as peer:
+        chaz = peer.agent("chaz")
+
+        async def one(room: str, who: str, n: int) -> str:
+            mine = peer.reminders.of(chaz.db, chaz.key)
+            return await set_reminder(
+                mine, f"remind me tomorrow at {n % 12 + 8} to x{n}", room, who, "UTC", False, NOW
+            )
+
+        people = [f"@p{i}:example.org" for i in range(40)]
+        await asyncio.gather(*(one(ROOMS[i % 6], who, i) for i, who in enumerate(people)))
+        await asyncio.gather(*(one(room, ALICE, n) for n, room in enumerate(ROOMS)))
+        assert peer.reminders._adding == {}
+        store = peer.reminders.of(chaz.db, chaz.key)
+        assert len([r for r in await store.all() if r.active]) == 46

@@ -36,6 +36,7 @@ from chazbot.sync.protocol import (
     TIME_HEADER,
 )
 from chazbot.sync.tickets import format_ticket, parse_ticket
+from chazbot.transports.http import SyncCollector
 from tests.sync_support import FAST, Owner, insert, raw_call, serve_on_loopback
 
 READ = Permission.parse("read")
@@ -290,6 +291,13 @@ async def test_the_issue_with_three_running_peers(tmp_path: Path) -> None:
         assert m.relayed and all(r.status == 401 for r in m.relayed), m.relayed
         assert all(b"secret plan" not in r.answer for r in m.relayed)
         assert o.sync.server.counters.misdirected == len(m.relayed)
+        scraped = {
+            s.labels["reason"]: s.value
+            for family in SyncCollector(o.sync).collect()
+            if family.name == "chazbot_sync_requests_refused"
+            for s in family.samples
+        }
+        assert scraped == {"auth": 0, "misdirected": len(m.relayed)}, scraped
         assert not await v.ledger.exists(db)
         done = await v.command(f"/memory import {ticket} read")
         assert done.ok and "Imported bank notes" in done.text, done.text

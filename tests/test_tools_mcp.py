@@ -20,9 +20,11 @@ import pytest_asyncio
 
 import chazbot
 from chazbot.config import AgentConfig, ApprovalsConfig, Config, MCPServerConfig, ToolsConfig
+from chazbot.errors import ConfigError
 from chazbot.memory.audience import Audience, room_audience
 from chazbot.peer import Peer
 from chazbot.tools import Caller, Journal, Request
+from chazbot.tools.mcp_servers import ServerLink
 from tests.waits import wait_until
 
 SERVER = str(Path(__file__).with_name("mcp_demo_server.py"))
@@ -442,3 +444,50 @@ async def test_a_join_while_the_call_waits_for_a_yes_refuses_an_owners_tool(
         agent = peer.agent("chaz")
         records = await Journal(peer.ledger, agent.db, agent.key).in_room(DM)
         assert [(r.decision, r.outcome) for r in records] == [("approved", "error")]
+
+
+def state_of(link: ServerLink) -> str:
+    return link.state
+
+
+async def test_a_reload_applies_mcp_servers_and_tools_settings(tmp_path: Path) -> None:
+    """``agent reload`` applies ``mcp_servers`` server by server and the tools settings at
+    once (#46 note: a reload changed the running config and left the servers as they were)."""
+    running = [config(tmp_path, stdio_server(), auto_approved_tools=["demo__*"])]
+    broken: list[ConfigError] = []
+
+    def load() -> Config:
+        if broken:
+            raise broken[0]
+        return running[0]
+
+    peer = await Peer.open(running[0], config_loader=load)
+    try:
+        await peer.tools.servers.wait_ready(60)
+        demo = peer.tools.servers.links["demo"]
+        # the same config: the server keeps running, the same connection
+        said = await peer.hosting.reload_config()
+        assert "nothing changed" in said, said
+        assert peer.tools.servers.links["demo"] is demo and state_of(demo) == "running"
+        # demo removed, mine added, a tighter call timeout
+        mine = stdio_server("mine")
+        running[0] = config(tmp_path, mine, auto_approved_tools=["mine__*"], call_timeout_s=1.5)
+        said = await peer.hosting.reload_config()
+        assert "applied tools, mcp_servers" in said and "next start" not in said, said
+        assert state_of(demo) == "stopped" and list(peer.tools.servers.links) == ["mine"]
+        assert peer.tools.call_timeout_s == 1.5
+        await peer.tools.servers.wait_ready(60)
+        offered = {t["function"]["name"] for t in peer.tools.offered(caller(peer))}
+        assert "mine__echo" in offered and not any(n.startswith("demo__") for n in offered)
+        ok, shown = await peer.tools.call(caller(peer), "mine__echo", {"text": "hi"})
+        assert ok and data_of(shown) == "hi", shown
+        ok, shown = await peer.tools.call(caller(peer), "demo__add", {"a": 1, "b": 2})
+        assert not ok, shown
+        # a config that fails to load changes nothing: mine keeps running
+        broken.append(ConfigError("mcp_servers.0.command: not a string"))
+        with pytest.raises(ConfigError):
+            await peer.hosting.reload_config()
+        assert list(peer.tools.servers.links) == ["mine"]
+        assert peer.tools.servers.links["mine"].state == "running"
+    finally:
+        await peer.close()

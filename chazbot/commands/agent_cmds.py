@@ -157,7 +157,7 @@ async def delete(ctx: Context, agent: str) -> Reply:
 @command(
     "agent reload",
     (),
-    "re-read the config file: add and update agents, apply default banks",
+    "re-read the config file: add and update agents, apply default banks, tools and MCP servers",
     admin=True,
 )
 async def reload(ctx: Context) -> Reply:

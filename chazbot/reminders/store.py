@@ -16,9 +16,10 @@ A field read back that does not parse is skipped (a peer with newer code may wri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -176,15 +177,29 @@ class ReminderBook:
     def __init__(self, ledger: Ledger, agent_dbs: Callable[[], Iterable[str]] = tuple) -> None:
         self.ledger = ledger
         self.agent_dbs = agent_dbs
-        self._adding: dict[str, asyncio.Lock] = {}
+        self._adding: dict[str, tuple[asyncio.Lock, int]] = {}
 
     def of(self, db: str, key: KeyPair) -> Reminders:
         """The reminders of the agent whose DB is ``db``, written with its ``key``."""
         return Reminders(self, db, key)
 
-    def adding(self, person: str) -> asyncio.Lock:
-        """The lock ``person`` holds, in every agent, while a reminder of theirs is added."""
-        return self._adding.setdefault(person, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def adding(self, person: str) -> AsyncIterator[None]:
+        """Held by ``person``, in every agent, while a reminder of theirs is added. The lock
+        is dropped when nobody holds or waits for it (a count of its users, since an
+        ``asyncio.Lock`` just released reads unlocked while a waiter is about to take it),
+        so the map holds only the people adding right now, however many ever did."""
+        lock, users = self._adding.get(person, (asyncio.Lock(), 0))
+        self._adding[person] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._adding[person]
+            if users == 1:
+                del self._adding[person]
+            else:
+                self._adding[person] = (lock, users - 1)
 
     async def active_of(self, person: str, also: str) -> int:
         """``person``'s active reminders in every hosted agent, and in agent DB ``also``."""

@@ -244,23 +244,53 @@ class MCPServers:
     """Every configured server, each under its supervisor task (``start``/``stop``)."""
 
     def __init__(self, configs: list[MCPServerConfig], log_dir: Path | None = None) -> None:
+        self.log_dir = log_dir
         self.links = {c.name: ServerLink(c, log_dir) for c in configs}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.started = False
+
+    def _run(self, link: ServerLink) -> None:
+        self._tasks[link.name] = asyncio.create_task(link.run(), name=f"mcp-{link.name}")
 
     def start(self) -> None:
         """Start every server in the background (returns at once)."""
-        if self._tasks:
+        if self.started:
             return
+        self.started = True
         for link in self.links.values():
-            self._tasks.append(asyncio.create_task(link.run(), name=f"mcp-{link.name}"))
+            self._run(link)
+
+    async def _stop(self, names: list[str]) -> None:
+        tasks = [t for n in names if (t := self._tasks.pop(n, None)) is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for name in names:
+            if name in self.links:
+                self.links[name].state = "stopped"
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-        for link in self.links.values():
-            link.state = "stopped"
+        await self._stop(list(self.links))
+        self.started = False
+
+    async def replace(self, configs: list[MCPServerConfig]) -> list[str]:
+        """Apply a reloaded ``mcp_servers``: a server whose settings are unchanged keeps
+        running (its calls in flight too); a removed one is stopped; a changed one is
+        stopped and started with its new settings; a new one is started (in the background,
+        when the servers run). What changed, as ``+name``, ``-name``, ``~name``."""
+        wanted = {c.name: c for c in configs}
+        gone = [n for n in self.links if n not in wanted]
+        changed = [n for n, c in wanted.items() if n in self.links and self.links[n].config != c]
+        added = [n for n in wanted if n not in self.links]
+        await self._stop(gone + changed)
+        for name in gone:
+            del self.links[name]
+        for name in changed + added:
+            self.links[name] = ServerLink(wanted[name], self.log_dir)
+            if self.started:
+                self._run(self.links[name])
+        self.links = {n: self.links[n] for n in wanted}  # the config's order
+        return [f"-{n}" for n in gone] + [f"~{n}" for n in changed] + [f"+{n}" for n in added]
 
     def tool(self, offered: str) -> tuple[ServerLink, RemoteTool] | None:
         server, _, name = offered.partition(SEPARATOR)

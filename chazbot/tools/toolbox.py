@@ -100,7 +100,8 @@ class ToolBox:
         log_dir: Path | None = None,
     ) -> None:
         self.ledger = ledger
-        self.apply(config, lookup)
+        self.lookup = lookup
+        self.apply(config)
         self.servers = MCPServers(list(config.mcp_servers), log_dir)
         self.approvals = Approvals(config.approvals.timeout_s)
         self.limits = RateLimits(
@@ -108,7 +109,7 @@ class ToolBox:
         )
         self.secrets = secrets_of(config)
 
-    def apply(self, config: Config, lookup: Lookup = system_lookup) -> None:
+    def apply(self, config: Config) -> None:
         tools = config.tools
         self.settings = tools
         self.call_timeout_s = tools.call_timeout_s
@@ -117,7 +118,18 @@ class ToolBox:
         fetch = FetchSettings(
             tools.fetch_max_bytes, tools.fetch_timeout_s, tools.fetch_max_redirects, policy
         )
-        self.builtins = Builtins(fetch, tools.searxng_url, lookup)
+        self.builtins = Builtins(fetch, tools.searxng_url, self.lookup)
+
+    async def reload(self, config: Config) -> list[str]:
+        """Apply a reloaded config (``agent reload``, SIGHUP): the tools settings, approvals'
+        timeout, rate limits and secrets at once, and ``mcp_servers`` server by server
+        (``MCPServers.replace``); the servers that changed, as ``+name``/``-name``/``~name``."""
+        self.apply(config)
+        self.approvals.timeout_s = config.approvals.timeout_s
+        self.limits.per_tool = config.tools.calls_per_minute_per_tool
+        self.limits.per_room = config.tools.calls_per_minute_per_room
+        self.secrets = secrets_of(config)
+        return await self.servers.replace(list(config.mcp_servers))
 
     def start(self) -> None:
         """Start the MCP servers in the background (returns at once)."""

@@ -60,8 +60,8 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 class SyncCollector(Collector):
-    """Sync entries sent, received and refused, and the synced pairs by state, read from the
-    peer's sync service at scrape time."""
+    """Sync entries sent, received and refused, sync requests refused by reason, and the
+    synced pairs by state, read from the peer's sync service at scrape time."""
 
     def __init__(self, sync: SyncService) -> None:
         self.sync = sync
@@ -73,6 +73,14 @@ class SyncCollector(Collector):
         for direction, value in self.sync.counters().items():
             family.add_metric([direction], value)
         yield family
+        refused = CounterMetricFamily(
+            "chazbot_sync_requests_refused",
+            "Sync requests the server refused, by reason",
+            labels=["reason"],
+        )
+        for reason, value in self.sync.requests_refused().items():
+            refused.add_metric([reason], value)
+        yield refused
         pairs = GaugeMetricFamily(
             "chazbot_sync_pairs", "Synced (bank, peer) pairs by state", labels=["state"]
         )
