@@ -31,11 +31,11 @@ ANN = "@ann:example.org"
 SET = json.loads((Path(__file__).parent / "data" / "forget_meaning.json").read_text())
 UNDO = {"en": "undo", "de": "rückgängig", "fr": "annule", "es": "deshacer", "nl": "herstel"}
 WHICH = {
-    "en": "Which one",
-    "de": "Welches meinst",
-    "fr": "Lequel",
-    "es": "¿Cuál",
-    "nl": "Welke bedoel",
+    "en": ("Which one", "Do you mean this?"),
+    "de": ("Welches meinst", "Meinst du das?"),
+    "fr": ("Lequel", "C'est bien ceci ?"),
+    "es": ("¿Cuál", "¿Te refieres a esto?"),
+    "nl": ("Welke bedoel", "Bedoel je dit?"),
 }
 needs_embedder = pytest.mark.skipif(
     not local_embedder_installed(), reason="the local multilingual embedder is not installed"

@@ -27,7 +27,7 @@ from chazbot.agent.grounding import evidence
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UndoSlots
 from chazbot.agent.words import Intent
-from chazbot.memory.rows import MemoryRow
+from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import auto_recall_query
 
 if TYPE_CHECKING:
@@ -38,6 +38,15 @@ if TYPE_CHECKING:
 
 FORGET_KINDS = frozenset({"forget", "forget_last", "choose", "undo"})
 """The intents this module answers (``words.intent``)."""
+IS_IT: dict[str, str] = {
+    "en": "Do you mean this? Answer 1 to forget it.\n{rows}",
+    "de": "Meinst du das? Antworte mit 1, um es zu vergessen.\n{rows}",
+    "fr": "C'est bien ceci ? Réponds 1 pour l'oublier.\n{rows}",
+    "es": "¿Te refieres a esto? Responde 1 para olvidarlo.\n{rows}",
+    "nl": "Bedoel je dit? Antwoord 1 om het te vergeten.\n{rows}",
+}
+"""The question when one row only is near enough to be meant, but not clearly (a list of
+one: "Which one do you mean?" read oddly), in the person's language."""
 CHOSEN_BONUS = 0.02
 """Added to the score of the row a question of the forget's words would be answered from
 (``answering.choose_row``: its subject, its kind, the five languages' words)."""
@@ -87,6 +96,8 @@ async def forget_words(
         return reply(lang, "none", what=what)
     if undo is not None:
         undo.offer(sender, memory.db, listed, lang)
+    if len(listed) == 1:
+        return IS_IT.get(lang, IS_IT["en"]).format(rows=f"1. {said_text(listed[0].value)}")
     return asked.which_one(listed, lang)
 
 
@@ -168,4 +179,4 @@ async def answer(
     return await forget_words(memory, sender, found.what, session.undo, found.lang)
 
 
-__all__ = ["CHOSEN_BONUS", "FORGET_KINDS", "answer", "forget_words"]
+__all__ = ["CHOSEN_BONUS", "FORGET_KINDS", "IS_IT", "answer", "forget_words"]
