@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from chazbot.agent.words import intent, worth_keeping
+from chazbot.agent.words import intent, keep_out, worth_keeping
 
 FORGETS = [
     ("Hey, could you maybe just forget where my brother works?", "brother"),
@@ -156,3 +156,26 @@ def test_what_i_just_said_is_never_read_as_everything() -> None:
     for text in ("Forget what I just said.", "Please just forget what I just wrote, ok?"):
         found = intent(text)
         assert found is not None and found.kind == "forget_last", (text, found)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("👉 Vergiss bitte meine Adresse", "forget"),
+        ("✨✨ olvida mi número de teléfono", "forget"),
+        ("Deshaz lo que acabas de hacer.", "undo"),
+        ("Undo what you just did, please", "undo"),
+        ("Maak ongedaan wat je net deed", "undo"),
+    ],
+)
+def test_marks_before_a_request_and_undo_in_other_words(text: str, kind: str) -> None:
+    found = intent(text)
+    assert found is not None and found.kind == kind, (text, found)
+
+
+def test_off_the_record_in_other_words_and_not_a_place() -> None:
+    assert keep_out("Between you and me: I'm looking for another job.")
+    assert keep_out("Entre tú y yo, odio mi trabajo.")
+    assert keep_out("Onder ons: ik zoek een andere baan.")
+    assert not keep_out("Onder ons huis is een kelder.")  # "below our house"
+    assert not keep_out("Between you and me and the dog, we ate it all.")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from chazbot.agent.lexicon import LANGUAGES, Language
+from chazbot.agent.lexicon import Language
+from chazbot.agent.request_words import READ
 from chazbot.memory.tokenize import SMALL_TALK, tokenize
 
 APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -84,7 +85,7 @@ def keep_out(text: str) -> bool:
     words = split_words(text)
     return any(
         phrase(words, skip(words, i, lang.filler), lang.dont_keep)
-        for lang in LANGUAGES
+        for lang in READ
         for i in clause_starts(words)
     )
 

@@ -50,6 +50,10 @@ class RequestWords:
     """Words that end a request as a question without making it one ("…, ok?")."""
     person: tuple[str, ...] = ()
     """The person with others ("we", "wir", "nous", "wij"): what a forget names is theirs."""
+    undo: tuple[str, ...] = ()
+    """More ways to ask to take back what the bot just did ("undo what you just did")."""
+    dont_keep: tuple[str, ...] = ()
+    """More ways to say a message is not to be kept ("between you and me", "onder ons")."""
 
 
 EN = RequestWords(
@@ -96,6 +100,16 @@ EN = RequestWords(
     dont_forget=_ws("don't forget, do not forget, never forget"),
     forget=_ws("forgetting"),
     person=_ws("we, we're, we've, we'd"),
+    undo=_ws(
+        "undo what you just did, undo your last action, undo the last forget, undo that "
+        "forget, take that back, bring back what you just forgot"
+    ),
+    dont_keep=(
+        "between you and me ,",
+        "between you and me :",
+        "just between you and me",
+        "this stays between us",
+    ),
     tags=_ws("ok, okay, right, yeah, please, alright, thanks, yes, will you, would you"),
 )
 
@@ -136,6 +150,11 @@ DE = RequestWords(
     ),
     dont_forget=_ws("vergiss nicht"),
     person=_ws("wir"),
+    undo=_ws(
+        "mach rückgängig, was du gerade getan hast, mach das vergessen rückgängig, "
+        "hol zurück, was du gerade vergessen hast, nimm das zurück"
+    ),
+    dont_keep=_ws("unter uns gesagt, das bleibt unter uns, zwischen dir und mir"),
     tags=_ws("ok, okay, ja, gell, oder, bitte, danke"),
 )
 
@@ -177,6 +196,16 @@ FR = RequestWords(
     dont_forget=_ws("n'oublie pas, n'oubliez pas"),
     forget=_ws("d'oublier"),
     person=_ws("nous"),
+    undo=_ws(
+        "annule ce que tu viens de faire, annule ta dernière action, annule l'oubli, "
+        "remets ce que tu viens d'oublier, reviens en arrière"
+    ),
+    dont_keep=(
+        "entre toi et moi ,",
+        "entre toi et moi :",
+        "entre nous soit dit",
+        "ça reste entre nous",
+    ),
     tags=_ws("ok, d'accord, merci, stp, svp, hein, veux-tu"),
 )
 
@@ -213,6 +242,16 @@ ES = RequestWords(
     remember_asked=_ws("acordar de, acordar, acordarte, recordar, guardar"),
     dont_forget=_ws("no olvides, no te olvides de, no te olvides"),
     person=_ws("nosotros, nosotras"),
+    undo=_ws(
+        "deshaz lo que acabas de hacer, deshaz lo último, recupera lo que acabas de olvidar, "
+        "vuelve atrás"
+    ),
+    dont_keep=(
+        "entre tú y yo ,",
+        "entre tú y yo :",
+        "que quede entre nosotros",
+        "esto queda entre nosotros",
+    ),
     tags=_ws("vale, ok, sí, porfa, gracias"),
 )
 
@@ -249,6 +288,17 @@ NL = RequestWords(
     remember_asked=_ws("onthouden, opschrijven"),
     dont_forget=_ws("vergeet niet"),
     person=_ws("we, wij"),
+    undo=_ws(
+        "maak ongedaan wat je net deed, maak dat ongedaan, zet terug wat je net vergat, "
+        "draai het terug"
+    ),
+    dont_keep=(
+        "onder ons ,",
+        "tussen jou en mij ,",
+        "onder ons :",
+        "tussen jou en mij :",
+        "dit blijft onder ons",
+    ),
     tags=_ws("oké, ok, goed, hè, toch, graag"),
 )
 
@@ -265,6 +315,8 @@ def _read(lang: Language) -> Language:
         remember_asked=lang.remember_asked + more.remember_asked,
         forget=lang.forget + more.forget,
         person=lang.person + more.person,
+        undo=lang.undo + more.undo,
+        dont_keep=lang.dont_keep + more.dont_keep,
     )
 
 

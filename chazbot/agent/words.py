@@ -58,6 +58,8 @@ def _asking(words: list[str], lang: Language) -> bool:
     return any(_phrase(words, i, lang.asking) for i in _clause_starts(words))
 
 
+_LEADING_MARKS = re.compile(r"^[^\w¿¡\"'“„«‘(]+")
+"""Emoji and symbols before a request's first word: read past like a filler."""
 _CHOICE = re.compile(r"^\W*\d{1,2}\W*$")
 _SENTENCES = re.compile(r"[^.!?¿¡]+[.!?]*|[¿¡][^.!?]*[.!?]*")
 
@@ -90,7 +92,7 @@ def intent(text: str) -> Intent | None:
     the world that uses a memory verb: "remove the onions from the recipe"). Politeness is
     read past wherever it sits (``polished``), with the particles, openings, question tags and
     ways of saying "what I just said" of ``request_words``."""
-    flat = " ".join(text.split())
+    flat = _LEADING_MARKS.sub("", " ".join(text.split()))  # "🙈 forget my weight, please"
     if not _words(flat):
         return None
     if _CHOICE.match(flat):  # a number: the answer to a list of rows a forget could mean
