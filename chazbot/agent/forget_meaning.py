@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from chazbot.agent.answering import fits, read_question
 from chazbot.agent.grounding import CONCEPTS, FUNCTION, QUESTION, evidence
-from chazbot.agent.meaning_kinds import ANCHORS, ASKED, KINDS
+from chazbot.agent.meaning_kinds import ANCHORS, ASKED, JOB_WORDS, KINDS
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
@@ -103,6 +103,8 @@ _CONCEPT_OF: dict[str, frozenset[int]] = {}
 for _i, _group in enumerate(CONCEPTS):
     for _w in _group:
         _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | {_i}
+for _w in JOB_WORDS:
+    _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | _CONCEPT_OF.get("job", frozenset())
 _STEM = 5
 
 

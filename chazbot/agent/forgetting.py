@@ -3,9 +3,9 @@ and by meaning, across languages.
 
 - All of the person's rows that the room may see are the candidates (never anyone else's).
 - Rows that share the words (BM25, as ``/memory forget-mine`` finds them) are taken together
-  ("forget my sister" takes both sister rows) when the row nearest by meaning is one of them;
-  a shared word alone ("elke" of "wat ik elke ochtend doe" and "Ik neem elke dag de trein")
-  is not enough.
+  ("forget my sister" takes both sister rows) when the row nearest by meaning is one of them
+  and leads every other row by the margin; a shared word alone ("elke" of "wat ik elke
+  ochtend doe" and "Ik neem elke dag de trein") is not enough.
 - Otherwise the rows are ranked by meaning (``forget_meaning.ranked``): one that leads the next
   by ``MeaningTuning.margin`` is forgotten alone; else the near ones are listed, numbered, and
   the person is asked which, in their language (``undo.offer``; a number answers). "Nothing
@@ -84,9 +84,11 @@ async def forget_words(
     by_words = _by_words(view, theirs, what, audience)
     meant = await _by_meaning(memory, theirs, by_words, what, speaker, tuning)
     best, top = meant[0]
-    if by_words and best in by_words:
-        return await asked._forget(memory, sender, by_words, undo, lang, what)
     gap = top - meant[1][1] if len(meant) > 1 else top
+    if by_words and best in by_words:
+        other = next((score for row, score in meant if row not in by_words), None)
+        if other is None or top - other >= tuning.margin:  # "forget my sister": both rows
+            return await asked._forget(memory, sender, by_words, undo, lang, what)
     if not by_words and top >= tuning.alone and gap >= tuning.margin and _whose(best, what):
         return await asked._forget(memory, sender, [best], undo, lang, what)
     floor = max(tuning.floor, top - tuning.window)

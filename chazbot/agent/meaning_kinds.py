@@ -119,87 +119,139 @@ KINDS: dict[str, tuple[str, ...]] = {
         "Mi correo es el de siempre.",
     ),
 }
-"""Kinds of things people tell about themselves, each with statements of it."""
+"""Kinds of things people tell about themselves, each with three statements of it (more
+measured no better, and each is embedded on a process's first forget)."""
+JOB_WORDS = frozenset(
+    (
+        "dedico",
+        "dedicas",
+        "dedica",
+        "dedicamos",
+        "dedicarme",
+        "curro",
+        "curras",
+        "boulot",
+        "taf",
+        "taff",
+        "bosse",
+        "chamba",
+    )
+)
+"""How people say "work" without a word for it that ``grounding.CONCEPTS`` has ("¿A qué te
+*dedicas*?", "mon *boulot*"): counted as the job concept's words when a forget's words are
+matched to a row's."""
 
 ASKED: dict[str, tuple[str, ...]] = {
     "home": (
         "Where do I live?",
+        "Wo wohne ich?",
         "Où est-ce que j'habite ?",
+        "¿Dónde vivo?",
         "Waar woon ik?",
     ),
     "work": (
         "What do I do for a living?",
+        "Was mache ich beruflich?",
         "Quel est mon métier ?",
+        "¿A qué me dedico?",
         "Wat voor werk doe ik?",
     ),
     "vehicle": (
         "What car do I drive?",
+        "Welches Auto fahre ich?",
         "Quelle voiture est-ce que je conduis ?",
+        "¿Qué coche tengo?",
         "In welke auto rijd ik?",
     ),
     "health": (
         "What am I allergic to?",
+        "Welche Medikamente nehme ich?",
         "Quel est mon problème de santé ?",
+        "¿A qué soy alérgico?",
         "Welke medicijnen neem ik?",
     ),
     "animal": (
         "What is my pet called?",
+        "Wie heißt mein Haustier?",
         "Comment s'appelle mon animal ?",
+        "¿Qué mascota tengo?",
         "Hoe heet mijn huisdier?",
     ),
     "likes": (
         "What is my favourite food?",
+        "Was esse ich am liebsten?",
         "Quel est mon plat préféré ?",
+        "¿Qué es lo que más me gusta?",
         "Wat is mijn lievelingseten?",
     ),
     "dislikes": (
         "What food do I hate?",
+        "Was mag ich gar nicht?",
         "Qu'est-ce que je déteste manger ?",
+        "¿Qué no soporto?",
         "Wat lust ik niet?",
     ),
     "music": (
         "Which instrument do I play?",
+        "Welches Instrument spiele ich?",
         "De quel instrument est-ce que je joue ?",
+        "¿Qué instrumento toco?",
         "Welk instrument bespeel ik?",
     ),
     "pastime": (
         "What do I do in my free time?",
+        "Was mache ich am Wochenende?",
         "Quel sport est-ce que je pratique ?",
+        "¿Qué hago los domingos?",
         "Wat doe ik in mijn vrije tijd?",
     ),
     "origin": (
         "Where was I born?",
+        "Wo bin ich aufgewachsen?",
         "Où suis-je né ?",
+        "¿De dónde soy?",
         "Waar ben ik geboren?",
     ),
     "languages": (
         "Which languages do I speak?",
+        "Welche Sprachen spreche ich?",
         "Quelles langues est-ce que je parle ?",
+        "¿Qué idiomas hablo?",
         "Welke talen spreek ik?",
     ),
     "studies": (
         "What did I study?",
+        "Was habe ich studiert?",
         "Qu'est-ce que j'ai étudié ?",
+        "¿Qué estudié?",
         "Wat heb ik gestudeerd?",
     ),
     "family": (
         "What is my sister's name?",
+        "Wie heißt mein Bruder?",
         "Comment s'appelle ma femme ?",
+        "¿Cuántos años tiene mi hijo?",
         "Hoe heet mijn vrouw?",
     ),
     "feelings": (
         "What am I afraid of?",
+        "Wovor habe ich Angst?",
         "De quoi ai-je peur ?",
+        "¿A qué le tengo miedo?",
         "Waar ben ik bang voor?",
     ),
     "dates": (
         "When is my birthday?",
+        "Wann habe ich Geburtstag?",
         "Quand est mon anniversaire ?",
+        "¿Cuándo es mi cumpleaños?",
         "Wanneer ben ik jarig?",
     ),
     "contact": (
         "What is my phone number?",
+        "Wie ist meine Adresse?",
         "Quel est mon numéro de téléphone ?",
+        "¿Cuál es mi correo?",
         "Wat is mijn telefoonnummer?",
     ),
 }
@@ -207,4 +259,4 @@ ASKED: dict[str, tuple[str, ...]] = {
 placed among the kinds by their nearest question (a question is nearer a question)."""
 
 
-__all__ = ["ANCHORS", "ASKED", "KINDS"]
+__all__ = ["ANCHORS", "ASKED", "JOB_WORDS", "KINDS"]

@@ -101,7 +101,8 @@ EN = RequestWords(
     forget=_ws("forgetting"),
     person=_ws("we, we're, we've, we'd"),
     undo=_ws(
-        "undo what you just did, undo what you did, undo your last action, undo the last forget, undo that "
+        "undo what you just did, undo what you did, undo your last action, undo the last forget, "
+        "undo that "
         "forget, take that back, bring back what you just forgot"
     ),
     dont_keep=(
