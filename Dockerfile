@@ -9,7 +9,7 @@
 # /config/config.yaml (a default without Matrix is built in; mount yours over it); any value
 # in it may be an ${ENV} reference, so secrets come from the environment, never the image.
 # /healthz and /metrics are on :8766, the peer-to-peer sync server on :8765.
-# tests/test_docker.py builds and runs it (deploy/README.md, "The image test").
+# tests/deploy/test_docker.py builds and runs it (deploy/README.md, "The image test").
 
 ARG PYTHON_VERSION=3.11
 
@@ -66,7 +66,7 @@ RUN /opt/chazbot/bin/pip install --no-deps --no-build-isolation . \
         -exec strip --strip-unneeded {} + \
     && find /opt/chazbot/lib -depth -type d -name tests -exec rm -rf {} + \
     && /opt/chazbot/bin/chazbot version
-# Which build made this stage, when a build says (tests/test_docker.py gives each of its builds
+# Which build made this stage, when a build says (tests/deploy/test_docker.py gives each of its builds
 # an id, so it checks the stage images it left, not another build's). Last: the layers above
 # stay cached whatever the id.
 ARG CHAZBOT_BUILD_ID=

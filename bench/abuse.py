@@ -63,7 +63,7 @@ import aiohttp
 
 from chazbot.ledger import KeyPair
 from chazbot.sync.protocol import sign_request
-from tests.abuse_support import bogus_headers
+from tests.support.abuse import bogus_headers
 
 
 def _bogus(
@@ -237,7 +237,7 @@ def _owner_end(served: Any) -> dict[str, Any]:
 
 async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
     """Write-to-visible delays and control-socket answer times for ``seconds``."""
-    from tests.abuse_support import fd_count, visible_delay
+    from tests.support.abuse import fd_count, visible_delay
 
     delays: list[float] = []
     control: list[float] = []
@@ -260,7 +260,7 @@ async def _measure(served: Any, node: Any, seconds: float) -> dict[str, Any]:
 
 
 async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from tests.abuse_support import fd_count, legit_peer, start_served, stop_served
+    from tests.support.abuse import fd_count, legit_peer, start_served, stop_served
 
     served = await start_served(work / "slow-owner", nofile=1024)
     node = await legit_peer(served, work / "slow-peer.sqlite3")
@@ -290,7 +290,7 @@ async def slow_header_flood(args: argparse.Namespace, work: Path) -> dict[str, A
             async def settled() -> bool:
                 return fd_count(served.proc.pid) <= fds_before + 20
 
-            from tests.waits import wait_until
+            from tests.support.waits import wait_until
 
             await wait_until(settled, 60, "the owner's descriptors to come back")
             measured["log_growth_bytes"] = len(served.log().encode()) - log_before
@@ -393,9 +393,9 @@ async def _metrics(http_port: int) -> dict[str, float]:
 
 
 async def guard_tricks(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from tests.abuse_support import fd_count, legit_peer, start_served, stop_served
-    from tests.synapse import free_port
-    from tests.sync_support import raw_call
+    from tests.support.abuse import fd_count, legit_peer, start_served, stop_served
+    from tests.support.synapse import free_port
+    from tests.support.sync import raw_call
 
     http_port = free_port()
     served = await start_served(
@@ -531,7 +531,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.abuse_support import legit_peer, start_served, stop_served, visible_delay
+    from tests.support.abuse import legit_peer, start_served, stop_served, visible_delay
 
     work = Path(tempfile.mkdtemp(prefix="chazbot-abuse-"))
     guard = await guard_tricks(args, work) if args.guard_seconds else None

@@ -156,8 +156,8 @@ async def soft_fail_flood(tmp: Path, pushes: int, mb: float) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from chazbot.ledger import KeyPair, Permission
     from chazbot.sync import SyncClient
-    from tests.adversarial.harness import forge, head
-    from tests.sync_support import Node
+    from tests.support.adversarial import forge, head
+    from tests.support.sync import Node
 
     write, read = Permission.parse("write", 10), Permission.parse("read")
     a = await Node.open(tmp / "owner.sqlite3")

@@ -5,6 +5,12 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/answers.py --half dev --show      # tune on this one
     .venv/bin/python bench/answers.py --half held            # score once, at the end
     .venv/bin/python bench/answers.py --half dev --words-only   # the request sentences alone
+    .venv/bin/python bench/answers.py --half all --model /path/to.gguf --composes   # a candidate
+
+``--composes`` lets the embedded model compose answers about people from the rows recall
+shows it (as a model declaring ``composes`` does; the product's ``LocalChat`` does not), to
+measure whether a candidate model can be trusted to (#45). ``load_s`` is the first
+``ping``: joining a built-in's chunk packages into the fresh state directory, then loading.
 
 The set (``tests/data/answers.json``, written before any tuning) is split here: each of its
 lists shuffled with ``random.Random(SEED)``, its first half dev, the rest held. One fresh peer
@@ -44,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import chazbot
+from chazbot.agent.local_llm import LocalChat
 from chazbot.agent.words import intent
 from chazbot.config import AgentConfig, Config, EmbeddingConfig, LLMConfig
 from chazbot.memory.audience import room_audience
@@ -145,7 +152,12 @@ def _pct(part: int, whole: int) -> str:
 
 
 async def run(
-    half: str, model: str | None, show: bool, paraphrase: bool = False, path: Path = DATA
+    half: str,
+    model: str | None,
+    show: bool,
+    paraphrase: bool = False,
+    path: Path = DATA,
+    composes: bool = False,
 ) -> dict[str, Any]:
     data = json.loads(path.read_text())
     people: dict[str, str] = data["people"]
@@ -169,8 +181,29 @@ async def run(
                 answers = {a[1]: a[2] for g in groups for a in g["ask"]}
                 answers |= {f[1]: f[2] for g in groups for f in g.get("follow", [])}
                 peer.models._llm, peer.models._made = Paraphraser(answers), True
-            assert peer.models.llm is not None
-            await peer.models.llm.ping()
+            chat_model = peer.models.llm
+            assert chat_model is not None
+            if composes:
+                assert isinstance(chat_model, LocalChat), "--composes is for the embedded model"
+                chat_model.composes = True  # this instance only: the measurement, not the default
+            began = time.perf_counter()
+            await chat_model.ping()
+            load_s = time.perf_counter() - began
+            model_calls: list[float] = []  # seconds per model reply
+            gen_rates: list[float] = []  # llama.cpp's generation tokens/s, replies of 8+ tokens
+            inner = chat_model.complete
+
+            async def timed(*args: Any, **kwargs: Any) -> Any:
+                began = time.perf_counter()
+                out = await inner(*args, **kwargs)
+                model_calls.append(time.perf_counter() - began)
+                timings = getattr(chat_model, "last_timings", {})
+                if timings.get("predicted_n", 0) >= 8:
+                    gen_rates.append(float(timings["predicted_per_second"]))
+                return out
+
+            chat_model.complete = timed  # type: ignore[method-assign]
+            withheld = 0
             agent = peer.agent("chaz")
 
             def dm(room: str, who: str) -> Any:
@@ -184,6 +217,8 @@ async def run(
                 )
                 walls.append(time.perf_counter() - began)
                 await peer.wait_captures()
+                nonlocal withheld
+                withheld += result.withheld is not None
                 said = result.withheld or result.text
                 if "I believe it's" in said:
                     given.append(text)
@@ -275,11 +310,18 @@ async def run(
     return {
         "half": half,
         "model": "paraphraser" if paraphrase else (model or "embedded"),
+        "composes": paraphrase or composes,
+        "load_s": round(load_s, 1),
         "right_answers_refused_by_the_check": f"{len(refused)}/{len(given)}",
         "refused": refused,
         "groups": len(groups),
         **{k: _pct(scores[k], totals[k]) for k in sorted(totals)},
         "kept_rows_from_questions": scores["kept"],
+        "replies_withheld_by_the_check": withheld,
+        "model_replies": len(model_calls),
+        "model_reply_p50_s": round(statistics.median(model_calls), 2) if model_calls else None,
+        "model_reply_max_s": round(max(model_calls), 2) if model_calls else None,
+        "gen_tokens_per_s_p50": round(statistics.median(gen_rates), 1) if gen_rates else None,
         "turn_p50_s": round(statistics.median(walls), 2) if walls else None,
         "turn_max_s": round(max(walls), 2) if walls else None,
         "load_avg": round(os.getloadavg()[0], 2),
@@ -303,6 +345,11 @@ def main() -> None:
         action="store_true",
         help="a stand-in that composes freely (see Paraphraser)",
     )
+    parser.add_argument(
+        "--composes",
+        action="store_true",
+        help="let the embedded model compose answers about people (a measurement only)",
+    )
     args = parser.parse_args()
     if args.words_only:
         data = json.loads((SETS / f"{args.set}.json").read_text())
@@ -310,7 +357,14 @@ def main() -> None:
         print(json.dumps({"half": args.half, "words": found}, indent=1))
         return
     out = asyncio.run(
-        run(args.half, args.model, args.show, args.paraphrase, SETS / f"{args.set}.json")
+        run(
+            args.half,
+            args.model,
+            args.show,
+            args.paraphrase,
+            SETS / f"{args.set}.json",
+            args.composes,
+        )
     )
     print(json.dumps(out, indent=1))
 

@@ -23,6 +23,9 @@ model: M}``. Then:
   measures the model rather than recall. The default capture (``messages`` for the
   embedded model) does not store a message that only asks questions (stored, they crowded
   facts out of the top 3); ``--agent-capture off`` leaves memory exactly as told.
+  ``--composes`` lets the model compose answers about people from the rows shown (the
+  product's ``LocalChat`` does not: one row answers, ``agent.answering``, #45); without it
+  most questions here never reach the model.
 
 It prints per model: accuracy (the reply contains the fact's answer, case-insensitive),
 repeated-line rate (replies in which a line or sentence of 3+ words occurs twice), looping
@@ -50,7 +53,7 @@ from typing import Any
 
 import chazbot
 from chazbot.agent import local_llm
-from chazbot.config import AgentConfig, Config, LLMConfig
+from chazbot.config import AgentConfig, CaptureMode, Config, LLMConfig
 from chazbot.memory.audience import room_audience
 
 # Asked about what was never told: right is "don't know" or a question back (#17).
@@ -179,7 +182,8 @@ async def run_model(
     show: bool,
     max_tokens: int | None,
     fresh: bool = False,
-    agent_capture: str = "auto",
+    agent_capture: CaptureMode = "auto",
+    composes: bool = False,
 ) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Config(
@@ -190,6 +194,9 @@ async def run_model(
         async with chazbot.open(tmp, cfg) as peer:
             llm = peer.models.llm
             assert llm is not None
+            if composes:  # this instance only: the measurement, not the default
+                assert isinstance(llm, local_llm.LocalChat)
+                llm.composes = True
             started = time.perf_counter()
             await llm.ping()
             result = Result(getattr(llm, "name", spec), time.perf_counter() - started)
@@ -306,6 +313,11 @@ def main() -> int:
         choices=["auto", "off", "messages", "facts"],
         help="the agent's capture mode (auto, the default, stores the questions asked too)",
     )
+    parser.add_argument(
+        "--composes",
+        action="store_true",
+        help="let the model compose answers about people from the rows shown (a measurement)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
     specs = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -315,7 +327,17 @@ def main() -> int:
     rows = []
     for spec in specs:
         print(f"== {spec} (load average {os.getloadavg()[0]:.2f})", flush=True)
-        result = asyncio.run(run_model(spec, args.capture, args.show, args.max_tokens, args.fresh))
+        result = asyncio.run(
+            run_model(
+                spec,
+                args.capture,
+                args.show,
+                args.max_tokens,
+                args.fresh,
+                args.agent_capture,
+                args.composes,
+            )
+        )
         row = result.row()
         row["loadavg_1m"] = round(os.getloadavg()[0], 2)
         rows.append(row)

@@ -8,9 +8,9 @@ This is the number users get: nothing here shapes rows. Each conversation gets a
 (real SQLite, the default ``chaz`` agent with ``capture: messages`` and no tools, the local
 embedder when installed) and one room; every dialogue turn is a message from its speaker in
 that room, sent at its session's date, answered by a stand-in OpenAI-compatible LLM
-(``tests/standin_llm.py``, loopback HTTP), so capture stores it exactly as it would in Matrix
-(auto-recall is off while telling: it would only shape the stand-in's replies, which capture
-never stores).
+(``tests/support/standin_llm.py``, loopback HTTP), so capture stores it exactly as it would
+in Matrix (auto-recall is off while telling: it would only shape the stand-in's replies,
+which capture never stores).
 A shared photo's caption is part of the message (``[shares a photo: …]``), as in the
 row-shaping bench. Then every question (category 5 skipped) is asked through the public API,
 ``agent.recall(question, limit=10)``, with the embedder and the model's relevance floor
@@ -29,12 +29,13 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # for tests.standin_llm when run as a script
+if str(REPO) not in sys.path:  # for tests.support.standin_llm when run as a script
     sys.path.insert(0, str(REPO))
 
 import chazbot  # noqa: E402
@@ -42,7 +43,7 @@ from chazbot.agent.capture import CAPTURE_TAG  # noqa: E402
 from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
 from chazbot.config import local_embedder_installed as embedder_installed  # noqa: E402
 from chazbot.peer import Peer  # noqa: E402
-from tests.standin_llm import StandinLLM  # noqa: E402
+from tests.support.standin_llm import StandinLLM  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_data import (  # noqa: E402
@@ -57,6 +58,7 @@ from locomo_data import (  # noqa: E402
 TARGET_CAPTURE_HYBRID_R10_DEV = 0.72
 NO_FLOOR = "capture-hybrid-no-floor"  # the agent's min_similarity at -1: every vector match
 ROOM = "locomo"
+TOLD = ("dated", "one-sitting")
 
 
 def sent_at(turn: Turn) -> datetime:
@@ -102,24 +104,42 @@ async def tell(
     llm: StandinLLM,
     limit: int | None,
     hybrid: bool | None = None,
+    prepare: Callable[[Peer], None] | None = None,
+    told: str = "dated",
 ) -> int:
     """Feed the conversation through the agent; the number of rows capture wrote. ``hybrid``
     (default: when the embedder is installed) embeds the rows as they are captured;
-    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself."""
+    ``bench/locomo_cv.py`` tells without it and embeds the captured rows itself. ``told``:
+    ``dated``, each message sent at its session's date; ``one-sitting``, every message sent
+    now, as a conversation replayed in one sitting is (nothing says when it was first said).
+    ``prepare`` sees the peer before the first turn (``bench/embed_once.py`` changes its
+    embedder)."""
     turns = conv.turns[:limit] if limit else conv.turns
     embed = embedder_installed() if hybrid is None else hybrid
     async with chazbot.open(state, config(state, llm, embed)) as peer:
         # Auto-recall only shapes the stand-in's replies, which capture does not store.
         assert (await peer.command("/memory config set auto_recall_enabled false")).ok
+        if prepare is not None:
+            prepare(peer)
         for turn in turns:
             result = await peer.chat(
-                message_of(turn), session=ROOM, sender=turn.speaker, sent_at=sent_at(turn)
+                message_of(turn),
+                session=ROOM,
+                sender=turn.speaker,
+                sent_at=sent_at(turn) if told == "dated" else None,
             )
             if not result.ok:
                 raise RuntimeError(f"turn {turn.dia_id} failed: {result.text}")
         await peer.wait_captures()
         view = await peer.memory.view(peer.agent("chaz").db)
         return sum(1 for r in view.visible.values() if CAPTURE_TAG in r.tags)
+
+
+async def embed_all(state: Path, llm: StandinLLM) -> None:
+    """Every captured row's vector, by the product's ``reindex`` (``--embed-after``): the
+    questions are then asked with none still owed, however slow the machine was."""
+    async with chazbot.open(state, config(state, llm, True)) as peer:
+        await peer.agent("chaz").memory.reindex()
 
 
 async def ask(
@@ -169,7 +189,12 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
         for conv in conversations:
             with tempfile.TemporaryDirectory(prefix="locomo-capture-") as tmp:
                 state = Path(tmp)
-                rows += await tell(conv, state, llm, limit)
+                told = getattr(args, "told", "dated")
+                if getattr(args, "embed_after", False) and embedder_installed():
+                    rows += await tell(conv, state, llm, limit, hybrid=False, told=told)
+                    await embed_all(state, llm)
+                else:
+                    rows += await tell(conv, state, llm, limit, told=told)
                 for method in methods:
                     hybrid = method != "capture-bm25"
                     floor = "-1" if method == NO_FLOOR else None
@@ -187,6 +212,7 @@ async def run_capture(args: argparse.Namespace) -> dict[str, Any]:
         "methods": results,
         "rows_captured": rows,
         "seconds": round(time.perf_counter() - started, 1),
+        "told": getattr(args, "told", "dated"),
         "target_capture_hybrid_recall@10_dev": TARGET_CAPTURE_HYBRID_R10_DEV,
     }
 
@@ -197,11 +223,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
     parser.add_argument("--limit-turns", type=int, default=None, help="only the first N turns")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--embed-after",
+        action="store_true",
+        help="tell without the embedder, then embed every captured row (reindex) before asking",
+    )
+    parser.add_argument(
+        "--told",
+        choices=TOLD,
+        default="dated",
+        help="dated: each message at its session's date; one-sitting: every message now",
+    )
     args = parser.parse_args(argv)
     info = asyncio.run(run_capture(args))
     results = info.pop("methods")
     print(
-        f"LoCoMo capture path, split {args.split}: {info['rows_captured']} rows captured, "
+        f"LoCoMo capture path, split {args.split}, told {args.told}: "
+        f"{info['rows_captured']} rows captured, "
         f"{info['seconds']} s"
     )
     print(f"{'method':<24}{'recall@5':>9}{'recall@10':>10}{'nDCG@10':>9}{'p50 ms':>8}")

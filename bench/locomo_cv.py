@@ -160,7 +160,7 @@ async def tell_and_read(conv: Conversation) -> list[dict[str, Any]]:
 
     import chazbot
     from chazbot.agent.capture import CAPTURE_TAG
-    from tests.standin_llm import StandinLLM
+    from tests.support.standin_llm import StandinLLM
 
     llm = StandinLLM()
     await llm.start()

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVERS = """
 import asyncio
 from aiohttp import web
-from tests.test_media_fetch import MediaRepo
-from tests.standin_speech import StandinSpeech
+from tests.transports.matrix.test_media_fetch import MediaRepo
+from tests.support.standin_speech import StandinSpeech
 
 async def main():
     repo = MediaRepo()

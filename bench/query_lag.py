@@ -7,7 +7,7 @@ Run (venv python; not a test, CI does not run it)::
 
 A member's ``/memory search self team <8,000 words>`` (one 56 KB line) on a bank of
 ``--rows`` rows (5-30 words each from a Zipf-like vocabulary of 20,000 words, as in
-``tests/test_query_bounds.py``), through ``Peer.command``, the path a Matrix message takes
+``tests/memory/test_query_bounds.py``), through ``Peer.command``, the path a Matrix message takes
 after routing. A ticker task sleeps 1 ms at a time; the lag is each gap less that 1 ms,
 reported as p99 and max over the gaps of the measured window. Scenarios, each in a process
 of its own, so that the compiled BM25 kernel is built afresh (``NUMBA_CACHE_DIR`` a new

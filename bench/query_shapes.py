@@ -2,12 +2,13 @@
 
 Run: ``.venv/bin/python bench/query_shapes.py [--rows 4999] [--repeat 5]``. Not a timed test.
 
-Fills a bank with ``--rows`` rows of the Zipf-like vocabulary of ``tests/test_query_bounds.py``
-(4,999: the biggest bank searched on the loop, ``OFF_LOOP_ROWS`` - 1), then runs ``/memory
-search self <query>`` for each shape as a member would, ``--repeat`` times, and prints the
-best and median longest gap of a 2 ms ticker (``longest_gap``) and the median time per shape,
-plain words first as the anchor, and one JSON line at the end. The issue's report: a query of
-combining marks held the loop 83 ms where every other shape stayed under 12 ms.
+Fills a bank with ``--rows`` rows of the Zipf-like vocabulary of
+``tests/memory/test_query_bounds.py`` (4,999: the biggest bank searched on the loop,
+``OFF_LOOP_ROWS`` - 1), then runs ``/memory search self <query>`` for each shape as a member would,
+``--repeat`` times, and prints the best and median longest gap of a 2 ms ticker (``longest_gap``)
+and the median time per shape, plain words first as the anchor, and one JSON line at the end. The
+issue's report: a query of combining marks held the loop 83 ms where every other shape stayed under
+12 ms.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 import chazbot
-from tests.test_query_bounds import VOCAB, fill, longest_gap
+from tests.memory.test_query_bounds import VOCAB, fill, longest_gap
 
 SHAPES = {
     "32 words of the bank": " ".join(VOCAB[:32]),

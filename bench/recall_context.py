@@ -5,11 +5,11 @@ a turn costs (issue 28).
 Run: ``.venv/bin/python bench/recall_context.py [--rounds 3]``. Not a test; CI does not run
 it. A fresh peer with the embedded embedder (real SQLite, the defaults) holds
 ``bench/localchat.py``'s 20 facts as message capture stores them; the chat model is the
-stand-in (``tests/standin_llm.py``), which answers with the block's bullets. What is scored is
-the block itself, as the stand-in received it (the turn's first request to the model), not the
-reply: since the answer check (#36) a reply the shown rows do not support is "I don't know",
-so the reply no longer tells what auto-recall found. The conversation holds what the product
-said (the bullets, or "I don't know"). Per variant of the turn's query vectors, over fresh
+stand-in (``tests/support/standin_llm.py``), which answers with the block's bullets. What is scored
+is the block itself, as the stand-in received it (the turn's first request to the model), not the
+reply: since the answer check (#36) a reply the shown rows do not support is "I don't know", so the
+reply no longer tells what auto-recall found. The conversation holds what the product said (the
+bullets, or "I don't know"). Per variant of the turn's query vectors, over fresh
 sessions:
 
 - ``two`` (the anchor): the conversation's words and the newest message's words each get
@@ -43,7 +43,7 @@ from chazbot.agent.recall import DEFAULT_TUNING  # noqa: E402
 from chazbot.agent.turn import run_turn  # noqa: E402
 from chazbot.config import AgentConfig, Config, EmbeddingConfig  # noqa: E402
 from chazbot.memory.audience import room_audience  # noqa: E402
-from tests.standin_llm import MEMORY_HEADING, StandinLLM  # noqa: E402
+from tests.support.standin_llm import MEMORY_HEADING, StandinLLM  # noqa: E402
 
 VARIANTS = {"two": False, "focus": True}
 

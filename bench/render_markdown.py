@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from chazbot.transports.matrix_rules import render_markdown
+from chazbot.transports.matrix.rules import render_markdown
 
 SHAPES = [
     "[a](", "(", "[", "[a]", "]", "1. ", "- ", "> ", "[x]", "*", "_a", "**a", "~~a", "`", "<",

@@ -5,7 +5,7 @@ Run (venv python; not a test, CI does not run it)::
     .venv/bin/python bench/tools.py               # 200 calls each
     .venv/bin/python bench/tools.py --calls 50
 
-A local MCP server (``tests/mcp_demo_server.py``, the SDK's server side, over stdio):
+A local MCP server (``tests/support/mcp_demo_server.py``, the SDK's server side, over stdio):
 
 - ``gate``: from the model's tool call to the text the model reads: ``ToolBox.call`` as a
   turn calls it (arguments parsed and checked against the schema, limits, the policy
@@ -60,7 +60,7 @@ async def run(calls: int) -> dict[str, dict[str, float]]:
     import chazbot
     from chazbot.config import AgentConfig, Config, MCPServerConfig, ToolsConfig
     from chazbot.tools import Caller
-    from tests.standin_chat import OneAnswer
+    from tests.support.standin_chat import OneAnswer
 
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args()
     results = asyncio.run(run(args.calls))
-    print(f"# {args.calls} calls of demo__add over stdio (tests/mcp_demo_server.py)")
+    print(f"# {args.calls} calls of demo__add over stdio (tests/support/mcp_demo_server.py)")
     print("| path | p50 ms | p95 ms | mean ms |")
     print("| --- | ---: | ---: | ---: |")
     for name, r in results.items():

@@ -8,7 +8,7 @@ bench's rows, hybrid top 10, the local embedder) at each ``statement_words`` (a 
 ``RankingSettings`` the searches are passed; ``current.MAX_STATEMENT_WORDS`` is the product's):
 how many result lists get a row marked earlier, and recall/nDCG with and without the step
 (``newest_first=False``).
-Not a timed test; CI does not run it (``tests/test_current.py`` checks the held-out figures
+Not a timed test; CI does not run it (``tests/memory/test_current.py`` checks the held-out figures
 with the hashed vectors).
 
 Per split, one view holds every statement of that split's cases, as captured rows are stored
@@ -55,7 +55,7 @@ START_US = 1_764_547_200 * 1_000_000  # 2025-12-01
 
 
 def hashed(text: str, dim: int = 64) -> np.ndarray:
-    """The tests' stand-in embedder (tests/standin_embeddings.py): a hashed bag of words."""
+    """The tests' stand-in embedder (tests/support/standin_embeddings.py): a hashed bag of words."""
     vec = np.zeros(dim, dtype=np.float64)
     words = [w for w in re.findall(r"[^\W_]+", text.lower()) if len(w) > 1]
     for word in words:

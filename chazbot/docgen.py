@@ -105,7 +105,7 @@ def configuration_page() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from the pydantic models in `chazbot/config.py` by `python -m chazbot.docgen`.",
+        "Generated from the pydantic models in `chazbot/config/` by `python -m chazbot.docgen`.",
         "`config.yaml.example` explains every key with a comment. Strings may use `${VAR}`",
         "(an error naming VAR when it is unset) or `${VAR:-default}`; unknown keys are an error",
         f"naming their path. A file holds at most {MAX_VALUES:,} values (YAML aliases counted",

@@ -30,7 +30,7 @@ from chazbot.agent.host import AgentHandle
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
 from chazbot.agent.turn import Incoming, TurnContext, TurnResult, take_turn, tool_label
-from chazbot.commands import Context, Reply, run_command
+from chazbot.commands import Call, Context, Reply, run_command
 from chazbot.config import Config, load_config
 from chazbot.errors import (
     InputError,
@@ -51,7 +51,7 @@ from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
 from chazbot.reminders.store import ReminderBook
-from chazbot.sync import Sharing as SharingStore
+from chazbot.sync import Serving
 from chazbot.tools import ToolBox
 
 log = logging.getLogger(__name__)
@@ -156,10 +156,10 @@ class Peer:
                 key = KeyPair.generate()
                 await ledger.keys.add(key, PEER_KEY)
                 log.info("created peer key %s", key.public)
-            store = SharingStore(ledger)
-            sync = SyncService(config, ledger, key, store)
+            serving = Serving(ledger)
+            sync = SyncService(config, ledger, key, serving)
             registry = Registry(ledger, withdrawn=sync.withdrawn)
-            sharing = Sharing(sync, ledger, registry, store)
+            sharing = Sharing(sync, ledger, registry, serving)
             embedder = make_embedder(config.embedding)
             memory = MemoryEngine(ledger, embedder, timing=tuning.memory)
             hosting = Hosting(config, ledger, key, registry, memory, sharing, config_loader)
@@ -287,7 +287,7 @@ class Peer:
 
     async def command(
         self,
-        text: str,
+        text: str | Call,
         agent: str | None = None,
         session: str = "cli",
         sender: str = "local",
@@ -295,8 +295,9 @@ class Peer:
         prefix: str = "/",
         audience: Audience | None = None,
     ) -> Reply:
-        """Run one command line (``/memory list``…) as ``agent`` in ``session``; what it
-        shows of memory obeys ``audience`` (None: the operator's full view).
+        """Run one command line (``/memory list``…), or a ``Call`` with its arguments apart
+        (what a web form posts), as ``agent`` in ``session``; what it shows of memory obeys
+        ``audience`` (None: the operator's full view).
 
         ``is_admin`` left out is the least a caller can mean: an admin only for the operator
         (no ``audience``: the terminal, ``chazbot cmd``, the Python API); a caller that names

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
     from chazbot.memory.banks import Registry
-    from chazbot.sync import Sharing as SharingStore
+    from chazbot.sync import Serving
     from chazbot.sync.tables import AccessRequest
 
 log = logging.getLogger("chazbot.peer")
@@ -37,11 +37,11 @@ class SyncService:
 
     ``config`` is the one the peer started with: sync settings apply at the next start."""
 
-    def __init__(self, config: Config, ledger: Ledger, key: KeyPair, store: SharingStore) -> None:
+    def __init__(self, config: Config, ledger: Ledger, key: KeyPair, serving: Serving) -> None:
         self.config = config
         self.ledger = ledger
         self.key = key
-        self.store = store
+        self.serving = serving
         self.server: SyncServer | None = None
         self.replicator: Replicator | None = None
 
@@ -66,7 +66,7 @@ class SyncService:
             self.ledger,
             host=listen[0],
             port=listen[1],
-            sharing=self.store,
+            serving=self.serving,
             ssl_context=tls,
             public_addresses=public,
         )
@@ -158,30 +158,30 @@ class Sharing:
     """Serving this peer's banks and importing others' (see the module docstring)."""
 
     def __init__(
-        self, sync: SyncService, ledger: Ledger, registry: Registry, store: SharingStore
+        self, sync: SyncService, ledger: Ledger, registry: Registry, serving: Serving
     ) -> None:
         self.sync = sync
         self.ledger = ledger
         self.registry = registry
-        self.store = store
+        self.serving = serving
 
     async def share(self, db: str) -> str:
         """Serve ``db`` to peers holding a key on it; return its ticket."""
         address = self.sync.public_address()
-        await self.store.share(db)
+        await self.serving.share(db)
         return format_ticket(db, [address])
 
     async def unshare(self, db: str) -> None:
-        if not await self.store.unshare(db):
+        if not await self.serving.unshare(db):
             raise NotFound("that bank is not shared")
 
     async def shared(self) -> list[str]:
         """The databases served here."""
-        return await self.store.shared()
+        return await self.serving.shared()
 
     async def drop(self, db: str) -> None:
         """A bank deleted here: stop serving it and stop syncing it (idempotent)."""
-        await self.store.unshare(db)
+        await self.serving.unshare(db)
         await self.sync.forget_remote(db)
 
     async def import_bank(self, ticket: str, permission: str, name: str | None) -> Imported:
@@ -218,10 +218,10 @@ class Sharing:
 
     async def pending_requests(self, shown: int = 10) -> PendingRequests:
         """Pending requests: how many per database, and the newest ``shown`` of them."""
-        counts = await self.store.pending_counts()
+        counts = await self.serving.pending_counts()
         labels = {db: await self.label(db) for db in counts}
         per_db = [(labels[db], n) for db, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-        newest = list(reversed(await self.store.requests(newest=shown))) if counts else []
+        newest = list(reversed(await self.serving.requests(newest=shown))) if counts else []
         return PendingRequests(sum(counts.values()), per_db, newest, labels)
 
     async def sync_pairs(self) -> list[SyncPair]:
@@ -249,7 +249,7 @@ class Sharing:
 
     async def requests_of(self, db: str) -> list[AccessRequest]:
         """Every access request for ``db`` (any status), oldest first."""
-        return await self.store.requests(db, status=None)
+        return await self.serving.requests(db, status=None)
 
     async def label(self, db: str) -> str:
         """A database as a person reads it: its bank or agent name, else its id cut short."""
@@ -259,10 +259,10 @@ class Sharing:
     async def decide_request(self, number: int, approve: bool) -> AccessRequest:
         """Approve (with an admin key this peer holds on the database) or reject a request."""
         if approve:
-            request = await self.store.request(number)
+            request = await self.serving.request(number)
             admin = await admin_key_for(self.ledger, self.registry, request.db)
-            return await self.store.approve(number, admin)
-        return await self.store.reject(number)
+            return await self.serving.approve(number, admin)
+        return await self.serving.reject(number)
 
 
 __all__ = ["Sharing", "SyncService"]

@@ -25,7 +25,7 @@ from chazbot.ledger.archive import remove_leftovers
 from chazbot.ledger.statelock import ROLE_SERVICE
 from chazbot.peer import Peer
 from chazbot.transports.control import ControlServer
-from chazbot.transports.matrix_rules import SESSION_PREFIX
+from chazbot.transports.matrix.rules import SESSION_PREFIX
 from chazbot.transports.tables import FEATURE_TABLES
 
 if TYPE_CHECKING:

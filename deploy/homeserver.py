@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import local_homeserver
 import matrix_accounts
 
-# What the tests share with the local run (tests/synapse.py loads this file).
+# What the tests share with the local run (tests/support/synapse.py loads this file).
 synapse_config = local_homeserver.synapse_config
 log_config = local_homeserver.log_config
 

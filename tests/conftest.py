@@ -3,10 +3,10 @@ real Synapse per test session for every Matrix test."""
 
 from __future__ import annotations
 
-from tests.standin_embeddings import standin_embeddings
-from tests.standin_llm import standin_llm
-from tests.standin_speech import standin_speech
-from tests.synapse import chazbot, humans, matrix_user, synapse, synapse_admin
+from tests.support.standin_embeddings import standin_embeddings
+from tests.support.standin_llm import standin_llm
+from tests.support.standin_speech import standin_speech
+from tests.support.synapse import chazbot, humans, matrix_user, synapse, synapse_admin
 
 __all__ = [
     "chazbot",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waits import wait_until_sync
+from tests.support.waits import wait_until_sync
 
 Running = tuple[Path, subprocess.Popen[str]]  # the service's directory and its process
 

@@ -223,18 +223,13 @@ def file_defaults() -> Config:
     return Config(embedding=embedding)
 
 
-def test_embedding_left_out_means_the_local_embedder_when_installed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from chazbot import config as c
-
-    monkeypatch.setattr(c, "local_embedder_installed", lambda: True)
-    assert parse_config({}).embedding == EmbeddingConfig(backend="local")
-    assert parse_config({"embedding": None}).embedding is None  # BM25 only
-    chosen = parse_config({"embedding": {"backend": "openai", "model": "m"}}).embedding
-    assert chosen is not None and chosen.backend == "openai"
-    monkeypatch.setattr(c, "local_embedder_installed", lambda: False)
-    assert parse_config({}).embedding is None
+def test_embedding_left_out_means_the_local_embedder_when_installed() -> None:
+    assert parse_config({}, local_embedder=True).embedding == EmbeddingConfig(backend="local")
+    assert parse_config({"embedding": None}, local_embedder=True).embedding is None  # BM25 only
+    openai = {"embedding": {"backend": "openai", "model": "m"}}
+    chosen = parse_config(openai, local_embedder=True)
+    assert chosen.embedding is not None and chosen.embedding.backend == "openai"
+    assert parse_config({}, local_embedder=False).embedding is None
     assert Config().embedding is None  # a Config built in Python means what it says
 
 
@@ -250,7 +245,7 @@ def test_capture_modes_and_yaml_booleans() -> None:
 
 
 def test_encryption_follows_the_e2e_extra_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chazbot import config as c
+    from chazbot.config import sections as c  # where MatrixConfig asks
 
     def matrix(encryption: bool | None = None) -> MatrixConfig:
         return MatrixConfig(homeserver_url="http://hs", user_id="@bot:hs", encryption=encryption)

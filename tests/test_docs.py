@@ -88,14 +88,18 @@ def test_every_metric_is_in_the_operations_guide() -> None:
 
 CITING = ("docs/*.md", "README.md", "bench/*.py")
 ROOTED = re.compile(r"(?<![\w./-])((?:chazbot|bench|tests|docs|deploy)/[\w.*/-]*[\w*])")
-"""A path from the repository's root: ``chazbot/peer.py``, ``tests/standin_*.py``, ``deploy/``."""
+"""A path from the repository's root: ``chazbot/peer.py``, ``tests/support/standin_*.py``,
+``deploy/``."""
 FILE_LIKE = re.compile(
     r"(?<![\w./:~-])((?:[\w-][\w.-]*/)+[\w.-]*\.(?:py|md|sh|ya?ml|toml|json|jsonl))\b"
 )
 """Any other ``dir/file.ext``: a module cited from chazbot/ (``memory/view.py``), a note."""
 NOT_PATHS = {
     ("bench/time_aware.py", "bench/random"): "a memory view's name, not a file",
-    ("docs/web.md", "tests/screenshots"): "written by tests/test_web_browser.py, ignored by git",
+    (
+        "docs/web.md",
+        "tests/screenshots",
+    ): "written by tests/browser/test_web_browser.py, ignored by git",
     ("docs/architecture.md", "reminders/muted.py"): "the made-up table of the how-to walk",
 }
 

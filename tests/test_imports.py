@@ -79,7 +79,11 @@ NO_HEAVY = {"ledger", "errors", "config", "metrics"}  # no aiohttp, numpy, nio, 
 NO_HTTP = {"chazbot.memory.bm25", "chazbot.memory.tokenize", "chazbot.memory.fusion"}
 """Pure computation: they load no aiohttp (``import chazbot.memory.bm25`` loaded 630 modules,
 aiohttp among them, through the memory package's re-exports; #38)."""
-NO_NIO = {"chazbot.transports.tables", "chazbot.transports.matrix.credentials"}
+NO_NIO = {
+    "chazbot.transports.tables",
+    "chazbot.transports.matrix.credentials",
+    "chazbot.transports.matrix.state_tables",
+}
 """Read by ``chazbot cmd``, ``verify`` and ``restore`` for every feature's tables: no matrix-nio
 (through the Matrix package's re-export it cost every ``chazbot cmd`` 0.4 s and 280 modules)."""
 

@@ -25,10 +25,10 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from tests.service_support import Service, start_service
-from tests.service_support import chazbot_cli as cli
-from tests.standin_embeddings import StandinEmbeddings
-from tests.waits import wait_until
+from tests.support.service import Service, start_service
+from tests.support.service import chazbot_cli as cli
+from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -88,9 +88,9 @@ from chazbot.reminders.when import asks_for_reminder, understand, zone
 from chazbot.sync import wire
 from chazbot.sync.tickets import parse_ticket
 from chazbot.transports.control import ControlServer
-from chazbot.transports.matrix_rules import Me, render_markdown, route, text_contents
-from tests.standin_chat import OneAnswer
-from tests.test_query_bounds import longest_gap
+from chazbot.transports.matrix.rules import Me, render_markdown, route, text_contents
+from tests.memory.test_query_bounds import longest_gap
+from tests.support.standin_chat import OneAnswer
 
 ALICE = "@alice:example.org"
 LOOP_BOUND_S = 1.0  # honest figures: tens of milliseconds
@@ -484,7 +484,7 @@ async def test_an_upload_of_millions_of_tiny_lines_is_refused_without_holding_th
 
     from chazbot.transports.web.import_jobs import MAX_LINES
     from chazbot.transports.web.uploads import UPLOAD_MAX_BYTES
-    from tests.web_support import ADMIN, browser_session, csrf_of, link, serving, sign_in
+    from tests.support.web import ADMIN, browser_session, csrf_of, link, serving, sign_in
 
     async with serving(tmp_path) as (peer, base):
         await peer.command("/memory new team")
@@ -623,7 +623,7 @@ async def test_a_gzip_bomb_posted_to_the_sign_in_form_is_refused_unread(tmp_path
 
     import aiohttp
 
-    from tests.web_support import serving
+    from tests.support.web import serving
 
     squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
     chunk = b"a" * (1 << 20)

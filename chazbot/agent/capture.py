@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from chazbot.agent.chat_model import ChatModel
+from chazbot.agent.recall import focus_query
 from chazbot.agent.session import Message
 from chazbot.agent.words import keep_out, worth_keeping
 from chazbot.errors import ChazError
@@ -388,7 +389,10 @@ async def capture_facts(
     ids are added to ``row_ids`` when given."""
     memory = memory if memory is not None else agent.memory
     prefix = "_".join(said.speaker.split()) + "/"
-    found = await memory.recall(said.text[:MAX_MESSAGE_CHARS], None, CLOSE_MEMORIES * 4)
+    # the message's own words, as the turn's auto-recall searched them: their vector is the
+    # one the turn made (the embedder keeps it), not a second embedding of the message (#48)
+    words = focus_query([said.text]) or said.text[:MAX_MESSAGE_CHARS]
+    found = await memory.recall(words, None, CLOSE_MEMORIES * 4)
     close = [h for h in found if h.key.startswith(prefix)][:CLOSE_MEMORIES]
     messages = facts_messages(agent.name, said, reply, close)
     answer = await llm.complete(messages, [FACTS_SCHEMA], model=agent.config.model)

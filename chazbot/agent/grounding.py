@@ -35,247 +35,46 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from chazbot.agent.concepts import (
+    ATTRIBUTE,
+    CONCEPT_OF,
+    CONCEPTS,
+    FAVOURITE,
+    FUNCTION,
+    GENERIC,
+    KIND_ASKERS,
+    KIND_WORDS,
+    KINDS,
+    NAME,
+    NUMBER,
+    OWN_CONCEPTS,
+    PLAIN,
+    POSSESSIVES,
+    QUESTION,
+    RELATIONS,
+    WHO,
+)
 from chazbot.agent.lexicon import ES
 from chazbot.agent.words import personal
 from chazbot.memory.rows import MemoryRow, said_text
-from chazbot.memory.tokenize import STOPWORDS, tokenize
+from chazbot.memory.tokenize import tokenize
 
 
 def _set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-POSSESSIVES = _set(
-    "my mine our ours mein meine meinen meinem meiner meines unser unsere unseren unserem "
-    "mon ma mes notre nos mi mis nuestro nuestra nuestros nuestras mijn onze ons"
-)
-NAME = _set(
-    "name names named called call calls heißt heisst heißen heiße name namen heet heten naam "
-    "appelle appelles appellent nom prénom nombre llama llaman llamo"
-)
-NUMBER = _set("number numbers nummer numéro número nummer code pin")
-FAVOURITE = _set(
-    "favourite favorite favourites lieblings favori favorie favorito favorita favoriete "
-    "favoriet préféré préférée preferido preferida"
-)
-ATTRIBUTE = (
-    NAME
-    | NUMBER
-    | FAVOURITE
-    | _set("new old current best first last thing things kind sort type neue neuer neues")
-    | _set("meilleur meilleure mejor beste besten bester")
-)
-"""Words that say which attribute of the subject is asked, not what the subject is; a
-question for a name (a number) needs a row that names (numbers) its subject."""
-PLAIN = _set(
-    "new current best first last thing things kind sort type neue neuer neues meilleur "
-    "meilleure mejor beste besten bester"
-)
-"""Attribute words a row need not repeat ("my *new* job")."""
-GENERIC = _set(
-    "go goes went going get gets got make makes made take takes took come comes came last "
-    "next year years day days time times usually often always"
-)
-QUESTION = _set(
-    "what who whom whose where when why how which was wer wie wo wann welche welcher welches "
-    "welchen warum woher wohin quoi qui où quand comment quel quelle quels quelles que qu "
-    "pourquoi qué que quién quien dónde donde cuándo cuando cómo como cuál cual cuáles cuánto "
-    "cuántos wat waar wanneer hoe welk welke waarom"
-)
-WHO = _set("who whom wer qui quién quien")
-KIND_ASKERS = _set(
-    "what which welche welcher welches welchen quel quelle quels quelles qué cuál welk welke"
-)
-FUNCTION = STOPWORDS | _set(
-    "ist sind bin bist war hat habe hast haben der die das den dem des ein eine einen einem "
-    "einer und oder in im am an auf zu zum zur von vom mit für bei es er sie ihr ich du dich "
-    "dir mich mir uns euch sich nicht noch schon auch denn dann so "
-    "est es sont suis êtes le la les l' un une des du de d et ou à au aux en dans sur pour par "
-    "avec il elle ils elles je tu nous vous se me te ce cet cette ne pas fait "
-    "el los las una unos unas del al y o en con por para es soy eres está están estoy se "
-    "lo le les te yo tú él ella ellos su sus "
-    "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
-    "mij me hem haar er dat die deze "
-    "something anything etwas irgendetwas quelque chose algo algún alguna iets "
-    "doet doe deed macht mache machst fait fais hace haces hizo"
-)
-"""Words that say nothing of what is asked, in the five languages."""
-
-CONCEPTS: tuple[frozenset[str], ...] = (
-    NAME,
-    NUMBER,
-    FAVOURITE,
-    _set(
-        "phone telephone mobile cell telefon telefonnummer handy handynummer téléphone "
-        "portable teléfono móvil telefoon telefoonnummer mobiel"
-    ),
-    _set("email mail courriel correo electrónico"),
-    _set("address adresse dirección adres"),
-    _set(
-        "job jobs work works working worked living profession occupation career beruf arbeit "
-        "arbeitet arbeite métier travail travaille trabajo trabaja trabajas baan werk werkt "
-        "beroep beruflich"
-    ),
-    _set(
-        "live lives lived wohnt wohne wohnst wohnen lebt leben lebe habite habites "
-        "habitent habiter vit vis vive vives vivo viven woont woon wonen moved move "
-        "umgezogen gezogen déménagé déménagés mudé mudamos mudado verhuisd"
-    ),
-    _set("born birthplace geboren née né nés nacido nacida nació nací"),
-    _set("birthday birthdays geburtstag anniversaire cumpleaños verjaardag jarig"),
-    _set("old age alt alter âge edad años oud leeftijd"),
-    _set("son sons sohn söhne fils hijo zoon"),
-    _set("daughter daughters tochter töchter fille hija dochter"),
-    _set("wife frau ehefrau femme épouse esposa mujer vrouw echtgenote"),
-    _set("husband mann ehemann mari époux marido esposo echtgenoot man"),
-    _set("mother mum mom mutter mama mère maman madre moeder"),
-    _set("father dad vater papa père padre vader"),
-    _set("sister schwester sœur soeur hermana zus zuster"),
-    _set("brother bruder frère hermano broer"),
-    _set("grandmother grandma granny oma großmutter grand-mère abuela"),
-    _set("grandfather grandpa opa großvater grand-père abuelo"),
-    _set("uncle onkel oncle tío tio oom"),
-    _set("aunt tante tía tia"),
-    _set("niece nichte nièce sobrina nicht"),
-    _set("nephew neffe neveu sobrino neef"),
-    _set("dog dogs hund chien perro hond"),
-    _set("cat cats katze chat gato kat poes"),
-    _set("horse pferd cheval caballo paard"),
-    _set("doctor gp arzt ärztin médecin médico dokter huisarts"),
-    _set("dentist zahnarzt dentiste dentista tandarts"),
-    _set("teacher lehrer lehrerin professeur prof profesor profesora leraar lerares"),
-    _set("colour color farbe couleur kleur"),
-    _set(
-        "car auto voiture coche wagen drive drives drove driving fahre fährst fährt fahren "
-        "conduis conduit conduire conduzco conduces manejo rijd rijdt rijden"
-    ),
-    _set("bike bicycle fahrrad rad vélo bicicleta fiets"),
-    _set(
-        "drink drinks drank drinking getränk trinke trinkst trinkt trinken boisson bois boit "
-        "boire bebida bebo bebes bebe beber drankje drink drinkt drinken"
-    ),
-    _set(
-        "play plays played playing spiele spielst spielt spielen joue joues jouer juego "
-        "juegas juega jugar speel speelt spelen"
-    ),
-    _set("food eat essen nourriture plat comida eten"),
-    _set(
-        "allergy allergies allergic allergie allergien allergisch allergique allergiques "
-        "alergia alergias alérgico alérgica allergieën"
-    ),
-    _set("coffee kaffee café koffie"),
-    _set("tea tee thé té thee"),
-    _set("chess schach échecs ajedrez schaken schaak"),
-    _set("club clubs verein vereniging club"),
-    _set("school schule école escuela colegio"),
-    _set("monday mondays montag montags lundi lundis lunes maandag maandags"),
-    _set("tuesday tuesdays dienstag dienstags mardi mardis martes dinsdag dinsdags"),
-    _set("wednesday wednesdays mittwoch mittwochs mercredi mercredis miércoles woensdag woensdags"),
-    _set("thursday thursdays donnerstag donnerstags jeudi jeudis jueves donderdag donderdags"),
-    _set("friday fridays freitag freitags vendredi vendredis viernes vrijdag vrijdags"),
-    _set("saturday saturdays samstag samstags samedi samedis sábado sábados zaterdag zaterdags"),
-    _set("sunday sundays sonntag sonntags dimanche dimanches domingo domingos zondag zondags"),
-    _set(
-        "neighbour neighbor neighbours nachbar nachbarin voisin voisine vecino vecina buurman "
-        "buurvrouw"
-    ),
-    _set("friend friends freund freundin ami amie amigo amiga vriend vriendin"),
-    _set("partner partnerin partenaire pareja"),
-    _set("book buch livre libro boek"),
-    _set("grow grew grown growing"),
-    _set(
-        "study studied studies studying studiert studiere studium étudie étudié études "
-        "estudio estudié estudia estudié studeer studeerde studie"
-    ),
-    _set("meet met meeting"),
-    _set("buy bought"),
-    _set(
-        "speak spoke spoken speaks spreche spricht sprichst parle parles parlé hablo hablas "
-        "habla spreek spreekt spreken"
-    ),
-    _set("ride rode ridden rides riding"),
-    _set("teach taught teaches"),
-    _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
-    _set("film movie films movies pelicula película"),
-    _set("parrot parrots papagei papageien perroquet perroquets loro loros papegaai papegaaien"),
-    _set(
-        "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
-        "tortugas schildpad schildpadden"
-    ),
-    _set("rabbit rabbits kaninchen hase lapin lapins conejo conejos konijn konijnen"),
-    _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
-    _set("hamster hamsters hámster"),
-    _set("twins twin zwillinge zwilling jumeaux jumelles jumeau gemelos gemelas mellizos tweeling"),
-    _set(
-        "university uni universität hochschule université fac universidad universiteit "
-        "college degree studium"
-    ),
-    _set("garden gardens garten jardin jardín tuin moestuin"),
-    _set("milk milch lait leche melk"),
-    _set("choir chor chorale coro koor"),
-    _set("morning mornings morgens matin matins mañana mañanas ochtend ochtends"),
-)
-"""Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
-KINDS: dict[str, frozenset[str]] = {
-    "instrument": _set(
-        "piano guitar cello violin viola trumpet flute drums saxophone clarinet harp ukulele "
-        "trombone oboe accordion keyboard bass klavier geige gitarre trompete flöte violon "
-        "drum batterie schlagzeug batería bateria drumstel violoncelle violonchelo "
-        "guitare trompette flûte piano violín guitarra trompeta flauta viool gitaar trompet"
-    ),
-    "sport": _set(
-        "football soccer tennis hockey golf rugby basketball volleyball badminton squash "
-        "cricket baseball handball swimming running cycling climbing skiing fußball tennis "
-        "fútbol baloncesto natación voetbal zwemmen schwimmen natation judo karate padel "
-        "pádel yoga boxing boxen rowing rudern aviron remo roeien surfing marathon"
-    ),
-    "day": _set(
-        "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
-        "thursdays fridays saturdays sundays montag dienstag mittwoch donnerstag freitag "
-        "samstag sonntag montags dienstags mittwochs donnerstags freitags samstags sonntags "
-        "lundi mardi mercredi jeudi vendredi samedi dimanche lunes martes miércoles jueves "
-        "viernes sábado sábados domingo domingos maandag dinsdag woensdag donderdag vrijdag "
-        "zaterdag zondag weekend week-end"
-    ),
-}
-"""Kinds of answer a "which *kind*" question asks, with what is of the kind."""
-KIND_WORDS: dict[str, str] = {
-    word: kind
-    for kind, words in {
-        "instrument": _set("instrument instruments instrumento instrumentos"),
-        "sport": _set("sport sports deporte deportes sportart race carrera wedstrijd"),
-        "day": _set("day days tag tage jour jours día días dag dagen wochentag weekday"),
-    }.items()
-    for word in words
-}
-_CONCEPT_OF: dict[str, frozenset[int]] = {}
-for _i, _words in enumerate(CONCEPTS):
-    for _w in _words:
-        _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | {_i}
-_OWN_CONCEPTS = frozenset(
-    i
-    for word in ("job", "live", "born", "birthday", "old", "phone", "email", "address")
-    for i in _CONCEPT_OF[word]
-)
-"""What a person has themselves ("my *job*", "my *phone* number", "where do I *live*"): a
-question about one of these is about the person, not about someone of theirs."""
-RELATIONS = frozenset(
-    w
-    for group in CONCEPTS
-    for w in group
-    if group
-    & _set(
-        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
-        "aunt niece nephew neighbour friend partner"
-    )
-)
-"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*")."""
+_CONCEPT_OF = CONCEPT_OF
+_OWN_CONCEPTS = OWN_CONCEPTS
 _JOB_NOUN = re.compile(
     r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
-    r"captain|nurse|chef|koch|cook|pilot|driver|nanny)$"
+    r"captain|nurse|chef|koch|cook|pilot|driver|nanny|mann)$"
 )
 
 
+_KIN_ENDS = tuple(sorted(r for r in RELATIONS if len(r) > 3 and not r.endswith(("man", "mann"))))
+"""A word ending in a relative's ("stepdaughter", "Großmutter", "schoonmoeder") is no job;
+"-mann" ends jobs too ("Bergmann", "Kaufmann")."""
 _PLACE_BEFORE = _set("in im aus from à en uit nach naar to")
 """A word right after one of these is a place ("in Dublin", "à Berlin"), never a job."""
 
@@ -290,6 +89,8 @@ def job_nouns(words: Iterable[str]) -> list[str]:
         for i, w in enumerate(tokens)
         if len(w) > 3
         and w not in RELATIONS
+        and w not in POSSESSIVES  # "mein"
+        and not w.endswith(_KIN_ENDS)  # "stepdaughter", "Großmutter"
         and _JOB_NOUN.search(w)
         and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE)
     ]
@@ -539,8 +340,31 @@ def _another_attribute(words: list[str], question: str) -> bool:
     return not (asked_of & _CONCEPT_OF["job"] and job_nouns(words))
 
 
+_TOWARDS = _set(
+    "to naar zur zum nach au à al a before after antes después avant après vor voor na del "
+    "du at op bei"
+)
+"""A job's word after one of these is a place or a time ("the train *to work*", "naar mijn
+werk", "antes del trabajo", "after work", "op het werk"), not what one does for a living
+("*for* a living", "*als* Lehrer", "*von* Beruf" are)."""
+
+
+def commute(words: list[str]) -> list[str]:
+    """``words`` without a job's word that names where one goes ("Ik neem de trein naar mijn
+    *werk*" says nothing of what the person does)."""
+    job = _CONCEPT_OF["job"]
+    return [
+        w
+        for i, w in enumerate(words)
+        if not (
+            _CONCEPT_OF.get(w, frozenset()) & job
+            and any(t in _TOWARDS for t in words[max(0, i - 2) : i])
+        )
+    ]
+
+
 def _supports(text: str, question: str, q: Asked) -> bool:
-    words = tokenize(text.replace("\u2019", "'"))
+    words = commute(tokenize(text.replace("\u2019", "'")))
     if _another_attribute(words, question.replace("\u2019", "'")):
         return False
     if _about_the_person(q) and _someone_else(text):
@@ -571,7 +395,9 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
     if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
-    if q.kind is not None and q.kind not in GENERIC and not q.predicate and not q.subject:
+    whom = _names(question)  # "Which school do *Nora* and *Liv* go to?": whom, not what
+    asks_more = [p for p in q.predicate if p not in whom]
+    if q.kind is not None and q.kind not in GENERIC and not asks_more and not q.subject:
         return False  # "Which bank am I with?": the kind is all it asks, the row has none
     if job_nouns(words):  # "What did my father do for work?" beside "… war Elektriker"
         q = replace(q, predicate=tuple(p for p in q.predicate if p not in _JOB_CONCEPT))
@@ -610,8 +436,15 @@ def grounded(question: str, reply: str, shown: Iterable[str], named: Iterable[st
     about = [  # a recall answer: a row a line
         t for t in pieces if _supports(t, question, q) and all(_has(tokenize(t), [n]) for n in whom)
     ]
-    if not about:
-        return False
+    return bool(about) and stands_on(question, reply, about)
+
+
+def stands_on(question: str, reply: str, about: Iterable[str]) -> bool:
+    """Whether what ``reply`` adds to ``question`` comes from the rows ``about`` (their
+    ``evidence``): one of its words, every number and every name (the module doc, 3). The
+    answer check asks it of the rows that support the question by their words, and of the
+    row chosen by meaning (``answering.chosen_row``)."""
+    about = list(about)
     asked_words = set(tokenize(question))
     added = [t for t in _content(reply) if t not in asked_words and not _has([t], asked_words)]
     if not added:
@@ -655,19 +488,33 @@ def _names(reply: str) -> set[str]:
     return found
 
 
-CONCEPT_OF = _CONCEPT_OF
-"""Each word of ``CONCEPTS`` with the groups it is in (for ``agent.answering``)."""
 has_word = _has
 owned = _owned
 someone_else = _someone_else
 names_only = _names_only
 
-__all__ = [
+__all__ = [  # the vocabulary lives in ``concepts``: its names stay importable from here
+    "ATTRIBUTE",
+    "CONCEPTS",
     "CONCEPT_OF",
+    "FAVOURITE",
+    "FIRST_PERSON",
+    "FUNCTION",
+    "GENERIC",
+    "KINDS",
+    "KIND_ASKERS",
+    "KIND_WORDS",
     "KNOWN",
+    "NAME",
+    "NUMBER",
+    "PLAIN",
+    "POSSESSIVES",
+    "QUESTION",
     "RELATIONS",
+    "WHO",
     "Asked",
     "asked",
+    "commute",
     "equivalents",
     "evidence",
     "gives_name",
@@ -680,6 +527,7 @@ __all__ = [
     "owned",
     "someone_else",
     "speaker_first",
+    "stands_on",
     "subject",
     "supports",
 ]

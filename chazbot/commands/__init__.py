@@ -15,7 +15,7 @@ from chazbot.commands import (
     web_cmds,
 )
 from chazbot.commands.context import Context
-from chazbot.commands.tree import Arg, Command, CommandTree, Reply, UsageError
+from chazbot.commands.tree import Arg, Call, Command, CommandTree, Reply, UsageError
 from chazbot.errors import ChazError
 
 TREE = CommandTree.of(
@@ -69,10 +69,14 @@ def _cut(error: Exception) -> str:
     )
 
 
-async def run_command(ctx: Context, text: str, tree: CommandTree = TREE) -> Reply:
-    """Parse and run one command line; every failure becomes a one-line ``Reply(False, …)``."""
+async def run_command(ctx: Context, text: str | Call, tree: CommandTree = TREE) -> Reply:
+    """Run one command line (parsed) or ``Call`` (its arguments already apart, as a web form
+    gives them); every failure becomes a one-line ``Reply(False, …)``."""
     try:
-        command, args = tree.parse(text, ctx.prefix)
+        if isinstance(text, Call):
+            command, args = tree.bind(text, ctx.prefix)
+        else:
+            command, args = tree.parse(text, ctx.prefix)
     except UsageError as exc:
         return Reply(False, _cut(exc), usage_error=True)
     if command.admin and not ctx.is_admin:
@@ -89,6 +93,7 @@ __all__ = [
     "ERROR_LINE_CHARS",
     "TREE",
     "Arg",
+    "Call",
     "Command",
     "CommandTree",
     "Context",

@@ -56,6 +56,21 @@ Handler = Callable[Concatenate[Context, ...], Awaitable[Reply]]
 
 H = TypeVar("H", bound=Handler)
 
+
+@dataclass(frozen=True)
+class Call:
+    """One command by its path with its arguments by name, each value as it is meant: what a
+    web form posts. Nothing is quoted into a command line and parsed again, so a value with
+    quotes, spaces or line breaks reaches the handler as it was given."""
+
+    path: tuple[str, ...]
+    args: Mapping[str, str] = field(default_factory=dict)
+
+    def shown(self, prefix: str = "/") -> str:
+        """The call as one line for a log (values quoted; never parsed)."""
+        return " ".join([prefix + " ".join(self.path), *(repr(v) for v in self.args.values())])
+
+
 _BY_NAME = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
@@ -171,6 +186,25 @@ class CommandTree:
             raise UsageError(f"unknown command {words[0]!r}; try {prefix}help")
         return best, self._bind(best, words[len(best.path) :], prefix)
 
+    def bind(self, call: Call, prefix: str = "/") -> tuple[Command, dict[str, str]]:
+        """The command ``call`` names, with its arguments checked as a parsed line's are
+        (required ones given, ``choices`` kept to); raise UsageError when it does not fit."""
+        found = next((c for c in self.commands if c.path == call.path), None)
+        if found is None:
+            raise UsageError(f"unknown command {' '.join(call.path)[:80]!r}; try {prefix}help")
+        unknown = sorted(set(call.args) - {a.name for a in found.args})
+        if unknown:
+            raise UsageError(f"no argument {unknown[0][:40]!r}. Usage: {found.usage(prefix)}")
+        bound: dict[str, str] = {}
+        for arg in found.args:
+            value = call.args.get(arg.name)
+            if value is None:
+                if arg.optional:
+                    continue
+                raise UsageError(f"missing <{arg.name}>. Usage: {found.usage(prefix)}")
+            bound[arg.name] = _chosen(found, arg, value, prefix)
+        return found, bound
+
     def _longest_match(self, lowered: list[str]) -> Command | None:
         """The command whose path is the longest prefix of ``lowered`` (lowercased words)."""
         best: Command | None = None
@@ -215,15 +249,7 @@ class CommandTree:
                 bound[arg.name] = " ".join(rest)
                 rest = []
                 continue
-            value = rest.pop(0)
-            if arg.choices:
-                if value.lower() not in arg.choices:
-                    raise UsageError(
-                        f"{arg.name} must be one of {', '.join(arg.choices)}. "
-                        f"Usage: {command.usage(prefix)}"
-                    )
-                value = value.lower()
-            bound[arg.name] = value
+            bound[arg.name] = _chosen(command, arg, rest.pop(0), prefix)
         if rest:
             raise UsageError(f"too many arguments. Usage: {command.usage(prefix)}")
         return bound
@@ -254,6 +280,17 @@ class CommandTree:
                 note.append("admins")
             topics.append(f"**{word}**" + (f" ({', '.join(note)})" if note else ""))
         return firsts, topics
+
+
+def _chosen(command: Command, arg: Arg, value: str, prefix: str) -> str:
+    """``value`` for ``arg``: one of its ``choices`` (lowercased) when it has any."""
+    if not arg.choices:
+        return value
+    if value.lower() not in arg.choices:
+        raise UsageError(
+            f"{arg.name} must be one of {', '.join(arg.choices)}. Usage: {command.usage(prefix)}"
+        )
+    return value.lower()
 
 
 def _item(command: Command, prefix: str) -> str:

@@ -153,8 +153,18 @@ class BM25Index:
             mask = np.zeros(layout.n_slots, np.bool_)
             mask[slots] = True
         compiled = bm25_kernel.loop(n_live)
+        units, most_work = bm25_kernel.limits()
         if compiled is None or layout.p_tf.dtype != np.uint16:
+            if units:
+                raise OverBudget("search: the numpy loop is not bounded on the event loop")
             return _Scorer(self, q_tids, n_live).top_k(k, mask, tiebreak)
+        if (
+            units
+            and most_work is not None
+            and q_tids.size * (q_tids.size + 1) // 2 * n_live > most_work  # else cannot pass
+            and bm25_kernel.work(layout.t_df[q_tids].tolist()) > most_work
+        ):
+            raise OverBudget("search: its bound passes what the event loop may try")
         found, scores, done = compiled(
             q_tids,
             layout.t_start,
@@ -172,29 +182,11 @@ class BM25Index:
             layout.total_len,
             k,
             _EPS,
-            bm25_kernel.current_budget(),
+            units,
         )
         if not done:
             raise OverBudget("search: over its budget on the event loop")
         return self._rank(found, scores, k, tiebreak)
-
-    def search_work(
-        self, query_tokens: Sequence[str], max_terms: int | None = MAX_QUERY_TERMS
-    ) -> int | None:
-        """What ``search`` of these tokens costs the compiled loop at most
-        (``bm25_kernel.work``), or None when it would take the numpy loop (slower by far
-        per posting, and by a few numpy calls per term)."""
-        layout = self.postings
-        n_live = len(layout.slot_of)
-        if n_live == 0:
-            return 0
-        if bm25_kernel.loop(n_live) is None or layout.p_tf.dtype != np.uint16:
-            return None
-        if max_terms is not None:
-            query_tokens = first_terms(query_tokens, max_terms)
-        term_id, df = layout.term_id, layout.t_df
-        tids = {t for t in map(term_id.get, query_tokens) if t is not None}
-        return bm25_kernel.work([int(df[t]) for t in tids])
 
     def _rank(
         self, slots: I64, scores: F64, k: int, tiebreak: TieBreak | None

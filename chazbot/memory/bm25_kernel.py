@@ -7,7 +7,7 @@ optional (the ``fast`` extra, which the install script and the image include): w
 with an index under ``MIN_DOCS`` documents, or while it compiles (on a worker thread, once,
 then cached on disk), searches take the numpy path. Both compute each score with the same
 float operations in the same order, so both return the same documents and scores
-(``tests/test_bm25_kernel.py`` compares them).
+(``tests/memory/test_bm25_kernel.py`` compares them).
 
 The compiled code's cache is code: numba loads it with pickle. So it is kept in the user's
 cache directory (``$XDG_CACHE_HOME/chazbot/compiled``, else ``~/.cache/...``; or
@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
 
@@ -107,9 +107,10 @@ def order_terms(
 def work(dfs: Sequence[int]) -> int:
     """A bound on what the compiled loop does for query terms of these document frequencies:
     each term's postings, each weighted by the lookups in the terms before it (rarest first,
-    as the loop orders them roughly). ``OffLoopSearches`` searches a big view on the event
-    loop when this is at most its ``inline_work``: on bench/recall.py's corpus, queries under
-    200,000 took at most 0.45 ms at 100k documents (0.7 ms at 20k); over 1,000,000 up to 50 ms.
+    as the loop orders them roughly). A search tried on the event loop gives up before it
+    starts when this passes its ``budget``'s ``most_work`` (``OffLoopSearches.inline_work``):
+    on bench/recall.py's corpus, queries under 200,000 took at most 0.45 ms at 100k documents
+    (0.7 ms at 20k); over 1,000,000 up to 50 ms.
     """
     return sum(df * (i + 1) for i, df in enumerate(sorted(dfs)))
 
@@ -383,23 +384,41 @@ def numpy_only() -> Iterator[None]:
         _state.off -= 1
 
 
-_budget: ContextVar[int] = ContextVar("bm25_budget", default=0)
+_budget: ContextVar[tuple[int, int | None]] = ContextVar("bm25_budget", default=(0, None))
 
 
-@contextmanager
-def budget(units: int) -> Iterator[None]:
-    """Compiled searches in this block (of this thread or task) give up after ``units`` postings
-    read and lookups made, and ``BM25Index.search`` raises ``OverBudget``: a search held on
-    the event loop stops there (``memory.offloop``)."""
-    token = _budget.set(units)
-    try:
-        yield
-    finally:
-        _budget.reset(token)
+class budget:
+    """Compiled searches in this block (of this thread or task) give up after ``units``
+    postings read and lookups made, and ``BM25Index.search`` raises ``OverBudget``: a search
+    held on the event loop stops there (``memory.offloop``). In the block, a search whose
+    bound (``work``) passes ``most_work`` (None: no such check), or that would take the numpy
+    loop, gives up before it starts; so does any ``MemoryView.search`` that is not BM25's
+    alone (a vector or tag search, the newest of all rows), which no budget bounds. A class,
+    not a generator: it is entered for every search of a big view."""
+
+    __slots__ = ("_limits", "_token")
+
+    def __init__(self, units: int, most_work: int | None = None) -> None:
+        self._limits = (units, most_work)
+        self._token: Token[tuple[int, int | None]] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _budget.set(self._limits)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _budget.reset(self._token)
+            self._token = None
 
 
 def current_budget() -> int:
     """The budget of searches here (``budget``; 0: none)."""
+    return _budget.get()[0]
+
+
+def limits() -> tuple[int, int | None]:
+    """``(units, most_work)`` of the ``budget`` block searches here run in (``(0, None)``:
+    none)."""
     return _budget.get()
 
 
@@ -503,6 +522,7 @@ __all__ = [
     "default_cache_dir",
     "describe",
     "keep_cache_out_of",
+    "limits",
     "loop",
     "numpy_only",
     "order_terms",

@@ -477,7 +477,6 @@ class MemoryEngine:
             lambda v: v.search(
                 query, clean_tags, lim, qvec, audience, min_similarity, self.ranking
             ),
-            lambda v: v.search_work([(query, qvec)], clean_tags),
         )
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found

@@ -58,19 +58,24 @@ def ranked(
     by_score = sorted(scored, key=_SCORE_THEN_DOC, reverse=True)  # both descending
     if limit <= 0 or not by_score:
         return []
-    # Tie groups, up to the end of the group holding the last kept place.
-    groups: list[list[tuple[int, float]]] = []
-    previous = 0.0
-    for kept, (doc, score) in enumerate(by_score):
-        if groups and previous - score <= rel_tol * abs(previous):
-            groups[-1].append((doc, score))
-        else:
-            if kept >= limit:
+    # Where each place starts a new tie group, up to the end of the group holding the last
+    # kept place; when none ties, the order by score is the order (cheap: most lists).
+    starts = [0]
+    higher = by_score[0][1]
+    for place in range(1, len(by_score)):
+        score = by_score[place][1]
+        if higher - score > rel_tol * abs(higher):
+            if place >= limit:
                 break
-            groups.append([(doc, score)])
-        previous = score
+            starts.append(place)
+        higher = score
+    else:
+        place = len(by_score)
+    if len(starts) == place:
+        return by_score[:limit]
     out: list[tuple[int, float]] = []
-    for group in groups:
+    for start, end in zip(starts, [*starts[1:], place], strict=True):
+        group = by_score[start:end]
         if len(group) > 1:  # scores one ulp apart still tie: no score in this key
             if tiebreak is None:
                 group.sort(key=lambda item: -item[0])

@@ -17,12 +17,13 @@ A search cancelled by its caller still counts until its thread is done with the 
 
 The hop costs 0.1-0.15 ms (a worker wakes, then the loop; more on a busy machine), more than
 most searches of a big view take with the compiled BM25 loop (0.02-0.05 ms at 100k rows). So
-a search that can be bounded (``MemoryView.search_work``: BM25 alone, on the compiled loop,
-with a bound of at most ``inline_work``) is tried in place first, whatever the view's size,
-within a budget of work (``bm25_kernel.budget``, about 1 ms): one that runs past it gives up
-and runs again on a thread (issue 48). The view is never copied, and the loop is never held
-much more than a millisecond. A vector search, the numpy loop and the unbounded go to a
-thread at once, as before.
+every search of a big view is tried in place first, within a budget of work
+(``bm25_kernel.budget``, about 1 ms): BM25 alone on the compiled loop runs, unless its bound
+passes ``inline_work``; a vector or tag search, the numpy loop and the unbounded (no query
+words: the newest of all rows, sorted) give up before any work, and one that runs past the
+budget gives up there; each runs again on a thread (issue 48). The search itself decides, so
+nothing is tokenized or bounded twice. The view is never copied, and the loop is never held
+much more than a millisecond.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ INLINE_WORK = 2_000_000
 """A search of a big view whose bound (``bm25_kernel.work``) is at most this is tried in
 place; above it, it goes to a thread at once (a typical query's bound is 10,000-40,000 at
 100k rows and auto-recall's pair of 10-word queries 500,000-1,000,000 at 20k; the 32
-commonest words of tests/test_query_bounds.py's 20k-row bank 3.3 million, its 8,000-word
+commonest words of tests/memory/test_query_bounds.py's 20k-row bank 3.3 million, its 8,000-word
 query, cut to 32 rare words, 434)."""
 INLINE_BUDGET = 60_000
 """Postings read and lookups made that a search tried in place may spend (``bm25_kernel
@@ -113,23 +114,20 @@ class OffLoopSearches(Generic[V]):
                 return
             await readers.drained.wait()
 
-    async def run(
-        self, view: V, search: Callable[[V], T], work: Callable[[V], int | None] | None = None
-    ) -> T:
+    async def run(self, view: V, search: Callable[[V], T]) -> T:
         """``search(view)``, which only reads the view, after any held update of the view is
-        applied: in place for a small view, or when ``work(view)`` (a bound on the search's
-        work, None: unknown) is at most ``inline_work``; else on a search thread."""
+        applied: in place for a small view; for a big one, tried in place within a budget
+        (``bm25_kernel.budget``: ``inline_budget`` units, no bound past ``inline_work``; None:
+        never in place), and on a search thread when that gives up (``OverBudget``)."""
         if self._size(view) < self._min_rows:
             return search(view)
         await self.settled(view)
-        if work is not None and self.inline_work is not None:
-            bound = work(view)
-            if bound is not None and bound <= self.inline_work:
-                try:  # searches on threads only read the view too
-                    with bm25_kernel.budget(self.inline_budget):
-                        return search(view)
-                except OverBudget:
-                    pass  # longer than its bound let it seem: on a thread, from the start
+        if self.inline_work is not None:
+            try:  # searches on threads only read the view too
+                with bm25_kernel.budget(self.inline_budget, self.inline_work):
+                    return search(view)
+            except OverBudget:
+                pass  # a vector search, or longer than the budget: on a thread, from the start
         readers = self._readers.get(id(view))
         if readers is None or readers.view is not view:
             readers = self._readers[id(view)] = _Readers(view)

@@ -41,53 +41,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from chazbot import metrics
 from chazbot.errors import ChazError
 from chazbot.ledger import KeyPair, Ledger, Level
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import embeddings_store, encode_vector
-from chazbot.memory.vector_marks import OwedMarks
+from chazbot.memory.vector_marks import DEFAULT_TIMING, OwedMarks, Pending, VectorTiming
 
 log = logging.getLogger(__name__)
 
 Missing = Callable[[str, int], Awaitable[list[tuple[str, str]]]]
 """``missing(db, after)``: ``(row id, text)`` of the visible rows of ``db`` stored after row
 number ``after`` that have no vector of the active model."""
-
-
-@dataclass(frozen=True)
-class VectorTiming:
-    """When the queue embeds: measured values, passed in (``MemoryEngine(vectors=)``), never
-    a module global a test flips; a test builds its own with ``dataclasses.replace``."""
-
-    batch: int = 32
-    """Texts per embedding call."""
-    quiet_s: float = 2.0
-    """No row captured for this long: the bot is quiet, embed what waits."""
-    max_wait_s: float = 60.0
-    """The longest a row waits for a quiet moment before it is embedded anyway."""
-    max_pending: int = 4096
-    """Rows that may wait in memory at once; one more is left to the scan (``skipped``)."""
-    arrived_grace_s: float = 300.0
-    """Rows that arrived without vectors (sync) are looked at again this much later: the peer
-    that wrote them owes their vectors too, and they usually follow by then (a scan skips
-    each row whose vector came meanwhile, batch by batch)."""
-
-
-DEFAULT_TIMING = VectorTiming()
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A stored row that still needs its vector."""
-
-    db: str
-    key: KeyPair
-    row_id: str
-    text: str
-    since: float = field(default_factory=time.monotonic)
 
 
 class VectorQueue:

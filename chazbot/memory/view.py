@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from chazbot.errors import InputError
+from chazbot.errors import InputError, OverBudget
+from chazbot.memory import bm25_kernel
 from chazbot.memory.audience import Audience, GroupKey, group_of
 from chazbot.memory.bm25 import BM25Index
 from chazbot.memory.current import MAX_STATEMENT_WORDS, newest_first, told_of
@@ -87,11 +89,11 @@ class RankingSettings:
 DEFAULT_RANKING = RankingSettings()
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
     """One result: ``score`` is the exact BM25 score when BM25 ranked alone, else the fused
     RRF score; ``bm25`` is the row's exact BM25 score whenever BM25 found it (SPEC §3);
-    ``cosine`` its similarity to the query vector whenever the vector ranker found it."""
+    ``cosine`` its similarity to the query vector whenever the vector ranker found it.
+    A named tuple: ten are made per recall, a frozen dataclass costs twice as much each."""
 
     row: MemoryRow
     score: float
@@ -333,26 +335,6 @@ class MemoryView:
         rows = sorted(pool, key=lambda r: (r.ts, r.order), reverse=True)[:limit]
         return [Ranked(r, 0.0) for r in rows]
 
-    def search_work(
-        self, queries: Sequence[tuple[str, NDArray[np.float32] | None]], tags: Sequence[str] = ()
-    ) -> int | None:
-        """What ``search`` of each ``(query, query vector)`` costs at most, in the compiled
-        BM25 loop's units (``BM25Index.search_work``), or None when it is not bounded so: a
-        vector search (a product over every stored vector), a tag filter, nothing to rank (the
-        newest of all rows, sorted), or BM25 on its numpy loop."""
-        if tags:
-            return None
-        total = 0
-        for query, vector in queries:
-            tokens = tokenize(query)
-            if not tokens or (vector is not None and self.vectors is not None):
-                return None
-            work = self.bm25.search_work(tokens)
-            if work is None:
-                return None
-            total += work
-        return total
-
     def search(
         self,
         query: str,
@@ -375,41 +357,70 @@ class MemoryView:
         ``ranking``: how deep each ranker is read, the cosine list's weight and the steps
         below (``RankingSettings``; the product's is the engine's, ``MemoryEngine.ranking``).
 
-        Time-aware: when the query names a month, the rows about that month (``when``) go
-        first among the fused top ``ranking.date_window``, each part keeping its fused order
-        and score; BM25 alone keeps its exact order (SPEC §3). Otherwise, last, one teller's
-        statements about one subject go together, the newest first (``current``).
+        Time-aware: when the query names a month, the rows about that month (``when``) among
+        the fused top ``ranking.date_window`` (each ranker read deeper for it) go first, in
+        fused order, then the rest of the usual ranking; BM25 alone keeps its exact order
+        (SPEC §3). When no row is about that month (a conversation told in one sitting: every
+        row is of the day it was told), the query ranks as any other. Otherwise, last, one
+        teller's statements about one subject go together, the newest first (``current``).
 
         Returns [] when the query has tokens or a vector but nothing matches.
+
+        In a ``bm25_kernel.budget`` block (a search tried on the event loop, ``offloop``)
+        only BM25 alone is tried: a vector or tag search, or no query words, raises
+        ``OverBudget`` before any work, as does BM25 past its budget.
         """
-        allowed = self.allowed(tags, audience)
-        if allowed is not None and len(allowed) == 0:
-            return []
         tokens = tokenize(query)
-        if not query.strip() or (not tokens and query_vector is None):
-            return self.recent(limit, allowed)
         vectors = self.vectors
         dense = (
             query_vector is not None and vectors is not None and len(query_vector) == vectors.dim
         )
+        if (tags or dense or not tokens) and bm25_kernel.current_budget():
+            raise OverBudget("search: only BM25 alone is bounded on the event loop")
+        allowed = self.allowed(tags, audience)
+        if allowed is not None and len(allowed) == 0:
+            return []
+        if not query.strip() or (not tokens and query_vector is None):
+            return self.recent(limit, allowed)
         if not dense:
             return self._bm25_only(tokens, limit, allowed) if tokens else []
         assert query_vector is not None and vectors is not None
         months = named_months(query) if ranking.time_aware else frozenset()
-        window = max(limit, ranking.date_window) if months else limit
-        depth = ranking.depth(window)
-        exact: dict[int, float] = {}
-        lists: list[list[int]] = []
-        weights: list[float] = []
-        if tokens:
-            hits = self.bm25.search(tokens, depth, allowed)
-            exact = dict(hits)
-            lists.append([doc for doc, _ in hits])
-            weights.append(1.0)
-        near = vectors.search(query_vector, depth, allowed)
-        lists.append([d for d, _ in near])
-        weights.append(ranking.dense_weight)
+        depth = ranking.depth(limit)
+        deep = max(depth, ranking.depth(ranking.date_window)) if months else depth
+        hits = self.bm25.search(tokens, deep, allowed) if tokens else []
+        near = vectors.search(query_vector, deep, allowed)
+        weights = (1.0, ranking.dense_weight) if tokens else (ranking.dense_weight,)
+        passed = self._fused(hits[:depth], near[:depth], weights, depth, min_similarity)
+        if months:  # rows of a named month first, found deeper; then the rest as ever
+            wide = self._fused(hits, near, weights, deep, min_similarity)
+            dated = [r for r in wide[: ranking.date_window] if in_months(r.row, months)]
+            if dated:  # asked about a time: not the newest statement first
+                first = {r.row.doc for r in dated}
+                return (dated + [r for r in passed if r.row.doc not in first])[:limit]
+        ranked, pool = passed[:limit], passed[limit:]
+        if not ranking.newest_first:
+            return ranked
+        current = newest_first(
+            ranked, lambda r: told_of(r.row), pool=pool, max_words=ranking.statement_words
+        )
+        return [r for r, _ in current][:limit]
+
+    def _fused(
+        self,
+        hits: list[tuple[int, float]],
+        near: list[tuple[int, float]],
+        weights: tuple[float, ...],
+        depth: int,
+        min_similarity: float | None,
+    ) -> list[Ranked]:
+        """BM25's ``hits`` and the cosine list ``near`` fused by weighted RRF (the best
+        ``2 x depth``), less the rows only the vector ranker found under ``min_similarity``."""
+        exact = dict(hits)
         cosine = dict(near)
+        lists = [[d for d, _ in near]]  # after BM25's when it ranked (a weight each)
+        if len(weights) > 1:
+            lists.insert(0, [d for d, _ in hits])
         weak = (
             set()
             if min_similarity is None
@@ -417,21 +428,11 @@ class MemoryView:
         )
         fused = top_fused(lists, 2 * depth, tiebreak=self._tiebreak, k=RRF_K, weights=weights)
         visible = self.visible
-        passed = [
+        return [
             Ranked(visible[doc], score, exact.get(doc), cosine.get(doc))
             for doc, score in fused
             if doc not in weak
         ]
-        ranked, pool = passed[:window], passed[window:]
-        if months:  # rows of a named month first, each part in fused order (a stable sort)
-            ranked.sort(key=lambda r: not in_months(r.row, months))
-            return ranked[:limit]  # asked about a time: not the newest statement first
-        if not ranking.newest_first:
-            return ranked[:limit]
-        current = newest_first(
-            ranked[:limit], lambda r: told_of(r.row), pool=pool, max_words=ranking.statement_words
-        )
-        return [r for r, _ in current][:limit]
 
     def _bm25_only(self, tokens: list[str], limit: int, allowed: Allowed) -> list[Ranked]:
         """The top ``limit`` by exact BM25 score, ties newest first then by key."""

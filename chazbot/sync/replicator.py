@@ -23,7 +23,10 @@ Cursors live in the peer-local ``sync_remotes`` table and survive restarts; a re
 resumes from them (at worst the batch in flight is fetched again; duplicates are
 ignored).
 
-Owner side: ``SyncServer`` serves, ``Sharing`` holds what is shared and the access requests
+The steps are ``exchange.Exchange``'s (``pull``, ``push``) over each pair's state
+(``exchange.Pair``); this module keeps the pairs, their loops and retries, and imports.
+
+Owner side: ``SyncServer`` serves, ``Serving`` holds what is shared and the access requests
 (``/sharing requests|approve|reject``). Importer side: ``Replicator.import_db(ticket, perm)``.
 """
 
@@ -35,7 +38,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from aiohttp.abc import AbstractResolver
@@ -47,40 +50,20 @@ from tenacity import (
     wait_random,
 )
 
-from chazbot.errors import (
-    BackendError,
-    ChazError,
-    IntegrityError,
-    PermissionDenied,
-)
-from chazbot.ledger.encoding import content_id
+from chazbot.errors import BackendError, ChazError, IntegrityError, PermissionDenied
 from chazbot.ledger.keys import KeyPair
 from chazbot.ledger.ledger import Ledger
 from chazbot.ledger.records import Applied
-from chazbot.ledger.replication import read_after, read_ids_after, read_known
 from chazbot.sync.client import SyncClient
-from chazbot.sync.protocol import (
-    MAX_BATCH_BYTES,
-    MAX_BATCH_ENTRIES,
-    SyncCounters,
-    entry_db,
-)
+from chazbot.sync.exchange import Exchange, Pair
+from chazbot.sync.protocol import MAX_BATCH_ENTRIES, SyncCounters
 from chazbot.sync.reach import AddressRefused
-from chazbot.sync.store import (
-    AccessDecision,
-    RemoteRow,
-    Remotes,
-    check_db_id,
-    parse_permission,
-)
+from chazbot.sync.store import AccessDecision, RemoteRow, Remotes, check_db_id, parse_permission
 from chazbot.sync.tickets import Ticket, check_address, parse_ticket
-from chazbot.sync.wire import EntriesAnswer, HeadsAnswer, PushAnswer
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MAX_REMOTE_HAS = 200_000
-HAVE_CHECK_OVER = 16  # a push of more entries first asks which ones the remote lacks
 
 
 @dataclass(frozen=True)
@@ -108,30 +91,6 @@ class PairStatus:
     """When the remote last answered a pull (Unix time; None: not since the start)."""
     last_push: float | None = None
     """When a push last succeeded (the same)."""
-
-
-@dataclass
-class _Pair:
-    """One (database, remote) pair being synced, with its cursors and tasks."""
-
-    row: RemoteRow
-    push_wanted: asyncio.Event = field(default_factory=asyncio.Event)
-    push_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    remote_has: set[str] = field(default_factory=set)  # ids past the push cursor it holds
-    push_timer: asyncio.TimerHandle | None = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    failing: bool = False
-    last_error: str | None = None
-    done_at: dict[str, float] = field(default_factory=dict)  # "pull"/"push": last success
-    denied: bool = False  # the remote's last answer refused our key (403): access withdrawn
-
-    @property
-    def db(self) -> str:
-        return self.row.db
-
-    @property
-    def address(self) -> str:
-        return self.row.address
 
 
 class Replicator:
@@ -163,7 +122,6 @@ class Replicator:
     ) -> None:
         self.ledger = ledger
         self.import_timeout = import_timeout
-        self.pull_pass_s = pull_pass_s
         self.key = key
         self.pull_interval = pull_interval
         self.watch = watch
@@ -183,7 +141,16 @@ class Replicator:
         )
         self.remotes = Remotes(ledger)
         self.counters = SyncCounters()
-        self._pairs: dict[tuple[str, str], _Pair] = {}
+        self.exchange = Exchange(
+            ledger,
+            self.client,
+            self.remotes,
+            self.counters,
+            batch=self.batch,
+            clock=clock,
+            pull_pass_s=pull_pass_s,
+        )
+        self._pairs: dict[tuple[str, str], Pair] = {}
         self._started = False
         self._closed = False
         ledger.add_listener(self._on_commit)
@@ -263,13 +230,13 @@ class Replicator:
                 del self._pairs[key]
         return await self.remotes.remove(db, address)
 
-    def _pair(self, row: RemoteRow) -> _Pair:
+    def _pair(self, row: RemoteRow) -> Pair:
         pair = self._pairs.get((row.db, row.address))
         if pair is None:
-            pair = self._pairs[(row.db, row.address)] = _Pair(row)
+            pair = self._pairs[(row.db, row.address)] = Pair(row)
         return pair
 
-    def _run_pair(self, pair: _Pair) -> None:
+    def _run_pair(self, pair: Pair) -> None:
         if self._closed:
             return
         pair.tasks = [
@@ -309,7 +276,7 @@ class Replicator:
             pair = self._pair(row)
             try:
                 async with asyncio.timeout(self.import_timeout):
-                    await self._pull(pair, 0.0, deadline=None)
+                    await self.exchange.pull(pair, 0.0, deadline=None)
                 if not await self.ledger.exists(t.db):
                     raise IntegrityError(f"peer {address} did not serve database {t.db}")
             except Exception as exc:
@@ -338,8 +305,8 @@ class Replicator:
         for pair in list(self._pairs.values()):
             if db is None or pair.db == db:
                 try:
-                    await self._pull(pair, 0.0)
-                    await self._push(pair)
+                    await self.exchange.pull(pair, 0.0)
+                    await self.exchange.push(pair)
                 except ChazError as exc:
                     errors.append(exc)
         if errors:
@@ -357,24 +324,24 @@ class Replicator:
                     self.push_debounce, self._fire_push, pair
                 )
 
-    def _fire_push(self, pair: _Pair) -> None:
+    def _fire_push(self, pair: Pair) -> None:
         pair.push_timer = None
         pair.push_wanted.set()
 
-    async def _pull_loop(self, pair: _Pair) -> None:
+    async def _pull_loop(self, pair: Pair) -> None:
         while True:
             started = time.monotonic()
-            got = await self._retrying(pair, "pull", lambda: self._pull(pair, self.watch))
+            got = await self._retrying(pair, "pull", lambda: self.exchange.pull(pair, self.watch))
             if got == 0:
                 await asyncio.sleep(max(0.0, self.pull_interval - (time.monotonic() - started)))
 
-    async def _push_loop(self, pair: _Pair) -> None:
+    async def _push_loop(self, pair: Pair) -> None:
         while True:
             await pair.push_wanted.wait()
             pair.push_wanted.clear()
-            await self._retrying(pair, "push", lambda: self._push(pair))
+            await self._retrying(pair, "push", lambda: self.exchange.push(pair))
 
-    async def _retrying(self, pair: _Pair, what: str, step: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, pair: Pair, what: str, step: Callable[[], Awaitable[T]]) -> T:
         def before_sleep(state: RetryCallState) -> None:
             self.counters.errors += 1
             exc = state.outcome.exception() if state.outcome else None
@@ -413,144 +380,3 @@ class Replicator:
             pair.failing = pair.denied = False
             log.info("sync %s of %s with %s works again", what, pair.db[:19], pair.address)
         return result
-
-    # ---- pull -----------------------------------------------------------------------------
-
-    async def _pull(self, pair: _Pair, wait: float, deadline: float | None = -1.0) -> int:
-        """Fetch what the remote has and we lack; return how many entries came.
-
-        One pass stops after ``pull_pass_s`` (``deadline``: a monotonic time, None for no
-        limit, the default ``-1`` for ``pull_pass_s`` from now), so a remote that always
-        has more cannot hold a pair in one pass; the next pass resumes from the cursor.
-        """
-        if deadline is not None and deadline < 0:
-            deadline = time.monotonic() + self.pull_pass_s
-        heads = await self.client.heads(pair.address, pair.db)
-        pair.done_at["pull"] = self.clock()  # it answers: a long wait for entries may follow
-        await self._check_log(pair, heads)
-        known = await self.ledger.run(read_known, pair.db, heads.tips)
-        if len(known) == len(set(heads.tips)):
-            if heads.max_seq > pair.row.pulled:
-                pair.row.pulled = heads.max_seq
-                await self.remotes.save(pair.row)
-        else:
-            wait = 0.0
-        batch = await self.client.entries(pair.address, pair.db, pair.row.pulled, self.batch, wait)
-        # Batch k+1 is fetched while batch k is ingested; ingests run one after another,
-        # so the cursor passes a batch only once it and all before it are committed.
-        total = 0
-        while True:
-            nxt: asyncio.Task[EntriesAnswer] | None = None
-            if batch.more and (deadline is None or time.monotonic() < deadline):
-                nxt = asyncio.create_task(
-                    self.client.entries(pair.address, pair.db, batch.next, self.batch)
-                )
-            try:
-                total += await self._apply(pair, batch)
-            except BaseException:
-                if nxt is not None:
-                    nxt.cancel()
-                    with contextlib.suppress(BaseException):
-                        await nxt
-                raise
-            if nxt is None:
-                return total
-            batch = await nxt
-
-    async def _check_log(self, pair: _Pair, heads: HeadsAnswer) -> None:
-        """Cursors belong to one remote log; a rebuilt remote is read (and fed) afresh."""
-        row = pair.row
-        if not row.log:
-            row.log = heads.log
-            await self.remotes.save(row)
-        elif row.log != heads.log or heads.max_seq < row.pulled:
-            log.warning(
-                "remote %s was rebuilt; syncing %s with it from the start",
-                pair.address,
-                pair.db[:19],
-            )
-            row.log, row.pulled, row.pushed = heads.log, 0, 0
-            pair.remote_has.clear()
-            await self.remotes.save(row)
-
-    async def _apply(self, pair: _Pair, batch: EntriesAnswer) -> int:
-        """Ingest one batch, then move the cursors; return how many entries came."""
-        if not batch.entries:
-            return 0
-        if batch.log != pair.row.log:
-            raise BackendError(f"peer {pair.address} changed its log during a pull")
-        # Entries at or below the pull cursor are held already (the cursor may have moved
-        # past them since this batch was asked for, e.g. by a push that taught us the tips).
-        fresh = [data for seq, data in batch.entries if seq > pair.row.pulled]
-        ours = [data for data in fresh if entry_db(data) == pair.db]
-        foreign = len(fresh) - len(ours)
-        received = {content_id(data) for data in ours}
-        # Marked before the ingest commits, so a push running meanwhile does not send
-        # them back to the remote they came from.
-        if len(pair.remote_has) + len(received) <= MAX_REMOTE_HAS:
-            pair.remote_has |= received
-        result = await self.ledger.ingest(ours)
-        pair.row.pulled = max(pair.row.pulled, batch.next)
-        await self._skip_received(pair, received)
-        await self.remotes.save(pair.row)
-        refused = len(result.rejected) + foreign
-        self.counters.received += len(result.accepted)
-        self.counters.duplicates += result.duplicates
-        self.counters.refused += refused
-        if foreign:
-            log.warning("peer %s sent %d entries of another database", pair.address, foreign)
-        for eid, reason in result.rejected[:5]:
-            log.warning("refused entry %s from %s: %s", eid[:19], pair.address, reason)
-        return len(batch.entries)
-
-    async def _skip_received(self, pair: _Pair, received: set[str]) -> None:
-        """Move the push cursor past entries the remote sent us (it holds them)."""
-        start = pair.row.pushed
-        rows = await self.ledger.run(read_ids_after, pair.db, start, len(received) + 1)
-        end = start
-        for seq, eid in rows:
-            if eid not in received:
-                break
-            end = seq
-            pair.remote_has.discard(eid)
-        pair.row.pushed = max(pair.row.pushed, end)
-
-    # ---- push -----------------------------------------------------------------------------
-
-    async def _push(self, pair: _Pair) -> int:
-        """Send our entries after the push cursor; return how many the remote accepted."""
-        sent = 0
-        async with pair.push_lock:
-            while True:
-                rows, more = await self.ledger.run(
-                    read_after, pair.db, pair.row.pushed, self.batch, MAX_BATCH_BYTES
-                )
-                if not rows:
-                    return sent
-                ids = [eid for _, eid, _ in rows]
-                todo = [(eid, data) for _, eid, data in rows if eid not in pair.remote_has]
-                if len(todo) > HAVE_CHECK_OVER:  # worth a round trip to send only what it lacks
-                    lacking = await self.client.missing(pair.address, pair.db, [e for e, _ in todo])
-                    todo = [(eid, data) for eid, data in todo if eid in lacking]
-                send = [data for _, data in todo]
-                if send:
-                    result = await self.client.push(pair.address, pair.db, send)
-                    sent += result.accepted
-                    await self._note_push(pair, result)
-                pair.remote_has.difference_update(ids)
-                pair.row.pushed = max(pair.row.pushed, rows[-1][0])
-                await self.remotes.save(pair.row)
-                if not more:
-                    return sent
-
-    async def _note_push(self, pair: _Pair, result: PushAnswer) -> None:
-        self.counters.sent += result.accepted
-        self.counters.duplicates += result.duplicates
-        self.counters.refused += result.refused
-        for eid, reason in result.rejected[:5]:
-            log.warning("peer %s refused entry %s: %s", pair.address, eid[:19], reason)
-        # If we know every tip the remote has now, we hold everything up to its max seq.
-        if result.log == pair.row.log and result.max_seq > pair.row.pulled:
-            known = await self.ledger.run(read_known, pair.db, result.tips)
-            if len(known) == len(set(result.tips)):
-                pair.row.pulled = result.max_seq

@@ -78,8 +78,9 @@ def address_group(remote: str | None) -> str:
     return str(ip)
 
 
-class Sharing:
-    """The owner side of sharing: which databases are served, and access requests.
+class Serving:
+    """The owner side of sharing: which databases are served, and access requests
+    (``peer_sharing.Sharing``, the peer's part that commands reach, is built on it).
 
     Serving needs both: the database is shared here, and the requesting key holds read or
     better in the database's AuthSettings. ``unshare`` stops serving; it takes back no key.

@@ -10,6 +10,9 @@ whose input schema is no JSON schema, is left out with a log line.
 What a server does wrong costs the call it does it in, never the turn or another room: a
 call that hangs times out, one whose connection breaks fails and the supervisor, which pings
 after a failure, restarts the server.
+
+The SDK is imported when a server is first connected, not with this module: loading it costs
+about a second of CPU, which every ``chazbot`` command paid before, MCP servers or not.
 """
 
 from __future__ import annotations
@@ -21,17 +24,17 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's defaults, with headers
 
 from chazbot.config import MCPServerConfig
 from chazbot.errors import BackendError
 from chazbot.tools.policy import SEPARATOR
+
+if TYPE_CHECKING:
+    from mcp import Client, StdioServerParameters
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,8 @@ class RemoteTool:
 
 def one_line(exc: BaseException) -> str:
     """An exception as one short line (an exception group: its first leaf)."""
+    from mcp import MCPError  # the SDK loads with the first server (a second of CPU)
+
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = exc.message if isinstance(exc, MCPError) else str(exc) or type(exc).__name__
@@ -119,6 +124,8 @@ class ServerLink:
         return self.config.name
 
     def _target(self) -> StdioServerParameters | str:
+        from mcp import StdioServerParameters
+
         cfg = self.config
         if cfg.url is not None:
             return cfg.url
@@ -164,6 +171,10 @@ class ServerLink:
             delay = min(delay * 2, BACKOFF_MAX_S)
 
     async def _connected(self) -> None:
+        from mcp import Client, StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's, with headers
+
         with contextlib.ExitStack() as files:
             target = self._target()
             errlog = self._errlog(files)
@@ -221,6 +232,8 @@ class ServerLink:
     async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> Any:
         """The server's ``CallToolResult``; BackendError (one line) when the server is not
         running, the call times out or fails."""
+        from mcp import MCPError
+
         client = self._client
         if client is None or self.state != "running":
             why = f" ({self.error})" if self.error else ""

@@ -34,13 +34,12 @@ from chazbot.sync.guard import (
     CLIENT_GONE,
     KEEPALIVE_TIMEOUT_S,
     ConnectionGuard,
-    GuardedSite,
     GuardSettings,
     Notes,
-    OneLineLogger,
     descriptor_budget,
-    quiet_failed_accepts,
 )
+from chazbot.sync.guarded import GuardedSite
+from chazbot.sync.quiet_logs import OneLineLogger, quiet_failed_accepts
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from chazbot.commands.web_signins import WEB_SIGNINS
 from chazbot.ledger.tables import LocalTable
+from chazbot.memory.vector_tables import VECTORS
 from chazbot.sync.tables import SYNC
 from chazbot.transports.matrix.credentials import CREDENTIALS
+from chazbot.transports.matrix.state_tables import MATRIX_STATE
 
-FEATURE_TABLES: tuple[LocalTable, ...] = (SYNC, WEB_SIGNINS, CREDENTIALS)
+FEATURE_TABLES: tuple[LocalTable, ...] = (SYNC, WEB_SIGNINS, CREDENTIALS, MATRIX_STATE, VECTORS)
 
 __all__ = ["FEATURE_TABLES"]

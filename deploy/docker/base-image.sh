@@ -2,7 +2,7 @@
 # Make the Dockerfile's base image, python:3.11-slim-bookworm, available to the local Docker
 # daemon: pulled when a registry is reachable, else built from Debian packages (bookworm's
 # python3 is 3.11) with mmdebstrap and imported under the same tag, so the Dockerfile stays
-# as it is for everyone else. tests/test_docker.py calls it; usable by hand too:
+# as it is for everyone else. tests/deploy/test_docker.py calls it; usable by hand too:
 #
 #   bash deploy/docker/base-image.sh [--refresh] [TAG]     # TAG: python:3.11-slim-bookworm
 #

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, replace
 
 from chazbot.agent import asked
-from chazbot.agent.answering import names, question_to_check
-from chazbot.agent.grounding import grounded
+from chazbot.agent.answering import chosen_row, names, question_to_check
+from chazbot.agent.grounding import evidence, grounded, stands_on
 from chazbot.agent.pictures import CANNOT_SEE
 from chazbot.agent.turn.context import Incoming, TurnContext
 from chazbot.agent.turn.quick import WORDS_MAX_CHARS
@@ -48,6 +48,8 @@ async def check_answer(
     question = await question_to_check(text[-WORDS_MAX_CHARS:], ctx.session, ctx.sender, ctx.memory)
     if question is None or await _grounded(question, reply, told):
         return Checked(reply)
+    if await stands_on_chosen(text[-WORDS_MAX_CHARS:], question, reply, ctx, shown):
+        return Checked(reply)  # the row chosen by meaning says it (#45)
     log.info("turn agent=%s: a reply about the person stood on nothing shown", ctx.agent.name)
     # an answer about the person needs a row about it (#36), in the person's language
     bounded = [replace(r, value=r.value[:EVIDENCE_LINE_CHARS]) for r in shown]
@@ -55,6 +57,21 @@ async def check_answer(
         asked.unsupported, question[-WORDS_MAX_CHARS:], bounded, ctx.memory, ctx.sender
     )
     return Checked(instead, withheld=reply)
+
+
+async def stands_on_chosen(
+    text: str, question: str, reply: str, ctx: TurnContext, shown: list[MemoryRow]
+) -> bool:
+    """Whether ``reply`` stands on the row the embedded model would answer ``text`` from
+    (``answering.chosen_row``: chosen by subject and meaning, across languages), when the
+    model was shown it: a right answer whose row shares no word with the question's
+    predicate ("Was unterrichtet mein Mann?" beside "My husband Raj teaches chemistry")."""
+    found = await chosen_row(text, ctx.memory, ctx.sender, ctx.session)
+    row = found[1] if found is not None else None
+    if row is None or not any(r.ident == row.ident for r in shown):
+        return False
+    line = evidence(row)[:EVIDENCE_LINE_CHARS]
+    return await asyncio.to_thread(stands_on, question, reply, [line])
 
 
 async def _grounded(question: str, reply: str, told: list[str]) -> bool:

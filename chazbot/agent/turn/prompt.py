@@ -176,7 +176,7 @@ async def auto_recall(
             ]
             return fuse_rankings(rankings, limit)
 
-        found = await engine.searches.run(view, ranked, lambda v: v.search_work(queries))
+        found = await engine.searches.run(view, ranked)
         metrics.RECALL_SECONDS.observe(time.perf_counter() - started)
         return found
 

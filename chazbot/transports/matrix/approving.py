@@ -15,8 +15,8 @@ from chazbot.config import MatrixConfig
 from chazbot.memory.audience import Audience
 from chazbot.tools import Request, ToolBox
 from chazbot.transports.matrix.routing import Router
+from chazbot.transports.matrix.rules import SESSION_PREFIX
 from chazbot.transports.matrix.sending import Sender
-from chazbot.transports.matrix_rules import SESSION_PREFIX
 
 
 class BotParts(Protocol):

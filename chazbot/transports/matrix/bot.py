@@ -43,10 +43,7 @@ from chazbot.transports.matrix.readers import as_heard
 from chazbot.transports.matrix.reminding import reminder_runner
 from chazbot.transports.matrix.revisions import may_redact
 from chazbot.transports.matrix.routing import Job, RoomQueues, Router
-from chazbot.transports.matrix.sending import Sender
-from chazbot.transports.matrix.state import MAX_STARTS, MatrixState
-from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
-from chazbot.transports.matrix_rules import (
+from chazbot.transports.matrix.rules import (
     BOUNDED_JOIN_RULES,
     ROOM_CHANGED_NOTICE,
     SESSION_PREFIX,
@@ -57,6 +54,9 @@ from chazbot.transports.matrix_rules import (
     text_contents,
     transaction_id,
 )
+from chazbot.transports.matrix.sending import Sender
+from chazbot.transports.matrix.state import MAX_STARTS, MatrixState
+from chazbot.transports.matrix.sync import SYNC_TIMEOUT_MS, TIMELINE_LIMIT, SyncLoop
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer

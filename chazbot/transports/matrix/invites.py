@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from nio import JoinResponse
 
 from chazbot.transports.matrix.routing import InviteAnswer
+from chazbot.transports.matrix.rules import not_allowed_notice, transaction_id
 from chazbot.transports.matrix.sending import Sender
-from chazbot.transports.matrix_rules import not_allowed_notice, transaction_id
 
 log = logging.getLogger("chazbot.transports.matrix")
 

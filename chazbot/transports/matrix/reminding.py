@@ -15,7 +15,7 @@ from chazbot.memory.audience import Audience
 from chazbot.reminders.remembering import related
 from chazbot.reminders.runner import Notes, ReminderRunner
 from chazbot.reminders.store import Reminder, Reminders
-from chazbot.transports.matrix_rules import SESSION_PREFIX
+from chazbot.transports.matrix.rules import SESSION_PREFIX
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer

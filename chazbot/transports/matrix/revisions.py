@@ -16,7 +16,7 @@ from typing import Any
 from nio import RedactionEvent, RoomMessageText
 
 from chazbot.transports.matrix.routing import Job, Router
-from chazbot.transports.matrix_rules import is_edit, route
+from chazbot.transports.matrix.rules import is_edit, route
 
 MAX_EVENT_ID_CHARS = 255
 

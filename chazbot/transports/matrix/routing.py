@@ -1,6 +1,6 @@
 """Which events become jobs, and one queue per room to run them.
 
-The decisions are ``matrix_rules``' pure functions; this module applies them to nio's events
+The decisions are ``rules``' pure functions; this module applies them to nio's events
 and rooms: who is allowed, which invites to take, what to answer. Each room has its own
 queue and worker task, so rooms are served concurrently and each room in order.
 """
@@ -29,7 +29,7 @@ from chazbot import metrics
 from chazbot.commands.tools_cmds import ANSWER_WORDS
 from chazbot.config import MatrixConfig
 from chazbot.errors import ChazError
-from chazbot.transports.matrix_rules import (
+from chazbot.transports.matrix.rules import (
     Me,
     NoticeGate,
     Request,

@@ -1,4 +1,4 @@
-"""What the bot remembers between runs, in the peer-local ``local_kv`` table.
+"""What the bot remembers between runs, in its own peer-local tables (``state_tables``).
 
 Never twice, never lost (SPEC §8): after each sync, one transaction commits the sync token,
 the ids of the events it brought (so paging back and a replayed sync never queue one twice)
@@ -20,9 +20,10 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from typing import Any
 
+from chazbot.ledger.ledger import Ledger
 from chazbot.transports.matrix.routing import Job
+from chazbot.transports.matrix.state_tables import MatrixRecords, StoredJob
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,6 @@ HANDLED_KEEP = 5000
 PRUNE_EVERY = 1000
 MAX_STARTS = 3
 """A pending job started this many times without finishing is dropped (a poison event)."""
-_HANDLED = "matrix:handled:"
-_UNDECRYPTABLE = "matrix:undecryptable:"
 _JOB_KINDS = frozenset(
     {"command", "chat", "undecryptable", "redaction", "edit", "voice", "picture"}
 )
@@ -39,21 +38,20 @@ _JOB_KINDS = frozenset(
 
 @dataclasses.dataclass
 class Pending:
-    """A job in the pending table: its key there and how often it was started."""
+    """A job in the pending table: its slot there and how often it was started."""
 
     job: Job
     slot: str
     starts: int = 0
 
-    def value(self) -> str:
-        return json.dumps({"job": dataclasses.asdict(self.job), "starts": self.starts})
+    def stored(self) -> StoredJob:
+        return StoredJob(self.slot, json.dumps(dataclasses.asdict(self.job)), self.starts)
 
 
-def _pending_of(slot: str, text: str) -> Pending | None:
+def _pending_of(stored: StoredJob) -> Pending | None:
     """A stored pending job, or None when it does not read as one (logged, then dropped)."""
     try:
-        data = json.loads(text)
-        raw, starts = data["job"], data["starts"]
+        raw, starts, slot = json.loads(stored.job), stored.starts, stored.slot
         fields = {f.name for f in dataclasses.fields(Job)}
         if not isinstance(raw, dict) or set(raw) - fields or raw.get("kind") not in _JOB_KINDS:
             return None
@@ -77,10 +75,8 @@ class MatrixState:
     """The sync token, the handled event ids, the pending jobs and the rooms noticed as
     undecryptable."""
 
-    def __init__(self, ledger: Any, user_id: str) -> None:
-        self._ledger = ledger
-        self._token_key = f"matrix:{user_id}:next_batch"
-        self._pending_prefix = f"matrix:{user_id}:job:"  # another account's are not replayed
+    def __init__(self, ledger: Ledger, user_id: str) -> None:
+        self._records = MatrixRecords(ledger, user_id)  # another account's are not replayed
         self.since: str | None = None
         self.handled: OrderedDict[str, None] = OrderedDict()
         self.undecryptable_noticed: set[str] = set()
@@ -94,19 +90,20 @@ class MatrixState:
         self._writes_since_prune = 0
 
     async def load(self) -> None:
-        kv = self._ledger.kv
-        self.since = await kv.get(self._token_key)
+        loaded = await self._records.load(HANDLED_KEEP)
+        self.since = loaded.token
         self._persisted_token = self.since
-        for key, _ in reversed(await kv.with_prefix(_HANDLED, newest=HANDLED_KEEP)):
-            self.handled[key[len(_HANDLED) :]] = None
-        rows = await kv.with_prefix(_UNDECRYPTABLE)
-        self.undecryptable_noticed = {key[len(_UNDECRYPTABLE) :] for key, _ in rows}
+        for event_id in loaded.handled:
+            self.handled[event_id] = None
+        self.undecryptable_noticed = loaded.undecryptable
         self.replay = []
-        for slot, text in await kv.with_prefix(self._pending_prefix):
-            pending = _pending_of(slot, text)
+        for stored in loaded.pending:
+            pending = _pending_of(stored)
             if pending is None:
-                log.warning("matrix: a pending job that does not read as one, dropped: %s", slot)
-                await kv.delete(slot)
+                log.warning(
+                    "matrix: a pending job that does not read as one, dropped: %s", stored.slot
+                )
+                await self._records.drop(stored.slot)
                 continue
             self._pending[pending.job.event_id] = pending
             self.handled[pending.job.event_id] = None
@@ -137,14 +134,12 @@ class MatrixState:
         base = time.time_ns()
         stamps = [f"{base + i:020d}" for i in range(len(jobs))]
         pending = [
-            Pending(job, f"{self._pending_prefix}{stamp}:{job.event_id}")
-            for job, stamp in zip(jobs, stamps, strict=True)
+            Pending(job, f"{stamp}:{job.event_id}") for job, stamp in zip(jobs, stamps, strict=True)
         ]
-        rows = [(_HANDLED + job.event_id, stamp) for job, stamp in zip(jobs, stamps, strict=True)]
-        rows += [(p.slot, p.value()) for p in pending]
-        rows += [(_UNDECRYPTABLE + room_id, "1") for room_id in undecryptable_rooms]
-        rows.append((self._token_key, next_batch))  # last: after all it covers
-        await self._ledger.kv.set_many(rows)
+        handled = [(job.event_id, stamp) for job, stamp in zip(jobs, stamps, strict=True)]
+        await self._records.commit(
+            next_batch, handled, [p.stored() for p in pending], undecryptable_rooms
+        )
         self._persisted_token = self.since = next_batch
         for p in pending:
             self.handled[p.job.event_id] = None
@@ -155,7 +150,7 @@ class MatrixState:
         self._writes_since_prune += len(jobs)
         if self._writes_since_prune >= PRUNE_EVERY:
             self._writes_since_prune = 0
-            await self._ledger.kv.delete_prefix(_HANDLED, keep_newest=HANDLED_KEEP)
+            await self._records.prune_handled(HANDLED_KEEP)
         return pending
 
     def _note_redaction(self, job: Job) -> None:
@@ -171,7 +166,7 @@ class MatrixState:
             return 0
         before = pending.starts
         pending.starts += 1
-        await self._ledger.kv.set(pending.slot, pending.value())
+        await self._records.started(pending.slot, pending.starts)
         return before
 
     async def done(self, job: Job) -> None:
@@ -179,7 +174,7 @@ class MatrixState:
         pending = self._pending.pop(job.event_id, None)
         self.redacted.pop(job.event_id, None)
         if pending is not None:
-            await self._ledger.kv.delete(pending.slot)
+            await self._records.drop(pending.slot)
 
 
 __all__ = ["HANDLED_KEEP", "MAX_STARTS", "MatrixState", "Pending"]

@@ -2,7 +2,8 @@
 revokes, sharing, import, export), sharing requests, peers, and charts. A JSONL file's import
 is ``uploads.py``.
 
-Pages read; every change is one command line of the tree (``ACTIONS``), run as the signed-in
+Pages read; every change is one command of the tree (``ACTIONS``), called with the form's
+fields as its arguments by name (a ``Call``: nothing quoted and parsed again), run as the signed-in
 admin with the operator's full view, as ``chazbot cmd`` runs it.
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chazbot import metrics
+from chazbot.commands import Call
 from chazbot.commands.memory_browse_cmds import KeyHolder, key_holders
 from chazbot.memory.rows import MAX_LIMIT, MemoryRow
 from chazbot.memory.transfer import export_lines
@@ -34,7 +36,8 @@ QUERY_MAX_CHARS = 200
 REQUESTS_SHOWN = 100
 
 ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    # action: (command words, required fields, optional fields), in the command's order
+    # action: (command path, required fields, optional fields); a field is the argument of
+    # that name
     "new": (("memory", "new"), ("name",), ("description",)),
     "grant": (("memory", "grant"), ("bank", "agent", "permission"), ()),
     "revoke": (("memory", "revoke"), ("bank", "agent"), ()),
@@ -260,9 +263,9 @@ class AdminPages:
         if missing:
             self.ui.flash(who, False, f"Fill in: {', '.join(missing)}.")
             return await self.ui.act_done(back)
-        args = [form[f].strip() for f in required]
-        args += [form[f].strip() for f in optional if form.get(f, "").strip()]
-        return await self.ui.act(who, [*words, *args], back, as_admin=True)
+        given = {f: form.get(f, "").strip() for f in (*required, *optional)}
+        call = Call(words, {f: v for f, v in given.items() if v})
+        return await self.ui.act(who, call, back, as_admin=True)
 
 
 def routes(ui: Pages, r: UrlDispatcher) -> None:

@@ -17,7 +17,6 @@ import hmac
 import logging
 import re
 import secrets
-import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,7 @@ import jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from chazbot.commands import Reply
+from chazbot.commands import Call, Reply
 from chazbot.commands.web_cmds import (
     LINK_NOT_VALID,
     LINK_SHARED_ROOM,
@@ -43,8 +42,9 @@ from chazbot.memory.audience import OPERATOR, Audience, room_audience
 from chazbot.memory.rows import MemoryRow, to_datetime
 from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note
-from chazbot.transports.matrix_rules import matches_any
+from chazbot.transports.matrix.rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
+from chazbot.transports.web.wording import ENGLISH, Words, page_lang
 
 if TYPE_CHECKING:
     from chazbot.config import Config
@@ -188,6 +188,7 @@ class Pages:
         """A rendered page (the flash message for ``who``, if any, shown once)."""
         flash = self._flash.pop(who.session, None) if who is not None else None
         prefix = self.cfg.matrix.command_prefix if self.cfg.matrix is not None else None
+        values.setdefault("words", ENGLISH)  # the person's pages hand their own (wording)
         html = self.env.get_template(template).render(
             who=who, flash=flash, command_prefix=prefix, **values
         )
@@ -343,7 +344,8 @@ class Pages:
         token = request.query.get("t", "")
         if not token or len(token) > 128:
             return self.message(None, 400, "Sign in", "This sign-in link is incomplete.")
-        return self.page("login.html", None, title="Sign in", token=token)
+        words = Words(page_lang(request.headers.get("Accept-Language")))
+        return self.page("login.html", None, title=words.title_login, token=token, words=words)
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         if not self.same_origin(request):
@@ -400,30 +402,30 @@ class Pages:
         """The person's own view: a room where only they read (like a DM with the bot)."""
         return room_audience(WEB_SESSION, {who.person}, lambda _: who.admin)
 
-    async def command(self, who: Who, words: list[str], as_admin: bool = False) -> Reply:
-        """Run one command as ``who`` through the command tree; logged under their name.
+    async def command(self, who: Who, call: Call, as_admin: bool = False) -> Reply:
+        """Run one command as ``who`` through the command tree, its arguments as the form gave
+        them (never quoted into a line and parsed again); logged under their name.
 
         ``as_admin``: an admin page's action, with the operator's full view (what ``chazbot
         cmd`` sees); otherwise the person's own view (``own_audience``)."""
-        text = "/" + " ".join(shlex.quote(w) for w in words)
         audience = None if as_admin else self.own_audience(who)
         sender = who.person if not who.operator else "local"
         reply = await self.peer.command(
-            text, session=WEB_SESSION, sender=sender, is_admin=who.admin, audience=audience
+            call, session=WEB_SESSION, sender=sender, is_admin=who.admin, audience=audience
         )
         log.info(
             "web: %s ran %s: %s",
             who.person,
-            text[:200],
+            call.shown()[:200],
             "ok" if reply.ok else reply.text.splitlines()[0][:200],
         )
         return reply
 
     async def act(
-        self, who: Who, words: list[str], back: str, as_admin: bool = False
+        self, who: Who, call: Call, back: str, as_admin: bool = False
     ) -> web.StreamResponse:
         """Run a command, keep its reply for the next page, and go back there (303)."""
-        reply = await self.command(who, words, as_admin)
+        reply = await self.command(who, call, as_admin)
         self.flash(who, reply.ok, reply.text)
         return see_other(local_path(back))
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from chazbot.commands import Call
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
 from chazbot.transports.web.pages import (
     PREFIX,
@@ -25,12 +25,14 @@ from chazbot.transports.web.pages import (
     query,
 )
 from chazbot.transports.web.reminders import cancel_own, reminders_of
+from chazbot.transports.web.wording import ENGLISH, Words, dated, page_lang
 
 if TYPE_CHECKING:
     from aiohttp.web_urldispatcher import UrlDispatcher
 
 PAGE_ROWS = 50
 QUERY_MAX_CHARS = 200
+FORGET_MINE = ("memory", "forget-mine")
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,12 @@ class SaidRow:
     zone: str = "UTC"
     room_name: str | None = None
     """The room's name as the Matrix transport knows it (None: unknown)."""
+    words: Words = ENGLISH
+    """The page's language (``wording.page_lang``)."""
 
     @property
     def when(self) -> str:
-        return to_datetime(self.row.ts).astimezone(ZoneInfo(self.zone)).strftime("%d %b %Y, %H:%M")
+        return dated(to_datetime(self.row.ts), self.zone, self.words.lang)
 
     @property
     def said(self) -> str:
@@ -56,16 +60,18 @@ class SaidRow:
     @property
     def room(self) -> str:
         origin = self.row.origin
+        words = self.words
         if origin is None:
-            return "the terminal (operator)"
+            return words.terminal
         if origin.audience is not None and len(origin.audience) == 1:
-            return f"your DM with {self.agent}"
+            return words.dm_with.format(agent=self.agent)
         if self.room_name:
             return self.room_name
         if origin.room == WEB_SESSION:
-            return "this page"
-        people = "" if origin.audience is None else f" of {len(origin.audience)} people"
-        return f"a group room{people}"
+            return words.this_page
+        if origin.audience is None:
+            return words.group_room
+        return words.group_room_of.format(n=len(origin.audience))
 
     def as_json(self) -> dict[str, object]:
         origin = self.row.origin
@@ -80,7 +86,7 @@ class SaidRow:
         }
 
 
-async def said_by(ui: Pages, who: Who) -> list[SaidRow]:
+async def said_by(ui: Pages, who: Who, words: Words = ENGLISH) -> list[SaidRow]:
     """Every row ``who`` said, newest first, as ``/memory mine`` finds them in a DM."""
     peer = ui.peer
     audience = ui.own_audience(who)
@@ -92,7 +98,7 @@ async def said_by(ui: Pages, who: Who) -> list[SaidRow]:
         memory = agent.memory.within(peer.hearing(agent, who.person, audience))
         for row in await memory.said_by(who.person, True):
             name = ui.room_name(row.origin.room) if row.origin is not None else None
-            found.append(SaidRow(agent.name, row, zone, name))
+            found.append(SaidRow(agent.name, row, zone, name, words))
     found.sort(key=lambda s: (s.row.ts, s.row.order), reverse=True)
     return found
 
@@ -114,7 +120,8 @@ def matching(rows: list[SaidRow], text: str) -> list[SaidRow]:
 def routes(ui: Pages, r: UrlDispatcher) -> None:
     async def me(request: web.Request, who: Who) -> web.StreamResponse:
         text = request.query.get("q", "")[:QUERY_MAX_CHARS]
-        rows = matching(await said_by(ui, who), text.strip())
+        words = Words(page_lang(request.headers.get("Accept-Language")))
+        rows = matching(await said_by(ui, who, words), text.strip())
         last = max(0, (len(rows) - 1) // PAGE_ROWS)
         page = page_number(request, last)
         shown = rows[page * PAGE_ROWS : (page + 1) * PAGE_ROWS]
@@ -122,7 +129,8 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         return ui.page(
             "me.html",
             who,
-            title="What the bot keeps that you said",
+            title=words.title_me,
+            words=words,
             rows=shown,
             total=len(rows),
             q=text,
@@ -131,7 +139,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             prev=query(path, q=text, page=page - 1) if page > 0 else None,
             next=query(path, q=text, page=page + 1) if page < last else None,
             back=query(path, q=text, page=page),
-            reminders=await reminders_of(ui.peer, who.person, ui.room_name),
+            reminders=await reminders_of(ui.peer, who.person, ui.room_name, words),
         )
 
     async def cancel_reminder(request: web.Request, who: Who) -> web.StreamResponse:
@@ -150,18 +158,18 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
             return await ui.act_done(back)
         # by its key, always: a key of digits ("5") or "all" is never read as a list number
         # or as every row
-        return await ui.act(who, ["memory", "forget-mine", "key", key], back)
+        return await ui.act(who, Call(FORGET_MINE, {"key": "key", "named": key}), back)
 
     async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)
         if form.get("confirm") != "yes":
             ui.flash(who, False, "Tick the box to confirm forgetting everything you said.")
             return await ui.act_done(f"{PREFIX}/me")
-        return await ui.act(who, ["memory", "forget-mine", "all"], f"{PREFIX}/me")
+        return await ui.act(who, Call(FORGET_MINE, {"key": "all"}), f"{PREFIX}/me")
 
     async def undo(request: web.Request, who: Who) -> web.StreamResponse:
         await ui.form(request)  # the CSRF check, as every POST
-        return await ui.act(who, ["memory", "undo"], f"{PREFIX}/me")
+        return await ui.act(who, Call(("memory", "undo")), f"{PREFIX}/me")
 
     async def export(request: web.Request, who: Who) -> web.StreamResponse:
         rows = [s.as_json() for s in await said_by(ui, who)]

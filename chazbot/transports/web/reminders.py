@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from chazbot.errors import NotFound
 from chazbot.reminders.store import Reminder
 from chazbot.reminders.wording import repeat_text, short_when
+from chazbot.transports.web.wording import ENGLISH, Words
 
 if TYPE_CHECKING:
     from chazbot.peer import Peer
@@ -26,32 +27,34 @@ class Upcoming:
     reminder: Reminder
     zone: str = "UTC"
     room_name: str | None = None
+    words: Words = ENGLISH
+    """The page's language (``wording.page_lang``)."""
 
     @property
     def when(self) -> str:
         due = self.reminder.next_due() or self.reminder.first
-        return short_when(due, self.zone)
+        return short_when(due, self.zone, self.words.lang)
 
     @property
     def repeat(self) -> str:
-        """How often, as the chat says it (the page is in English): "every Sunday at 20:00"."""
+        """How often, as the chat says it, in the page's language: "every Sunday at 20:00"."""
         r = self.reminder
-        return repeat_text(r.rule, r.first, self.zone) or "once"
+        return repeat_text(r.rule, r.first, self.zone, self.words.lang) or self.words.once
 
     @property
     def room(self) -> str:
         origin = self.reminder.origin
         if origin is not None and origin.audience == (self.reminder.by,):
-            return f"your DM with {self.agent}"
+            return self.words.dm_with.format(agent=self.agent)
         if self.room_name:
             return self.room_name
         if origin is None or origin.audience is None:
-            return "a room"
-        return f"a group room of {len(origin.audience)} people"
+            return self.words.a_room
+        return self.words.group_room_of.format(n=len(origin.audience))
 
 
 async def reminders_of(
-    peer: Peer, person: str, room_name: Callable[[str], str | None]
+    peer: Peer, person: str, room_name: Callable[[str], str | None], words: Words = ENGLISH
 ) -> list[Upcoming]:
     """Every active reminder ``person`` set, with any agent of ``peer``, soonest first, in
     their zone (``tz``, as the page shows rows)."""
@@ -61,7 +64,7 @@ async def reminders_of(
     found: list[Upcoming] = []
     for agent in peer.agents.values():
         for r in await peer.reminders.of(agent.db, agent.key).of_person(person):
-            found.append(Upcoming(agent.name, r, zone, room_name(r.room)))
+            found.append(Upcoming(agent.name, r, zone, room_name(r.room), words))
     found.sort(key=lambda u: (u.reminder.next_due() or u.reminder.first, u.reminder.id))
     return found
 
