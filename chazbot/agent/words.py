@@ -18,8 +18,28 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from chazbot.agent.lexicon import LANGUAGES, QUOTES, Language
-from chazbot.memory.tokenize import SMALL_TALK, tokenize
+from chazbot.agent.imperative import only_commands
+from chazbot.agent.lexicon import Language
+from chazbot.agent.reading import APOSTROPHES as _APOSTROPHES
+from chazbot.agent.reading import CLAUSE_END as _CLAUSE_END
+from chazbot.agent.reading import clause_starts as _clause_starts
+from chazbot.agent.reading import keep_out, polished, small_talk
+from chazbot.agent.reading import mend as _mend
+from chazbot.agent.reading import mentions as _mentions
+from chazbot.agent.reading import phrase as _phrase
+from chazbot.agent.reading import rest as _rest
+from chazbot.agent.reading import skip as _skip
+from chazbot.agent.reading import split_words as _words
+from chazbot.agent.reading import whole as _whole
+from chazbot.agent.request_words import (
+    READ,
+    canonical_last,
+    dont_forget,
+    newcomer,
+    spanish_speaker,
+    untagged,
+)
+from chazbot.agent.turning import BY_CODE, as_said_to_them, language, turned
 
 IntentKind = Literal["intro", "about_me", "forget", "forget_last", "remember", "undo", "choose"]
 
@@ -31,60 +51,6 @@ class Intent:
     lang: str = "en"  # the language the request was made in (``lexicon``), for the reply
 
 
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
-_WORD = re.compile(r"[\w'-]+|[^\w\s]", re.UNICODE)
-_CLAUSE_END = frozenset(",;:.!?¿¡")
-_SENTENCE_END = frozenset(".!?")
-
-
-def _words(text: str) -> list[str]:
-    """Lowercase words and punctuation marks of ``text`` (apostrophes normalised)."""
-    return _WORD.findall(text.translate(_APOSTROPHES).lower())
-
-
-def _phrase(words: list[str], at: int, phrases: tuple[str, ...]) -> int:
-    """The length in words of the longest of ``phrases`` at ``words[at:]`` (0: none)."""
-    best = 0
-    for phrase in phrases:
-        parts = phrase.split()
-        if len(parts) > best and words[at : at + len(parts)] == parts:
-            best = len(parts)
-    return best
-
-
-def _skip(words: list[str], at: int, phrases: tuple[str, ...]) -> int:
-    """``at`` moved past any run of ``phrases`` and the commas between them."""
-    while at < len(words):
-        n = _phrase(words, at, phrases)
-        if n:
-            at += n
-        elif words[at] == "," and at > 0:
-            at += 1
-        else:
-            break
-    return at
-
-
-def _clause_starts(words: list[str]) -> list[int]:
-    return [0] + [i + 1 for i, w in enumerate(words) if w in _CLAUSE_END and i + 1 < len(words)]
-
-
-def _rest(text: str, words: list[str], at: int) -> str:
-    """The original text from word ``at`` on (best effort: by matching the words again)."""
-    lowered = text.translate(_APOSTROPHES).lower()
-    pos = 0
-    for word in words[:at]:
-        found = lowered.find(word, pos)
-        if found < 0:
-            break
-        pos = found + len(word)
-    return text[pos:].strip(" \t\n,;:-–—").rstrip(" .!?")
-
-
-def _mentions(words: list[str], phrases: tuple[str, ...]) -> bool:
-    return any(_phrase(words, i, phrases) for i in range(len(words)))
-
-
 def _asking(words: list[str], lang: Language) -> bool:
     """A question: a question mark, or an opening that asks ("remember when…")."""
     if "?" in words or "¿" in words:
@@ -92,51 +58,8 @@ def _asking(words: list[str], lang: Language) -> bool:
     return any(_phrase(words, i, lang.asking) for i in _clause_starts(words))
 
 
-def _whole(words: list[str], phrases: tuple[str, ...], filler: tuple[str, ...]) -> bool:
-    """Whether the message is one of ``phrases`` and nothing else (filler and marks aside,
-    a one-word filler also inside the phrase: "mach das *bitte* rückgängig")."""
-    single = {f for f in filler if " " not in f}
-    inside = [w for i, w in enumerate(words) if i == 0 or w not in single]
-    if inside != words and _whole(inside, phrases, filler):
-        return True
-    at = _skip(words, 0, filler)
-    n = _phrase(words, at, phrases)
-    if not n:
-        return False
-    rest = [w for w in words[at + n :] if w not in _CLAUSE_END]
-    return not rest or _skip(rest, 0, filler) == len(rest)
-
-
-def keep_out(text: str) -> bool:
-    """Whether the person asks the bot not to keep this message ("don't keep this: …",
-    "merk dir das nicht", "off the record"), in any of the languages of ``lexicon``."""
-    words = _words(text)
-    return any(
-        _phrase(words, _skip(words, i, lang.filler), lang.dont_keep)
-        for lang in LANGUAGES
-        for i in _clause_starts(words)
-    )
-
-
-def polished(text: str, lang: Language) -> str:
-    """``text`` without the politeness of ``lang`` (``Language.polite``), wherever it sits:
-    "Forget, please, that I …" → "Forget, that I …", "Vergiss bitte, dass …" → "Vergiss,
-    dass …", "Could you please forget …" → "Could you forget …". A comma on either side
-    stays one comma, so clauses stay apart."""
-    out = text.translate(_APOSTROPHES)
-    for phrase in sorted(lang.polite, key=len, reverse=True):
-        words = r"\s+".join(map(re.escape, phrase.split()))
-        pattern = rf"(\s*,?\s*)(?<![\w'])(?:{words})(?![\w'])(\s*,)?"
-
-        def keep(match: re.Match[str]) -> str:
-            return ", " if "," in match.group(1) or match.group(2) else " "
-
-        out = re.sub(pattern, keep, out, flags=re.IGNORECASE)
-    out = re.sub(r"\s*,(?:\s*,)+", ",", out)
-    out = re.sub(r"\s*,\s*([.!?]|$)", r"\1", out)
-    return " ".join(out.split()).lstrip(" ,;:")
-
-
+_LEADING_MARKS = re.compile(r"^[^\w¿¡\"'“„«‘(]+")
+"""Emoji and symbols before a request's first word: read past like a filler."""
 _CHOICE = re.compile(r"^\W*\d{1,2}\W*$")
 _SENTENCES = re.compile(r"[^.!?¿¡]+[.!?]*|[¿¡][^.!?]*[.!?]*")
 
@@ -144,7 +67,8 @@ _SENTENCES = re.compile(r"[^.!?¿¡]+[.!?]*|[¿¡][^.!?]*[.!?]*")
 def _intro_inside(flat: str, lang: Language) -> bool:
     """An intro asked after a greeting or a word about the newcomer, in one message: "Hello!
     I'm Ana, I'm new here. What can you do?". Every other sentence is small talk or opens
-    (at one of its clauses) with ``Language.intro_said``."""
+    (at one of its clauses) with ``Language.intro_said``, or is a greeting or a newcomer's
+    line (``request_words.newcomer``: "Hi all, Priya here, just joined.")."""
     sentences = [s.strip(" ¿¡") for s in _SENTENCES.findall(flat) if _words(s)]
     if len(sentences) < 2 or len(sentences) > 4:
         return False
@@ -155,6 +79,8 @@ def _intro_inside(flat: str, lang: Language) -> bool:
         if sentence is asked[0] or small_talk(sentence):
             continue
         words = [w for w in _words(sentence) if w not in ("!", ".", "?")]
+        if newcomer(words, lang, sentence):  # "Hi all, Priya here, just joined."
+            continue
         starts = _clause_starts(words)
         if not any(_phrase(words, _skip(words, i, lang.filler), lang.intro_said) for i in starts):
             return False
@@ -164,13 +90,14 @@ def _intro_inside(flat: str, lang: Language) -> bool:
 def intent(text: str) -> Intent | None:
     """The intent of ``text``, or None for an ordinary message (also for a request about
     the world that uses a memory verb: "remove the onions from the recipe"). Politeness is
-    read past wherever it sits (``polished``)."""
-    flat = " ".join(text.split())
+    read past wherever it sits (``polished``), with the particles, openings, question tags and
+    ways of saying "what I just said" of ``request_words``."""
+    flat = _LEADING_MARKS.sub("", " ".join(text.split()))  # "🙈 forget my weight, please"
     if not _words(flat):
         return None
     if _CHOICE.match(flat):  # a number: the answer to a list of rows a forget could mean
         return Intent("choose", flat)
-    read = [(lang, polished(flat, lang)) for lang in LANGUAGES]
+    read = [(lang, polished(untagged(canonical_last(flat, lang), lang), lang)) for lang in READ]
     for lang, clean in read:
         words = _words(clean)
         if _whole(words, lang.undo, lang.filler):
@@ -191,49 +118,9 @@ def intent(text: str) -> Intent | None:
     return None
 
 
-def _typo(word: str, verb: str) -> bool:
-    """Whether ``word`` is ``verb`` typed with one slip that leaves no other word: a doubled
-    letter ("forgett", "remmember"), two neighbours swapped ("froget"), or, in a verb of 7
-    letters or more, one letter left out ("remeber", "vergis"). A changed letter is not a
-    slip here: "forgot", "oublié", "olvidó" are other words."""
-    if word == verb or not word.isalpha():
-        return False
-    if len(word) == len(verb) + 1:
-        return any(
-            word[:i] + word[i + 1 :] == verb and word[i] in (word[i - 1 : i] + word[i + 1 : i + 2])
-            for i in range(len(word))
-        )
-    if len(word) == len(verb) - 1:
-        return len(verb) >= 7 and any(verb[:i] + verb[i + 1 :] == word for i in range(len(verb)))
-    if len(word) == len(verb):
-        diff = [i for i in range(len(word)) if word[i] != verb[i]]
-        return (
-            len(diff) == 2
-            and diff[1] == diff[0] + 1
-            and word[diff[0]] == verb[diff[1]]
-            and word[diff[1]] == verb[diff[0]]
-        )
-    return False
-
-
-def _mend(words: list[str], lang: Language) -> list[str]:
-    """``words`` with a slip of the keyboard in a one-word forget or remember verb mended
-    ("forgett my adress" → "forget my adress"), so a typo does not turn a request into a fact
-    to keep. Only those verbs: a request about memory still needs its own words."""
-    verbs = [v for v in lang.forget + lang.remember if " " not in v and len(v) >= 6]
-    mended = list(words)
-    for i, word in enumerate(words):
-        if len(word) >= 5 and word not in verbs:
-            for verb in verbs:
-                if _typo(word, verb):
-                    mended[i] = verb
-                    break
-    return mended
-
-
 _THAT = frozenset({"that", "dass", "que", "dat"})
 """The leads that open a fact ("remember *that* …"), never a thing to do."""
-_PERSON = frozenset(w for lang in LANGUAGES for w in lang.person)
+_PERSON = frozenset(w for lang in READ for w in lang.person)
 
 
 def _theirs(words: list[str]) -> bool:
@@ -258,7 +145,7 @@ def _asks_of_memory(text: str, recalling: bool = True) -> bool:
     understood or not: such a message ("Remember to buy milk", "Forget the onions") is never
     itself a fact to keep."""
     typed = _words(" ".join(text.split()))
-    for lang in LANGUAGES:
+    for lang in READ:
         words = _mend(typed, lang)
         at = _skip(words, 0, lang.filler)
         verbs = lang.forget + lang.delete + lang.dont_keep + (lang.remember if recalling else ())
@@ -307,7 +194,7 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
         if not n and at > start:  # after a modal: "kannst du dir merken, dass …?"
             n = _phrase(words, at, lang.remember_asked)
         if n:
-            after = _skip(words, at + n, (",", ":"))
+            verb_at, after = at, _skip(words, at + n, (",", ":"))
             that = after < len(words) and words[after] in _THAT
             if asking and not (at > start and that):
                 return None  # "Remember when we went to Paris?": never stored as a fact
@@ -317,6 +204,9 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
             that = bool(lead) and words[at] in _THAT
             if not colon and not that and re.search(lang.todo, " ".join(_clause(words, at))):
                 return None  # "remember to buy milk": a thing to do, not a fact to keep
+            reminder = dont_forget(words, verb_at, lang) and not that and not colon
+            if reminder and not _theirs(_clause(words, at)):
+                return None  # "Don't forget the umbrella tomorrow!": a reminder
             what = _rest(text, typed, at + lead)
             return Intent("remember", what, lang.code) if what else None
         n, strong = _phrase(words, at, lang.forget), True
@@ -343,6 +233,7 @@ def _memory_request(text: str, typed: list[str], lang: Language) -> Intent | Non
         if last is not None:
             what = re.sub(r"\s*\S+\W*$", "", what)  # the closing verb, as typed
         mine = _theirs(object_words) or any(w in lang.opens for w in object_words)
+        mine = mine or (lang.code == "es" and spanish_speaker(object_words))
         if what and not mine and not _mentions(words, lang.memory):
             return None  # "forget about the cinema, let's stay in": nothing of theirs named
         return Intent("forget", what, lang.code)
@@ -410,23 +301,21 @@ def personal(text: str) -> bool:
     return _PERSONAL.search(text.translate(_APOSTROPHES)) is not None
 
 
-def small_talk(text: str, names: tuple[str, ...] = ()) -> bool:
-    """Greetings and thanks with nothing else in them ("Hello!", "thanks a lot, chaz")."""
-    words = tokenize(text)
-    allowed = SMALL_TALK | {n.lower() for n in names} | {"a", "lot"}
-    return bool(words) and all(w in allowed for w in words)
-
-
-def to_the_bot(text: str) -> bool:
+def to_the_bot(text: str, names: tuple[str, ...] = ()) -> bool:
     """Whether ``text`` asks the bot to do something rather than tells anything (#45): it
     opens with a verb that asks something of memory ("Oublie le cinéma ce soir", "Forget
     the onions"), or it is polite in one of the languages of ``lexicon`` and tells nothing
     of the person ("Lösch bitte die Zwiebeln aus dem Rezept", "Remove the mushrooms from
-    that recipe idea, please"). "Please note that …" is read as a remember before this."""
+    that recipe idea, please"), or it only asks the bot to do something
+    (``imperative.only_commands``: "Write me a short poem", "Cuéntame un chiste"). "Please
+    note that …" is read as a remember before this."""
     if _asks_of_memory(text, recalling="?" not in text):
         return True  # "Remember that block in Game 7?" reminisces: it is kept
+    if only_commands(text, names):
+        return True  # "Write me a short poem", "Nimm die Nüsse aus dem Rezept raus"
     typed = _words(" ".join(text.split()))
-    return any(_mentions(typed, lang.polite) and not _theirs(typed) for lang in LANGUAGES)
+    lang = BY_CODE[language(text)]  # its own language's: Dutch "even" is no English "please"
+    return _mentions(typed, lang.polite) and not _theirs(typed)
 
 
 def worth_keeping(text: str, names: tuple[str, ...] = ()) -> bool:
@@ -438,81 +327,7 @@ def worth_keeping(text: str, names: tuple[str, ...] = ()) -> bool:
     found = intent(text)
     if found is not None:
         return found.kind == "remember"
-    return not to_the_bot(text)
-
-
-PRONOUNS = {
-    "i": "you",
-    "me": "you",
-    "my": "your",
-    "mine": "yours",
-    "myself": "yourself",
-    "i'm": "you're",
-    "i've": "you've",
-    "i'll": "you'll",
-    "i'd": "you'd",
-    "i am": "you are",
-    "i was": "you were",
-}
-_PRONOUN = re.compile(r"\b(i am|i was|i'm|i've|i'll|i'd|i|me|my|mine|myself)\b", re.IGNORECASE)
-
-
-def language(text: str) -> str:
-    """The language of a short message (a code of ``lexicon``): the one whose common words
-    (``Language.marks``) it has most of, "¿"/"¡" counting twice for Spanish ("¿En qué
-    trabaja Ben?" has Dutch "en" and "ben"); English when none has more."""
-    words = _words(text)
-    best, score = "en", 0
-    inverted = 2 if "¿" in text or "¡" in text else 0  # only Spanish opens with "¿", "¡"
-    for lang in LANGUAGES:
-        found = sum(1 for w in words if w in lang.marks) + (inverted if lang.code == "es" else 0)
-        if found > score:
-            best, score = lang.code, found
-    return best
-
-
-_BY_CODE = {lang.code: lang for lang in LANGUAGES}
-
-
-def _turned(text: str, lang: Language) -> str:
-    """``text`` addressed to the person in ``lang``: possessives turned ("mein Hund heißt
-    Rex" → "dein Hund heißt Rex"), or, when it has the person as subject or object ("ich
-    wohne…", "vivo en…"), their words quoted (turning them would need the verb changed too)."""
-    words = _words(text)
-    swaps = dict(lang.mine)
-    elided = "j'" in lang.me and any(w.startswith(("j'", "m'")) for w in words)
-    verb_first = bool(words) and words[0] in lang.opens and words[0] not in swaps
-    if elided or verb_first or any(w in lang.me for w in words):
-        return QUOTES.get(lang.code, "“{}”").format(text)
-
-    def swap(match: re.Match[str]) -> str:
-        word = match.group(0)
-        out = swaps[word.lower()]
-        return out[0].upper() + out[1:] if word[0].isupper() else out
-
-    pattern = r"(?<!\w)(" + "|".join(map(re.escape, swaps)) + r")(?!\w)"
-    turned = re.sub(pattern, swap, text, flags=re.IGNORECASE) if swaps else text
-    return turned[0].lower() + turned[1:] if turned[:1].isupper() else turned
-
-
-def as_said_to_them(text: str, lang: str = "en") -> str:
-    """A person's own words turned to address them ("My dog is Rex" → "Your dog is Rex"), so
-    a small model speaks their facts as theirs, not as its own; in another language of
-    ``lexicon`` ("mein Hund" → "dein Hund"), see ``_turned``."""
-    if lang != "en" and lang in _BY_CODE:
-        return _turned(text, _BY_CODE[lang])
-
-    def swap(match: re.Match[str]) -> str:
-        word = match.group(0)
-        out = PRONOUNS[" ".join(word.lower().split())]
-        return out[0].upper() + out[1:] if word[0].isupper() and not word.startswith("I") else out
-
-    swapped = _PRONOUN.sub(swap, text)
-    return (
-        swapped[0].upper() + swapped[1:]
-        if swapped[:1].islower() and text[:1].isupper()
-        else swapped
-    )
+    return not to_the_bot(text, names)
 
 
 MAX_TOLD_CHARS = 200
@@ -570,7 +385,7 @@ def told(text: str, names: tuple[str, ...] = ()) -> str | None:
         return None
     lang = language(flat)
     if lang != "en":
-        return _told_in(flat, _BY_CODE[lang], names)
+        return _told_in(flat, BY_CODE[lang], names)
     if not worth_keeping(flat, names) or _REQUEST.search(flat) or _COMMAND.match(flat):
         return None
     body = flat.rstrip(" .!")
@@ -602,7 +417,7 @@ def _told_in(flat: str, lang: Language, names: tuple[str, ...]) -> str | None:
         return None
     if _mentions(words, lang.please):
         return None
-    return _turned(body, lang)
+    return turned(body, lang)
 
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 "remind me …" sets a reminder (in the languages of ``reminders.when``), a request the word
 rules know (forget, remember, undo, "what do you know about me", …; ``words.intent``) is
-carried out by ``asked.answer``, and where capture keeps what is told, a message that tells
+carried out by ``asked.answer`` (a forget, its undo and the choice from its list by
+``forgetting.answer``), and where capture keeps what is told, a message that tells
 one fact is acknowledged ("Noted: …"). For a model that does not compose (``composes``), a
 question about a person is answered from one row (``answering``, #45). None: the message goes
 on to the model.
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 
-from chazbot.agent import asked
+from chazbot.agent import asked, forgetting
 from chazbot.agent.answering import answer_about_person
+from chazbot.agent.forgetting import FORGET_KINDS
 from chazbot.agent.turn.context import Incoming, TurnContext
 from chazbot.agent.turn.result import TurnResult
 from chazbot.agent.words import asks, intent
@@ -63,9 +65,12 @@ async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None
     found = await asyncio.to_thread(intent, text) if len(text) <= WORDS_MAX_CHARS else None
     if found is not None:
         tools = frozenset(ctx.agent.config.allowed_tools) if ctx.can.tools else frozenset()
-        words = await asked.answer(
-            found, ctx.memory, ctx.agent.name, ctx.sender, tools, ctx.session
-        )
+        if found.kind in FORGET_KINDS:  # forgets by words and by meaning (#45)
+            words = await forgetting.answer(found, ctx.memory, ctx.sender, tools, ctx.session)
+        else:
+            words = await asked.answer(
+                found, ctx.memory, ctx.agent.name, ctx.sender, tools, ctx.session
+            )
         if words is not None:
             words = "\n".join(filter(None, (words, zone_said)))
             await ctx.say(words)

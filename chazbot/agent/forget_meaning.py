@@ -1,0 +1,208 @@
+"""Which of a person's rows a forget names by meaning, across languages (#45).
+
+"Vergiss bitte, wo meine Wohnung ist" must find "Since March I've been renting a flat in
+Rotterdam": no word in common, another language. Each of the person's rows is scored by
+
+- its cosine to the forget's words (the local embedder: the row's own words, without the
+  "who (date): " and the "[replying to …]" it is stored with), less its mean cosine to
+  questions that name nothing (``meaning_kinds.ANCHORS``): the embedder squeezes short rows'
+  cosines together and puts rows that are near every question first; what is left is how
+  much nearer *these* words are;
+- how much its kind agrees with the kind the words name (``meaning_kinds.KINDS``: a row and
+  the words each placed among the kinds by their nearest statements);
+- the words it shares with the forget, directly, by a common stem or through the five
+  languages' concept groups (``grounding.CONCEPTS``: "Auto"/"car", "Beruf"/"job");
+- whether it is about whom the words name (``answering.fits``: "wo mein Vater wohnt" is not
+  "ma mère habite").
+
+``ranked`` gives the rows best first with their scores; ``forgetting`` decides from the gap
+whether one row is meant or several are listed to choose from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from chazbot.agent.answering import fits, read_question
+from chazbot.agent.grounding import CONCEPTS, FUNCTION, QUESTION, evidence
+from chazbot.agent.meaning_kinds import ANCHORS, ASKED, JOB_WORDS, KINDS
+from chazbot.memory.embedders import Embedder
+from chazbot.memory.rows import MemoryRow, said_text
+from chazbot.memory.tokenize import tokenize
+
+
+@dataclass(frozen=True)
+class MeaningTuning:
+    """How the evidence is weighed (measured on ``tests/data/forget_meaning.json`` and the
+    forgets of ``answers.json``; docs/measured.md, "Forgetting by meaning")."""
+
+    hub: float = 1.0
+    """Weight of a row's mean cosine to ``ANCHORS``, taken off its cosine to the words."""
+    kind: float = 0.02
+    """Weight of the agreement of kinds (a correlation, -1 to 1)."""
+    words: float = 0.03
+    """Weight of the share of the forget's words the row has (directly or by concept)."""
+    fit: float = 0.01
+    """Added when the row is about whom the forget names (``answering.fits``)."""
+    margin: float = 0.03
+    """The best row is meant alone when it leads the next by this much and scores at least
+    ``alone``; else the near ones are listed."""
+    alone: float = 0.07
+    floor: float = 0.035
+    """A row scoring less is not named by the words at all: never listed."""
+    window: float = 0.04
+    """Rows within this of the best are listed (at most ``listed``)."""
+    listed: int = 4
+    max_rows: int = 64
+    """Rows scored afresh; a person with more has the nearest by stored vector scored."""
+
+
+DEFAULT_MEANING_TUNING = MeaningTuning()
+
+_CACHE_TEXTS = 4096
+_REPLYING = re.compile(r"\s*\[replying to [^\]]*\]\s*$")
+
+
+class _Vectors:
+    """Vectors of fixed sentences and of rows' words, per embedder, kept for the process
+    (bounded): a forget embeds only what it has not seen."""
+
+    def __init__(self) -> None:
+        self._texts: OrderedDict[tuple[str, bool, str], NDArray[np.float32]] = OrderedDict()
+
+    async def of(
+        self, embedder: Embedder, texts: Sequence[str], query: bool
+    ) -> NDArray[np.float32]:
+        missing = [t for t in dict.fromkeys(texts) if (embedder.name, query, t) not in self._texts]
+        if missing:
+            if query:
+                made = [await embedder.embed_query(t) for t in missing]
+            else:
+                made = list(await embedder.embed_documents(missing))
+            for text, vector in zip(missing, made, strict=True):
+                self._texts[(embedder.name, query, text)] = np.asarray(vector, np.float32)
+        out = []
+        for text in texts:
+            key = (embedder.name, query, text)
+            self._texts.move_to_end(key)
+            out.append(self._texts[key])
+        while len(self._texts) > _CACHE_TEXTS + len(ANCHORS) + _KIND_COUNT:
+            self._texts.popitem(last=False)
+        return np.stack(out) if out else np.zeros((0, 1), np.float32)
+
+
+_KIND_COUNT = sum(len(v) for v in KINDS.values()) + sum(len(v) for v in ASKED.values())
+_VECTORS = _Vectors()
+_CONCEPT_OF: dict[str, frozenset[int]] = {}
+for _i, _group in enumerate(CONCEPTS):
+    for _w in _group:
+        _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | {_i}
+for _w in JOB_WORDS:
+    _CONCEPT_OF[_w] = _CONCEPT_OF.get(_w, frozenset()) | _CONCEPT_OF.get("job", frozenset())
+_STEM = 5
+
+
+def row_words(row: MemoryRow) -> str:
+    """What the person said in a row: its value without "who (date): " and without the
+    "[replying to …]" context it was captured with."""
+    return _REPLYING.sub("", said_text(row.value)).strip()
+
+
+def content(text: str) -> list[str]:
+    """The words of ``text`` that name something (no function or question words)."""
+    return [t for t in tokenize(text) if t not in FUNCTION and t not in QUESTION and len(t) > 2]
+
+
+def _same(a: str, b: str) -> bool:
+    if a == b or (_CONCEPT_OF.get(a, frozenset()) & _CONCEPT_OF.get(b, frozenset())):
+        return True
+    return len(a) >= _STEM and len(b) >= _STEM and a[:_STEM] == b[:_STEM]
+
+
+def shared(what: Sequence[str], row: Sequence[str]) -> float:
+    """The share of ``what``'s words that ``row`` has (same word, stem or concept)."""
+    if not what:
+        return 0.0
+    return sum(1 for w in what if any(_same(w, r) for r in row)) / len(what)
+
+
+def _kinds(sims: NDArray[np.float32], slices: list[tuple[int, int]]) -> NDArray[np.float32]:
+    """Per kind, the best similarity to its sentences (``sims``: texts x sentences)."""
+    out = np.stack([sims[:, start:end].max(axis=1) for start, end in slices], axis=1)
+    return out.astype(np.float32)
+
+
+def _slices(kinds: dict[str, tuple[str, ...]]) -> list[tuple[int, int]]:
+    out, at = [], 0
+    for sentences in kinds.values():
+        out.append((at, at + len(sentences)))
+        at += len(sentences)
+    return out
+
+
+_KIND_SLICES = _slices(KINDS)
+_ASKED_SLICES = _slices(ASKED)
+_STATEMENTS = [s for statements in KINDS.values() for s in statements]
+_QUESTIONS = [q for questions in ASKED.values() for q in questions]
+
+
+def _centred(m: NDArray[np.float32]) -> NDArray[np.float32]:
+    c = m - m.mean(axis=1, keepdims=True)
+    norms = np.linalg.norm(c, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: NDArray[np.float32] = (c / norms).astype(np.float32)
+    return out
+
+
+async def ranked(
+    embedder: Embedder | None,
+    rows: Sequence[MemoryRow],
+    what: str,
+    tuning: MeaningTuning = DEFAULT_MEANING_TUNING,
+) -> list[tuple[MemoryRow, float]]:
+    """``rows`` best first for the forget's words ``what``, with their scores (see the
+    module); without an embedder, by words and whom they name alone."""
+    if not rows:
+        return []
+    q = read_question(what)
+    q = replace(q, about_asker=False) if q.subject or q.names else q
+    asked = content(what)
+    texts = [row_words(r) for r in rows]
+    scores = np.array(
+        [
+            tuning.words * shared(asked, content(t)) + tuning.fit * fits(evidence(r), q)
+            for r, t in zip(rows, texts, strict=True)
+        ],
+        np.float32,
+    )
+    if embedder is not None:
+        scores += await _by_vector(embedder, texts, what, tuning)
+    order = np.argsort(-scores, kind="stable")
+    return [(rows[i], float(scores[i])) for i in order]
+
+
+async def _by_vector(
+    embedder: Embedder, texts: Sequence[str], what: str, tuning: MeaningTuning
+) -> NDArray[np.float32]:
+    docs = await _VECTORS.of(embedder, texts, query=False)
+    query = (await _VECTORS.of(embedder, [what], query=True))[0]
+    anchors = await _VECTORS.of(embedder, ANCHORS, query=True)
+    statements = await _VECTORS.of(embedder, _STATEMENTS, query=True)
+    questions = await _VECTORS.of(embedder, _QUESTIONS, query=True)
+    cosine = docs @ query
+    hub = (docs @ anchors.T).mean(axis=1)
+    row_kinds = _kinds(docs @ statements.T, _KIND_SLICES)
+    row_kinds = row_kinds - row_kinds.mean(axis=0, keepdims=True)  # what sets a row apart
+    asked_kinds = _kinds((questions @ query)[None, :], _ASKED_SLICES)
+    agree = _centred(row_kinds) @ _centred(asked_kinds)[0]
+    out: NDArray[np.float32] = (cosine - tuning.hub * hub + tuning.kind * agree).astype(np.float32)
+    return out
+
+
+__all__ = ["DEFAULT_MEANING_TUNING", "MeaningTuning", "content", "ranked", "row_words", "shared"]
