@@ -1,12 +1,12 @@
 """People from chat (#40): ``!chaz people allow|remove|list`` on a real peer (signed entries
-in its state file, config.yaml the floor), the not-allowed notice's gate as a pure unit, and
-through a real Synapse: a second person ignored with one notice, allowed by an admin,
-answered at once, removed again; a burst of strangers gets one notice."""
+in its state file, config.yaml the floor), the not-allowed notice's gate as a pure unit, the
+local run's people, and what is told acknowledged. Through a real Synapse:
+``tests/matrix/test_people_matrix.py``; help at a phone's width:
+``tests/browser/test_help_phone.py``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from chazbot.transports.matrix.rules import (
     render_markdown,
 )
 from tests.support.paths import ROOT
+from tests.support.standin_llm import StandinLLM
 
 ADMIN = "@root:example.org"
 FLOOR = "@*:family.example"
@@ -385,115 +386,6 @@ def test_router_notices_only_when_addressed_and_allows_from_chat_at_once() -> No
     assert job is not None and job.kind == "not_allowed_notice"
 
 
-# ---- through a real Synapse -----------------------------------------------------------------
-
-from tests.support.standin_llm import StandinLLM  # noqa: E402
-from tests.support.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse  # noqa: E402
-
-Humans = Callable[..., Awaitable[Human]]
-Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
-NOTICE_START = "I only answer people an admin has allowed; ask "
-
-
-@requires_synapse
-@pytest.mark.timeout(240)
-async def test_a_second_person_from_chat(
-    chazbot: Bots,
-    humans: Humans,
-    standin_llm: StandinLLM,
-    synapse: SynapseServer,
-    matrix_user: Callable[[str], User],
-) -> None:
-    admin, ana = await humans("admin"), await humans("ana")
-    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
-    room = await admin.create_room([bot.user_id, ana.user_id], name="family")
-    await ana.wait_invite(room)
-    await ana.join(room)
-    await admin.wait_member(room, bot.user_id)
-    await admin.wait_member(room, ana.user_id)
-
-    # ignored: one notice, naming the admin, for the first message that addresses the bot
-    await ana.send(room, "good morning everyone")  # chatter: nothing
-    notice = await ana.ask(room, "!chaz help")
-    assert notice.body == f"{NOTICE_START}{admin.user_id}.", notice.body
-    assert notice.sender == bot.user_id and notice.content["msgtype"] == "m.notice"
-    second = await ana.send(room, f"{bot.localpart}: are you there?")
-    # the admin's reply comes after anything the bot said to ana's second message (one
-    # queue per room, in order): when it is here, a second notice would be too
-    listed = await admin.ask(room, "!chaz people list")
-    assert ana.user_id not in listed.body
-    assert ana.replies(second) == []
-    assert "not allowed" in proc.log() and "notice 1," in proc.log()
-
-    # an admin allows ana from chat: answered at once, no restart
-    allowed = await admin.ask(room, f"!chaz people allow {ana.user_id}")
-    assert allowed.body.startswith(f"Allowed {ana.user_id}"), allowed.body
-    help_ = await ana.ask(room, "!chaz help")
-    assert "people" in help_.body and NOTICE_START not in help_.body
-    # help is a notice with an HTML body from its Markdown (a phone shows it formatted)
-    assert help_.content["msgtype"] == "m.notice"
-    assert help_.content["format"] == "org.matrix.custom.html"
-    assert "<li><code>!chaz memory mine</code>" in help_.content["formatted_body"]
-    listed = await admin.ask(room, "!chaz people list")
-    assert f"- {ana.user_id} (allowed by {admin.user_id})" in listed.body
-    # told a fact, the bot notes it in her words (#40), in the room where capture keeps it
-    noted = await ana.ask(room, f"{bot.localpart}: My cat is called Miso.", timeout=30)
-    assert noted.body == "Noted: your cat is called Miso.", noted.body
-    # ana is not an admin: she cannot add someone herself
-    refused = await ana.ask(room, "!chaz people allow @eve:example.org")
-    assert "only admins" in refused.body
-
-    # removed again: ignored at once (told already today in this room: no second notice)
-    removed = await admin.ask(room, f"!chaz people remove {ana.user_id}")
-    assert "I no longer answer them" in removed.body, removed.body
-    after = await ana.send(room, "!chaz help")
-    await admin.ask(room, "!chaz people list")
-    assert ana.replies(after) == []
-    assert "Traceback" not in proc.log()
-
-
-@requires_synapse
-@pytest.mark.timeout(240)
-async def test_a_room_of_strangers_gets_one_notice(
-    chazbot: Bots,
-    humans: Humans,
-    standin_llm: StandinLLM,
-    synapse: SynapseServer,
-    matrix_user: Callable[[str], User],
-) -> None:
-    """Strangers without a syncing client each (cheap): join by invite and address the bot."""
-    from nio import AsyncClient, JoinResponse, RoomSendResponse
-
-    admin = await humans("admin")
-    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
-    strangers = [matrix_user(f"stranger{i}") for i in range(50)]
-    room = await admin.create_room([bot.user_id, *(s.user_id for s in strangers)], name="crowd")
-    await admin.wait_member(room, bot.user_id)
-    clients = []
-    try:
-        sent = []
-        for user in strangers:
-            client = AsyncClient(synapse.url, user.user_id)
-            client.restore_login(user.user_id, user.device_id, user.access_token)
-            clients.append(client)
-            assert isinstance(await client.join(room), JoinResponse)
-        for client in clients:
-            response = await client.room_send(
-                room, "m.room.message", {"msgtype": "m.text", "body": "!chaz help"}
-            )
-            assert isinstance(response, RoomSendResponse), response
-            sent.append(str(response.event_id))
-        await admin.wait_member(room, strangers[-1].user_id)
-        await admin.ask(room, "!chaz people list")  # after every stranger's message
-        notices = [s for s in admin.messages(room, bot.user_id) if s.body.startswith(NOTICE_START)]
-        assert len(notices) == 1, [n.body for n in notices]
-        assert notices[0].in_reply_to == sent[0]
-    finally:
-        for client in clients:
-            await client.close()
-    assert "Traceback" not in proc.log()
-
-
 # ---- the local run: a partial matrix: block, another person's account, install steps -----
 
 
@@ -521,74 +413,6 @@ def test_a_config_with_only_an_allow_list_keeps_the_local_homeserver() -> None:
     parse_config({"state_dir": "/tmp/x", "matrix": matrix})  # a config chazbot takes
     with pytest.raises(local.SetupError):
         local.local_matrix({"admins": "@me:localhost"}, "http://x", bot, you, False)
-
-
-@requires_synapse
-@pytest.mark.timeout(240)
-async def test_add_person_makes_an_allowed_account_and_prints_the_login(
-    chazbot: Bots,
-    humans: Humans,
-    standin_llm: StandinLLM,
-    synapse: SynapseServer,
-    tmp_path: Path,
-) -> None:
-    import json
-    import os
-    import shutil
-    import subprocess
-    import sys
-
-    from tests.support.synapse import SHARED_SECRET
-
-    admin = await humans("admin")
-    proc, bot = await chazbot(standin_llm.url, [], [admin.user_id])
-    state = tmp_path / "local-state"
-    (state / "homeserver").mkdir(parents=True)
-    accounts = {
-        "port": synapse.port,
-        "registration_shared_secret": SHARED_SECRET,
-        "macaroon_secret_key": "m",
-        "form_secret": "f",
-        "user": {"user_id": admin.user_id, "password": "unused"},
-    }
-    (state / "homeserver/accounts.json").write_text(json.dumps(accounts))
-    shutil.copy(proc.config_path, state / "local-config.yaml")
-    name = f"ana{os.getpid()}x{len(admin.user_id)}"
-
-    def add(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(ROOT / "deploy/homeserver.py"), "add-person", *extra],
-            cwd=tmp_path,
-            env={**os.environ, **proc.env},
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    done = add(name, "--state-dir", str(state))
-    assert done.returncode == 0, done.stdout + done.stderr
-    user_id = f"@{name}:localhost"
-    fields = dict(re.findall(r"^\s+(homeserver|user|password):\s+(\S+)", done.stdout, re.MULTILINE))
-    assert fields["user"] == user_id and fields["homeserver"] == synapse.url, done.stdout
-    assert f"Allowed {user_id}" in done.stdout
-    kept = json.loads((state / "homeserver/accounts.json").read_text())
-    assert kept["people"][name]["password"] == fields["password"]
-    # the login works, and the bot answers them now
-    from tests.support.synapse import HOMESERVER
-
-    token = HOMESERVER.matrix_accounts.login(synapse.url, user_id, fields["password"], "t")
-    assert token["user_id"] == user_id
-    dm = await admin.create_room([bot.user_id], direct=True)
-    await admin.wait_member(dm, bot.user_id)
-    listed = await admin.ask(dm, "!chaz people list")
-    assert f"- {user_id} (allowed by the operator)" in listed.body, listed.body
-    # asked again: the same login, nothing new; a bad name is one line
-    again = add(name, "--state-dir", str(state))
-    assert again.returncode == 0 and fields["password"] in again.stdout
-    bad = add("Ana Smith!", "--state-dir", str(state))
-    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and bad.stderr[-1:] == "\n"
-    gone = add("bo", "--state-dir", str(tmp_path / "nothing-here"))
-    assert gone.returncode == 1 and "run bash deploy/local.sh first" in gone.stderr
 
 
 def test_install_numbers_each_step_once(tmp_path: Path) -> None:
@@ -640,53 +464,6 @@ def test_the_docker_test_checks_only_the_images_its_own_builds_labelled() -> Non
     build_stage = dockerfile[dockerfile.index("AS build") : dockerfile.index("# ---- runtime")]
     assert build_stage.rstrip().splitlines()[-1].startswith("LABEL org.chazbot.build-id=")
 
-
-def test_help_reads_well_at_a_phone_width(browser: Any) -> None:  # noqa: F811
-    """``!chaz help``'s event HTML (as the bot sends it) in Chromium 400 px wide, in a plain
-    chat bubble: nothing wider than the screen, a first screen that fits without scrolling
-    much; the screenshot is docs/help-phone.png (tests/screenshots/help-phone.png each run)."""
-    import asyncio
-    import html
-
-    from chazbot.transports.matrix.rules import notice_contents
-    from tests.browser.test_web_browser import SHOTS
-
-    reply = asyncio.run(_help_reply())
-    (content,) = notice_contents(reply, "$e", {}, "@ana:example.org", markdown=True)
-    page = SHOTS / "help-phone.html"
-    SHOTS.mkdir(exist_ok=True)
-    page.write_text(
-        "<!doctype html><meta charset=utf-8>"
-        '<meta name=viewport content="width=device-width, initial-scale=1">'
-        "<style>body{margin:0;font:15px/1.4 sans-serif;background:#eee}"
-        ".bubble{margin:8px;padding:8px 12px;background:#fff;border-radius:12px}"
-        "ul{padding-left:1.2em;margin:.4em 0}code{font-size:13px;background:#f2f2f2}"
-        "p{margin:.4em 0}</style>"
-        f'<div class=bubble title="{html.escape(content["body"])}">'
-        f"{content['formatted_body']}</div>"
-    )
-    browser.set_window_size(400, 900)
-    browser.get(page.as_uri())
-    width = browser.execute_script("return document.documentElement.clientWidth")
-    scroll = browser.execute_script("return document.documentElement.scrollWidth")
-    high = browser.execute_script("return document.querySelector('.bubble').scrollHeight")
-    assert scroll <= width, (scroll, width)  # no line wider than the phone
-    assert high < 900, high  # the first screen fits on one phone screen
-    assert browser.find_elements("css selector", ".bubble li code")
-    browser.save_screenshot(str(SHOTS / "help-phone.png"))
-
-
-async def _help_reply() -> str:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp) / "state"
-        async with chazbot.open(state, config(state)) as peer:
-            reply = await peer.command("/help", prefix="!chaz ")
-    return reply.text
-
-
-from tests.browser.test_web_browser import browser  # noqa: E402,F401  (the fixture)
 
 # ---- acknowledging what is told (#40) -------------------------------------------------------
 # Written before the acknowledgement was tuned: DEV was looked at while writing it, HELD_OUT
