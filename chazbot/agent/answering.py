@@ -435,7 +435,9 @@ async def chosen_row(
     # "I don't know", never the model's guess; else a place or a thing ("tips for a
     # weekend in Lyon?"): a row's words, or the model
     if named_only and not personal_attribute(text, q.names):
-        person = as_person(text, q.names) and await told_of(memory, session, text, q.names)
+        person = bool(q.names & ROLES) or (  # the admin is someone, whatever is asked
+            as_person(text, q.names) and await told_of(memory, session, text, q.names)
+        )
         q = q if person else replace(q, by_words_only=True)
     asker = sender if memory.hearing.origin is not None else None
     mine = about_me(text) or (q.follow_up and about_me(previous))

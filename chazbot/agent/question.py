@@ -83,13 +83,15 @@ def names(question: str) -> set[str]:
         base = word.split("'")[0].lower()
         if len(base) < 2 or base in _NOT_NAMES or base in QUESTION:
             continue  # "Ben" is a name, though "ben" is a Dutch verb
-        if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in FUNCTION):
-            continue
+        if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in _DE_FUNCTION):
+            continue  # "Ihr Hund"; not "Wo wohnt Ben?" ("ben": a Dutch word, not a German one)
         previous = before.split()[-1].lower() if before.split() else ""
         if lang == "de" and (previous in _DE_DETERMINERS or len(base) > 8):
             continue  # "meinen Kaffee", "welcher Stadt": nouns; "des Admins": whose
         found.add(base)
     low = question.replace("\u2019", "'")
+    if _ROLE.search(low.lower()):  # "Where does the admin live?", "das Hobby vom Admin"
+        found.add("admin")
     for match in re.finditer(r"(\w+\s+)?\b([a-z]\w+)'s\b", low):  # "the admin's", not "my sister's"
         owner, whose = (match.group(1) or "").strip().lower(), match.group(2)
         plain = whose in QUESTION or whose in FUNCTION or whose in PRONOUNS  # "what's", "she's"
@@ -97,6 +99,15 @@ def names(question: str) -> set[str]:
             found |= set() if plain else {whose}
     return found
 
+
+_ROLE = re.compile(
+    r"\b(?:the|der|den|dem|des|vom|beim|zum|le|l'|el|del|al|de|het|onze|our|unser\w*|notre)"
+    r"\s*(?:admin|admins|administrator|administratorin|administrateur|administratrice|"
+    r"administrador|administradora|beheerder)\b"
+)
+"""The peer's admin named by role, in the five languages: a person the room may ask about,
+told of or not (``answering.ROLES``), whose facts get the same honesty as anyone's (#45: "The
+admin's dog is named Jack", invented)."""
 
 _DE_DETERMINERS = _set(
     "der die das den dem ein eine einen einem einer eines mein meine meinen meinem meiner "
@@ -123,6 +134,14 @@ class Question:
     aliases: frozenset[str] = frozenset()
     """Names a row gives the subject ("My sister is called *Ada*"): a row about Ada is about
     the sister ("Ada lives in Porto" answers "And where does she live?")."""
+
+
+_DE_FUNCTION = _DE_DETERMINERS | _set(
+    "ist sind bin bist war hat habe hast haben und oder in an auf zu von mit für bei es er sie "
+    "ihnen ich du dich dir mich mir uns euch sich nicht noch schon auch denn dann so etwas "
+    "irgendetwas"
+)
+"""German's own function words: a capitalised one inside a question is no name ("Ihr")."""
 
 
 def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:

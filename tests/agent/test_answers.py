@@ -265,6 +265,17 @@ def test_names_are_told_apart_from_nouns() -> None:
     assert names("Where was I born?") == set()
     assert names("Was ist mein Lieblingsfilm?") == set()
     assert names("Welches Instrument spielt Mia?") == {"mia"}
+    assert names("Wo wohnt Ben?") == {"ben"}  # "ben" is a Dutch word, not a German one
+    assert names("Wie heißt Ihr Hund?") == set()
+    for role in (
+        "Where does the admin live?",
+        "Was ist das Hobby vom Admin?",
+        "In welke auto rijdt de admin?",
+        "¿Dónde vive el administrador?",
+        "Quel âge a l'admin ?",
+    ):
+        assert "admin" in names(role), role
+    assert names("How do I become an admin?") == set()
 
 
 needs_embedder = pytest.mark.skipif(
@@ -319,8 +330,14 @@ async def test_one_row_answers_across_languages_never_a_fused_one(tmp_path: Path
             "What is Ben's dog called?",
             "How old is Tomas?",
             "What car does Jonas drive?",
+            # the admin by role and another member by name: the same honesty, never the
+            # model's guess (#45: "The admin's dog is named Jack", invented)
+            "Where does the admin live?",
+            "Does the admin have a dog, and what's it called?",
         ):
             assert "don't know" in await say(question, "ask5"), question
+        for question in ("Wo wohnt Ben?", "Was ist das Hobby vom Admin?"):
+            assert "weiß ich nicht" in await say(question, "ask7"), question
         assert not model.seen  # the model was never asked to compose an answer about a person
         # a question about the world that names a place is the model's
         assert await say("What is the capital of Italy?", "ask6") == FUSED
