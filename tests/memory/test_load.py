@@ -223,7 +223,8 @@ async def test_a_turn_embeds_one_query(
 ) -> None:
     """The newest message's words are embedded once and serve both of auto-recall's
     searches; the conversation's words reach BM25 only (bench/recall_context.py: the same
-    facts found, one embedding a turn instead of two)."""
+    facts found, one embedding a turn instead of two). A question about a person that a
+    composing model answers costs the answer check two more, each once."""
     async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
         assert (await peer.chat("My sister Ada lives in Lyon", session="dm", sender=ALICE)).ok
         before = len(standin_embeddings.requests)
@@ -239,7 +240,11 @@ async def test_a_turn_embeds_one_query(
             for t in body["input"]
             if not re.search(CAPTURED_TEXT, t)
         ]
-        assert queries == [focus_query([asked])], queries
+        # auto-recall's one query; then the answer check of a composing model's answer about
+        # a person (#45: ``answering.chosen_row``) reads the question whole and its bare
+        # subject by meaning: each text once, none twice (#48)
+        assert queries[0] == focus_query([asked]), queries
+        assert sorted(queries[1:]) == sorted([asked, "brother tom"]), queries
 
 
 async def test_a_fallback_to_bm25_is_counted_logged_and_shown(
