@@ -18,6 +18,7 @@ big indexes use when it is installed; both give the same results.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,22 @@ TieBreak = Callable[[int], tuple[Any, ...]]  # a doc's sort key among tied score
 # Pruning keeps anything within this relative distance of the threshold, so float rounding in
 # bounds and partial sums can never drop a document that ties the k-th score.
 _EPS = 1e-9
-# An ``allowed`` set this small is scored directly instead of through the postings.
-_DIRECT_ALLOWED = 2048
 # Up to this many results are put in order in plain Python (cheaper than numpy when few).
 _SMALL_RANK = 64
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """When a search takes which path: measured values, passed in (``BM25Index(tuning=)``);
+    tests build their own to reach every path with a small index, never flip a module global."""
+
+    direct_allowed: int = 2048
+    """An ``allowed`` set this small is scored directly instead of through the postings."""
+    compiled_from: int = bm25_kernel.MIN_DOCS
+    """An index of this many documents uses the compiled loop (``bm25_kernel.loop``)."""
+
+
+DEFAULT_SEARCH_TUNING = SearchTuning()
 
 
 def _kth_largest(values: F64, k: int) -> float:
@@ -54,9 +67,12 @@ class BM25Index:
     Documents are kept by its part ``postings``; it holds the scoring parameters.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(
+        self, k1: float = 1.5, b: float = 0.75, tuning: SearchTuning = DEFAULT_SEARCH_TUNING
+    ) -> None:
         self._k1 = float(k1)
         self._b = float(b)
+        self.tuning = tuning
         self.postings = Postings()
 
     def __len__(self) -> int:
@@ -97,10 +113,15 @@ class BM25Index:
         return bm25_state.export_state(self.postings, self._k1, self._b)
 
     @classmethod
-    def from_state(cls, vocab: list[str], arrays: dict[str, NDArray[Any]]) -> BM25Index:
+    def from_state(
+        cls,
+        vocab: list[str],
+        arrays: dict[str, NDArray[Any]],
+        tuning: SearchTuning = DEFAULT_SEARCH_TUNING,
+    ) -> BM25Index:
         """The index ``export_state`` described (raises InputError if the parts disagree)."""
         postings, k1, b = bm25_state.from_state(vocab, arrays)
-        index = cls(k1, b)
+        index = cls(k1, b, tuning)
         index.postings = postings
         return index
 
@@ -140,7 +161,7 @@ class BM25Index:
             count = int(np.count_nonzero(mask))
             if count == 0:
                 return []
-            if count <= _DIRECT_ALLOWED:
+            if count <= self.tuning.direct_allowed:
                 slots = np.flatnonzero(mask)
                 return _Scorer(self, q_tids, n_live).finish(slots, k, tiebreak)
         elif allowed is not None:
@@ -148,11 +169,11 @@ class BM25Index:
             slots = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
             if slots.size == 0:
                 return []
-            if slots.size <= _DIRECT_ALLOWED:
+            if slots.size <= self.tuning.direct_allowed:
                 return _Scorer(self, q_tids, n_live).finish(np.unique(slots), k, tiebreak)
             mask = np.zeros(layout.n_slots, np.bool_)
             mask[slots] = True
-        compiled = bm25_kernel.loop(n_live)
+        compiled = bm25_kernel.loop(n_live, self.tuning.compiled_from)
         units, most_work = bm25_kernel.limits()
         if compiled is None or layout.p_tf.dtype != np.uint16:
             if units:
