@@ -38,7 +38,6 @@ from chazbot.errors import (
     PermissionDenied,
 )
 from chazbot.ledger import KeyPair, Ledger
-from chazbot.ledger.people import People
 from chazbot.ledger.statelock import StateLock
 from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
@@ -52,6 +51,7 @@ from chazbot.memory.scope import OPERATOR_HEARING, Hearing
 from chazbot.peer_hosting import Agent, Hosting
 from chazbot.peer_models import Models
 from chazbot.peer_sharing import Sharing, SyncService
+from chazbot.people.allowed import People
 from chazbot.reminders.store import ReminderBook
 from chazbot.sync import Serving
 from chazbot.tools import ToolBox

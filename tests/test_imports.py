@@ -57,6 +57,7 @@ RANKS = {
     "sync": 1,
     "memory": 2,
     "reminders": 2,  # when, store and delivery of reminders (#37): ledger below, agent above
+    "people": 2,  # people allowed from chat (#49: was in the ledger layer): ledger below
     "tools": 2,  # built-in tools, MCP servers, approvals (#46): memory beside, agent above
     "agent": 3,
     "commands": 4,

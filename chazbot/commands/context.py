@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from chazbot.agent.session import Session
     from chazbot.config import Config
     from chazbot.ledger import KeyPair, Ledger
-    from chazbot.ledger.people import People
     from chazbot.memory.banks import BankRef, Hosted, Registry
     from chazbot.memory.engine import MemoryEngine
+    from chazbot.people.allowed import People
     from chazbot.reminders.store import ReminderBook
     from chazbot.sync.outcomes import Imported, PendingRequests, SyncPair
     from chazbot.sync.tables import AccessRequest

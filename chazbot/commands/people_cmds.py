@@ -1,5 +1,5 @@
 """``/people``: who the bot answers, changed from chat by admins (``allow``, ``remove``,
-``list``). Stored as signed entries on this peer (``chazbot.ledger.people``) and effective at once;
+``list``). Stored as signed entries on this peer (``chazbot.people.allowed``) and effective at once;
 config.yaml's ``matrix.allow_list`` and ``matrix.admins`` stay the floor: chat adds to them
 and cannot take away what they allow."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from chazbot.commands.context import Context
 from chazbot.commands.tree import Arg, CommandTree, Reply
 from chazbot.errors import NotFound, PermissionDenied
-from chazbot.ledger.people import check_glob, check_narrow_glob, matches_any
+from chazbot.people.allowed import check_glob, check_narrow_glob, matches_any
 
 COMMANDS = CommandTree()
 command = COMMANDS.command

@@ -16,8 +16,8 @@ import chazbot
 from chazbot.commands import TREE
 from chazbot.config import AgentConfig, Config, MatrixConfig
 from chazbot.errors import InputError
-from chazbot.ledger.people import KIND, STORE, check_glob, check_narrow_glob
 from chazbot.peer import Peer
+from chazbot.people.allowed import KIND, STORE, check_glob, check_narrow_glob
 from chazbot.transports.matrix.routing import Router
 from chazbot.transports.matrix.rules import (
     NoticeGate,
