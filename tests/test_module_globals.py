@@ -1,7 +1,7 @@
 """No module-level value is reassigned from outside its module (the house rule, #38).
 
 Tuning is passed in (``RankingSettings``, ``RecallTuning``, ``HealthTiming``, ``BankLimits``,
-``SearchTuning``), never a module global that a
+``SearchTuning``, ``LayoutTuning``), never a module global that a
 bench or another module flips: ``mod.NAME = …``, ``mod.NAME += …``, ``del mod.NAME``,
 ``setattr(mod, …)`` or ``delattr(mod, …)`` where ``mod`` names one of this repository's
 modules in that scope (a library's own settings, ``numba.config``, are its interface),
@@ -27,8 +27,10 @@ SETTINGS_FIELDS = frozenset(
         *("QUERY_TOKENS", "FOCUS_DEPTH", "MAX_STATEMENT_WORDS"),
         # HealthTiming (chazbot/transports/http.py)
         *("HEALTH_CACHE_S", "HEALTH_FAIL_CACHE_S", "LLM_CACHE_S", "MATRIX_STALE_S"),
-        # BankLimits (chazbot/memory/banks.py) and SearchTuning (chazbot/memory/bm25.py)
+        # BankLimits (chazbot/memory/banks.py), SearchTuning (chazbot/memory/bm25.py) and its
+        # LayoutTuning (chazbot/memory/bm25_postings.py)
         *("BANKS_TOTAL", "BANKS_PER_PERSON", "MIN_DOCS", "_DIRECT_ALLOWED"),
+        *("_COMPACT_MIN", "_DENSE_MIN", "_DENSE_SHARE", "_DENSE_BIG", "_U16_MAX"),
     }
 )
 """Names a test may not monkeypatch on a module: they are fields of a settings object."""

@@ -18,7 +18,6 @@ big indexes use when it is installed; both give the same results.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from numpy.typing import NDArray
 from chazbot.errors import OverBudget
 from chazbot.memory import bm25_kernel, bm25_state
 from chazbot.memory.bm25_postings import F64, I64, Bools, Postings
+from chazbot.memory.bm25_tuning import DEFAULT_SEARCH_TUNING, SearchTuning
 from chazbot.memory.fusion import order_by_score, ranked
 from chazbot.memory.tokenize import MAX_QUERY_TERMS, first_terms
 
@@ -37,20 +37,6 @@ TieBreak = Callable[[int], tuple[Any, ...]]  # a doc's sort key among tied score
 _EPS = 1e-9
 # Up to this many results are put in order in plain Python (cheaper than numpy when few).
 _SMALL_RANK = 64
-
-
-@dataclass(frozen=True)
-class SearchTuning:
-    """When a search takes which path: measured values, passed in (``BM25Index(tuning=)``);
-    tests build their own to reach every path with a small index, never flip a module global."""
-
-    direct_allowed: int = 2048
-    """An ``allowed`` set this small is scored directly instead of through the postings."""
-    compiled_from: int = bm25_kernel.MIN_DOCS
-    """An index of this many documents uses the compiled loop (``bm25_kernel.loop``)."""
-
-
-DEFAULT_SEARCH_TUNING = SearchTuning()
 
 
 def _kth_largest(values: F64, k: int) -> float:
@@ -73,7 +59,7 @@ class BM25Index:
         self._k1 = float(k1)
         self._b = float(b)
         self.tuning = tuning
-        self.postings = Postings()
+        self.postings = Postings(tuning.layout)
 
     def __len__(self) -> int:
         return len(self.postings)
@@ -120,7 +106,7 @@ class BM25Index:
         tuning: SearchTuning = DEFAULT_SEARCH_TUNING,
     ) -> BM25Index:
         """The index ``export_state`` described (raises InputError if the parts disagree)."""
-        postings, k1, b = bm25_state.from_state(vocab, arrays)
+        postings, k1, b = bm25_state.from_state(vocab, arrays, tuning.layout)
         index = cls(k1, b, tuning)
         index.postings = postings
         return index

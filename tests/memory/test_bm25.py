@@ -6,17 +6,16 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import chazbot.memory.bm25_postings as bm25_postings
 from chazbot.errors import InputError
 from chazbot.memory import bm25_kernel
-from chazbot.memory.bm25 import BM25Index, SearchTuning
+from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.bm25_tuning import LayoutTuning, SearchTuning
 from chazbot.memory.fusion import tie_groups
 from chazbot.memory.tokenize import document_text, tokenize
 
@@ -35,8 +34,14 @@ def search_loop(request: pytest.FixtureRequest) -> Iterator[str]:
 
 ANY_SIZE = SearchTuning(compiled_from=0)
 """Every index here takes the compiled loop (when the numpy one is not asked for)."""
-TINY = SearchTuning(direct_allowed=4, compiled_from=0)
-"""And ``allowed`` sets above 4 docs go through a slot mask (``small_thresholds``)."""
+TINY = SearchTuning(
+    direct_allowed=4,
+    compiled_from=0,
+    layout=LayoutTuning(compact_min=3, dense_min=3, dense_share=4, dense_big=2, u16_max=2),
+)
+"""Size thresholds shrunk so tiny corpora take every code path: compaction, dense tf maps (and
+their tf overflow marker), wide tf storage, and both ``allowed`` strategies (sets above 4
+docs go through a slot mask)."""
 
 
 # -- the naive reference ----------------------------------------------------------------------
@@ -91,20 +96,6 @@ def assert_same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> 
     assert [d for d, _ in got] == [d for d, _ in want]
     for (_, g), (_, w) in zip(got, want, strict=True):
         assert g == pytest.approx(w, rel=1e-9)
-
-
-@contextmanager
-def small_thresholds() -> Iterator[None]:
-    """Shrink the size thresholds so tiny corpora take every code path: compaction, dense tf
-    maps (and their tf overflow marker), wide tf storage; with ``TINY`` searches, both
-    ``allowed`` strategies."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bm25_postings, "_COMPACT_MIN", 3)
-        mp.setattr(bm25_postings, "_DENSE_MIN", 3)
-        mp.setattr(bm25_postings, "_DENSE_SHARE", 4)
-        mp.setattr(bm25_postings, "_DENSE_BIG", 2)
-        mp.setattr(bm25_postings, "_U16_MAX", 2)
-        yield
 
 
 # -- the SPEC check ---------------------------------------------------------------------------
@@ -413,8 +404,7 @@ def test_random_operations_match_reference(ops: list[tuple[object, ...]]) -> Non
 def test_random_operations_match_reference_with_tiny_thresholds(
     ops: list[tuple[object, ...]],
 ) -> None:
-    with small_thresholds():
-        run_against_reference(ops, TINY)
+    run_against_reference(ops, TINY)
 
 
 @pytest.mark.parametrize("tiny", [False, True], ids=["real-thresholds", "tiny-thresholds"])
@@ -422,36 +412,53 @@ def test_random_operations_match_reference_with_tiny_thresholds(
 def test_seeded_random_workloads(seed: int, tiny: bool) -> None:
     """Longer mixed workloads than hypothesis builds: more documents, words and query terms."""
     rng = random.Random(seed)
-    with small_thresholds() if tiny else nullcontext():
-        for _ in range(40):
-            vocab = [f"w{i}" for i in range(rng.randint(1, 30))]
-            index = BM25Index(tuning=TINY if tiny else ANY_SIZE)
-            docs: dict[int, Sequence[str]] = {}
-            for _ in range(rng.randint(1, 300)):
-                r = rng.random()
-                if r < 0.6:
-                    doc = rng.randint(0, 80)
-                    prefix = vocab[: rng.randint(1, len(vocab))]
-                    docs[doc] = [rng.choice(prefix) for _ in range(rng.randint(0, 8))]
-                    index.add(doc, docs[doc])
-                elif r < 0.8:
-                    doc = rng.randint(0, 80)
-                    index.remove(doc)
-                    docs.pop(doc, None)
-                elif r < 0.85:
-                    batch = [
-                        (rng.randint(0, 200), [rng.choice(vocab) for _ in range(rng.randint(0, 8))])
-                        for _ in range(rng.randint(0, 100))
-                    ]
-                    index.add_many(batch)
-                    docs.update(batch)
-                else:
-                    query = [rng.choice(vocab) for _ in range(rng.randint(1, 4))]
-                    k = rng.randint(1, 20)
-                    allowed = None
-                    if rng.random() < 0.3:
-                        allowed = set(rng.sample(range(210), rng.randint(0, 210)))
-                    assert_same(
-                        index.search(query, k, allowed), reference_top(docs, query, k, allowed)
-                    )
-            assert len(index) == len(docs)
+    for _ in range(40):
+        vocab = [f"w{i}" for i in range(rng.randint(1, 30))]
+        index = BM25Index(tuning=TINY if tiny else ANY_SIZE)
+        docs: dict[int, Sequence[str]] = {}
+        for _ in range(rng.randint(1, 300)):
+            r = rng.random()
+            if r < 0.6:
+                doc = rng.randint(0, 80)
+                prefix = vocab[: rng.randint(1, len(vocab))]
+                docs[doc] = [rng.choice(prefix) for _ in range(rng.randint(0, 8))]
+                index.add(doc, docs[doc])
+            elif r < 0.8:
+                doc = rng.randint(0, 80)
+                index.remove(doc)
+                docs.pop(doc, None)
+            elif r < 0.85:
+                batch = [
+                    (rng.randint(0, 200), [rng.choice(vocab) for _ in range(rng.randint(0, 8))])
+                    for _ in range(rng.randint(0, 100))
+                ]
+                index.add_many(batch)
+                docs.update(batch)
+            else:
+                query = [rng.choice(vocab) for _ in range(rng.randint(1, 4))]
+                k = rng.randint(1, 20)
+                allowed = None
+                if rng.random() < 0.3:
+                    allowed = set(rng.sample(range(210), rng.randint(0, 210)))
+                assert_same(index.search(query, k, allowed), reference_top(docs, query, k, allowed))
+        assert len(index) == len(docs)
+
+
+def test_tiny_thresholds_reach_every_layout_path() -> None:
+    """``TINY`` is passed in (``SearchTuning.layout``), not patched: a small index built with
+    it keeps dense tf maps, widens its tf storage and compacts, where the defaults do none."""
+    docs = {d: ["common"] * (d % 5 + 1) + [f"w{d % 3}"] for d in range(40)}
+    for tuning, expected in ((TINY, True), (ANY_SIZE, False)):
+        index = BM25Index(tuning=tuning)
+        for doc, tokens in docs.items():
+            index.add(doc, tokens)
+        layout = index.postings
+        assert bool(layout.dense) is expected
+        assert (layout.p_tf.dtype == np.int32) is expected
+        for doc in range(0, 40, 2):
+            index.remove(doc)
+        # 20 documents of 2 terms each removed: 40 dead postings, fewer once compacted
+        assert (layout.p_dead < 40) is expected
+        live = {d: t for d, t in docs.items() if d % 2}
+        for query in (["common"], ["w1", "common"]):
+            assert_same(index.search(query, 10), reference_top(live, query, 10))

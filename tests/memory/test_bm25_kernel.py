@@ -12,7 +12,8 @@ import numba  # type: ignore[import-untyped]
 import pytest
 
 from chazbot.memory import bm25_kernel
-from chazbot.memory.bm25 import BM25Index, SearchTuning
+from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.bm25_tuning import SearchTuning
 from tests.memory.test_bm25 import assert_same, reference_top
 
 
