@@ -43,6 +43,14 @@ PLAIN = _set(
     "meilleure mejor beste besten bester"
 )
 """Attribute words a row need not repeat ("my *new* job")."""
+ATTRIBUTE_WORDS = _set(
+    "name names named called thing things stuff fact facts info information detail details "
+    "favourite favorite live lives"
+)
+"""Words that name no subject of their own: dropped from what to forget when other words
+remain (``forgetting``: in "forget my manager's name" the manager is what names the row; with
+another person's manager row about, BM25 gave "name" the higher idf and picked the sister's
+name), and the only shared words of a false friend (``asked.false_friend``)."""
 GENERIC = _set(
     "go goes went going get gets got make makes made take takes took come comes came last "
     "next year years day days time times usually often always"
@@ -245,6 +253,7 @@ RELATIONS = frozenset(
 
 __all__ = [
     "ATTRIBUTE",
+    "ATTRIBUTE_WORDS",
     "CONCEPTS",
     "CONCEPT_OF",
     "FAVOURITE",

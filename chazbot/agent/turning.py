@@ -28,14 +28,24 @@ def language(text: str) -> str:
     """The language of a short message (a code of ``lexicon``): the one whose common words
     (``Language.marks``) it has most of, "¿"/"¡" counting twice for Spanish ("¿En qué
     trabaja Ben?" has Dutch "en" and "ben"); English when none has more."""
-    words = _words(text)
-    best, score = "en", 0
+    named = {m.group(0).lower() for m in _NAMED.finditer(text)}
+    words = [w for w in _words(text) if w not in named]
+    best, score = "en", 0.0
     inverted = 2 if "¿" in text or "¡" in text else 0  # only Spanish opens with "¿", "¡"
+    spaced = 1 if _FRENCH_SPACE.search(text) else 0  # French sets "?" and "!" apart
     for lang in LANGUAGES:
-        found = sum(1 for w in words if w in lang.marks) + (inverted if lang.code == "es" else 0)
+        found: float = sum(1 for w in words if w in lang.marks)
+        found += (inverted if lang.code == "es" else 0) + (spaced if lang.code == "fr" else 0)
+        found += 0.5 if words and words[0] in lang.marks else 0  # the opening word leads a tie
         if found > score:
             best, score = lang.code, found
     return best
+
+
+_NAMED = re.compile(r"(?<=[^\W\d_][\s,])\s*[A-ZÀ-Þ][\w'-]*")
+"""A capitalised word inside a sentence: a name ("Ben", "Jan"), not a mark of any language
+("Quelle voiture a Ben ?" had Dutch "ben" and English "a" against French "quelle")."""
+_FRENCH_SPACE = re.compile(r"\w[ \u00a0\u202f][?!]")
 
 
 BY_CODE = {lang.code: lang for lang in LANGUAGES}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from chazbot.agent.asked import restore_rows
+from chazbot.agent.forgetting import restore_rows
 from chazbot.agent.host import AgentHandle
 from chazbot.agent.undo import UNDO_MINUTES
 from chazbot.commands.context import Context

@@ -61,6 +61,27 @@ def test_the_language_of_a_statement() -> None:
     assert language("The meeting is at 10 in Den Haag.") == "en"
 
 
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        # a name is no mark of a language ("Ben": Dutch "am"), the opening word leads a tie,
+        # French sets "?" apart (#45: "Quelle voiture a Ben ?" was answered in English)
+        ("Quelle voiture a Ben ?", "fr"),
+        ("Quelle voiture a Ben?", "fr"),
+        ("Quel âge a Winston ?", "fr"),
+        ("Wat doet Ben?", "nl"),
+        ("Ik ben moe", "nl"),
+        ("Welches Auto hat Ben?", "de"),
+        ("¿En qué trabaja Ben?", "es"),
+        ("What car does Ben drive?", "en"),
+        ("Ben is my brother", "en"),
+        ("Is Jan home?", "en"),
+    ],
+)
+def test_the_language_of_a_short_question_with_a_name(text: str, lang: str) -> None:
+    assert language(text) == lang
+
+
 async def test_remember_in_words_answers_in_the_persons_language(tmp_path: Path) -> None:
     cfg = Config(state_dir=tmp_path, agents=[AgentConfig(name="chaz", capture="off")])
     async with chazbot.open(tmp_path, cfg) as peer:

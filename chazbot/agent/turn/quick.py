@@ -2,8 +2,8 @@
 
 "remind me …" sets a reminder (in the languages of ``reminders.when``), a request the word
 rules know (forget, remember, undo, "what do you know about me", …; ``words.intent``) is
-carried out by ``asked.answer`` (a forget, its undo and the choice from its list by
-``forgetting.answer``), and where capture keeps what is told, a message that tells
+carried out by ``forgetting.answer`` (a forget, its undo and the choice from its list) or
+``asked.answer`` (the rest), and where capture keeps what is told, a message that tells
 one fact is acknowledged ("Noted: …"). For a model that does not compose (``composes``), a
 question about a person is answered from one row (``answering``, #45). None: the message goes
 on to the model.
