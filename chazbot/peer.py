@@ -41,6 +41,8 @@ from chazbot.ledger import KeyPair, Ledger
 from chazbot.ledger.statelock import StateLock
 from chazbot.memory.audience import Audience
 from chazbot.memory.banks import (
+    DEFAULT_BANK_LIMITS,
+    BankLimits,
     Registry,
 )
 from chazbot.memory.embedders import Embedder, make_embedder
@@ -75,6 +77,8 @@ class PeerTuning:
     """At close, how long captures still running are waited for (then cancelled)."""
     memory: EngineTiming = DEFAULT_ENGINE_TIMING
     """The memory engine's (``EngineTiming``: query vectors, captured rows' vectors)."""
+    banks: BankLimits = DEFAULT_BANK_LIMITS
+    """What a non-admin may create (``BankLimits``: banks per person and in all)."""
 
 
 DEFAULT_TUNING = PeerTuning()
@@ -158,7 +162,7 @@ class Peer:
                 log.info("created peer key %s", key.public)
             serving = Serving(ledger)
             sync = SyncService(config, ledger, key, serving)
-            registry = Registry(ledger, withdrawn=sync.withdrawn)
+            registry = Registry(ledger, withdrawn=sync.withdrawn, limits=tuning.banks)
             sharing = Sharing(sync, ledger, registry, serving)
             embedder = make_embedder(config.embedding)
             memory = MemoryEngine(ledger, embedder, timing=tuning.memory)

@@ -1,6 +1,7 @@
 """No module-level value is reassigned from outside its module (the house rule, #38).
 
-Tuning is passed in (``RankingSettings``, ``RecallTuning``), never a module global that a
+Tuning is passed in (``RankingSettings``, ``RecallTuning``, ``HealthTiming``, ``BankLimits``,
+``SearchTuning``, ``LayoutTuning``), never a module global that a
 bench or another module flips: ``mod.NAME = …``, ``mod.NAME += …``, ``del mod.NAME``,
 ``setattr(mod, …)`` or ``delattr(mod, …)`` where ``mod`` names one of this repository's
 modules in that scope (a library's own settings, ``numba.config``, are its interface),
@@ -24,6 +25,12 @@ SETTINGS_FIELDS = frozenset(
         *("MIN_CANDIDATES", "CANDIDATES_PER_RESULT", "DENSE_WEIGHT", "TIME_AWARE"),
         *("DATE_WINDOW", "newest_first", "ONE_QUERY_VECTOR", "RECENT_MESSAGES"),
         *("QUERY_TOKENS", "FOCUS_DEPTH", "MAX_STATEMENT_WORDS"),
+        # HealthTiming (chazbot/transports/http.py)
+        *("HEALTH_CACHE_S", "HEALTH_FAIL_CACHE_S", "LLM_CACHE_S", "MATRIX_STALE_S"),
+        # BankLimits (chazbot/memory/banks.py), SearchTuning (chazbot/memory/bm25.py) and its
+        # LayoutTuning (chazbot/memory/bm25_postings.py)
+        *("BANKS_TOTAL", "BANKS_PER_PERSON", "MIN_DOCS", "_DIRECT_ALLOWED"),
+        *("_COMPACT_MIN", "_DENSE_MIN", "_DENSE_SHARE", "_DENSE_BIG", "_U16_MAX"),
     }
 )
 """Names a test may not monkeypatch on a module: they are fields of a settings object."""
@@ -183,6 +190,8 @@ def test_the_check_catches_each_way_of_flipping_a_module_value() -> None:
         "import chazbot.memory.current as c\ndel c.SAME_SUBJECT": 1,
         "import locomo\nlocomo.RRF_K = 1": 1,  # a bench's neighbour script
         "from chazbot.memory import view\nmonkeypatch.setattr(view, 'DATE_WINDOW', 1)": 1,
+        "from chazbot.memory import banks\nmonkeypatch.setattr(banks, 'BANKS_TOTAL', 5)": 1,
+        "from chazbot.memory import bm25_kernel as k\nmp.setattr(k, 'MIN_DOCS', 0)": 1,
         # not a module: an object, a class, a local name, a read, a swapped stand-in
         "from chazbot.memory.view import MemoryView\nMemoryView.x = 1": 0,
         "from chazbot.memory.view import RRF_K\nk = RRF_K": 0,

@@ -55,7 +55,7 @@ async def new(ctx: Context, name: str, description: str = "") -> Reply:
     checked = check_name(name)
     if await ctx.banks.registry.get("bank", checked) is not None:
         raise ConflictError(f"a bank named {checked!r} exists already")
-    # a non-admin is held to banks.BANKS_PER_PERSON and BANKS_TOTAL (issue 22, item 9)
+    # a non-admin is held to the peer's banks.BankLimits (issue 22, item 9)
     db = await ctx.banks.create_bank(
         checked, description, created_by=ctx.sender, bounded=not ctx.is_admin
     )

@@ -42,10 +42,22 @@ DELEGATION_KV = "delegation:"
 # with them as ``created_by`` now: deleting one (admins) gives its creator room again.
 BANKS_PER_PERSON = 10
 """Banks a non-admin may have created on this peer."""
-BANKS_TOTAL = 200
-"""Banks this peer may host before a non-admin may create no more (admins still may)."""
 CREATED_BY = "created_by"
 """The registry entry's field naming who created a bank (the sender: an MXID, ``local``)."""
+
+
+@dataclass(frozen=True)
+class BankLimits:
+    """What non-admins may create on this peer, passed in (``Registry(limits=)``,
+    ``PeerTuning.banks``); tests build their own, never flip a module global."""
+
+    per_person: int = BANKS_PER_PERSON
+    """Banks a non-admin may have created on this peer."""
+    total: int = 200
+    """Banks this peer may host before a non-admin may create no more (admins still may)."""
+
+
+DEFAULT_BANK_LIMITS = BankLimits()
 
 
 class NeedsOwnerGrant(PermissionDenied):
@@ -66,19 +78,22 @@ def check_name(name: str, what: str = "bank") -> str:
     return name
 
 
-def check_bank_room(hosted: list[Hosted], person: str) -> None:
+def check_bank_room(
+    hosted: list[Hosted], person: str, limits: BankLimits = DEFAULT_BANK_LIMITS
+) -> None:
     """PermissionDenied (one line) when ``person``, a non-admin, may create no more banks:
-    they created ``BANKS_PER_PERSON`` of the banks in ``hosted``, or it holds ``BANKS_TOTAL``."""
+    they created ``limits.per_person`` of the banks in ``hosted``, or it holds
+    ``limits.total``."""
     mine = sum(1 for h in hosted if h.data.get(CREATED_BY) == person)
-    if mine >= BANKS_PER_PERSON:
+    if mine >= limits.per_person:
         raise PermissionDenied(
             f"you created {mine} banks on this peer, the most a non-admin may "
-            f"({BANKS_PER_PERSON} banks); ask an admin to delete one or to create it"
+            f"({limits.per_person} banks); ask an admin to delete one or to create it"
         )
-    if len(hosted) >= BANKS_TOTAL:
+    if len(hosted) >= limits.total:
         raise PermissionDenied(
             f"this peer hosts {len(hosted)} banks, the most non-admins may create "
-            f"({BANKS_TOTAL} banks); ask an admin"
+            f"({limits.total} banks); ask an admin"
         )
 
 
@@ -109,9 +124,13 @@ class Registry:
     """The peer-local index of hosted agents and banks, and the private keys (never synced)."""
 
     def __init__(
-        self, ledger: Ledger, withdrawn: Callable[[str], str | None] = lambda db: None
+        self,
+        ledger: Ledger,
+        withdrawn: Callable[[str], str | None] = lambda db: None,
+        limits: BankLimits = DEFAULT_BANK_LIMITS,
     ) -> None:
         self.ledger = ledger
+        self.limits = limits  # what a non-admin may create (``check_bank_room``)
         # One creation at a time in this process (a state dir has one process), so a name
         # is checked and claimed in one step and a lost race creates nothing.
         self._lock = asyncio.Lock()
@@ -153,7 +172,7 @@ class Registry:
         async with self._lock:
             await self._claim(kind, name)
             if bound_for is not None:
-                check_bank_room(await self.all(kind), bound_for)
+                check_bank_room(await self.all(kind), bound_for, self.limits)
             db = await make()
             await self._insert(kind, name, db, data)
             return db

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from chazbot.errors import OverBudget
 from chazbot.memory import bm25_kernel, bm25_state
 from chazbot.memory.bm25_postings import F64, I64, Bools, Postings
+from chazbot.memory.bm25_tuning import DEFAULT_SEARCH_TUNING, SearchTuning
 from chazbot.memory.fusion import order_by_score, ranked
 from chazbot.memory.tokenize import MAX_QUERY_TERMS, first_terms
 
@@ -34,8 +35,6 @@ TieBreak = Callable[[int], tuple[Any, ...]]  # a doc's sort key among tied score
 # Pruning keeps anything within this relative distance of the threshold, so float rounding in
 # bounds and partial sums can never drop a document that ties the k-th score.
 _EPS = 1e-9
-# An ``allowed`` set this small is scored directly instead of through the postings.
-_DIRECT_ALLOWED = 2048
 # Up to this many results are put in order in plain Python (cheaper than numpy when few).
 _SMALL_RANK = 64
 
@@ -54,10 +53,13 @@ class BM25Index:
     Documents are kept by its part ``postings``; it holds the scoring parameters.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(
+        self, k1: float = 1.5, b: float = 0.75, tuning: SearchTuning = DEFAULT_SEARCH_TUNING
+    ) -> None:
         self._k1 = float(k1)
         self._b = float(b)
-        self.postings = Postings()
+        self.tuning = tuning
+        self.postings = Postings(tuning.layout)
 
     def __len__(self) -> int:
         return len(self.postings)
@@ -97,10 +99,15 @@ class BM25Index:
         return bm25_state.export_state(self.postings, self._k1, self._b)
 
     @classmethod
-    def from_state(cls, vocab: list[str], arrays: dict[str, NDArray[Any]]) -> BM25Index:
+    def from_state(
+        cls,
+        vocab: list[str],
+        arrays: dict[str, NDArray[Any]],
+        tuning: SearchTuning = DEFAULT_SEARCH_TUNING,
+    ) -> BM25Index:
         """The index ``export_state`` described (raises InputError if the parts disagree)."""
-        postings, k1, b = bm25_state.from_state(vocab, arrays)
-        index = cls(k1, b)
+        postings, k1, b = bm25_state.from_state(vocab, arrays, tuning.layout)
+        index = cls(k1, b, tuning)
         index.postings = postings
         return index
 
@@ -140,7 +147,7 @@ class BM25Index:
             count = int(np.count_nonzero(mask))
             if count == 0:
                 return []
-            if count <= _DIRECT_ALLOWED:
+            if count <= self.tuning.direct_allowed:
                 slots = np.flatnonzero(mask)
                 return _Scorer(self, q_tids, n_live).finish(slots, k, tiebreak)
         elif allowed is not None:
@@ -148,11 +155,11 @@ class BM25Index:
             slots = np.fromiter((slot_of[d] for d in allowed if d in slot_of), np.int64)
             if slots.size == 0:
                 return []
-            if slots.size <= _DIRECT_ALLOWED:
+            if slots.size <= self.tuning.direct_allowed:
                 return _Scorer(self, q_tids, n_live).finish(np.unique(slots), k, tiebreak)
             mask = np.zeros(layout.n_slots, np.bool_)
             mask[slots] = True
-        compiled = bm25_kernel.loop(n_live)
+        compiled = bm25_kernel.loop(n_live, self.tuning.compiled_from)
         units, most_work = bm25_kernel.limits()
         if compiled is None or layout.p_tf.dtype != np.uint16:
             if units:

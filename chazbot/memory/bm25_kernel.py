@@ -49,7 +49,8 @@ from numpy.typing import NDArray
 log = logging.getLogger(__name__)
 
 # Below this many documents the numpy loop is fast enough that importing numba (tens of MB)
-# and compiling (seconds) does not pay (docs/measured.md, "Memory indexes").
+# and compiling (seconds) does not pay (docs/measured.md, "Memory indexes"). The default of
+# ``bm25.SearchTuning.compiled_from``: an index is passed its own.
 MIN_DOCS = 20_000
 
 Loop = Callable[..., tuple[NDArray[np.int64], NDArray[np.float64], bool]]
@@ -359,12 +360,12 @@ def _cache_dir() -> Path | None:
     return path
 
 
-def loop(n_docs: int) -> Loop | None:
+def loop(n_docs: int, min_docs: int = MIN_DOCS) -> Loop | None:
     """The compiled loop, or None (numpy path): starts compiling the first time an index of
-    ``n_docs >= MIN_DOCS`` documents asks."""
+    ``n_docs >= min_docs`` documents asks (``bm25.SearchTuning.compiled_from``)."""
     if _state.off:
         return None
-    if _state.loop is not None or n_docs < MIN_DOCS or _state.started:
+    if _state.loop is not None or n_docs < min_docs or _state.started:
         return _state.loop
     with _state.lock:
         if not _state.started:

@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.errors import InputError
+from chazbot.memory.bm25_tuning import DEFAULT_LAYOUT, LayoutTuning
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -45,14 +46,7 @@ U8 = NDArray[np.uint8]
 Tfs = NDArray[np.integer[Any]]  # uint16, or int32 once some tf needs it
 _T = TypeVar("_T", bound=np.generic)
 
-# Tombstones (and moved-out regions, times 16) tolerated before compacting, whatever the size.
-_COMPACT_MIN = 4096
-# A term gets a dense tf map once its list holds this many postings and this share of the slots.
-_DENSE_MIN = 4096
-_DENSE_SHARE = 32
 _FIRST_CAP = 2  # postings room a new term starts with
-_DENSE_BIG = 255  # dense map value meaning "tf >= 255, read the postings"
-_U16_MAX = 65535  # postings keep tf in 16 bits until some tf is larger
 # ``add_many`` batches smaller than this share of the index go through ``add`` one by one.
 _BULK_SHARE = 0.125
 # Documents per slice of the bulk build's token-to-id pass (a few ms each).
@@ -78,7 +72,8 @@ class Postings:
     """Documents (token lists keyed by non-negative int ids) in slots, their terms' postings,
     and the statistics BM25 needs: N (``len``), df, document lengths and their total."""
 
-    def __init__(self) -> None:
+    def __init__(self, tuning: LayoutTuning = DEFAULT_LAYOUT) -> None:
+        self.tuning = tuning
         # Vocabulary: token -> term id, ids dense in insertion order.
         self.term_id: defaultdict[str, int] = defaultdict()
         self.term_id.default_factory = self.term_id.__len__  # a new token gets the next id
@@ -149,7 +144,8 @@ class Postings:
         if moved:
             self._move_regions(tids[full])
         pos = self.t_start[tids] + lens
-        if dl > _U16_MAX and self.p_tf.dtype == np.uint16 and int(tfs.max()) > _U16_MAX:
+        u16_max = self.tuning.u16_max
+        if dl > u16_max and self.p_tf.dtype == np.uint16 and int(tfs.max()) > u16_max:
             self.p_tf = self.p_tf.astype(np.int32)
         self.p_slot[pos] = slot
         self.p_tf[pos] = tfs
@@ -159,10 +155,11 @@ class Postings:
         self.t_minratio[tids] = np.minimum(self.t_minratio[tids], dl / tfs)
         dense = self.dense
         if dense:
+            big = self.tuning.dense_big
             for tid, tf in counts.items():
                 tf_map = dense.get(tid)
                 if tf_map is not None:
-                    tf_map[slot] = min(tf, _DENSE_BIG)
+                    tf_map[slot] = min(tf, big)
         if moved:
             self._maybe_compact()
 
@@ -249,7 +246,7 @@ class Postings:
         tf_map = self.dense.get(tid)
         if tf_map is not None:
             tf = tf_map[slots].astype(np.int32)
-            big = np.flatnonzero(tf == _DENSE_BIG)
+            big = np.flatnonzero(tf == self.tuning.dense_big)
             if big.size:
                 p_slot, p_tf = self.of(tid)
                 tf[big] = p_tf[np.searchsorted(p_slot, slots[big])]
@@ -323,13 +320,13 @@ class Postings:
 
     def _dense_threshold(self) -> int:
         """Postings a term needs for a dense tf map."""
-        return max(_DENSE_MIN, self.n_slots // _DENSE_SHARE)
+        return max(self.tuning.dense_min, self.n_slots // self.tuning.dense_share)
 
     def _dense_map(self, tid: int) -> U8:
-        """A dense tf map of term ``tid`` (capped at ``_DENSE_BIG``) over the slot capacity."""
+        """A dense tf map of term ``tid`` (capped at ``tuning.dense_big``) over the slots."""
         p_slot, p_tf = self.of(tid)
         tf_map = np.zeros(len(self.s_doc), np.uint8)
-        tf_map[p_slot] = np.minimum(p_tf, _DENSE_BIG)
+        tf_map[p_slot] = np.minimum(p_tf, self.tuning.dense_big)
         return tf_map
 
     def _promote_dense(self, tids: I64) -> None:
@@ -343,9 +340,9 @@ class Postings:
         """Compact when tombstoned postings or abandoned regions outweigh the live data."""
         live = self.p_used - self.p_garbage - self.p_dead
         if (
-            self.p_dead > max(_COMPACT_MIN, live // 4)
-            or self.p_garbage > max(16 * _COMPACT_MIN, live)
-            or self.n_slots > max(_COMPACT_MIN, 2 * len(self.slot_of))
+            self.p_dead > max(self.tuning.compact_min, live // 4)
+            or self.p_garbage > max(16 * self.tuning.compact_min, live)
+            or self.n_slots > max(self.tuning.compact_min, 2 * len(self.slot_of))
         ):
             self._rebuild()
 
@@ -450,7 +447,7 @@ class Postings:
         )
         pool_size = used + (used >> 4) + 16
         p_slot = np.zeros(pool_size, np.int32)
-        big = max(int(e_tf.max(initial=0)), int(x_tf.max(initial=0))) > _U16_MAX
+        big = max(int(e_tf.max(initial=0)), int(x_tf.max(initial=0))) > self.tuning.u16_max
         p_tf: Tfs = np.zeros(pool_size, np.int32) if big else np.zeros(pool_size, np.uint16)
         p_slot[pos_e] = remap[e_slot]
         p_tf[pos_e] = e_tf

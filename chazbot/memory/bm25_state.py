@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from chazbot.errors import InputError
 from chazbot.memory.bm25_postings import Postings, with_room
+from chazbot.memory.bm25_tuning import DEFAULT_LAYOUT, LayoutTuning
 
 
 def export_state(
@@ -52,13 +53,15 @@ def export_state(
     return list(postings.term_id), arrays
 
 
-def from_state(vocab: list[str], arrays: dict[str, NDArray[Any]]) -> tuple[Postings, float, float]:
+def from_state(
+    vocab: list[str], arrays: dict[str, NDArray[Any]], tuning: LayoutTuning = DEFAULT_LAYOUT
+) -> tuple[Postings, float, float]:
     """The layout ``export_state`` described, and its ``k1`` and ``b`` (raises InputError
     if the parts disagree)."""
     counters = arrays["counters"]
     n_terms = len(vocab)
     _check_state(n_terms, arrays)
-    index = Postings()
+    index = Postings(tuning)
     term_id: defaultdict[str, int] = defaultdict()
     term_id.update(zip(vocab, range(n_terms), strict=True))
     term_id.default_factory = term_id.__len__

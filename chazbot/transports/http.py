@@ -2,10 +2,10 @@
 
 /healthz reports each check (Matrix sync alive, state DB answering, LLM reachable) and
 answers 200 when all that are configured pass, 503 otherwise. It is unauthenticated, so it
-is cheap: the answer is cached for ``HEALTH_CACHE_S`` (concurrent callers share one check; a
-failing answer only for ``HEALTH_FAIL_CACHE_S``, so a service that just became healthy, e.g.
+is cheap: the answer is cached for ``HealthTiming.cache_s`` (concurrent callers share one
+check; a failing answer only for ``fail_cache_s``, so a service that just became healthy, e.g.
 at start once its model loaded and Matrix synced, says so at the next poll, not 5 s later),
-the DB check is a read (no write per call), and the LLM probe is cached for ``LLM_CACHE_S``.
+the DB check is a read (no write per call), and the LLM probe is cached for ``llm_cache_s``.
 Connections are capped per address (``MAX_PER_ADDRESS``), per IPv6 /48 and in all (a tenth
 of the descriptors, a few kept for addresses holding none), must send a complete head within
 10 s and keep a least rate on a body, and the oldest stalled one gives way to a newcomer from
@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -46,11 +47,25 @@ if TYPE_CHECKING:
     from chazbot.peer_sharing import SyncService
 
 log = logging.getLogger(__name__)
-MATRIX_STALE_S = 90.0
-HEALTH_CACHE_S = 5.0
-HEALTH_FAIL_CACHE_S = 0.25
-LLM_CACHE_S = 30.0
 MAX_PER_ADDRESS = 64
+
+
+@dataclass(frozen=True)
+class HealthTiming:
+    """How long /healthz keeps its answers, passed in (``HttpServer(timing=)``); tests build
+    their own, never flip a module global."""
+
+    cache_s: float = 5.0
+    """A healthy answer is reused this long (callers meanwhile share it)."""
+    fail_cache_s: float = 0.25
+    """A failing one only this long: a service that just became healthy says so at once."""
+    llm_cache_s: float = 30.0
+    """The LLM probe's answer is reused this long."""
+    matrix_stale_s: float = 90.0
+    """Matrix is unhealthy when its last good sync is older than this."""
+
+
+DEFAULT_HEALTH_TIMING = HealthTiming()
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -127,8 +142,10 @@ class HttpServer:
         service: Any = None,
         mount: Callable[[web.Application], None] | None = None,
         guard: GuardSettings | None = None,
+        timing: HealthTiming = DEFAULT_HEALTH_TIMING,
     ) -> None:
         self.peer = peer
+        self.timing = timing
         self.mount = mount  # adds more routes (the memory page under /ui/, transports/web)
         self.listen = listen
         self.service = service
@@ -206,12 +223,12 @@ class HttpServer:
             await self._runner.cleanup()
 
     async def checks(self) -> dict[str, dict[str, Any]]:
-        """The checks, at most one run per ``HEALTH_CACHE_S`` (callers meanwhile share it)."""
+        """The checks, at most one run per ``timing.cache_s`` (callers meanwhile share it)."""
         now = time.monotonic()
         if self._checked is not None:
             at, last = self._checked
             ok = all(c["ok"] for c in last.values())
-            if now - at < (HEALTH_CACHE_S if ok else HEALTH_FAIL_CACHE_S):
+            if now - at < (self.timing.cache_s if ok else self.timing.fail_cache_s):
                 return last
         if self._checking is None:
             self._checking = asyncio.ensure_future(self._run_checks())
@@ -237,7 +254,7 @@ class HttpServer:
         bot = getattr(self.service, "matrix", None)
         if bot is not None:
             last = getattr(bot, "last_sync_ok", None)
-            alive = last is not None and time.time() - float(last) < MATRIX_STALE_S
+            alive = last is not None and time.time() - float(last) < self.timing.matrix_stale_s
             out["matrix"] = {
                 "ok": bool(alive and getattr(bot, "healthy", True)),
                 "last_sync_ok": last,
@@ -250,7 +267,7 @@ class HttpServer:
         if llm is None:
             return {"ok": True, "note": "no LLM configured"}
         cached = self._llm_checked
-        if cached is not None and time.monotonic() - cached[0] < LLM_CACHE_S:
+        if cached is not None and time.monotonic() - cached[0] < self.timing.llm_cache_s:
             return cached[1]
         try:
             await llm.ping()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import chazbot
 from chazbot.agent.recall import recall_settings
 from chazbot.config import AgentConfig, Config
 from chazbot.memory import banks
-from chazbot.peer import Peer
+from chazbot.memory.banks import BankLimits
+from chazbot.peer import DEFAULT_TUNING, Peer
 
 MALLORY = "@mallory:example.org"
 ALICE = "@alice:example.org"
@@ -57,16 +59,18 @@ async def test_bank_creation_bound_holds_against_a_burst(peer: Peer) -> None:
     assert len(await peer.registry.all("bank")) == per
 
 
-async def test_bank_creation_is_bounded_in_total(
-    peer: Peer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Many people (or one with many accounts) meet the peer's total bound; admins do not."""
-    monkeypatch.setattr(banks, "BANKS_TOTAL", 5)
-    made = [await new_bank(peer, f"t{i}", f"@u{i}:example.org") for i in range(7)]
-    assert made == [True] * 5 + [False] * 2
-    refused = await peer.command("/memory new t9", sender="@u9:example.org", is_admin=False)
-    assert not refused.ok and "5 banks" in refused.text and "\n" not in refused.text
-    assert await new_bank(peer, "admins-bank", "@admin:example.org", is_admin=True)
+@pytest.mark.parametrize("total", [3, 5])
+async def test_bank_creation_is_bounded_in_total(tmp_path: Path, total: int) -> None:
+    """Many people (or one with many accounts) meet the peer's total bound; admins do not.
+    The bound is passed in as the product passes it (``PeerTuning.banks``)."""
+    tuning = replace(DEFAULT_TUNING, banks=BankLimits(total=total))
+    async with chazbot.open(tmp_path / "state", tuning=tuning) as peer:
+        made = [await new_bank(peer, f"t{i}", f"@u{i}:example.org") for i in range(total + 2)]
+        assert made == [True] * total + [False] * 2
+        refused = await peer.command("/memory new t9", sender="@u9:example.org", is_admin=False)
+        assert not refused.ok and f"{total} banks" in refused.text and "\n" not in refused.text
+        assert await new_bank(peer, "admins-bank", "@admin:example.org", is_admin=True)
+        assert len(await peer.registry.all("bank")) == total + 1
 
 
 async def test_bank_count_survives_a_restart(tmp_path: Path) -> None:

@@ -6,18 +6,16 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import chazbot.memory.bm25 as bm25_module
-import chazbot.memory.bm25_postings as bm25_postings
 from chazbot.errors import InputError
 from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.bm25_tuning import LayoutTuning, SearchTuning
 from chazbot.memory.fusion import tie_groups
 from chazbot.memory.tokenize import document_text, tokenize
 
@@ -31,9 +29,19 @@ def search_loop(request: pytest.FixtureRequest) -> Iterator[str]:
             yield "numpy"
         return
     assert bm25_kernel.compile_now() is not None, "numba (a dev dependency) did not compile"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bm25_kernel, "MIN_DOCS", 0)
-        yield "compiled"
+    yield "compiled"
+
+
+ANY_SIZE = SearchTuning(compiled_from=0)
+"""Every index here takes the compiled loop (when the numpy one is not asked for)."""
+TINY = SearchTuning(
+    direct_allowed=4,
+    compiled_from=0,
+    layout=LayoutTuning(compact_min=3, dense_min=3, dense_share=4, dense_big=2, u16_max=2),
+)
+"""Size thresholds shrunk so tiny corpora take every code path: compaction, dense tf maps (and
+their tf overflow marker), wide tf storage, and both ``allowed`` strategies (sets above 4
+docs go through a slot mask)."""
 
 
 # -- the naive reference ----------------------------------------------------------------------
@@ -90,25 +98,11 @@ def assert_same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> 
         assert g == pytest.approx(w, rel=1e-9)
 
 
-@contextmanager
-def small_thresholds() -> Iterator[None]:
-    """Shrink the size thresholds so tiny corpora take every code path: compaction, dense tf
-    maps (and their tf overflow marker), wide tf storage, and both ``allowed`` strategies."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bm25_postings, "_COMPACT_MIN", 3)
-        mp.setattr(bm25_postings, "_DENSE_MIN", 3)
-        mp.setattr(bm25_postings, "_DENSE_SHARE", 4)
-        mp.setattr(bm25_postings, "_DENSE_BIG", 2)
-        mp.setattr(bm25_postings, "_U16_MAX", 2)
-        mp.setattr(bm25_module, "_DIRECT_ALLOWED", 4)
-        yield
-
-
 # -- the SPEC check ---------------------------------------------------------------------------
 
 
 def spec_index() -> BM25Index:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     rows = [
         (1, "ops_note_a", "deploy on monday"),
         (2, "ops_note_b", "deploy on friday"),
@@ -127,7 +121,7 @@ def test_spec_check_scores() -> None:
 
 
 def test_spec_check_with_bulk_build() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     index.add_many(
         [
             (1, tokenize(document_text("ops_note_a", "deploy on monday", []))),
@@ -157,7 +151,7 @@ def test_nothing_to_find() -> None:
     assert index.search(["deploy"], 0) == []
     assert index.search(["deploy"], 10, allowed=set()) == []
     assert index.search(["deploy"], 10, allowed={3, 99}) == []
-    assert BM25Index().search(["deploy"], 10) == []
+    assert BM25Index(tuning=ANY_SIZE).search(["deploy"], 10) == []
 
 
 def test_remove_updates_statistics_and_results() -> None:
@@ -188,7 +182,7 @@ def test_add_replaces_existing_document() -> None:
 
 
 def test_empty_documents_count_in_n_and_avgdl() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     docs: dict[int, Sequence[str]] = {1: ["alpha", "beta"], 2: [], 3: [], 4: ["beta"]}
     for doc, tokens in docs.items():
         index.add(doc, tokens)
@@ -197,7 +191,7 @@ def test_empty_documents_count_in_n_and_avgdl() -> None:
 
 
 def test_large_and_sparse_doc_ids() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     docs = {2**62: ["alpha"], 7: ["alpha", "alpha"], 10**12: ["beta", "alpha"]}
     index.add_many(docs.items())
     assert set(docs) <= {d for d, _ in index.search(["alpha"], 10)}
@@ -206,13 +200,13 @@ def test_large_and_sparse_doc_ids() -> None:
 
 def test_negative_doc_id_is_an_input_error() -> None:
     with pytest.raises(InputError, match="non-negative"):
-        BM25Index().add(-1, ["alpha"])
+        BM25Index(tuning=ANY_SIZE).add(-1, ["alpha"])
     with pytest.raises(InputError, match="non-negative"):
-        BM25Index().add_many([(-5, ["alpha"])])
+        BM25Index(tuning=ANY_SIZE).add_many([(-5, ["alpha"])])
 
 
 def test_ties_go_to_the_higher_doc_id() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     for doc in (5, 1, 9, 3):
         index.add(doc, ["same", "text"])
     index.add(4, ["other"])
@@ -228,7 +222,7 @@ def test_mathematically_equal_scores_tie_despite_rounding() -> None:
         3: ["t", "t", "p1", "p2", "p3", "p4"],  # tf 2, dl 6
         4: ["q"] * 10,  # makes avgdl = 18 / 3 = 6
     }
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     index.add_many(docs.items())
     hits = index.search(["t"], 10)
     assert [d for d, _ in hits] == [10, 3]
@@ -239,19 +233,19 @@ def test_pruning_keeps_a_document_that_ties_the_threshold() -> None:
     # Docs 0 and 2 score the same for this query; 2 must win the tie although the pruning
     # bound of the remaining terms is exactly what 2 still needs (found by mutation testing).
     docs: dict[int, Sequence[str]] = {0: ["a", "b"], 1: ["c", "d", "d", "b"], 2: ["a", "c"]}
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     index.add_many(docs.items())
     assert_same(index.search(["a", "b", "c"], 1), reference_top(docs, ["a", "b", "c"], 1))
     assert index.search(["a", "b", "c"], 1)[0][0] == 2
 
 
 def test_huge_tf_switches_tf_storage() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     docs: dict[int, Sequence[str]] = {1: ["big"] * 70_000 + ["x"], 2: ["big", "x"], 3: ["x"]}
     for doc, tokens in docs.items():
         index.add(doc, tokens)
     assert_same(index.search(["big", "x"], 10), reference_top(docs, ["big", "x"], 10))
-    bulk = BM25Index()
+    bulk = BM25Index(tuning=ANY_SIZE)
     bulk.add_many(list(docs.items()) * 30)
     assert_same(bulk.search(["big", "x"], 10), reference_top(docs, ["big", "x"], 10))
 
@@ -259,11 +253,11 @@ def test_huge_tf_switches_tf_storage() -> None:
 def test_a_damaged_index_state_is_refused_not_searched() -> None:
     """A snapshot's arrays are checked before any search walks them (the compiled loop does
     not check bounds): each kind of damage is one InputError, and the intact state loads."""
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     index.add_many((d, [f"w{d % 7}", "common", f"v{d % 3}"]) for d in range(300))
     index.remove(5)
     vocab, arrays = index.export_state()
-    assert BM25Index.from_state(vocab, arrays).search(["w1", "v2"], 5) == index.search(
+    assert BM25Index.from_state(vocab, arrays, ANY_SIZE).search(["w1", "v2"], 5) == index.search(
         ["w1", "v2"], 5
     )
 
@@ -306,7 +300,7 @@ def test_a_damaged_index_state_is_refused_not_searched() -> None:
 
 
 def test_len_contains_and_memory() -> None:
-    index = BM25Index()
+    index = BM25Index(tuning=ANY_SIZE)
     empty = index.memory_bytes()
     index.add_many((d, [f"w{d % 7}", "common"]) for d in range(1000))
     assert len(index) == 1000 and 999 in index and 1000 not in index
@@ -321,9 +315,9 @@ def test_bulk_and_incremental_builds_agree_on_a_zipf_corpus() -> None:
     docs: dict[int, list[str]] = {
         d * 3 + 1: rng.choices(vocab, weights, k=rng.randint(5, 30)) for d in range(6000)
     }
-    bulk = BM25Index()
+    bulk = BM25Index(tuning=ANY_SIZE)
     bulk.add_many(docs.items())
-    incremental = BM25Index()
+    incremental = BM25Index(tuning=ANY_SIZE)
     for doc, tokens in docs.items():
         incremental.add(doc, tokens)
     for doc in rng.sample(sorted(docs), 2500):  # enough removals to compact
@@ -370,8 +364,8 @@ operations = st.lists(
 )
 
 
-def run_against_reference(ops: list[tuple[object, ...]]) -> None:
-    index = BM25Index()
+def run_against_reference(ops: list[tuple[object, ...]], tuning: SearchTuning = ANY_SIZE) -> None:
+    index = BM25Index(tuning=tuning)
     docs: dict[int, Sequence[str]] = {}
     for op in ops:
         if op[0] == "add":
@@ -410,8 +404,7 @@ def test_random_operations_match_reference(ops: list[tuple[object, ...]]) -> Non
 def test_random_operations_match_reference_with_tiny_thresholds(
     ops: list[tuple[object, ...]],
 ) -> None:
-    with small_thresholds():
-        run_against_reference(ops)
+    run_against_reference(ops, TINY)
 
 
 @pytest.mark.parametrize("tiny", [False, True], ids=["real-thresholds", "tiny-thresholds"])
@@ -419,36 +412,53 @@ def test_random_operations_match_reference_with_tiny_thresholds(
 def test_seeded_random_workloads(seed: int, tiny: bool) -> None:
     """Longer mixed workloads than hypothesis builds: more documents, words and query terms."""
     rng = random.Random(seed)
-    with small_thresholds() if tiny else nullcontext():
-        for _ in range(40):
-            vocab = [f"w{i}" for i in range(rng.randint(1, 30))]
-            index = BM25Index()
-            docs: dict[int, Sequence[str]] = {}
-            for _ in range(rng.randint(1, 300)):
-                r = rng.random()
-                if r < 0.6:
-                    doc = rng.randint(0, 80)
-                    prefix = vocab[: rng.randint(1, len(vocab))]
-                    docs[doc] = [rng.choice(prefix) for _ in range(rng.randint(0, 8))]
-                    index.add(doc, docs[doc])
-                elif r < 0.8:
-                    doc = rng.randint(0, 80)
-                    index.remove(doc)
-                    docs.pop(doc, None)
-                elif r < 0.85:
-                    batch = [
-                        (rng.randint(0, 200), [rng.choice(vocab) for _ in range(rng.randint(0, 8))])
-                        for _ in range(rng.randint(0, 100))
-                    ]
-                    index.add_many(batch)
-                    docs.update(batch)
-                else:
-                    query = [rng.choice(vocab) for _ in range(rng.randint(1, 4))]
-                    k = rng.randint(1, 20)
-                    allowed = None
-                    if rng.random() < 0.3:
-                        allowed = set(rng.sample(range(210), rng.randint(0, 210)))
-                    assert_same(
-                        index.search(query, k, allowed), reference_top(docs, query, k, allowed)
-                    )
-            assert len(index) == len(docs)
+    for _ in range(40):
+        vocab = [f"w{i}" for i in range(rng.randint(1, 30))]
+        index = BM25Index(tuning=TINY if tiny else ANY_SIZE)
+        docs: dict[int, Sequence[str]] = {}
+        for _ in range(rng.randint(1, 300)):
+            r = rng.random()
+            if r < 0.6:
+                doc = rng.randint(0, 80)
+                prefix = vocab[: rng.randint(1, len(vocab))]
+                docs[doc] = [rng.choice(prefix) for _ in range(rng.randint(0, 8))]
+                index.add(doc, docs[doc])
+            elif r < 0.8:
+                doc = rng.randint(0, 80)
+                index.remove(doc)
+                docs.pop(doc, None)
+            elif r < 0.85:
+                batch = [
+                    (rng.randint(0, 200), [rng.choice(vocab) for _ in range(rng.randint(0, 8))])
+                    for _ in range(rng.randint(0, 100))
+                ]
+                index.add_many(batch)
+                docs.update(batch)
+            else:
+                query = [rng.choice(vocab) for _ in range(rng.randint(1, 4))]
+                k = rng.randint(1, 20)
+                allowed = None
+                if rng.random() < 0.3:
+                    allowed = set(rng.sample(range(210), rng.randint(0, 210)))
+                assert_same(index.search(query, k, allowed), reference_top(docs, query, k, allowed))
+        assert len(index) == len(docs)
+
+
+def test_tiny_thresholds_reach_every_layout_path() -> None:
+    """``TINY`` is passed in (``SearchTuning.layout``), not patched: a small index built with
+    it keeps dense tf maps, widens its tf storage and compacts, where the defaults do none."""
+    docs = {d: ["common"] * (d % 5 + 1) + [f"w{d % 3}"] for d in range(40)}
+    for tuning, expected in ((TINY, True), (ANY_SIZE, False)):
+        index = BM25Index(tuning=tuning)
+        for doc, tokens in docs.items():
+            index.add(doc, tokens)
+        layout = index.postings
+        assert bool(layout.dense) is expected
+        assert (layout.p_tf.dtype == np.int32) is expected
+        for doc in range(0, 40, 2):
+            index.remove(doc)
+        # 20 documents of 2 terms each removed: 40 dead postings, fewer once compacted
+        assert (layout.p_dead < 40) is expected
+        live = {d: t for d, t in docs.items() if d % 2}
+        for query in (["common"], ["w1", "common"]):
+            assert_same(index.search(query, 10), reference_top(live, query, 10))

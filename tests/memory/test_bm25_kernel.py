@@ -11,9 +11,9 @@ from pathlib import Path
 import numba  # type: ignore[import-untyped]
 import pytest
 
-import chazbot.memory.bm25 as bm25_module
 from chazbot.memory import bm25_kernel
 from chazbot.memory.bm25 import BM25Index
+from chazbot.memory.bm25_tuning import SearchTuning
 from tests.memory.test_bm25 import assert_same, reference_top
 
 
@@ -39,9 +39,15 @@ def test_the_loop_compiles_in_the_background_once_an_index_is_big(
 ) -> None:
     bm25_kernel.use_cache_dir(tmp_path / "compiled")
     assert bm25_kernel.loop(bm25_kernel.MIN_DOCS - 1) is None
+    small = BM25Index()
+    small.add_many(zipf_docs(50, seed=2).items())
+    want = small.search(["w0", "w1"], 5)
     assert not fresh_state.started  # a small index never starts it
-    bm25_kernel.loop(bm25_kernel.MIN_DOCS)
-    assert fresh_state.thread is not None
+    # an index passed a lower threshold (``SearchTuning.compiled_from``) starts it
+    eager = BM25Index(tuning=SearchTuning(compiled_from=50))
+    eager.add_many(zipf_docs(50, seed=2).items())
+    assert eager.search(["w0", "w1"], 5) == want
+    assert fresh_state.thread is not None  # it started compiling
     fresh_state.thread.join(120)
     compiled = bm25_kernel.loop(1)  # compiled: now every index uses it
     assert compiled is not None
@@ -119,13 +125,13 @@ def test_a_big_index_answers_alike_with_either_loop() -> None:
         assert_same(index.search(query, k, only), reference_top(live, query, k, only))
 
 
-def test_large_allowed_sets_filter_inside_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_allowed_sets_filter_inside_the_loop() -> None:
     assert bm25_kernel.compile_now() is not None
-    monkeypatch.setattr(bm25_kernel, "MIN_DOCS", 0)
-    monkeypatch.setattr(bm25_module, "_DIRECT_ALLOWED", 4)  # sets above 4 docs: a slot mask
+    # any size compiled; sets above 4 docs: a slot mask
+    tuning = SearchTuning(direct_allowed=4, compiled_from=0)
     rng = random.Random(5)
     docs = zipf_docs(400, seed=6)
-    index = BM25Index()
+    index = BM25Index(tuning=tuning)
     index.add_many(docs.items())
     for _ in range(200):
         query = rng.sample(rng.choice(list(docs.values())), 2)
@@ -134,13 +140,12 @@ def test_large_allowed_sets_filter_inside_the_loop(monkeypatch: pytest.MonkeyPat
         assert_same(index.search(query, k, allowed), reference_top(docs, query, k, allowed))
 
 
-def test_searches_on_many_threads_get_their_own_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_searches_on_many_threads_get_their_own_answers() -> None:
     """The compiled loop runs without the GIL: searches of one index from several threads at
     once must not share any state (its cursors, heap and results are its own)."""
     assert bm25_kernel.compile_now() is not None
-    monkeypatch.setattr(bm25_kernel, "MIN_DOCS", 0)
     docs = zipf_docs(20_000, seed=8)
-    index = BM25Index()
+    index = BM25Index(tuning=SearchTuning(compiled_from=0))
     index.add_many(docs.items())
     rng = random.Random(9)
     queries = [rng.sample(rng.choice(list(docs.values())), 3) for _ in range(200)]

@@ -8,10 +8,10 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from chazbot.config import Config, LLMConfig
@@ -21,9 +21,7 @@ from chazbot.transports import http as health
 from chazbot.transports.http import HttpServer
 
 
-async def test_healthz_is_cached_and_writes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_healthz_is_cached_and_writes_nothing(tmp_path: Path) -> None:
     probes = 0
 
     async def models(request: web.Request) -> web.Response:
@@ -63,8 +61,9 @@ async def test_healthz_is_cached_and_writes_nothing(
                 statuses += [await one() for _ in range(50)]
                 assert set(statuses) == {200}
                 assert probes == 1  # 100 calls, one probe
-                # after the cache time, one more check (the LLM probe stays cached longer)
-                monkeypatch.setattr(health, "HEALTH_CACHE_S", 0.0)
+                # after the cache time, one more check (the LLM probe stays cached longer):
+                # this server's own timing, as passed in (``HttpServer(timing=)``)
+                server.timing = replace(server.timing, cache_s=0.0)
                 assert await one() == 200 and probes == 1
             after = db.execute("SELECT count(*) FROM local_kv WHERE key = 'healthz'").fetchone()
             assert before == after == (0,)
@@ -126,7 +125,7 @@ async def test_http_listener_and_control_socket_drop_slow_and_idle_connections(
 
 
 async def test_a_failing_answer_is_cached_only_briefly(tmp_path: Path) -> None:
-    """A 503 (here: Matrix not synced yet, as at every start) was cached for HEALTH_CACHE_S
+    """A 503 (here: Matrix not synced yet, as at every start) was cached for ``cache_s``
     (5 s), so a service that became healthy right after was reported sick for 5 s more: every
     start waited that long for its /healthz 200. A healthy answer is still cached."""
     from types import SimpleNamespace
@@ -149,7 +148,7 @@ async def test_a_failing_answer_is_cached_only_briefly(tmp_path: Path) -> None:
             matrix.last_sync_ok = time.time()  # the first sync is done
             began = time.monotonic()
             await wait_until(lambda: status_ok(status), 10, "/healthz 200", interval=0.05)
-            assert time.monotonic() - began < health.HEALTH_CACHE_S / 2
+            assert time.monotonic() - began < server.timing.cache_s / 2
             matrix.last_sync_ok = None  # within the cache time, the healthy answer stands
             assert await status() == 200
     finally:
