@@ -258,9 +258,10 @@ register_row_check(EMBEDDINGS_PREFIX, check_vector_row)
 
 # ---- the text a row's vector is of ---------------------------------------------------------
 
-EMBED_TEXT_VERSION = 2
+EMBED_TEXT_VERSION = 3
 """Version of ``row_text``'s rule. A vector stored with an older version (or none: version 1,
-``key value``) is owed again and rewritten in the background (``vector_queue.py``)."""
+``key value``; 2, an MXID's whole localpart and every lead up to 64 characters named twice) is
+owed again and rewritten in the background (``vector_queue.py``)."""
 _MONTH_WORDS = frozenset(
     (
         *("january", "february", "march", "april", "may", "june", "july", "august"),
@@ -280,7 +281,16 @@ _NAMED_HEAD = re.compile(_LEAD + r"(@?[\w.'=-]+(?::\S+)?(?: [A-Z][\w'-]*)?): ")
 
 
 MAX_LEAD_CHARS = 64
-"""A lead ("Caroline: …") at most this long is named twice in the text."""
+MAX_LEAD_WORDS = 2
+"""A lead ("Caroline: …") of at most this many words and characters is named twice in the
+text: a name, whose weight pays (LoCoMo dev, hybrid recall@10 0.632 once, 0.678 twice). A
+longer one is named once: e5 costs ~1.3 ms of CPU a token (docs/measured.md, "Embeddings per
+turn"), and a lead of many words doubled outweighs what the row says."""
+_KEY_MXID = re.compile(r"(?<![\w@])@[^:\s/|]+:[^\s/|]+")
+_LOCAL_SEPARATORS = re.compile(r"[-_.=+/]+")
+_MACHINE_MADE = re.compile(r"\d{4,}|(?=[a-z]*\d)[0-9a-f]{8,}", re.IGNORECASE)
+"""What a program puts in a localpart, never a person: a run of four digits or more (a time
+stamp, a phone number, a numeric id) or a hex id."""
 
 
 def person_name(name: str) -> str:
@@ -290,12 +300,29 @@ def person_name(name: str) -> str:
     return found.group(1) if found else name
 
 
+def spoken_name(name: str) -> str:
+    """A speaker as a row's text names them (``EMBED_TEXT_VERSION`` 3): an MXID as its
+    localpart's words, without what a program made (``@loadhuman-memory-on-1733619123:localhost``
+    → ``loadhuman memory on``, ``@telegram_4915112345678:t.org`` → ``telegram``,
+    ``@alice.smith:x.org`` → ``alice smith``; a localpart of nothing else stays whole);
+    another name as it is. Questions name people, never their digits, and each digit is a
+    token e5 pays for (a 10-digit stamp: 7 tokens, ~9 ms a row)."""
+    name = " ".join(name.split())
+    found = _MXID.fullmatch(name)
+    if not found:
+        return name
+    local = found.group(1)
+    words = [w for w in _LOCAL_SEPARATORS.split(_MACHINE_MADE.sub(" ", local)) if w.strip()]
+    return " ".join(" ".join(words).split()) or local
+
+
 def _plain_key(key: str) -> str:
     """A key's words, without time stamps, dates, ids and separators (``Caroline 8 May, 2023
     D1:3`` → ``Caroline``; ``@bob:x.org/2023-05-08/ab12cd34`` → ``bob``)."""
     words = []
+    key = _KEY_MXID.sub(lambda m: spoken_name(m.group(0)), key)
     for word in _KEY_SPLIT.split(key):
-        word = person_name(word).strip(",.;:()[]")
+        word = word.strip(",.;:()[]")
         if not word or _STAMP.fullmatch(word) or word.lower().startswith("sha256:"):
             continue
         if word.lower() in _MONTH_WORDS:
@@ -310,7 +337,7 @@ def _plain_value(value: str) -> str:
     for pattern in (_SAID_HEAD, _NAMED_HEAD):
         found = pattern.match(flat)
         if found and (pattern is _NAMED_HEAD or "(" in found.group(0)):
-            return f"{person_name(found.group(1))}: {flat[found.end() :]}"
+            return f"{spoken_name(found.group(1))}: {flat[found.end() :]}"
     return flat
 
 
@@ -329,10 +356,10 @@ def row_text(key: str, value: str, speaker: str | None = None) -> str:
     body = said
     if head and not said.lower().startswith(head.lower()):
         body = f"{head}: {said}" if said else head
-    name = person_name(speaker).lower() if speaker else ""
+    name = spoken_name(speaker).lower() if speaker else ""
     if name and not (body.lower().startswith(name) or said.lower().startswith(name)):
-        body = f"{person_name(speaker or '')}: {body}"
+        body = f"{spoken_name(speaker or '')}: {body}"
     lead, sep, rest = body.partition(": ")
-    if sep and len(lead) <= MAX_LEAD_CHARS:
+    if sep and len(lead) <= MAX_LEAD_CHARS and len(lead.split()) <= MAX_LEAD_WORDS:
         return f"{lead} {lead}: {rest}"  # who (or what) it is about, weighed twice
     return body or key
