@@ -14,6 +14,7 @@ a message asks something, which the turn uses to tell a model that nothing was r
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -87,11 +88,18 @@ def _intro_inside(flat: str, lang: Language) -> bool:
     return True
 
 
+INTENTS_KEPT = 64
+"""Messages whose intent is kept: a turn reads its message's three times (the reply's
+``told``, twice, and capture's ``worth_keeping``), ~2.3 ms each at load 10 (#48)."""
+
+
+@functools.lru_cache(maxsize=INTENTS_KEPT)
 def intent(text: str) -> Intent | None:
     """The intent of ``text``, or None for an ordinary message (also for a request about
     the world that uses a memory verb: "remove the onions from the recipe"). Politeness is
     read past wherever it sits (``polished``), with the particles, openings, question tags and
-    ways of saying "what I just said" of ``request_words``."""
+    ways of saying "what I just said" of ``request_words``. Read once a text (``Intent`` is
+    frozen; the rules are constants)."""
     flat = _LEADING_MARKS.sub("", " ".join(text.split()))  # "🙈 forget my weight, please"
     if not _words(flat):
         return None
