@@ -11,7 +11,7 @@ from pathlib import Path
 
 import chazbot
 from chazbot.agent.words import intent
-from chazbot.config import AgentConfig, Config
+from tests.memory.test_embed_once import config
 from tests.support.standin_embeddings import StandinEmbeddings
 from tests.support.standin_llm import StandinLLM
 
@@ -19,14 +19,7 @@ from tests.support.standin_llm import StandinLLM
 async def test_a_statement_turn_reads_its_intent_once(
     tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
 ) -> None:
-    cfg = Config(
-        state_dir=tmp_path,
-        sync_listen="",
-        http_listen="",
-        llm=standin_llm.config(),
-        embedding=standin_embeddings.config(),
-        agents=[AgentConfig(name="chaz", capture="messages")],
-    )
+    cfg = config(tmp_path, standin_llm, standin_embeddings, "messages")
     async with chazbot.open(tmp_path, cfg) as peer:
         text = f"On day 3 in room 5 I spent 5 hours on tulips with Ada {tmp_path.name}"
         before = intent.cache_info()
