@@ -61,6 +61,9 @@ class MeaningTuning:
     listed: int = 4
     max_rows: int = 64
     """Rows scored afresh; a person with more has the nearest by stored vector scored."""
+    pieces: bool = True
+    """Score a row by its best clause too (a fact mid-paragraph: "ugh what a week. anyway,
+    big news: we … bought a tiny house in Hoorn, the commute is fine")."""
 
 
 DEFAULT_MEANING_TUNING = MeaningTuning()
@@ -187,21 +190,46 @@ async def ranked(
     return [(rows[i], float(scores[i])) for i in order]
 
 
+_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|,\s+|\s+[-–—]\s+|\s*\(|\)\s*")
+_PIECE_WORDS = 4
+
+
+def pieces(text: str) -> list[str]:
+    """The clauses of a row's words that say something on their own (a fragment of fewer
+    than ``_PIECE_WORDS`` words joins the one before it); the whole text first."""
+    out: list[str] = []
+    for part in _CLAUSE.split(text):
+        part = part.strip(" .,;:!?")
+        if not part:
+            continue
+        if out and (len(part.split()) < _PIECE_WORDS or len(out[-1].split()) < _PIECE_WORDS):
+            out[-1] = f"{out[-1]}, {part}"
+        else:
+            out.append(part)
+    return [text] + [p for p in out if p != text] if len(out) > 1 else [text]
+
+
 async def _by_vector(
     embedder: Embedder, texts: Sequence[str], what: str, tuning: MeaningTuning
 ) -> NDArray[np.float32]:
-    docs = await _VECTORS.of(embedder, texts, query=False)
+    split = [pieces(t) if tuning.pieces else [t] for t in texts]
+    owner = np.array([i for i, parts in enumerate(split) for _ in parts])
+    flat = [p for parts in split for p in parts]
+    docs = await _VECTORS.of(embedder, flat, query=False)
     query = (await _VECTORS.of(embedder, [what], query=True))[0]
     anchors = await _VECTORS.of(embedder, ANCHORS, query=True)
     statements = await _VECTORS.of(embedder, _STATEMENTS, query=True)
     questions = await _VECTORS.of(embedder, _QUESTIONS, query=True)
-    cosine = docs @ query
-    hub = (docs @ anchors.T).mean(axis=1)
-    row_kinds = _kinds(docs @ statements.T, _KIND_SLICES)
-    row_kinds = row_kinds - row_kinds.mean(axis=0, keepdims=True)  # what sets a row apart
+    near = docs @ query - tuning.hub * (docs @ anchors.T).mean(axis=1)
+    piece_kinds = _kinds(docs @ statements.T, _KIND_SLICES)
+    best = np.full(len(texts), -np.inf, np.float32)
+    np.maximum.at(best, owner, near)
+    row_kinds = np.full((len(texts), piece_kinds.shape[1]), -np.inf, np.float32)
+    np.maximum.at(row_kinds, owner, piece_kinds)
     asked_kinds = _kinds((questions @ query)[None, :], _ASKED_SLICES)
+    row_kinds = row_kinds - row_kinds.mean(axis=0, keepdims=True)  # what sets a row apart
     agree = _centred(row_kinds) @ _centred(asked_kinds)[0]
-    out: NDArray[np.float32] = (cosine - tuning.hub * hub + tuning.kind * agree).astype(np.float32)
+    out: NDArray[np.float32] = (best + tuning.kind * agree).astype(np.float32)
     return out
 
 
