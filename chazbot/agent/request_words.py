@@ -61,8 +61,7 @@ EN = RequestWords(
         "just, maybe, perhaps, simply, honestly, actually, really, kindly, please, pls, plz, "
         "okay, ok, well, um, uh, basically, quickly, also, anyway, anyways, btw, totally, "
         "completely, entirely, thanks, thank you, thx, possibly, for me, you know what, "
-        "never mind that, if you could, if that's ok, if that's okay, would you, will you, "
-        "could you, can you"
+        "never mind that, if you could, if that's ok, if that's okay"
     ),
     openers=_ws(
         "would you be so kind as to, be so kind as to, would you kindly, would you mind, "
