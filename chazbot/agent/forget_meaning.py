@@ -58,7 +58,7 @@ class MeaningTuning:
     """Weight of the share of the forget's words the row has (directly or by concept)."""
     fit: float = 0.01
     """Added when the row is about whom the forget names (``answering.fits``)."""
-    other: float = 0.02
+    other: float = 0.04
     """Taken off a row about someone of the person's ("my dad Winston plays bowls", "Mijn
     collega Joost fietst …") when the forget names no one: "wat voor werk ik doe" is the
     person's own work."""
@@ -66,9 +66,9 @@ class MeaningTuning:
     """The best row is meant alone when it leads the next by this much and scores at least
     ``alone``; else the near ones are listed."""
     alone: float = 0.07
-    floor: float = 0.015
-    """A row scoring less is not named by the words at all: never listed (the scores of
-    right rows reach down to 0.02 on the sets; a list forgets nothing until answered)."""
+    floor: float = 0.0
+    """A row scoring less is not named by the words at all: never listed (right rows scored
+    down to 0.005 on the sets; a list forgets nothing until it is answered)."""
     window: float = 0.04
     """Rows within this of the best are listed (at most ``listed``)."""
     listed: int = 4
@@ -163,13 +163,14 @@ _SOMEONE = RELATIONS | _words(
 )
 _I = _words("i i'm i've ich je j' ik yo")
 _LOOK = 8
+_WORD = re.compile(r"[\w'-]+")
 
 
 def of_someone(text: str) -> bool:
     """Whether a row tells of someone of the person's before it tells of the person: a
     possessive and a relative or colleague among its first words, before any "I" ("Last
     thing for today: my dad Winston plays bowls", "Mis suegros viven en Cádiz")."""
-    words = tokenize(text.replace("\u2019", "'"))[:_LOOK]
+    words = _WORD.findall(text.replace("\u2019", "'").lower())[:_LOOK]
     for i, word in enumerate(words):
         if word in _I or (word in FIRST_PERSON and word not in POSSESSIVES):
             return False

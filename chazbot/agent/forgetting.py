@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING
 
 from chazbot.agent.answering import choose_row, fits, read_question
 from chazbot.agent.concepts import ATTRIBUTE_WORDS
-from chazbot.agent.forget_meaning import DEFAULT_MEANING_TUNING, MeaningTuning, Scored, ranked
+from chazbot.agent.forget_meaning import (
+    DEFAULT_MEANING_TUNING,
+    MeaningTuning,
+    Scored,
+    of_someone,
+    ranked,
+    row_words,
+)
 from chazbot.agent.grounding import FUNCTION, POSSESSIVES, QUESTION, evidence
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
@@ -103,7 +110,7 @@ async def forget_words(
         if other is None or top - other >= tuning.margin:  # "forget my sister": both rows
             return await _forget(memory, sender, by_words, undo, lang, what)
     clear = top >= tuning.alone and gap >= tuning.margin and kind
-    if not by_words and clear and _whose(best, what):
+    if not by_words and clear and _whose(best, what) and not _someone_elses(best, what):
         return await _forget(memory, sender, [best], undo, lang, what)
     floor = max(tuning.floor, top - tuning.window)
     listed = [m.row for m in meant if m.score >= floor][: tuning.listed]
@@ -126,6 +133,13 @@ def _whose(row: MemoryRow, what: str) -> bool:
     if not q.subject and not q.names:
         return True
     return fits(evidence(row), replace(q, about_asker=False))
+
+
+def _someone_elses(row: MemoryRow, what: str) -> bool:
+    """Whether ``row`` tells of someone of the person's while ``what`` names no one ("what
+    I do for work" and "My colleague Tim works as a cook"): never forgotten without asking."""
+    q = read_question(what)
+    return not q.subject and not q.names and of_someone(row_words(row))
 
 
 def _by_words(
