@@ -10,7 +10,9 @@ One fresh peer (real SQLite, the local embedder, message capture; no chat model:
 are what capture keeps of each message whatever the model replies). Every fact is told
 through a chat turn in its teller's DM, as a person would. Then each forget in one session
 of the person's: when the bot lists rows and asks which, the bench answers with the number of
-the line naming the fact; right when that fact is gone and nothing else. Then each never-told
+the line naming the fact, and nothing when none does (``bench/answers.py`` answers 1 then, and
+a wrong row forgotten can be a later forget's fact); right when that fact is gone and nothing
+else. Then each never-told
 forget: right when nothing is gone. Then "undo" once per forget: how many came back.
 ``first_forget_s`` is the wall time of the first forget of the process (the fixed sentences
 of ``meaning_kinds`` are embedded then unless they are kept from before).
@@ -95,7 +97,8 @@ async def run(path: Path, half: str, show: bool) -> dict[str, Any]:
                 listed = re.findall(r"^\s*(\d+)[.)]\s*(.+)$", reply, re.MULTILINE)
                 if listed:
                     pick = [n for n, line in listed if fact[:20].lower() in line.lower()]
-                    reply += " || " + await say(pick[0] if pick else "1", "forget")
+                    if pick:  # the fact not listed: no number (``answers.py`` answers 1)
+                        reply += " || " + await say(pick[0], "forget")
                 else:
                     alone += 1
                 gone = [r for r in before if r not in await rows()]
