@@ -11,8 +11,9 @@ Embedding them one by one took the first forget of a process 1-8 s (docs/measure
   warmed them: a test, a tool) it embeds them itself.
 
 The fingerprint is the SHA-256 of the embedder's name and the sentences, so another model
-or a changed table never reads vectors that are not its own; a file of the wrong shape, or
-with a value that is no unit vector, is embedded again and rewritten.
+or a changed table never reads vectors that are not its own; a file of the wrong shape, with
+a value that is no unit vector, or whose probes (three sentences embedded again when it is
+read) differ from what the embedder makes, is embedded again and rewritten.
 """
 
 from __future__ import annotations
@@ -79,6 +80,23 @@ def _write(path: Path, matrix: NDArray[np.float32]) -> None:
         raise
 
 
+_PROBES = (0, len(FIXED) // 2, len(FIXED) - 1)
+
+
+async def _agrees(embedder: Embedder, matrix: NDArray[np.float32]) -> bool:
+    """Whether a kept file holds what the embedder makes: three of its sentences embedded
+    again (a file edited or copied in from another model is never used)."""
+    for at in _PROBES:
+        vector = np.asarray(await embedder.embed_query(FIXED[at]), np.float32)
+        if vector.shape != matrix[at].shape or float(vector @ matrix[at]) < _SAME:
+            return False
+    return True
+
+
+_SAME = 0.999
+"""The cosine at which a kept vector is the one the embedder makes (it is deterministic)."""
+
+
 class FixedVectors:
     """The fixed sentences' vectors per embedder (by its name), for the process."""
 
@@ -120,6 +138,9 @@ class FixedVectors:
     async def _make(self, embedder: Embedder, store: Path | None) -> NDArray[np.float32]:
         path = store / f"{fingerprint(embedder.name)}.npy" if store is not None else None
         matrix = await asyncio.to_thread(_read, path) if path is not None else None
+        if matrix is not None and not await _agrees(embedder, matrix):
+            log.warning("the meaning vectors in %s are not this embedder's: made again", path)
+            matrix = None
         if matrix is None:
             vectors = []
             for sentence in FIXED:  # one at a time: a person's query waits behind one only

@@ -61,6 +61,12 @@ async def test_kept_in_the_state_directory_a_restart_embeds_none(tmp_path: Path)
     )
     assert again.embedded == 0 and time.perf_counter() - began < 1.0
     assert np.array_equal(read, made)
+    foreign = made.copy()
+    foreign[len(FIXED) - 1] = made[0]  # unit vectors of the right shape, but not its own
+    np.save(kept, foreign)
+    fourth = FixedVectors()
+    await fourth.warm(embedder, tmp_path)
+    assert fourth.embedded == len(FIXED) and np.array_equal(np.load(kept), made)
     kept.write_bytes(b"broken")  # a torn or foreign file is made again
     third = FixedVectors()
     await third.warm(embedder, tmp_path)
