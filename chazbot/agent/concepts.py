@@ -63,7 +63,8 @@ QUESTION = _set(
 )
 WHO = _set("who whom wer qui quién quien")
 KIND_ASKERS = _set(
-    "what which welche welcher welches welchen quel quelle quels quelles qué cuál welk welke"
+    "what which welche welcher welches welchen welchem quel quelle quels quelles qué cuál "
+    "cuáles welk welke"
 )
 FUNCTION = STOPWORDS | _set(
     "ist sind bin bist war hat habe hast haben der die das den dem des ein eine einen einem "
@@ -217,13 +218,20 @@ KINDS: dict[str, frozenset[str]] = {
         "zaterdag zondag weekend week-end"
     ),
 }
-"""Kinds of answer a "which *kind*" question asks, with what is of the kind."""
+"""Kinds of answer a "which *kind*" question asks, with what is of the kind (a place has no
+list: a row names one by a capitalised word after "in", "à", "nach"…, ``grounding``)."""
+AGE_WORDS = _set("age âge alter edad leeftijd")
+"""What "which *age*" asks is a number (``question.AGE``'s rule), not a kind of thing."""
 KIND_WORDS: dict[str, str] = {
     word: kind
     for kind, words in {
         "instrument": _set("instrument instruments instrumento instrumentos"),
         "sport": _set("sport sports deporte deportes sportart race carrera wedstrijd"),
         "day": _set("day days tag tage jour jours día días dag dagen wochentag weekday"),
+        "place": _set(
+            "place city town village country ort stadt dorf land ville village pays endroit "
+            "lieu lugar ciudad pueblo país plaats stad dorp"
+        ),
     }.items()
     for word in words
 }
@@ -252,6 +260,7 @@ RELATIONS = frozenset(
 
 
 __all__ = [
+    "AGE_WORDS",
     "ATTRIBUTE",
     "ATTRIBUTE_WORDS",
     "CONCEPTS",

@@ -14,13 +14,16 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import chazbot
 from chazbot.agent.answering import AnswerTuning, aliases_of, choose, fits, read_question
-from chazbot.agent.grounding import evidence, supports
+from chazbot.agent.grounding import evidence, lacks_kind, supports
+from chazbot.agent.row_kinds import KIND_NAMES, Kinds
 from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
+from chazbot.memory.rows import MemoryRow
 from tests.agent.test_answers import needs_embedder, row
 from tests.support.standin_chat import OneAnswer
 
@@ -203,3 +206,89 @@ def test_no_job_is_read_from_a_relative_a_possessive_or_the_name_asked_about() -
     assert fits(evidence(miner), replace(q, aliases=aliases_of(q, [miner])))
     uwe = row("Mein Schwager Uwe arbeitet als Tischler in Kassel.")
     assert fits(evidence(uwe), read_question("Was macht Uwe beruflich?"))
+
+
+def _row(text: str, n: int) -> MemoryRow:
+    return replace(row(text, n=n), row_id=f"k{n}")
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "kind"),
+    [
+        ("Where do I live these days?", "We bought an old farmhouse near Ghent.", "home"),
+        ("Wo wohne ich?", "Since March I rent an attic flat by the harbour.", "home"),
+        ("What does my wife do for a living?", "My wife Mira is a midwife.", "work"),
+        ("Was arbeitet mein Bruder?", "Mijn broer Sem repareert cv-ketels.", "work"),
+        ("¿Cuál es el trabajo de mi hermana?", "Ma sœur Léa est kiné à Nantes.", "work"),
+        ("Quel est le métier de Piet ?", "Piet repairs roofs in Delft.", "work"),
+    ],
+)
+def test_a_known_attribute_without_its_words_is_held_by_meaning(
+    question: str, told: str, kind: str
+) -> None:
+    """A row telling a home or a job in words no list has ("farmhouse", "loodgieter", "kiné")
+    answers when it tells that kind of thing by meaning (``row_kinds``), not otherwise."""
+    q = read_question(question)
+    told_row = _row(told, 1)
+    of_kind = Kinds({told_row.ident: _profile(kind)})
+    other = Kinds({told_row.ident: _profile("pastime")})
+    tuning = AnswerTuning()
+    assert choose(q, [(told_row, 0.84)], tuning, kinds=of_kind) is told_row
+    assert choose(q, [(told_row, 0.84)], tuning, kinds=other) is None
+
+
+def _profile(kind: str) -> np.ndarray:
+    out = np.full(len(KIND_NAMES), -0.01, np.float32)
+    out[KIND_NAMES.index(kind)] = 0.02
+    return out
+
+
+def test_within_the_margin_the_kind_asked_decides() -> None:
+    """Two of the asker's rows 0.01 apart: the nearer answers when it tells the kind asked and
+    the other does not; when both do, or neither, none is the clear one."""
+    home = _row("Nous avons acheté une petite maison à Hoorn.", 1)
+    diet = _row("Sinds vorige maand eet ik geen vlees meer.", 2)
+    q = read_question("Where's home for me these days?")
+    ranked = [(home, 0.842), (diet, 0.833)]
+    tuning = AnswerTuning()
+    assert choose(q, ranked, tuning) is None  # no vectors: the margin alone, as before
+    kinds = Kinds({home.ident: _profile("home"), diet.ident: _profile("dislikes")})
+    assert choose(q, ranked, tuning, kinds=replace(kinds, asked=_profile("home"))) is home
+    both = Kinds({home.ident: _profile("home"), diet.ident: _profile("home")}, _profile("home"))
+    assert choose(q, ranked, tuning, kinds=both) is None
+    elsewhere = replace(kinds, asked=_profile("music"))
+    assert choose(q, ranked, tuning, kinds=elsewhere) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "lacks"),
+    [
+        ("In welke plaats woon ik tegenwoordig?", "We kochten een huisje in Hoorn.", False),
+        ("In which town do I live now?", "Nos mudamos a una casa en Tarifa.", False),
+        ("Dans quelle ville habite ma sœur ?", "Meine Schwester zog nach Graz.", False),
+        ("In welchem Stockwerk wohne ich?", "We kochten een huisje in Hoorn.", True),
+        ("Which floor do I live on?", "Nos mudamos a una casa en Tarifa.", True),
+        ("In welke plaats woon ik?", "Ik woon al jaren op een woonboot.", True),
+    ],
+)
+def test_a_which_place_question_is_answered_by_a_place_named(
+    question: str, told: str, lacks: bool
+) -> None:
+    """ "Which town/city/plaats" asks a place, which a row names by a capital after "in",
+    "nach", "en"…; a floor is no place, and a row with no place named is none."""
+    assert lacks_kind(question, told) is lacks
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "held"),
+    [
+        ("¿Qué edad tiene mi abuela?", "Meine Oma ist 93 und schwimmt jeden Morgen.", True),
+        ("Welches Alter hat mein Opa?", "Mi abuelo cumplió 88 el martes.", True),
+        ("Quel âge a mon voisin ?", "Mon voisin est un ancien prof de maths.", False),
+        ("How old is my neighbour?", "Mijn buurman is een gepensioneerde visser.", False),
+    ],
+)
+def test_an_age_is_a_number_not_a_kind(question: str, told: str, held: bool) -> None:
+    """ "Which age" asks a number ("ist 93", "turned 88"), not a kind of thing whose word the
+    row lacks; an article ("un", "een") is no number."""
+    assert fits(evidence(row(told)), read_question(question)) is held
