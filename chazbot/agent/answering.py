@@ -93,9 +93,10 @@ class AnswerTuning:
     answer it (about whom it asks, holding what it asks) by this much, when the question
     names no subject of its own."""
     candidates: int = 20
-    kind_lead: float = 0.0
-    """Within ``margin``, the nearest row clears its rivals when it tells the kind of thing
-    asked (``row_kinds``) and none of them does, and it leads the next by at least this."""
+    hub_lead: float = 0.02
+    """Within ``margin``, the nearest row still answers when it tells the kind of thing asked
+    (``row_kinds``) and leads every other row that could answer by this much once each row's
+    mean cosine to questions that name nothing is taken off (``row_kinds.Kinds.hub``)."""
     kinds: KindTuning = DEFAULT_KIND_TUNING
     """How rows are placed among the kinds of things told (``row_kinds``)."""
     gain: float = -0.02
@@ -336,15 +337,22 @@ def choose(
     rivals = [row for row, cos in fitting[1:] if best - cos < tuning.margin]
     if not rivals:
         return top
-    # within the margin, the kind asked decides: the nearest row tells it, no rival does
-    # ("Where's home for me?": "bought a tiny house in Hoorn" beside "Sinds vorige maand ben
-    # ik vegan", 0.009 apart)
+    # within the margin, two more signals must agree: the nearest row leads by its cosine
+    # less its mean cosine to questions that name nothing (a row near every question is no
+    # answer to this one), and it tells the kind of thing asked ("Where's home for me?":
+    # "bought a tiny house in Hoorn", 0.009 nearer than "Sinds vorige maand ben ik vegan" by
+    # cosine, 0.035 by the corrected one, and a home)
     wanted_kinds = told_as or _meaning_kind(kinds)
-    if kinds is None or not wanted_kinds or best - fitting[1][1] < tuning.kind_lead:
+    if kinds is None or not wanted_kinds or not kinds.holds(top.ident, wanted_kinds):
         return None
-    if not kinds.holds(top.ident, wanted_kinds):
+    corrected = sorted(
+        ((cos - kinds.hub.get(row.ident, 0.0), row) for row, cos in fitting),
+        key=lambda cr: cr[0],
+        reverse=True,
+    )
+    if corrected[0][1] is not top:
         return None
-    if any(kinds.holds(row.ident, wanted_kinds) for row in rivals):
+    if len(corrected) > 1 and corrected[0][0] - corrected[1][0] < tuning.hub_lead:
         return None
     return top
 

@@ -77,7 +77,8 @@ FUNCTION = STOPWORDS | _set(
     "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
     "mij me hem haar er dat die deze "
     "something anything etwas irgendetwas quelque chose algo algún alguna iets "
-    "doet doe deed macht mache machst fait fais hace haces hizo"
+    "doet doe deed macht mache machst fait fais hace haces hizo "
+    "waren wart était étaient été sera fue fueron era eran fui será werd geweest"
 )
 """Words that say nothing of what is asked, in the five languages."""
 
@@ -250,13 +251,16 @@ RELATIONS = frozenset(
     w
     for group in CONCEPTS
     for w in group
-    if group
+    if w not in FUNCTION  # Dutch "nicht" (niece) is German "not": "Milch vertrage ich *nicht*"
+    and group
     & _set(
         "son daughter mother father sister brother wife husband grandmother grandfather uncle "
         "aunt niece nephew neighbour friend partner"
     )
 )
-"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*")."""
+"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*"); a
+word that is a function word in another language is none on its own (a possessive still
+makes "mijn nicht" someone)."""
 
 
 __all__ = [

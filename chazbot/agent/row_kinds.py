@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from chazbot.agent.concepts import CONCEPT_OF
-from chazbot.agent.meaning_kinds import ASKED, KINDS
+from chazbot.agent.meaning_kinds import ANCHORS, ASKED, KINDS
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.vectors import VectorIndex
@@ -76,6 +76,9 @@ class Kinds:
     rows: dict[tuple[str, str], NDArray[np.float32]] = field(default_factory=dict)
     asked: NDArray[np.float32] | None = None
     tuning: KindTuning = DEFAULT_KIND_TUNING
+    hub: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Each row's mean cosine to questions that name nothing (``meaning_kinds.ANCHORS``): how
+    near it is to any question (a long row, one with a reply as its context)."""
 
     def first(self, ident: tuple[str, str]) -> str | None:
         """The kind a row tells most, apart from the other candidates (None: not placed)."""
@@ -115,7 +118,7 @@ _STATEMENTS = [s for kind in KIND_NAMES for s in KINDS[kind]]
 _STATEMENT_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in KINDS[kind]])
 _QUESTIONS = [q for kind in KIND_NAMES for q in ASKED[kind]]
 _QUESTION_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in ASKED[kind]])
-_KEPT = 4 * (len(_STATEMENTS) + len(_QUESTIONS))
+_KEPT = 4 * (len(_STATEMENTS) + len(_QUESTIONS) + len(ANCHORS))
 _SENTENCES = _Sentences()
 
 
@@ -150,19 +153,28 @@ async def read(
     docs = {row.doc: row.ident for row in rows if row.doc in vectors}
     if not docs:
         return None
-    statements = await _SENTENCES.of(embedder, _STATEMENTS)
     order = list(docs)
-    sims = np.zeros((len(order), len(_STATEMENTS)), np.float32)
     slot = {doc: i for i, doc in enumerate(order)}
-    for j, vector in enumerate(statements):
-        for doc, cos in vectors.search(vector, len(order), set(order)):
-            sims[slot[doc], j] = cos
-    profiles = placed(sims, tuning)
+
+    async def cosines(texts: Sequence[str]) -> NDArray[np.float32]:
+        sims = np.zeros((len(order), len(texts)), np.float32)
+        for j, vector in enumerate(await _SENTENCES.of(embedder, texts)):
+            for doc, cos in vectors.search(vector, len(order), set(order)):
+                sims[slot[doc], j] = cos
+        return sims
+
+    profiles = placed(await cosines(_STATEMENTS), tuning)
+    hub = (await cosines(ANCHORS)).mean(axis=1)
     asked = None
     if question is not None:
         questions = await _SENTENCES.of(embedder, _QUESTIONS)
         asked = _per_kind((questions @ question)[None, :], _QUESTION_KIND)[0]
-    return Kinds({docs[doc]: profiles[slot[doc]] for doc in order}, asked, tuning)
+    return Kinds(
+        {docs[doc]: profiles[slot[doc]] for doc in order},
+        asked,
+        tuning,
+        {docs[doc]: float(hub[slot[doc]]) for doc in order},
+    )
 
 
 __all__ = [

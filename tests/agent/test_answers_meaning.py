@@ -243,21 +243,25 @@ def _profile(kind: str) -> np.ndarray:
     return out
 
 
-def test_within_the_margin_the_kind_asked_decides() -> None:
-    """Two of the asker's rows 0.01 apart: the nearer answers when it tells the kind asked and
-    the other does not; when both do, or neither, none is the clear one."""
+def test_within_the_margin_the_kind_asked_and_the_corrected_cosine_decide() -> None:
+    """Two of the asker's rows 0.009 apart by cosine: the nearer answers when it tells the kind
+    asked and leads by ``hub_lead`` once each row's nearness to any question is taken off;
+    not when it tells another kind, nor when the other row leads once corrected."""
     home = _row("Nous avons acheté une petite maison à Hoorn.", 1)
     diet = _row("Sinds vorige maand eet ik geen vlees meer.", 2)
     q = read_question("Where's home for me these days?")
     ranked = [(home, 0.842), (diet, 0.833)]
     tuning = AnswerTuning()
     assert choose(q, ranked, tuning) is None  # no vectors: the margin alone, as before
-    kinds = Kinds({home.ident: _profile("home"), diet.ident: _profile("dislikes")})
-    assert choose(q, ranked, tuning, kinds=replace(kinds, asked=_profile("home"))) is home
-    both = Kinds({home.ident: _profile("home"), diet.ident: _profile("home")}, _profile("home"))
-    assert choose(q, ranked, tuning, kinds=both) is None
-    elsewhere = replace(kinds, asked=_profile("music"))
-    assert choose(q, ranked, tuning, kinds=elsewhere) is None
+    rows = {home.ident: _profile("home"), diet.ident: _profile("dislikes")}
+    hubs = {home.ident: 0.79, diet.ident: 0.82}  # corrected: 0.052 and 0.013
+    kinds = Kinds(rows, _profile("home"), hub=hubs)
+    assert choose(q, ranked, tuning, kinds=kinds) is home
+    assert choose(q, ranked, tuning, kinds=replace(kinds, asked=_profile("music"))) is None
+    near_all = {home.ident: 0.83, diet.ident: 0.80}  # corrected: 0.012 and 0.033
+    assert choose(q, ranked, tuning, kinds=replace(kinds, hub=near_all)) is None
+    close = {home.ident: 0.80, diet.ident: 0.80}  # corrected: 0.042 and 0.033
+    assert choose(q, ranked, tuning, kinds=replace(kinds, hub=close)) is None
 
 
 @pytest.mark.parametrize(
@@ -292,3 +296,52 @@ def test_an_age_is_a_number_not_a_kind(question: str, told: str, held: bool) -> 
     """ "Which age" asks a number ("ist 93", "turned 88"), not a kind of thing whose word the
     row lacks; an article ("un", "een") is no number."""
     assert fits(evidence(row(told)), read_question(question)) is held
+
+
+@needs_embedder
+async def test_a_home_a_job_an_age_told_without_their_words_answer_by_meaning(
+    tmp_path: Path,
+) -> None:
+    """Facts told in five languages in words no list links to what is asked (a cottage, an
+    ambulance, "cumplió 91", a house bought): each answers its question in another language;
+    untold attributes of the same people stay "I don't know", and an article is no age."""
+    async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
+        chaz = peer.agent("chaz")
+        tell = room_audience("tell", [ANN], lambda u: True)
+        told = chaz.memory.within(peer.hearing(chaz, ANN, tell))
+        facts = [
+            "Since spring I've been renting a tiny cottage outside Galway.",
+            "Meine Frau Anke fährt Krankenwagen beim Roten Kreuz.",
+            "Mon frère Yann répare des bateaux au port de Brest.",
+            "Mi abuelo Paco cumplió 91 en marzo.",
+            "Mijn zus Lotte heeft een rijtjeshuis in Zwolle gekocht.",
+            "I drink my coffee black, no sugar.",
+            "Ich spiele am Wochenende Tennis mit Freunden.",
+        ]
+        for n, fact in enumerate(facts):
+            await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
+        await peer.memory.wait_vectors(60)
+        model = OneAnswer("Lotte is 34 and drives a Fiat.", composes=False)
+        from chazbot.agent.turn import run_turn
+
+        async def ask(text: str, room: str) -> str:
+            session = await peer.session(room)
+            audience = room_audience(room, [ANN], lambda u: True)
+            memory = chaz.memory.within(peer.hearing(chaz, ANN, audience))
+            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+        right = {
+            "Wo wohne ich?": "Galway",
+            "Where's home for me now?": "Galway",
+            "Quel est le métier de ma femme ?": "Krankenwagen",
+            "Hoe oud is mijn opa?": "91",
+            "Wo wohnt meine Schwester?": "Zwolle",
+        }
+        for n, (question, value) in enumerate(right.items()):
+            assert value in await ask(question, f"told{n}"), question
+        traps = ["Quel âge a Yann ?", "Welches Auto fährt Lotte?", "How old is my sister?"]
+        traps += ["Which floor do I live on?", "What's Paco's job?"]
+        for n, trap in enumerate(traps):
+            reply = await ask(trap, f"trap{n}")
+            assert any(w in reply for w in ("don't know", "weiß ich nicht", "ne le sais")), trap
+        assert not model.seen
