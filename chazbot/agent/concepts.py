@@ -114,7 +114,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("sister schwester sœur soeur hermana zus zuster"),
     _set("brother bruder frère hermano broer"),
     _set("grandmother grandma granny oma großmutter grand-mère abuela"),
-    _set("grandfather grandpa opa großvater grand-père abuelo"),
+    _set("grandfather grandpa grandad granddad opa großvater grand-père abuelo"),
     _set("uncle onkel oncle tío tio oom"),
     _set("aunt tante tía tia"),
     _set("niece nichte nièce sobrina nicht"),

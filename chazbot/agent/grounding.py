@@ -112,8 +112,11 @@ other's start, or they differ only in their last three letters ("allergic"/"alle
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
-    if _CONCEPT_OF.get(a, frozenset()) & _CONCEPT_OF.get(b, frozenset()):
+    of_a, of_b = _CONCEPT_OF.get(a, frozenset()), _CONCEPT_OF.get(b, frozenset())
+    if of_a & of_b:
         return True
+    if of_a and of_b:
+        return False  # words of two known concepts: "grandad" is no "grandmother"
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)

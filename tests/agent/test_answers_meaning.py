@@ -345,3 +345,21 @@ async def test_a_home_a_job_an_age_told_without_their_words_answer_by_meaning(
             reply = await ask(trap, f"trap{n}")
             assert any(w in reply for w in ("don't know", "weiß ich nicht", "ne le sais")), trap
         assert not model.seen
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "right"),
+    [
+        ("How old is my grandmother?", "My grandad Ted turned 88 last week.", False),
+        ("Hoe oud is mijn opa?", "My grandad Ted turned 88 last week.", True),
+        ("¿Qué edad tiene mi abuela?", "Mein Opa ist 90.", False),
+        ("Is there anything I can't digest?", "Milch vertrage ich gar nicht.", True),
+        ("Was vertrage ich nicht?", "Ich esse keine Nüsse, die vertrage ich nicht.", True),
+    ],
+)
+def test_two_known_relatives_are_not_one_and_nicht_is_none(
+    question: str, told: str, right: bool
+) -> None:
+    """Words of two known concepts are two things, however they start ("grandad" is no
+    "grandmother"); German "nicht" is not Dutch "nicht" (a niece) in a row of the asker's."""
+    assert fits(evidence(row(told)), read_question(question)) is right
