@@ -337,7 +337,14 @@ def choose(
     rivals = [row for row, cos in fitting[1:] if best - cos < tuning.margin]
     if not rivals:
         return top
-    # within the margin, two more signals must agree: the nearest row leads by its cosine
+    # within the margin, the words: one row alone has a word of what is asked ("Wat drink
+    # ik tegenwoordig?" beside "… trinke ich … nur noch Rooibos"; "Do I play any music?"
+    # beside "Toco el ukelele", 0.016 behind a row that plays nothing)
+    asked_of = wanted(q) - _ANY_ROW
+    tellers = [r for r in [top, *rivals] if asked_of and _tells(r, asked_of)]
+    if len(tellers) == 1:
+        return tellers[0]
+    # else two more signals must agree: the nearest row leads by its cosine
     # less its mean cosine to questions that name nothing (a row near every question is no
     # answer to this one), and it tells the kind of thing asked ("Where's home for me?":
     # "bought a tiny house in Hoorn", 0.009 nearer than "Sinds vorige maand ben ik vegan" by
@@ -355,6 +362,15 @@ def choose(
     if len(corrected) > 1 and corrected[0][0] - corrected[1][0] < tuning.hub_lead:
         return None
     return top
+
+
+_ANY_ROW = frozenset(i for w in ("name", "number", "favourite") for i in CONCEPT_OF[w])
+"""Concepts every kind of row may have a word of: no sign of what it tells."""
+
+
+def _tells(row: MemoryRow, concepts: frozenset[int]) -> bool:
+    """Whether the row has a word of one of ``concepts`` (in any of the five languages)."""
+    return bool(concepts_of(commute(lower_tokens(evidence(row)))) & concepts)
 
 
 def _meaning_kind(kinds: Kinds | None) -> frozenset[str]:

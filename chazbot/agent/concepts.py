@@ -137,7 +137,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     ),
     _set(
         "play plays played playing spiele spielst spielt spielen joue joues jouer juego "
-        "juegas juega jugar speel speelt spelen"
+        "juegas juega jugar speel speelt spelen toco tocas toca tocan tocar"
     ),
     _set("food eat essen nourriture plat comida eten"),
     _set(

@@ -363,3 +363,25 @@ def test_two_known_relatives_are_not_one_and_nicht_is_none(
     """Words of two known concepts are two things, however they start ("grandad" is no
     "grandmother"); German "nicht" is not Dutch "nicht" (a niece) in a row of the asker's."""
     assert fits(evidence(row(told)), read_question(question)) is right
+
+
+@pytest.mark.parametrize(
+    ("question", "right", "other"),
+    [
+        ("Do I play any music?", "Toco el ukelele desde hace un año.", "I hate coffee."),
+        ("Wat drink ik tegenwoordig?", "Ich trinke nur noch grünen Tee.", "Ik ben vegan."),
+        ("Qu'est-ce que je bois le matin ?", "I drink oat milk lattes.", "Je suis daltonien."),
+    ],
+)
+def test_within_the_margin_the_only_row_with_a_word_of_what_is_asked_answers(
+    question: str, right: str, other: str
+) -> None:
+    """Rows 0.016 apart by cosine: the one that alone has a word of what is asked (in any of
+    the five languages: "play"/"toco", "drink"/"trinke"/"bois") answers, nearest or not;
+    when both have one, or neither, none is clear."""
+    q = read_question(question)
+    told, near = _row(right, 1), _row(other, 2)
+    tuning = AnswerTuning()
+    assert choose(q, [(near, 0.821), (told, 0.805)], tuning) is told
+    twice = _row(right.replace("un año", "dos años"), 3)
+    assert choose(q, [(told, 0.821), (twice, 0.815)], tuning) is None
