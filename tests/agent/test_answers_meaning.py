@@ -11,6 +11,7 @@ embedder) where meaning is the point.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from chazbot.agent.row_kinds import KIND_NAMES, Kinds
 from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MemoryRow
+from chazbot.peer import Peer
 from tests.agent.test_answers import needs_embedder, row
 from tests.support.standin_chat import OneAnswer
 
@@ -83,29 +85,39 @@ def _config(tmp_path: Path) -> Config:
     )
 
 
+async def _told(
+    peer: Peer, facts: list[str], model: OneAnswer
+) -> Callable[[str, str], Awaitable[str]]:
+    """``facts`` kept as Ann's rows (with their vectors); a function asking in a new room of
+    hers, answered by ``model`` or from one row."""
+    from chazbot.agent.turn import run_turn
+
+    chaz = peer.agent("chaz")
+    tell = room_audience("tell", [ANN], lambda u: True)
+    told = chaz.memory.within(peer.hearing(chaz, ANN, tell))
+    for n, fact in enumerate(facts):
+        await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
+    await peer.memory.wait_vectors(60)
+
+    async def ask(text: str, room: str) -> str:
+        session = await peer.session(room)
+        audience = room_audience(room, [ANN], lambda u: True)
+        memory = chaz.memory.within(peer.hearing(chaz, ANN, audience))
+        return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+    return ask
+
+
 @needs_embedder
 async def test_traps_about_a_named_persons_only_row_by_meaning(tmp_path: Path) -> None:
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
-        chaz = peer.agent("chaz")
-        tell = room_audience("tell", [ANN], lambda u: True)
-        told = chaz.memory.within(peer.hearing(chaz, ANN, tell))
         facts = [
             "Ma collègue Inès fait de l'escalade le dimanche.",
             "Mein Neffe Jonas spielt Trompete in einer Blaskapelle.",
             "I drink my coffee with oat milk.",
         ]
-        for n, fact in enumerate(facts):
-            await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
-        await peer.memory.wait_vectors(60)
         model = OneAnswer("Inès studies in Lyon.", composes=False)
-        from chazbot.agent.turn import run_turn
-
-        async def ask(text: str, room: str) -> str:
-            session = await peer.session(room)
-            audience = room_audience(room, [ANN], lambda u: True)
-            memory = chaz.memory.within(peer.hearing(chaz, ANN, audience))
-            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
-
+        ask = await _told(peer, facts, model)
         for n, trap in enumerate(["Where does Inès study?", "¿Dónde estudia Jonas?"]):
             reply = await ask(trap, f"trap{n}")
             assert "don't know" in reply or "No lo sé" in reply, (trap, reply)
@@ -306,9 +318,6 @@ async def test_a_home_a_job_an_age_told_without_their_words_answer_by_meaning(
     ambulance, "cumplió 91", a house bought): each answers its question in another language;
     untold attributes of the same people stay "I don't know", and an article is no age."""
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
-        chaz = peer.agent("chaz")
-        tell = room_audience("tell", [ANN], lambda u: True)
-        told = chaz.memory.within(peer.hearing(chaz, ANN, tell))
         facts = [
             "Since spring I've been renting a tiny cottage outside Galway.",
             "Meine Frau Anke fährt Krankenwagen beim Roten Kreuz.",
@@ -318,18 +327,8 @@ async def test_a_home_a_job_an_age_told_without_their_words_answer_by_meaning(
             "I drink my coffee black, no sugar.",
             "Ich spiele am Wochenende Tennis mit Freunden.",
         ]
-        for n, fact in enumerate(facts):
-            await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
-        await peer.memory.wait_vectors(60)
         model = OneAnswer("Lotte is 34 and drives a Fiat.", composes=False)
-        from chazbot.agent.turn import run_turn
-
-        async def ask(text: str, room: str) -> str:
-            session = await peer.session(room)
-            audience = room_audience(room, [ANN], lambda u: True)
-            memory = chaz.memory.within(peer.hearing(chaz, ANN, audience))
-            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
-
+        ask = await _told(peer, facts, model)
         right = {
             "Wo wohne ich?": "Galway",
             "Where's home for me now?": "Galway",
