@@ -337,31 +337,40 @@ def choose(
     rivals = [row for row, cos in fitting[1:] if best - cos < tuning.margin]
     if not rivals:
         return top
-    # within the margin, the words: one row alone has a word of what is asked ("Wat drink
-    # ik tegenwoordig?" beside "… trinke ich … nur noch Rooibos"; "Do I play any music?"
-    # beside "Toco el ukelele", 0.016 behind a row that plays nothing)
+    # within the margin, two more signals that agree: the nearest row tells the kind of
+    # thing asked, and it leads once each row's mean cosine to questions that name nothing
+    # is taken off (a row near every question is no answer to this one): "Where's home for
+    # me?": "bought a tiny house in Hoorn", 0.009 nearer than "Sinds vorige maand ben ik
+    # vegan" by cosine, 0.035 by the corrected one, and a home
+    if _clear_by_kind(top, fitting, told_as or _meaning_kind(kinds), kinds, tuning):
+        return top
+    # else the words: one row alone has a word of what is asked ("Wat drink ik
+    # tegenwoordig?" beside "… trinke ich … nur noch Rooibos"; "Do I play any music?" beside
+    # "Toco el ukelele", 0.016 behind a row that plays nothing)
     asked_of = wanted(q) - _ANY_ROW
     tellers = [r for r in [top, *rivals] if asked_of and _tells(r, asked_of)]
-    if len(tellers) == 1:
-        return tellers[0]
-    # else two more signals must agree: the nearest row leads by its cosine
-    # less its mean cosine to questions that name nothing (a row near every question is no
-    # answer to this one), and it tells the kind of thing asked ("Where's home for me?":
-    # "bought a tiny house in Hoorn", 0.009 nearer than "Sinds vorige maand ben ik vegan" by
-    # cosine, 0.035 by the corrected one, and a home)
-    wanted_kinds = told_as or _meaning_kind(kinds)
+    return tellers[0] if len(tellers) == 1 else None
+
+
+def _clear_by_kind(
+    top: MemoryRow,
+    fitting: Sequence[tuple[MemoryRow, float]],
+    wanted_kinds: frozenset[str],
+    kinds: Kinds | None,
+    tuning: AnswerTuning,
+) -> bool:
+    """Whether ``top`` tells one of ``wanted_kinds`` by meaning and leads every other
+    fitting row by ``AnswerTuning.hub_lead`` once each row's ``Kinds.hub`` is taken off."""
     if kinds is None or not wanted_kinds or not kinds.holds(top.ident, wanted_kinds):
-        return None
+        return False
     corrected = sorted(
         ((cos - kinds.hub.get(row.ident, 0.0), row) for row, cos in fitting),
         key=lambda cr: cr[0],
         reverse=True,
     )
     if corrected[0][1] is not top:
-        return None
-    if len(corrected) > 1 and corrected[0][0] - corrected[1][0] < tuning.hub_lead:
-        return None
-    return top
+        return False
+    return len(corrected) < 2 or corrected[0][0] - corrected[1][0] >= tuning.hub_lead
 
 
 _ANY_ROW = frozenset(i for w in ("name", "number", "favourite") for i in CONCEPT_OF[w])

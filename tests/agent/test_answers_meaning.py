@@ -384,3 +384,17 @@ def test_within_the_margin_the_only_row_with_a_word_of_what_is_asked_answers(
     assert choose(q, [(near, 0.821), (told, 0.805)], tuning) is told
     twice = _row(right.replace("un año", "dos años"), 3)
     assert choose(q, [(told, 0.821), (twice, 0.815)], tuning) is None
+
+
+def test_the_kind_asked_goes_before_a_word_another_row_has() -> None:
+    """ "Is there any food I really don't like?": the nearest row tells a dislike and leads
+    once corrected; a row 0.024 behind it with the only word of "food" (a favourite dish)
+    does not take its place."""
+    mushrooms = _row("Honestly I can't stand mushrooms.", 1)
+    stamppot = _row("Mijn lievelingseten is stamppot.", 2)
+    q = read_question("Is there any food I really don't like?")
+    ranked = [(mushrooms, 0.864), (stamppot, 0.840)]
+    tuning = AnswerTuning()
+    rows = {mushrooms.ident: _profile("dislikes"), stamppot.ident: _profile("likes")}
+    kinds = Kinds(rows, _profile("dislikes"), hub={mushrooms.ident: 0.786, stamppot.ident: 0.82})
+    assert choose(q, ranked, tuning, kinds=kinds) is mushrooms
