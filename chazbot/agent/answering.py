@@ -532,6 +532,7 @@ async def chosen_row(
     of the previous question) and the one row that answers it (None: none does); None when
     ``text`` asks about no person. One place decides for the embedded model's answer and for
     the check of a composing model's (``turn.check``)."""
+    row_kinds.warm(memory.engine.embedder)  # ready by the question after a start's first
     if not asks(text):
         return None
     previous = await previous_question(session, sender)

@@ -19,6 +19,7 @@ Pure apart from ``read``'s embedding of the fixed sentences (once per process an
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,9 @@ class KindTuning:
     """A row holds a kind within this of its first kind's centred score (0: its first only)."""
     least_rows: int = 4
     """Fewer candidate rows than this are centred on nothing (too few to say what is usual)."""
+    wait_s: float = 2.0
+    """How long a question waits for the fixed sentences' first embedding (then it is
+    answered without kinds, and the embedding goes on): within the 5 s reply budget."""
 
 
 DEFAULT_KIND_TUNING = KindTuning()
@@ -99,18 +103,34 @@ class Kinds:
 
 
 class _Sentences:
-    """The fixed sentences' vectors per embedder, kept for the process (a few hundred)."""
+    """The fixed sentences' vectors per embedder, kept for the process (a few hundred),
+    embedded once in the background: 144 texts take the local embedder 3-4 s on a quiet
+    machine and 20 s at load 12, which no question waits for (``KindTuning.wait_s``)."""
 
     def __init__(self) -> None:
         self._made: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
+        self._warming: dict[str, asyncio.Task[None]] = {}
 
-    async def of(self, embedder: Embedder, texts: Sequence[str]) -> NDArray[np.float32]:
-        for text in texts:
+    def has(self, embedder: Embedder) -> bool:
+        return all((embedder.name, t) in self._made for t in _FIXED)
+
+    def warm(self, embedder: Embedder) -> asyncio.Task[None]:
+        """The task embedding every fixed sentence for ``embedder`` (started once)."""
+        task = self._warming.get(embedder.name)
+        if task is None or (task.done() and not self.has(embedder)):
+            task = asyncio.ensure_future(self._embed(embedder))
+            self._warming[embedder.name] = task
+        return task
+
+    async def _embed(self, embedder: Embedder) -> None:
+        for text in _FIXED:
             if (embedder.name, text) not in self._made:
                 vector = await embedder.embed_query(text)
                 self._made[(embedder.name, text)] = np.asarray(vector, np.float32)
         while len(self._made) > _KEPT:
             self._made.popitem(last=False)
+
+    def of(self, embedder: Embedder, texts: Sequence[str]) -> NDArray[np.float32]:
         return np.stack([self._made[(embedder.name, t)] for t in texts])
 
 
@@ -118,8 +138,29 @@ _STATEMENTS = [s for kind in KIND_NAMES for s in KINDS[kind]]
 _STATEMENT_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in KINDS[kind]])
 _QUESTIONS = [q for kind in KIND_NAMES for q in ASKED[kind]]
 _QUESTION_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in ASKED[kind]])
-_KEPT = 4 * (len(_STATEMENTS) + len(_QUESTIONS) + len(ANCHORS))
+_FIXED = [*_STATEMENTS, *_QUESTIONS, *ANCHORS]
+_KEPT = 4 * len(_FIXED)
 _SENTENCES = _Sentences()
+
+
+def warm(embedder: Embedder | None) -> None:
+    """Start embedding the fixed sentences for ``embedder`` if not done or under way (a
+    message's first look, so that the questions after it find them ready)."""
+    if embedder is not None and not _SENTENCES.has(embedder):
+        _SENTENCES.warm(embedder)
+
+
+async def warmed(embedder: Embedder, wait_s: float | None = None) -> bool:
+    """Whether the fixed sentences are embedded for ``embedder``, starting their embedding
+    if it is not under way and waiting for it up to ``wait_s`` seconds (None: until done)."""
+    if _SENTENCES.has(embedder):
+        return True
+    task = _SENTENCES.warm(embedder)
+    try:
+        await asyncio.wait_for(asyncio.shield(task), wait_s)
+    except TimeoutError:
+        return False
+    return _SENTENCES.has(embedder)
 
 
 def _per_kind(sims: NDArray[np.float32], of_kind: NDArray[np.int_]) -> NDArray[np.float32]:
@@ -150,6 +191,8 @@ async def read(
     question (its vector) among the kinds of questions; None without vectors."""
     if embedder is None or vectors is None or not rows:
         return None
+    if not await warmed(embedder, tuning.wait_s):
+        return None  # the first question after a start: by words and the margin alone
     docs = {row.doc: row.ident for row in rows if row.doc in vectors}
     if not docs:
         return None
@@ -158,7 +201,7 @@ async def read(
 
     async def cosines(texts: Sequence[str]) -> NDArray[np.float32]:
         sims = np.zeros((len(order), len(texts)), np.float32)
-        for j, vector in enumerate(await _SENTENCES.of(embedder, texts)):
+        for j, vector in enumerate(_SENTENCES.of(embedder, texts)):
             for doc, cos in vectors.search(vector, len(order), set(order)):
                 sims[slot[doc], j] = cos
         return sims
@@ -167,7 +210,7 @@ async def read(
     hub = (await cosines(ANCHORS)).mean(axis=1)
     asked = None
     if question is not None:
-        questions = await _SENTENCES.of(embedder, _QUESTIONS)
+        questions = _SENTENCES.of(embedder, _QUESTIONS)
         asked = _per_kind((questions @ question)[None, :], _QUESTION_KIND)[0]
     return Kinds(
         {docs[doc]: profiles[slot[doc]] for doc in order},
@@ -186,4 +229,6 @@ __all__ = [
     "kinds_of_concepts",
     "placed",
     "read",
+    "warm",
+    "warmed",
 ]

@@ -11,7 +11,8 @@ embedder) where meaning is the point.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 import chazbot
 from chazbot.agent.answering import AnswerTuning, aliases_of, choose, fits, read_question
 from chazbot.agent.grounding import evidence, lacks_kind, supports
-from chazbot.agent.row_kinds import KIND_NAMES, Kinds
+from chazbot.agent.row_kinds import KIND_NAMES, Kinds, warmed
 from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
 from chazbot.memory.rows import MemoryRow
@@ -98,6 +99,8 @@ async def _told(
     for n, fact in enumerate(facts):
         await told.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
     await peer.memory.wait_vectors(60)
+    assert peer.memory.embedder is not None
+    assert await warmed(peer.memory.embedder)  # the fixed sentences, as after a first message
 
     async def ask(text: str, room: str) -> str:
         session = await peer.session(room)
@@ -398,3 +401,39 @@ def test_the_kind_asked_goes_before_a_word_another_row_has() -> None:
     rows = {mushrooms.ident: _profile("dislikes"), stamppot.ident: _profile("likes")}
     kinds = Kinds(rows, _profile("dislikes"), hub={mushrooms.ident: 0.786, stamppot.ident: 0.82})
     assert choose(q, ranked, tuning, kinds=kinds) is mushrooms
+
+
+class _SlowEmbedder:
+    """An embedder whose every query takes a while (the local one under load)."""
+
+    name = "test/slow"
+    dim: int | None = 4
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.gate = asyncio.Event()
+
+    async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 4), np.float32) / 2
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        await self.gate.wait()
+        self.calls += 1
+        return np.ones(4, np.float32) / 2
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_kinds_sentences_are_embedded_once_in_the_background() -> None:
+    """A question does not wait past ``KindTuning.wait_s`` for the fixed sentences: it is
+    answered without kinds while they are embedded, once, for the questions after it."""
+    slow = _SlowEmbedder()
+    assert not await warmed(slow, 0.05)
+    assert not await warmed(slow, 0.05)  # still under way: not started twice
+    slow.gate.set()
+    assert await warmed(slow)
+    made = slow.calls
+    assert made > 100
+    assert await warmed(slow, 0.0)
+    assert slow.calls == made
