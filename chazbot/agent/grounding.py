@@ -418,7 +418,9 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return False  # "what is my cat called?" needs a row that names it
     if said & NAME and q.subject and not q.predicate and gives_name(text, q.subject):
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
-    if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words, text)):
+    # (a place named is no answer by itself: "In which city did I get married?" is not
+    # "I was born in London"; ``lacks_kind`` reads it)
+    if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
     whom = _names(question)  # "Which school do *Nora* and *Liv* go to?": whom, not what
     asks_more = [p for p in q.predicate if p not in whom]

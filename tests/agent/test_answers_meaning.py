@@ -437,3 +437,11 @@ async def test_the_kinds_sentences_are_embedded_once_in_the_background() -> None
     assert made > 100
     assert await warmed(slow, 0.0)
     assert slow.calls == made
+
+
+def test_a_place_named_is_no_answer_by_itself() -> None:
+    """ "In which city did I get married?" is not supported by "I was born in London": a
+    place named only says a "which city" question could be answered by the row."""
+    born = evidence(row("I was born in London."))
+    assert not supports(born, "In which city did I get married?")
+    assert not lacks_kind("In which city did I get married?", born)
