@@ -37,6 +37,7 @@ from tests.support.synapse import (
     bot_config,
     bots_made,
     humans_made,
+    stop_and_show,
 )
 
 SHARED_PEOPLE = ("alice", "bob", "carol", "mallory")
@@ -76,12 +77,7 @@ async def shared_bot(
     try:
         yield proc, bot
     finally:
-        try:
-            await proc.stop()
-        except AssertionError:
-            proc.kill()
-        print(f"---- {proc.log_path} (last 150 lines) ----")
-        print("\n".join(proc.log().splitlines()[-150:]))
+        await stop_and_show(proc)
 
 
 @pytest_asyncio.fixture(loop_scope="module")

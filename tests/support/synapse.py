@@ -648,13 +648,18 @@ async def bots_made(
         yield make
     finally:
         for proc in made:
-            try:
-                await proc.stop()
-            except AssertionError:
-                proc.kill()
-            # Shown by pytest only when the test failed.
-            print(f"---- {proc.log_path} (last 150 lines) ----")
-            print("\n".join(proc.log().splitlines()[-150:]))
+            await stop_and_show(proc)
+
+
+async def stop_and_show(proc: ChazbotProcess) -> None:
+    """Stop a bot (killed if it does not stop) and print its log's end, which pytest shows
+    only when the test failed."""
+    try:
+        await proc.stop()
+    except AssertionError:
+        proc.kill()
+    print(f"---- {proc.log_path} (last 150 lines) ----")
+    print("\n".join(proc.log().splitlines()[-150:]))
 
 
 @pytest_asyncio.fixture
@@ -680,6 +685,7 @@ __all__ = [
     "humans_made",
     "matrix_user",
     "requires_synapse",
+    "stop_and_show",
     "synapse",
     "synapse_admin",
     "synapse_installed",
