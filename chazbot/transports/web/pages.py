@@ -193,8 +193,10 @@ class Pages:
         )
         return web.Response(text=html, status=status, content_type="text/html")
 
-    def message(self, who: Who | None, status: int, title: str, text: str) -> web.Response:
-        return self.page("message.html", who, status=status, title=title, text=text)
+    def message(
+        self, who: Who | None, status: int, title: str, text: str, words: Words = ENGLISH
+    ) -> web.Response:
+        return self.page("message.html", who, status=status, title=title, text=text, words=words)
 
     def flash(self, who: Who, ok: bool, said: str | Meaning, text: str = "") -> None:
         """Keep a notice for ``who``'s next page: ``said`` is a ``Meaning`` the page words in
@@ -393,7 +395,8 @@ class Pages:
         await self.store.end_session(who.session)
         self._flash.pop(who.session, None)
         log.info("web: %s signed out", who.person)
-        response = self.message(None, 200, "Signed out", "You are signed out.")
+        words = Words(page_lang(request.headers.get("Accept-Language")))
+        response = self.message(None, 200, words.signed_out, words.signed_out_text, words)
         response.del_cookie(self.cookie_name, path="/")
         return response
 

@@ -186,6 +186,14 @@ _WORDS: dict[str, tuple[str, str, str, str, str]] = {
         "Deze link logt je één keer in. Ga verder om te zien wat de bot over je bewaart.",
     ),
     "sign_in": ("Sign in", "Anmelden", "Se connecter", "Entrar", "Inloggen"),
+    "signed_out": ("Signed out", "Abgemeldet", "Déconnecté", "Sesión cerrada", "Uitgelogd"),
+    "signed_out_text": (
+        "You are signed out.",
+        "Du bist abgemeldet.",
+        "Tu es déconnecté.",
+        "Has cerrado la sesión.",
+        "Je bent uitgelogd.",
+    ),
     # the notices after an action (``Words.flash``): a command's ``Meaning`` by its name, or
     # the page's own
     "forgot_key": (

@@ -215,3 +215,9 @@ async def test_the_notice_after_an_action_speaks_the_browsers_language(tmp_path:
                     "failed",
                     "Er is niets van jou om terug te halen.",
                 )
+            # signing out says so in the page's language too
+            async with client.post(
+                f"{base}/ui/logout", data={"csrf": csrf}, headers=german
+            ) as page:
+                out = await page.text()
+            assert '<html lang="de">' in out and "Du bist abgemeldet." in out, out[:2000]
