@@ -96,7 +96,11 @@ class AnswerTuning:
     hub_lead: float = 0.02
     """Within ``margin``, the nearest row still answers when it tells the kind of thing asked
     (``row_kinds``) and leads every other row that could answer by this much once each row's
-    mean cosine to questions that name nothing is taken off (``row_kinds.Kinds.hub``)."""
+    mean cosine to questions that name nothing is taken off (``row_kinds.Kinds.hub``).
+    Chosen on the third set (seen) and the dev half of ``answers_kinds.json``: the right rows
+    under the margin led by 0.035-0.05 once corrected ("bought a tiny house in Hoorn"), rows
+    that would have answered wrongly trailed or led by under 0.01 ("trinke … Rooibos" for
+    "a food I hate"); 0.02 sits between (docs/measured.md, "The row by the kind …")."""
     kinds: KindTuning = DEFAULT_KIND_TUNING
     """How rows are placed among the kinds of things told (``row_kinds``)."""
     gain: float = -0.02
