@@ -458,29 +458,36 @@ def stands_on(question: str, reply: str, about: Iterable[str]) -> bool:
 
 
 FILLER = _set(
+    # the listener, in the five languages ("*your* brother", "*dein* Bruder", "*ta* sœur")
+    "you your yours yourself du dein deine deinen deinem deiner deines dich dir tu ton ta tes "
+    "toi te vous votre vos tú tu tus te ti usted su sus jij je jou jouw jullie uw "
+    # when a claim holds, in the five languages ("now", "these days")
+    "now currently nowadays jetzt zurzeit derzeit inzwischen maintenant actuellement "
+    "désormais ahora actualmente nu momenteel tegenwoordig inmiddels "
     # en: hedges, attribution, the frame of an answer
     "think thought believe believes guess suppose recall remember remembered remembering "
     "mention mentioned mentions told tell telling said say says saying according based going "
     "let sure seems seem seemed apparently memory memories correctly correct right far know "
     "knew noted note recorded see looks answer would could might probably perhaps maybe "
-    "yes yeah well okay ok course actually indeed "
+    "yes yeah well okay ok course actually indeed if unless mistaken wrong "
     # de
     "glaube glaub denke meine meinst vermute erinnere erinnern erinnert erinnerung erzählt "
     "erzähltest erzählst gesagt sagtest sagst erwähnt erwähntest laut soweit richtig wohl "
     "anscheinend offenbar gespeichert notiert dass also ja jedenfalls klar "
-    "vielleicht wahrscheinlich genau "
+    "vielleicht wahrscheinlich genau wenn falls mal weiß weißt wüsste irre täusche "
     # fr
     "crois pense suppose souviens souvient rappelle rappelles dit dis dites mentionné "
     "raconté racontes racontais d'après après selon bien semble semblerait apparemment "
     "mémoire noté trompe que qu oui voilà effectivement sûr sûre peut-être probablement "
+    "si sais sache "
     # es
     "creo pienso supongo recuerdo recuerda acuerdo dijiste dices contaste cuentas "
     "mencionaste según parece aparentemente memoria entiendo entendido equivoco sí pues "
-    "claro quizás quizá probablemente seguro "
+    "claro quizás quizá probablemente seguro si mal sé sabes "
     # nl
     "denk geloof vermoed herinner herinneren herinnering zei zegt zeg vertelde vertelt "
     "verteld gezegd noemde genoemd volgens lijkt blijkbaar goed wel toch zeker misschien "
-    "waarschijnlijk ja inderdaad"
+    "waarschijnlijk ja inderdaad als weet vergis vergist vergissen niet "
 )
 """Words that carry no fact of the person: hedges and attribution ("I believe", "you told
 me", "si je me souviens bien", "según lo que me contaste", "als ik me goed herinner").
@@ -568,6 +575,25 @@ def hard(question: str, clause: str, reply: str) -> list[str]:
     return [w for w in value_words(question, clause) if any(c.isdigit() for c in w) or w in named]
 
 
+def named_here(text: str, named: Iterable[str]) -> bool:
+    """Whether ``text`` (a row's words as said) names one of ``named`` as someone, not as a
+    place ("Mein Schwager *Dirk* hat …", "*Greta*, my youngest, …"; not "… in *Kassel*")."""
+    wanted = set(named)
+    tokens = tokenize(text.replace("\u2019", "'"))
+    return any(
+        w in wanted and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE) for i, w in enumerate(tokens)
+    )
+
+
+def _a_taste(question: str, q: Asked) -> bool:
+    """Whether ``question`` asks the person's favourite of something ("¿Cuál es mi *plato*
+    favorito?", "mein Lieblingsessen"), not something of someone of theirs ("my son's
+    favourite colour"): about the person, whose row need not name the thing."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    taste = any(t in FAVOURITE or t.startswith(("lieblings", "lievelings")) for t in tokens)
+    return taste and not any(s in RELATIONS for s in q.subject)
+
+
 def about_whom(question: str, text: str, named: Iterable[str] = ()) -> bool:
     """Whether a row (its ``evidence``) is about whom ``question`` asks: every person it
     ``named`` (a name, in the row's words or its key's); else the thing the person's
@@ -582,7 +608,7 @@ def about_whom(question: str, text: str, named: Iterable[str] = ()) -> bool:
     q = asked(question)
     said = said_text(text)
     owned_here = _owned(said)
-    if q.subject and not _about_the_person(q):
+    if q.subject and not _about_the_person(q) and not _a_taste(question, q):
         if not _has(words, sorted(q.subject)):
             return False
         return not any(
@@ -683,6 +709,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "job_nouns",
     "lacks_kind",
     "missing",
+    "named_here",
     "names_only",
     "other_kind",
     "owned",

@@ -25,12 +25,17 @@ from chazbot.agent.grounding import (
     grounded,
     hard,
     missing,
+    named_here,
     stands_on,
+    supports,
     unsupported,
+    value_words,
 )
 from chazbot.agent.pictures import CANNOT_SEE
+from chazbot.agent.question import as_person
 from chazbot.agent.turn.context import Incoming, TurnContext
 from chazbot.agent.turn.quick import WORDS_MAX_CHARS
+from chazbot.agent.words import asks
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
@@ -54,6 +59,13 @@ class CheckTuning:
     value told in another language does ("Dein Opa war *Fischer*" beside "Mijn opa was
     visser", +0.032); a value of the same kind put in its place mostly does not (+0.024 at
     most of 30 measured)."""
+    anchored: float = 0.01
+    """The same gain for a clause the row's own words anchor (one of its claims held by
+    words: "Kees *repairs* bikes" beside "Kees repareert fietsen", +0.017; "Kees repairs
+    cars", -0.001)."""
+    window: float = 0.02
+    """With no row about whom the question asks that answers it by its words, those within
+    this of the nearest to the question by meaning may answer it."""
     embedders: tuple[str, ...] = ("local/multilingual-e5-small-q4",)
     """The embedders ``gain`` was measured for; with any other, words alone decide."""
 
@@ -79,6 +91,8 @@ async def check_answer(
     if said.pictures and not ctx.can.vision:
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
     question = await question_to_check(text[-WORDS_MAX_CHARS:], ctx.session, ctx.sender, ctx.memory)
+    if question is None:
+        question = _of_someone_shown(text[-WORDS_MAX_CHARS:], shown)
     if question is None or await _grounded(question, reply, told):
         return Checked(reply)
     if await stands_on_shown(question[-WORDS_MAX_CHARS:], reply, ctx, shown):
@@ -92,6 +106,18 @@ async def check_answer(
         asked.unsupported, question[-WORDS_MAX_CHARS:], bounded, ctx.memory, ctx.sender
     )
     return Checked(instead, withheld=reply)
+
+
+def _of_someone_shown(text: str, shown: list[MemoryRow]) -> str | None:
+    """``text`` when it asks about a person a shown row tells of ("Was hat *Dirk*
+    aufgemacht?" beside "mein Schwager Dirk hat … aufgemacht"; not "Wo liegt Kassel?" beside
+    "… in Kassel"): the model's answer then stands on what it was shown of them."""
+    if not asks(text):
+        return None
+    named = frozenset(names(text))
+    if not named or not as_person(text, named):
+        return None
+    return text if any(named_here(said_text(r.value), named) for r in shown) else None
 
 
 async def stands_on_chosen(
@@ -118,11 +144,15 @@ async def stands_on_shown(
 ) -> bool:
     """Whether every clause of ``reply`` that claims something stands on one shown row about
     whom ``question`` asks (``grounding.about_whom``; about the asker or what is theirs: a
-    row they said): by its words, forms, concepts and cognates, every number and name as
-    itself (``grounding.unsupported``), or, for words no row holds (a value told in another
+    row they said) that answers it: the rows that do by their words (``grounding.supports``)
+    when there are any, else the nearest by meaning (``CheckTuning.window``). A clause stands
+    on a row by its words, forms, concepts and cognates, every number and name as itself
+    (``grounding.unsupported``), or, for words the row does not hold (a value told in another
     language: "Dein Opa war Fischer" beside "Mijn opa was visser"), by meaning
     (``CheckTuning.gain``), names and numbers still the row's. A right answer paraphrased,
-    whatever the row's predicate words, stands; a value no shown row holds does not."""
+    whatever the row's predicate words, stands; a value no such row holds does not, nor one
+    of another row ("zaterdag" of "Los sábados juego al pádel" for "Wann spiele ich
+    Schach?")."""
     named = names(question)
     mine = whose_rows(ctx.memory, ctx.sender)
     rows = [
@@ -131,19 +161,44 @@ async def stands_on_shown(
         if about_whom(question, evidence(r)[:EVIDENCE_LINE_CHARS], named)
         and (named or (r.origin.speaker if r.origin is not None else None) == mine)
     ]
+    embedder = ctx.memory.engine.embedder
+    if embedder is not None and embedder.name not in tuning.embedders:
+        embedder = None
+    rows = await _answering(question, rows, embedder, tuning)
     if not rows:
         return False
     lines = [evidence(r)[:EVIDENCE_LINE_CHARS] for r in rows]
     left = await asyncio.to_thread(unsupported, question, reply, lines)
     if not left:
         return True
-    embedder = ctx.memory.engine.embedder
-    if embedder is None or embedder.name not in tuning.embedders:
+    if embedder is None:
         return False
     for clause in left:
         if not await _by_meaning(question, clause, reply, rows, lines, embedder, tuning):
             return False
     return True
+
+
+async def _answering(
+    question: str, rows: list[MemoryRow], embedder: Embedder | None, tuning: CheckTuning
+) -> list[MemoryRow]:
+    """Of ``rows`` (about whom ``question`` asks), those that may answer it: the ones that
+    support it by their words; else, by meaning, the nearest and those within
+    ``tuning.window`` of it; without an embedder, a lone row."""
+    by_words = [r for r in rows if supports(evidence(r)[:EVIDENCE_LINE_CHARS], question)]
+    if by_words or len(rows) <= 1:
+        return by_words or rows
+    if embedder is None:
+        return []
+    asked_vector = await embedder.embed_query(question)
+    docs = await embedder.embed_documents([_text(r) for r in rows])
+    near = [float(np.dot(asked_vector, d)) for d in docs]
+    best = max(near)
+    return [r for r, cos in zip(rows, near, strict=True) if cos >= best - tuning.window]
+
+
+def _text(row: MemoryRow) -> str:
+    return said_text(row.value)[:EVIDENCE_LINE_CHARS]
 
 
 async def _by_meaning(
@@ -156,21 +211,23 @@ async def _by_meaning(
     tuning: CheckTuning,
 ) -> bool:
     """Whether ``clause`` stands on one of ``rows`` by meaning: its names and numbers are
-    the row's, and the words the row does not hold bring the clause nearer it by
-    ``tuning.gain``."""
+    the row's, and the words the row does not hold bring the question with the clause
+    nearer the row by ``tuning.gain`` (the question keeps what is asked in the comparison:
+    a frame of filler alone is near nothing)."""
     for row, line in zip(rows, lines, strict=True):
         words = tokenize(line)
         if any(h not in words for h in hard(question, clause, reply)):
             continue
         gone = set(missing(question, clause, line))
+        anchored = len(gone) < len(set(value_words(question, clause)))
         kept = " ".join(w for w in re.findall(r"\w[\w'-]*", clause) if not set(tokenize(w)) & gone)
-        if not gone or not kept.strip():
+        if not gone:
             continue
-        text = said_text(row.value)[:EVIDENCE_LINE_CHARS]
-        doc = (await embedder.embed_documents([text]))[0]
-        near = float(np.dot(await embedder.embed_query(clause), doc))
-        without = float(np.dot(await embedder.embed_query(kept), doc))
-        if near - without >= tuning.gain:
+        doc = (await embedder.embed_documents([_text(row)]))[0]
+        near = float(np.dot(await embedder.embed_query(f"{question} {clause}"), doc))
+        without = float(np.dot(await embedder.embed_query(f"{question} {kept}".strip()), doc))
+        log.debug("answer check: gain %.3f of %r on %r", near - without, clause, _text(row))
+        if near - without >= (tuning.anchored if anchored else tuning.gain):
             return True
     return False
 
