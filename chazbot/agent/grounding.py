@@ -585,6 +585,16 @@ def named_here(text: str, named: Iterable[str]) -> bool:
     )
 
 
+_ELIDED = re.compile(r"\b([jJdDlL])['\u2019](?=\w)")
+_UNELIDED = {"j": "je ", "d": "de ", "l": "le "}
+
+
+def unelided(text: str) -> str:
+    """French elisions written out ("j'ai" → "je ai", "le métier d'Iker" → "de Iker"), so
+    that the first person and a name after "d'" read as they do elsewhere."""
+    return _ELIDED.sub(lambda m: _UNELIDED[m.group(1).lower()], text)
+
+
 def _a_taste(question: str, q: Asked) -> bool:
     """Whether ``question`` asks the person's favourite of something ("¿Cuál es mi *plato*
     favorito?", "mein Lieblingsessen"), not something of someone of theirs ("my son's
@@ -718,6 +728,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "stands_on",
     "subject",
     "supports",
+    "unelided",
     "unsupported",
     "value_words",
 ]

@@ -28,6 +28,7 @@ from chazbot.agent.grounding import (
     named_here,
     stands_on,
     supports,
+    unelided,
     unsupported,
     value_words,
 )
@@ -90,9 +91,13 @@ async def check_answer(
     reply = reply.strip() or "(no reply)"
     if said.pictures and not ctx.can.vision:
         reply = f"{CANNOT_SEE} {reply}" if text.strip() else CANNOT_SEE
-    question = await question_to_check(text[-WORDS_MAX_CHARS:], ctx.session, ctx.sender, ctx.memory)
+    cut = text[-WORDS_MAX_CHARS:]
+    question = await question_to_check(cut, ctx.session, ctx.sender, ctx.memory)
+    plain = unelided(cut)  # "Est-ce que j'ai …", "le métier d'Iker"
+    if question is None and plain != cut:
+        question = await question_to_check(plain, ctx.session, ctx.sender, ctx.memory)
     if question is None:
-        question = _of_someone_shown(text[-WORDS_MAX_CHARS:], shown)
+        question = _of_someone_shown(plain, shown)
     if question is None or await _grounded(question, reply, told):
         return Checked(reply)
     if await stands_on_shown(question[-WORDS_MAX_CHARS:], reply, ctx, shown):

@@ -123,6 +123,8 @@ async def test_a_composing_models_paraphrase_stands_and_its_invention_does_not(
         "Mi perro se llama Tango y tiene seis años.",
         "My son Felix plays the oboe.",
         "Dirk von nebenan arbeitet in Kassel.",
+        "Je suis allergique aux kiwis.",
+        "Le frère de Ben, Iker, est menuisier à Pau.",
     ]
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
         chaz = peer.agent("chaz")
@@ -144,6 +146,8 @@ async def test_a_composing_models_paraphrase_stands_and_its_invention_does_not(
             ("Où habite ma sœur ?", "Ta sœur Camille vit à Grenoble."),
             ("¿Cómo se llama mi perro?", "Se llama Tango, si no me equivoco."),
             ("Welk instrument bespeelt mijn zoon?", "Felix speelt oboe."),
+            ("Est-ce que j'ai une allergie ?", "Oui, aux kiwis."),
+            ("Quel est le métier d'Iker ?", "Iker est menuisier, à Pau."),
         ]
         for n, (question, reply) in enumerate(right):
             assert await ask(question, reply, f"r{n}") == reply, question
@@ -154,6 +158,9 @@ async def test_a_composing_models_paraphrase_stands_and_its_invention_does_not(
             ("¿Cómo se llama mi perro?", "Se llama Rayo, si no me equivoco."),
             ("Welk instrument bespeelt mijn zoon?", "Felix speelt klarinet."),
             ("¿Cuántos años tiene mi perro?", "Tiene ocho años."),
+            # French elisions: "j'ai" is the asker, "d'Iker" someone a row tells of
+            ("Est-ce que j'ai une allergie ?", "Oui, aux arachides."),
+            ("Quel est le métier d'Iker ?", "Iker est boulanger."),
         ]
         for n, (question, reply) in enumerate(invented):
             assert await ask(question, reply, f"i{n}") != reply, question
