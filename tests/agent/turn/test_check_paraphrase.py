@@ -9,15 +9,16 @@ five languages. Sentences of no question set.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 import chazbot
 from chazbot.agent.grounding import about_whom, clauses, cognate, unsupported, value_words
-from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
-from tests.agent.test_answers import needs_embedder
+from chazbot.peer import Peer
+from tests.agent.test_answers import _config, needs_embedder
 from tests.support.standin_chat import OneAnswer
 
 ANN = "@ann:example.org"
@@ -101,12 +102,26 @@ def test_the_row_must_be_about_whom_the_question_asks() -> None:
     assert not about_whom("What is my phone number?", "Our landlord's phone number is 0612.")
 
 
-def _config(tmp_path: Path) -> Config:
-    return Config(
-        state_dir=tmp_path,
-        agents=[AgentConfig(name="chaz", capture="messages")],
-        embedding=EmbeddingConfig(backend="local"),
-    )
+Ask = Callable[[str, str, str], Awaitable[str]]
+
+
+async def composing_asker(peer: Peer, facts: list[str]) -> Ask:
+    """``facts`` told by Ann in a DM of ``peer``'s agent "chaz" (vectors written), and
+    ``ask(question, reply, room)``: the text sent when a composing model replies ``reply``."""
+    chaz = peer.agent("chaz")
+    dm = room_audience("dm", [ANN], lambda u: True)
+    memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
+    for n, fact in enumerate(facts):
+        await memory.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
+    await peer.memory.wait_vectors(60)
+    from chazbot.agent.turn import run_turn
+
+    async def ask(text: str, reply: str, room: str) -> str:
+        session = await peer.session(room)
+        model = OneAnswer(reply, tools=True)
+        return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
+
+    return ask
 
 
 @needs_embedder
@@ -126,20 +141,8 @@ async def test_a_composing_models_paraphrase_stands_and_its_invention_does_not(
         "Je suis allergique aux kiwis.",
         "Le frère de Ben, Iker, est menuisier à Pau.",
     ]
-    async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
-        chaz = peer.agent("chaz")
-        dm = room_audience("dm", [ANN], lambda u: True)
-        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
-        for n, fact in enumerate(facts):
-            await memory.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
-        await peer.memory.wait_vectors(60)
-        from chazbot.agent.turn import run_turn
-
-        async def ask(text: str, reply: str, room: str) -> str:
-            session = await peer.session(room)
-            model = OneAnswer(reply, tools=True)
-            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
-
+    async with chazbot.open(tmp_path, _config(tmp_path, True)) as peer:
+        ask = await composing_asker(peer, facts)
         right = [
             ("What does Kees do?", "Kees repairs bikes."),
             ("Was hat Oskar gebaut?", "Oskar hat ein Baumhaus im Garten gebaut."),
