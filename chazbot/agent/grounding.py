@@ -575,6 +575,21 @@ def hard(question: str, clause: str, reply: str) -> list[str]:
     return [w for w in value_words(question, clause) if any(c.isdigit() for c in w) or w in named]
 
 
+_YOU_OR_I = _I | _set(
+    "me my mine mich mir mein meine moi ma mon mes mí mi mis mij mijn "
+    "you your du dich dir dein deine tu te toi ton ta tes vous votre tú ti jij jou jouw u"
+)
+
+
+def asks_of_them(question: str) -> bool:
+    """Whether ``question`` opens by asking (a question word in its first two words) and
+    speaks of no one but whom it names: "Was hat Dirk aufgemacht?", "¿A qué se dedica
+    Iker?"; not a request or advice that names them ("Can you write a poem for Ada?",
+    "What should I get Ada for her birthday?")."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return bool(set(tokens[:2]) & QUESTION) and not set(tokens) & _YOU_OR_I
+
+
 def named_here(text: str, named: Iterable[str]) -> bool:
     """Whether ``text`` (a row's words as said) names one of ``named`` as someone, not as a
     place ("Mein Schwager *Dirk* hat …", "*Greta*, my youngest, …"; not "… in *Kassel*")."""
@@ -706,6 +721,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "Asked",
     "about_whom",
     "asked",
+    "asks_of_them",
     "clauses",
     "cognate",
     "commute",

@@ -21,6 +21,7 @@ from chazbot.agent.answering import chosen_row, names, question_to_check
 from chazbot.agent.forgetting import whose_rows
 from chazbot.agent.grounding import (
     about_whom,
+    asks_of_them,
     evidence,
     grounded,
     hard,
@@ -116,8 +117,9 @@ async def check_answer(
 def _of_someone_shown(text: str, shown: list[MemoryRow]) -> str | None:
     """``text`` when it asks about a person a shown row tells of ("Was hat *Dirk*
     aufgemacht?" beside "mein Schwager Dirk hat … aufgemacht"; not "Wo liegt Kassel?" beside
-    "… in Kassel"): the model's answer then stands on what it was shown of them."""
-    if not asks(text):
+    "… in Kassel"; not "Can you write a poem for Ada?": ``grounding.asks_of_them``): the
+    model's answer then stands on what it was shown of them."""
+    if not asks(text) or not asks_of_them(text):
         return None
     named = frozenset(names(text))
     if not named or not as_person(text, named):

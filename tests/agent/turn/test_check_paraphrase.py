@@ -170,3 +170,6 @@ async def test_a_composing_models_paraphrase_stands_and_its_invention_does_not(
         # a place a row names is no one: the model's knowledge of it is not checked
         kassel = "Kassel liegt in Nordhessen."
         assert await ask("Wo liegt Kassel?", kassel, "k") == kassel
+        # a request that names someone is the model's to answer
+        poem = "Oskar, builder of tree houses, climbs up high."
+        assert await ask("Can you write a short poem for Oskar?", poem, "p1") == poem
