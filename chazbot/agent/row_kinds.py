@@ -20,7 +20,6 @@ Pure apart from ``read``'s embedding of the fixed sentences (once per process an
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from numpy.typing import NDArray
 
 from chazbot.agent.concepts import CONCEPT_OF
 from chazbot.agent.meaning_kinds import ANCHORS, ASKED, KINDS
+from chazbot.agent.meaning_vectors import FIXED, FIXED_VECTORS
 from chazbot.memory.embedders import Embedder
 from chazbot.memory.rows import MemoryRow
 from chazbot.memory.vectors import VectorIndex
@@ -102,65 +102,38 @@ class Kinds:
         return None if self.asked is None else KIND_NAMES[int(np.argmax(self.asked))]
 
 
-class _Sentences:
-    """The fixed sentences' vectors per embedder, kept for the process (a few hundred),
-    embedded once in the background: 144 texts take the local embedder 3-4 s on a quiet
-    machine and 20 s at load 12, which no question waits for (``KindTuning.wait_s``)."""
-
-    def __init__(self) -> None:
-        self._made: OrderedDict[tuple[str, str], NDArray[np.float32]] = OrderedDict()
-        self._warming: dict[str, asyncio.Task[None]] = {}
-
-    def has(self, embedder: Embedder) -> bool:
-        return all((embedder.name, t) in self._made for t in _FIXED)
-
-    def warm(self, embedder: Embedder) -> asyncio.Task[None]:
-        """The task embedding every fixed sentence for ``embedder`` (started once)."""
-        task = self._warming.get(embedder.name)
-        if task is None or (task.done() and not self.has(embedder)):
-            task = asyncio.ensure_future(self._embed(embedder))
-            self._warming[embedder.name] = task
-        return task
-
-    async def _embed(self, embedder: Embedder) -> None:
-        for text in _FIXED:
-            if (embedder.name, text) not in self._made:
-                vector = await embedder.embed_query(text)
-                self._made[(embedder.name, text)] = np.asarray(vector, np.float32)
-        while len(self._made) > _KEPT:
-            self._made.popitem(last=False)
-
-    def of(self, embedder: Embedder, texts: Sequence[str]) -> NDArray[np.float32]:
-        return np.stack([self._made[(embedder.name, t)] for t in texts])
-
-
 _STATEMENTS = [s for kind in KIND_NAMES for s in KINDS[kind]]
 _STATEMENT_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in KINDS[kind]])
 _QUESTIONS = [q for kind in KIND_NAMES for q in ASKED[kind]]
 _QUESTION_KIND = np.array([i for i, kind in enumerate(KIND_NAMES) for _ in ASKED[kind]])
-_FIXED = [*_STATEMENTS, *_QUESTIONS, *ANCHORS]
-_KEPT = 4 * len(_FIXED)
-_SENTENCES = _Sentences()
+_ROW_OF = {text: i for i, text in enumerate(FIXED)}
+"""Where each fixed sentence is in ``meaning_vectors.FIXED`` (the one store of their vectors,
+kept per embedder in the state directory and shared with the forget scorer)."""
+
+
+def _of(matrix: NDArray[np.float32], texts: Sequence[str]) -> NDArray[np.float32]:
+    return matrix[[_ROW_OF[t] for t in texts]]
 
 
 def warm(embedder: Embedder | None) -> None:
     """Start embedding the fixed sentences for ``embedder`` if not done or under way (a
-    message's first look, so that the questions after it find them ready)."""
-    if embedder is not None and not _SENTENCES.has(embedder):
-        _SENTENCES.warm(embedder)
+    message's first look, so that the questions after it find them ready; a peer starts it
+    at open, from its state directory: ``meaning_vectors``)."""
+    if embedder is not None and not FIXED_VECTORS.kept(embedder):
+        FIXED_VECTORS.warm(embedder, None)
 
 
 async def warmed(embedder: Embedder, wait_s: float | None = None) -> bool:
     """Whether the fixed sentences are embedded for ``embedder``, starting their embedding
     if it is not under way and waiting for it up to ``wait_s`` seconds (None: until done)."""
-    if _SENTENCES.has(embedder):
+    if FIXED_VECTORS.kept(embedder):
         return True
-    task = _SENTENCES.warm(embedder)
+    task = FIXED_VECTORS.warm(embedder, None)
     try:
         await asyncio.wait_for(asyncio.shield(task), wait_s)
     except TimeoutError:
         return False
-    return _SENTENCES.has(embedder)
+    return FIXED_VECTORS.kept(embedder)
 
 
 def _per_kind(sims: NDArray[np.float32], of_kind: NDArray[np.int_]) -> NDArray[np.float32]:
@@ -199,9 +172,11 @@ async def read(
     order = list(docs)
     slot = {doc: i for i, doc in enumerate(order)}
 
+    fixed = await FIXED_VECTORS.of(embedder)
+
     async def cosines(texts: Sequence[str]) -> NDArray[np.float32]:
         sims = np.zeros((len(order), len(texts)), np.float32)
-        for j, vector in enumerate(_SENTENCES.of(embedder, texts)):
+        for j, vector in enumerate(_of(fixed, texts)):
             for doc, cos in vectors.search(vector, len(order), set(order)):
                 sims[slot[doc], j] = cos
         return sims
@@ -210,7 +185,7 @@ async def read(
     hub = (await cosines(ANCHORS)).mean(axis=1)
     asked = None
     if question is not None:
-        questions = _SENTENCES.of(embedder, _QUESTIONS)
+        questions = _of(fixed, _QUESTIONS)
         asked = _per_kind((questions @ question)[None, :], _QUESTION_KIND)[0]
     return Kinds(
         {docs[doc]: profiles[slot[doc]] for doc in order},
