@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from chazbot.agent.concepts import (
     ATTRIBUTE,
@@ -55,7 +56,8 @@ from chazbot.agent.concepts import (
     WHO,
 )
 from chazbot.agent.lexicon import ES
-from chazbot.agent.words import personal
+from chazbot.agent.persons import RANKS, person_word
+from chazbot.agent.words import language, personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
 
@@ -67,7 +69,7 @@ def _set(text: str) -> frozenset[str]:
 _CONCEPT_OF = CONCEPT_OF
 _OWN_CONCEPTS = OWN_CONCEPTS
 _JOB_NOUN = re.compile(
-    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
+    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|(?<![aeiouäöüy])in|kapitän|arzt|ärztin|chauffeur|"
     r"captain|nurse|chef|koch|cook|pilot|driver|nanny|mann)$"
 )
 
@@ -84,10 +86,12 @@ def job_nouns(words: Iterable[str]) -> list[str]:
     "buschauffeur"): a job is told as what someone *is*, without a word for "job"; not a
     place that ends like one ("lives in Dublin")."""
     tokens = list(words)
+    spanish = language(" ".join(tokens)) == "es"  # "Salgo a *correr*": a verb, not a job
     return [
         w
         for i, w in enumerate(tokens)
         if len(w) > 3
+        and not (spanish and w.endswith(("er", "ar", "ir")))
         and w not in RELATIONS
         and w not in POSSESSIVES  # "mein"
         and not w.endswith(_KIN_ENDS)  # "stepdaughter", "Großmutter"
@@ -108,11 +112,24 @@ STEM = 4
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
 
 
+@lru_cache(maxsize=8192)
+def concept_ids(word: str) -> frozenset[int]:
+    """The concepts ``word`` is a word of: its own, or, for someone's word in another form,
+    its table word's ("Nachbarinnen", "broertje", "Lieblingstante": ``persons.person_word``)."""
+    found = _CONCEPT_OF.get(word)
+    if found is not None:
+        return found
+    person = person_word(word)
+    return _CONCEPT_OF.get(person, frozenset()) if person is not None else frozenset()
+
+
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
-    if _CONCEPT_OF.get(a, frozenset()) & _CONCEPT_OF.get(b, frozenset()):
+    if concept_ids(a) & concept_ids(b):
         return True
+    if person_word(a) is not None and person_word(b) is not None:
+        return False  # "grandpa"/"grandmother", "stepdad"/"stepdaughter": a stem is no relative
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
@@ -143,15 +160,24 @@ def _owned(text: str) -> list[tuple[str, str | None]]:
     for m in _APOSTROPHE_S.finditer(lowered):
         whats.setdefault(m.group(1), m.group(2))
     found: list[tuple[str, str | None]] = []
+    spanish = "¿" in text or "¡" in text
+    wholes = {  # "ma *belle-sœur*": the sister-in-law, not "belle"
+        w.split("-")[0]: w for w in HYPHENED.findall(lowered) if person_word(w) is not None
+    }
     for i, tok in enumerate(tokens):
-        if tok not in POSSESSIVES:
-            continue
+        if tok not in POSSESSIVES or (tok == "nos" and spanish):
+            continue  # "¿Quién *nos* riega las plantas?": Spanish "nos" is "us", owns nothing
         rest = [t for t in tokens[i + 1 : i + 6] if t not in FUNCTION or t in ATTRIBUTE]
-        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES]
-        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER][:1]  # "my PIN"
+        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES and t not in RANKS]
+        # "my PIN"; "my *youngest*" alone is a child ("my oldest friend": the friend)
+        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER or t in RANKS][:1]
         if nouns:
-            found.append((nouns[0], whats.get(nouns[0])))
+            found.append((wholes.get(nouns[0], nouns[0]), whats.get(nouns[0])))
     return found
+
+
+HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+"""A hyphened word ("grand-mère", "brother-in-law", "WLAN-Passwort")."""
 
 
 _APOSTROPHE_S = re.compile(r"(?<!\w)(\w+)'s\s+(?=(\w+))")
@@ -286,6 +312,7 @@ def _about_the_person(q: Asked) -> bool:
 
 
 FIRST_PERSON = frozenset(ES.opens) | _set(
+    "bin hab "  # German drops "ich" too: "*Bin* seit Oktober Bauleiterin"
     "practico hablo hago estudié estudio nací entreno odio trabajé viví crecí tuve fui "
     "toco escribo cocino salgo corro nado camino bebo leo canto bailo conduzco voy llevo "
     "prefiero necesito uso tomo escucho veo"
@@ -293,13 +320,14 @@ FIRST_PERSON = frozenset(ES.opens) | _set(
 """Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
 
 
-_I = _set("i i'm ich je j' ik yo we wir nous nosotros wij")
+_I = _set("i i'm ich je j j' ik yo we wir nous nosotros wij")
 
 
 def speaker_first(said: str) -> bool:
     """Whether the teller is the sentence's subject before any possessive ("Los sábados
     *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
-    for token in tokenize(said.replace("\u2019", "'")):
+    # every word, stopwords too ("I", "ich", "je" are stopwords of ``tokenize``)
+    for token in re.findall(r"[^\W\d_]+", said.replace("\u2019", "'").lower()):
         if token in POSSESSIVES:
             return False
         if token in _I or token in FIRST_PERSON:
@@ -509,6 +537,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "FIRST_PERSON",
     "FUNCTION",
     "GENERIC",
+    "HYPHENED",
     "KINDS",
     "KIND_ASKERS",
     "KIND_WORDS",
@@ -523,6 +552,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "Asked",
     "asked",
     "commute",
+    "concept_ids",
     "equivalents",
     "evidence",
     "gives_name",
