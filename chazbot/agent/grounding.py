@@ -161,14 +161,19 @@ def _owned(text: str) -> list[tuple[str, str | None]]:
         whats.setdefault(m.group(1), m.group(2))
     found: list[tuple[str, str | None]] = []
     spanish = "¿" in text or "¡" in text
-    wholes = {  # "ma *belle-sœur*": the sister-in-law, not "belle"
-        w.split("-")[0]: w for w in HYPHENED.findall(lowered) if person_word(w) is not None
+    wholes = {  # "ma *belle-sœur*", "my *in-laws*": the whole, not "belle", "laws"
+        part: w
+        for w in HYPHENED.findall(lowered)
+        if person_word(w) is not None
+        for part in w.split("-")
     }
     for i, tok in enumerate(tokens):
         if tok not in POSSESSIVES or (tok == "nos" and spanish):
             continue  # "¿Quién *nos* riega las plantas?": Spanish "nos" is "us", owns nothing
         rest = [t for t in tokens[i + 1 : i + 6] if t not in FUNCTION or t in ATTRIBUTE]
         nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES and t not in RANKS]
+        # "my *little* brother", "mi hermano mayor", "mijn kleine broertje": the person
+        nouns = [t for t in nouns[:3] if person_word(wholes.get(t, t))][:1] or nouns
         # "my PIN"; "my *youngest*" alone is a child ("my oldest friend": the friend)
         nouns = nouns or [t for t in rest if t in NAME or t in NUMBER or t in RANKS][:1]
         if nouns:

@@ -53,12 +53,9 @@ KIN: dict[str, frozenset[str]] = {
         "mamá mamita moeder mam mams moeke"
     ),
     "father": _set(
-        "father fathers dad daddy vater papa vati père padre papá papito "
-        "vader pappa paps"
+        "father fathers dad daddy vater papa vati père padre papá papito vader pappa paps"
     ),
-    "parents": _set(
-        "parents folks eltern padres ouders"
-    ),
+    "parents": _set("parents folks eltern padres ouders"),
     "sister": _set(
         "sister sisters sis schwester schwestern schwesterchen sœur sœurs soeur soeurs "
         "sœurette frangine frangines hermana hermanas hermanita zus zussen zusje zuster"
@@ -93,8 +90,7 @@ KIN: dict[str, frozenset[str]] = {
     "niece": _set("niece nieces nichte nichten nièce nièces sobrina sobrinas nichtje"),
     "nephew": _set("nephew nephews neffe neffen neveu neveux sobrino sobrinos neef neefje"),
     "cousin": _set(
-        "cousin cousins cousine cousines cousinen vetter vettern primo prima primos primas "
-        "neef"
+        "cousin cousins cousine cousines cousinen vetter vettern primo prima primos primas neef"
     ),
     "mother-in-law": _set(
         "mother-in-law mothers-in-law schwiegermutter schwiegermama belle-mère belle-doche "
@@ -115,16 +111,12 @@ KIN: dict[str, frozenset[str]] = {
         "cuñadas schoonzus schoonzuster"
     ),
     "son-in-law": _set("son-in-law schwiegersohn gendre beau-fils yerno schoonzoon"),
-    "daughter-in-law": _set(
-        "daughter-in-law schwiegertochter belle-fille bru nuera schoondochter"
-    ),
+    "daughter-in-law": _set("daughter-in-law schwiegertochter belle-fille bru nuera schoondochter"),
     "stepmother": _set(
         "stepmother stepmom stepmum step-mother stiefmutter belle-mère marâtre madrastra "
         "stiefmoeder"
     ),
-    "stepfather": _set(
-        "stepfather stepdad step-father stiefvater beau-père padrastro stiefvader"
-    ),
+    "stepfather": _set("stepfather stepdad step-father stiefvater beau-père padrastro stiefvader"),
     "stepson": _set("stepson step-son stiefsohn beau-fils hijastro stiefzoon"),
     "stepdaughter": _set(
         "stepdaughter step-daughter stieftochter belle-fille hijastra stiefdochter"
@@ -214,7 +206,9 @@ ANIMALS: dict[str, frozenset[str]] = {
         "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
         "tortugas schildpad schildpadden"
     ),
-    "rabbit": _set("rabbit rabbits bunny kaninchen hase lapin lapins conejo conejos konijn konijnen"),
+    "rabbit": _set(
+        "rabbit rabbits bunny kaninchen hase lapin lapins conejo conejos konijn konijnen"
+    ),
     "bird": _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
     "hamster": _set("hamster hamsters hámster"),
     "fish": _set("fish goldfish fisch goldfisch poisson poissons pez peces vissen goudvis"),

@@ -173,9 +173,9 @@ def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[s
         s[len(p) :] for s in found.subject for p in FAVOURITE_PREFIXES if s.startswith(p)
     }  # "Lieblingsessen" is asked as itself and as "essen" (food)
     for whole in HYPHENED.findall(text.lower()):  # "ma *grand-mère*", "my *brother-in-law*"
-        first = whole.split("-")[0]
-        if first in subject and (whole in CONCEPT_OF or person_word(whole) is not None):
-            subject = (subject - {first}) | {whole}
+        parts = set(whole.split("-"))
+        if parts & subject and (whole in CONCEPT_OF or person_word(whole) is not None):
+            subject = (subject - parts) | {whole}
     named = frozenset(names(text))
     people = {s for s in subject if person_word(s) is not None or s in RANKS}
     kin = unowned_kin(text) if not people else frozenset()
@@ -210,9 +210,7 @@ def someone(noun: str, text: str) -> bool:
     return re.search(rf"\b{re.escape(noun)}'s\b", low) is not None  # "my physio's address"
 
 
-_DEFINITE = _set(
-    "the der die das den dem des le la les l el los las lo de het 't"
-)
+_DEFINITE = _set("the der die das den dem des le la les l el los las lo de het 't")
 _POSSESSOR_AFTER = _set("of de du des von vom van del")
 
 
@@ -282,8 +280,6 @@ def concepts_of(words: Sequence[str]) -> set[int]:
     return {i for w in words for i in CONCEPT_OF.get(w, frozenset())}
 
 
-
-
 def whole_relatives(words: list[str], text: str) -> list[str]:
     """``words`` (``text``'s tokens) with a relative's hyphened word whole: "Ma *belle-sœur*
     Chloé …" is about a sister-in-law, not a "sœur"; "mi *medio-hermano*"."""
@@ -296,7 +292,6 @@ def whole_relatives(words: list[str], text: str) -> list[str]:
                 out.remove(part)
         out.append(whole)
     return out
-
 
 
 _BEFORE_A_PLACE = _set(
@@ -359,9 +354,6 @@ __all__ = [
     "NUMBER_WORDS",
     "PRONOUNS",
     "Question",
-    "someone",
-    "unowned_kin",
-    "whole_relatives",
     "about_me",
     "as_person",
     "asks_about_someone",
@@ -370,4 +362,7 @@ __all__ = [
     "names",
     "personal_attribute",
     "read_question",
+    "someone",
+    "unowned_kin",
+    "whole_relatives",
 ]

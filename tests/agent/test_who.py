@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from chazbot.agent.answering import about_whom, read_question
+from chazbot.agent.persons import person_word
+from chazbot.agent.question import about_me, names, unowned_kin
 from chazbot.agent.grounding import evidence
 from chazbot.memory.rows import MemoryRow
 from tests.agent.test_answers import row
@@ -47,3 +49,90 @@ OWN_ROWS = frozenset({5, 6, 12})
 @pytest.mark.parametrize(("lang", "question", "answer"), [tuple(c) for c in OWN["dev"]])
 def test_whom_the_question_asks_about(lang: str, question: str, answer: int | None) -> None:
     assert right(question, answer), (lang, question, fitting(question))
+
+
+@pytest.mark.parametrize(
+    ("question", "attribute"),
+    [
+        ("What's my shoe size?", "shoe"),
+        ("Wie lang ist mein Schulweg?", "schulweg"),
+        ("Quel est mon groupe sanguin ?", "groupe"),
+        ("¿Cuál es mi talla de ropa?", "talla"),
+        ("Wat is mijn postcode?", "postcode"),
+    ],
+)
+def test_a_possessed_thing_is_the_askers_own_attribute(question: str, attribute: str) -> None:
+    q = read_question(question)
+    assert q.about_asker and not q.subject, question
+    assert attribute in q.attributes, question
+
+
+@pytest.mark.parametrize(
+    ("question", "whom"),
+    [
+        ("Where does my stepsister live?", "stepsister"),
+        ("Was macht meine Schwägerin beruflich?", "schwägerin"),
+        ("Où travaille mon pote ?", "pote"),
+        ("¿Dónde viven mis primas?", "primas"),
+        ("Waar woont mijn nichtje?", "nichtje"),
+        ("Wo arbeitet meine Arbeitskollegin?", "arbeitskollegin"),
+        ("Where does my physio work?", "physio"),  # no word of ours: what is asked of it
+        ("What is my boat called?", "boat"),
+    ],
+)
+def test_a_possessed_person_is_whom_the_question_asks_about(question: str, whom: str) -> None:
+    q = read_question(question)
+    assert whom in q.subject and not q.about_asker, (question, q)
+
+
+@pytest.mark.parametrize(
+    ("question", "told", "right"),
+    [
+        ("What does my bro do?", "Mein Bruder Tim ist Bäcker.", True),
+        ("Was macht mein Brüderchen?", "My little brother Tim is a baker.", True),
+        ("Où habitent mes beaux-parents ?", "My in-laws live in Ghent.", True),
+        ("Where do my in-laws live?", "Mijn schoonouders wonen in Gent.", True),
+        ("¿Qué hace mi cuñada?", "Meine Schwägerin Eva ist Tierärztin.", True),
+        ("Hoe oud is mijn kleinzoon?", "Mi nieto Hugo tiene seis años.", True),
+        ("Where does my grandpa live?", "Mijn oma woont in Delft.", False),
+        ("What does my stepdad do?", "My stepdaughter Lea studies law.", False),
+        ("Where does my sister live?", "Ma belle-sœur vit à Lille.", False),
+        ("What does my son do?", "Ma petite-fille Zoé fait du judo.", False),
+        ("Where does my brother live?", "Mi cuñado vive en Sevilla.", False),
+    ],
+)
+def test_relatives_match_across_languages_and_forms(question: str, told: str, right: bool) -> None:
+    assert (about_whom(evidence(row(told)), read_question(question)) is not None) is right
+
+
+def test_relatives_named_as_families_do_are_the_askers() -> None:
+    for question in ("Wo wohnt der Opa?", "What does the neighbour do?", "Où travaille Maman ?"):
+        assert about_me(question), question
+        assert read_question(question).subject, question
+    for question in ("What is a grandmother?", "When is Mother's Day?", "Who was the father of Mozart?"):
+        assert not unowned_kin(question), question
+
+
+def test_a_name_after_a_french_elision_is_a_name() -> None:
+    assert names("Quel est le métier d'Iker ?") == {"iker"}
+    assert names("Où habite l'Oksana dont tu parlais ?") == {"oksana"}
+
+
+def test_a_who_question_finds_whoever_does_it_for_the_possessed() -> None:
+    marius = row("Notre voisin Marius promène le chien le matin.")
+    assert about_whom(evidence(marius), read_question("Who walks our dog?")) is not None
+    assert about_whom(evidence(marius), read_question("What breed is our dog?")) is None
+
+
+def test_forms_of_a_persons_word() -> None:
+    for form, word in [
+        ("Nachbarinnen", "nachbar"),
+        ("Lieblingstante", "tante"),
+        ("broertje", "broertje"),
+        ("abuelitas", "abuelas"),
+        ("Omas", "omas"),
+    ]:
+        assert person_word(form) == word, form
+    for other in ("Schwiegermama", "Oman", "Kaufmann", "Arbeitsweg", "Job"):
+        assert person_word(other) in (None, "schwiegermama"), other
+    assert person_word("Schwiegermama") == "schwiegermama"  # the whole, never "mama"
