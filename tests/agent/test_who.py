@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from chazbot.agent.answering import about_whom, read_question
+from chazbot.agent.grounding import evidence
 from chazbot.agent.persons import person_word
 from chazbot.agent.question import about_me, names, unowned_kin
-from chazbot.agent.grounding import evidence
 from chazbot.memory.rows import MemoryRow
 from tests.agent.test_answers import row
 
@@ -109,7 +109,11 @@ def test_relatives_named_as_families_do_are_the_askers() -> None:
     for question in ("Wo wohnt der Opa?", "What does the neighbour do?", "Où travaille Maman ?"):
         assert about_me(question), question
         assert read_question(question).subject, question
-    for question in ("What is a grandmother?", "When is Mother's Day?", "Who was the father of Mozart?"):
+    for question in (
+        "What is a grandmother?",
+        "When is Mother's Day?",
+        "Who was the father of Mozart?",
+    ):
         assert not unowned_kin(question), question
 
 
