@@ -70,6 +70,7 @@ from chazbot.agent.question import (
     names,
     personal_attribute,
     read_question,
+    unnamed_attribute,
     whole_relatives,
 )
 from chazbot.agent.words import as_said_to_them, asks, language
@@ -243,6 +244,8 @@ def about_whom(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     words = whole_relatives(commute(lower_tokens(row_text)), row_text)
     if any(not _has(words, [n]) for n in q.names):
         return None
+    if q.attributes and not _has(words, sorted(q.attributes)) and not unnamed_attribute(q):
+        return None  # "mon livre préféré": a favourite, a number, a kind must be named
     alias = bool(q.aliases & set(words))
     if q.subject and not _has(words, sorted(q.subject)) and not alias:
         return None

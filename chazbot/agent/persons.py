@@ -64,6 +64,7 @@ KIN: dict[str, frozenset[str]] = {
         "brother brothers bro bruder brüder brüderchen frère frères frérot frangin frangins "
         "hermano hermanito broer broers broertje"
     ),
+    "family": _set("family families familie familien famille familles familia familias gezin"),
     "siblings": _set("sibling siblings geschwister fratrie hermanos broers-en-zussen"),
     "grandmother": _set(
         "grandmother grandmothers grandma grandmas granny nanna oma omi omas "

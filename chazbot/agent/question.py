@@ -13,13 +13,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from chazbot.agent.concepts import OWN_CONCEPTS
 from chazbot.agent.grounding import (
     CONCEPT_OF,
+    FAVOURITE,
     FIRST_PERSON,
     FUNCTION,
     HYPHENED,
     KIND_WORDS,
     KNOWN,
+    NUMBER,
     POSSESSIVES,
     QUESTION,
     RELATIONS,
@@ -185,14 +188,15 @@ def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[s
     return frozenset(people | kin), named, frozenset(subject - people)
 
 
-_ASKED_OF_SOMEONE = _set(
-    "lives live lived works work worked plays play studies study teaches teach speaks speak "
-    "wohnt lebt arbeitet spielt studiert unterrichtet spricht heißt heisst habite vit "
-    "travaille joue étudie enseigne parle vive trabaja juega estudia enseña habla woont "
-    "werkt speelt studeert spreekt heet"
+_DOES_ONES = _set(
+    "lives works plays studies teaches speaks wohnt lebt arbeitet spielt studiert unterrichtet "
+    "spricht habite vit travaille joue étudie enseigne parle vive trabaja juega estudia "
+    "enseña habla woont werkt speelt studeert spreekt"
 )
-"""What only someone does ("where does my *physio* live?", "Wo arbeitet mein *Coach*?"): a
-possessed noun that does it is someone, whatever the word."""
+_ONE_DOES = _set("live work play study teach speak")
+_AUXILIARY = _set("does did")
+"""What only someone does ("where *does* my *physio* *live*?", "Wo *arbeitet* mein Coach?"):
+a possessed noun that does it is someone, whatever the word ("my line of work" is not)."""
 
 
 def someone(noun: str, text: str) -> bool:
@@ -204,10 +208,30 @@ def someone(noun: str, text: str) -> bool:
     if person_word(noun) is not None or noun in RANKS:
         return True
     words = lower_tokens(text)
-    if set(words) & (NAME_WORDS | AGE) or set(words) & _ASKED_OF_SOMEONE:
+    if set(words) & (NAME_WORDS | AGE):
         return True  # "What is my boat called?", "How old is my car?": the old reading holds
+    said = re.findall(r"[^\W\d_]+", text.lower())  # "does" is a stopword of ``tokenize``
+    if set(said) & _DOES_ONES:
+        return True  # "Wo *arbeitet* mein Physio?"
+    return bool(set(said) & _AUXILIARY and set(said) & _ONE_DOES) or _apostrophe_s(noun, text)
+
+
+def _apostrophe_s(noun: str, text: str) -> bool:
     low = text.replace("\u2019", "'").lower()
     return re.search(rf"\b{re.escape(noun)}'s\b", low) is not None  # "my physio's address"
+
+
+def unnamed_attribute(q: Question) -> bool:
+    """Whether a row may tell the asker's attribute that ``q`` asks without naming it: one of
+    the person's own (a job, a home, a birth…: "Bin seit Oktober Bauleiterin" for "Was ist
+    mein *Job*?"), or anything asked plainly ("how is my *eyesight*?" beside "je suis
+    daltonienne"); not a favourite, a number or a kind, which a row that answers names
+    ("mon *livre* préféré", "mi número de *zapato*", "welche Farbe hat mein *Fahrrad*")."""
+    if concepts_of(sorted(q.attributes)) & OWN_CONCEPTS:
+        return True
+    said = lower_tokens(q.text)
+    favourite = any(w in FAVOURITE or w.startswith(FAVOURITE_PREFIXES) for w in said)
+    return not favourite and not set(said) & NUMBER and asked(q.text).kind is None
 
 
 _DEFINITE = _set("the der die das den dem des le la les l el los las lo de het 't")
@@ -363,6 +387,7 @@ __all__ = [
     "personal_attribute",
     "read_question",
     "someone",
+    "unnamed_attribute",
     "unowned_kin",
     "whole_relatives",
 ]

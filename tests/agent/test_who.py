@@ -140,3 +140,18 @@ def test_forms_of_a_persons_word() -> None:
     for other in ("Schwiegermama", "Oman", "Kaufmann", "Arbeitsweg", "Job"):
         assert person_word(other) in (None, "schwiegermama"), other
     assert person_word("Schwiegermama") == "schwiegermama"  # the whole, never "mama"
+
+
+def test_a_favourite_number_or_kind_of_the_asker_must_be_named() -> None:
+    """Never told: a row about the asker that does not name the favourite, the number or the
+    kind asked answers nothing ("mon livre préféré" beside "I love it here")."""
+    leipzig = row("We moved to Leipzig two years ago and I love it here.")
+    for question in (
+        "Quel est mon livre préféré ?",
+        "Wat is mijn favoriete muziek?",
+        "¿Cuál es mi número de zapato?",
+        "Welche Farbe hat mein Fahrrad?",
+    ):
+        assert about_whom(evidence(leipzig), read_question(question)) is None, question
+    job = row("Bin seit Oktober Bauleiterin bei einer Baufirma.")
+    assert about_whom(evidence(job), read_question("Was ist mein Job?")) is not None
