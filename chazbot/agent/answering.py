@@ -65,6 +65,7 @@ from chazbot.agent.question import (
     about_me,
     as_person,
     asks_about_someone,
+    asks_place,
     concepts_of,
     lower_tokens,
     names,
@@ -241,7 +242,10 @@ def about_whom(row_text: str, q: Question) -> tuple[list[str], Question] | None:
             return None  # "Ma mère habite à Lyon" for "Where does my mother-in-law live?"
         parts = {p for w in in_law for p in w.split("-")}
         q = replace(q, subject=q.subject | in_law | parts)
-    words = whole_relatives(commute(lower_tokens(row_text)), row_text)
+    words = lower_tokens(row_text)
+    # "In which city do I work?" is answered by where one goes to work ("naar mijn werk in
+    # Den Haag"); what one does is not ("Wat is mijn beroep?")
+    words = whole_relatives(words if asks_place(q.text) else commute(words), row_text)
     if any(not _has(words, [n]) for n in q.names):
         return None
     if q.attributes and not _has(words, sorted(q.attributes)) and not unnamed_attribute(q):

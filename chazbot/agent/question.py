@@ -234,6 +234,17 @@ def unnamed_attribute(q: Question) -> bool:
     return not favourite and not set(said) & NUMBER and asked(q.text).kind is None
 
 
+PLACES = _set(
+    "where wo wohin woher où dónde donde waar city town place village country stadt ort "
+    "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
+)
+
+
+def asks_place(text: str) -> bool:
+    """Whether a question asks where ("In which *city* do I work?", "Waar werk ik?")."""
+    return bool(set(re.findall(r"[^\W\d_]+", text.lower())) & PLACES)
+
+
 _DEFINITE = _set("the der die das den dem des le la les l el los las lo de het 't")
 _POSSESSOR_AFTER = _set("of de du des von vom van del")
 
@@ -376,11 +387,13 @@ __all__ = [
     "FOLLOW_OPENINGS",
     "HYPHENED",
     "NUMBER_WORDS",
+    "PLACES",
     "PRONOUNS",
     "Question",
     "about_me",
     "as_person",
     "asks_about_someone",
+    "asks_place",
     "concepts_of",
     "lower_tokens",
     "names",

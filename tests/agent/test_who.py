@@ -155,3 +155,12 @@ def test_a_favourite_number_or_kind_of_the_asker_must_be_named() -> None:
         assert about_whom(evidence(leipzig), read_question(question)) is None, question
     job = row("Bin seit Oktober Bauleiterin bei einer Baufirma.")
     assert about_whom(evidence(job), read_question("Was ist mein Job?")) is not None
+
+
+def test_where_one_works_is_where_one_goes_to_work() -> None:
+    from chazbot.agent.answering import fits
+
+    train = row("Ik neem elke dag de trein naar mijn werk in Den Haag.")
+    assert fits(evidence(train), read_question("In which city do I work?"))
+    assert fits(evidence(train), read_question("Waar werk ik?"))
+    assert not fits(evidence(train), read_question("Wat is mijn beroep?"))
