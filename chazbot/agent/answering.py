@@ -66,6 +66,7 @@ from chazbot.agent.question import (
     as_person,
     asks_about_someone,
     asks_place,
+    companion_only,
     concepts_of,
     lower_tokens,
     names,
@@ -257,6 +258,8 @@ def about_whom(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     who = bool(set(lower_tokens(q.text)) & WHO)
     if q.subject and not alias and _someone_else(row_text):
         return None  # "Odile a un chien …" is not about "mi perro"
+    if q.subject and not alias and companion_only(said_text(_said_part(row_text)), q.subject):
+        return None  # "Los sábados juego al pádel con mis amigas" is not about "my best friend"
     theirs = [s for s, _ in _owned(said_text(row_text))]  # "beau-père" whole, and its parts
     owners = set(theirs) | set(lower_tokens(" ".join(theirs)))
     whose = owners and q.subject and not alias and not who

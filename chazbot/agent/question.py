@@ -27,6 +27,8 @@ from chazbot.agent.grounding import (
     QUESTION,
     RELATIONS,
     asked,
+    has_word,
+    speaker_first,
 )
 from chazbot.agent.persons import RANKS, is_kin, person_word
 from chazbot.agent.words import language, personal
@@ -234,6 +236,21 @@ def unnamed_attribute(q: Question) -> bool:
     return not favourite and not set(said) & NUMBER and asked(q.text).kind is None
 
 
+_WITH = _set("with mit avec con met")
+
+
+def companion_only(said: str, subject: frozenset[str]) -> bool:
+    """Whether a row its teller tells of themselves names whom ``subject`` asks about only as
+    company ("*Juego* al pádel *con* mis amigas", "I go running *with* my sister"): it says
+    what the teller does, nothing of them."""
+    if not speaker_first(said):
+        return False
+    tokens = re.findall(r"[^\W\d_]+", said.replace("\u2019", "'").lower())
+    wanted = sorted(subject)
+    hits = [i for i, t in enumerate(tokens) if has_word([t], wanted)]
+    return bool(hits) and all(set(tokens[max(0, i - 3) : i]) & _WITH for i in hits)
+
+
 PLACES = _set(
     "where wo wohin woher où dónde donde waar city town place village country stadt ort "
     "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
@@ -394,6 +411,7 @@ __all__ = [
     "as_person",
     "asks_about_someone",
     "asks_place",
+    "companion_only",
     "concepts_of",
     "lower_tokens",
     "names",

@@ -164,3 +164,22 @@ def test_where_one_works_is_where_one_goes_to_work() -> None:
     assert fits(evidence(train), read_question("In which city do I work?"))
     assert fits(evidence(train), read_question("Waar werk ik?"))
     assert not fits(evidence(train), read_question("Wat is mijn beroep?"))
+
+
+def test_a_relative_named_only_as_company_is_not_whom_the_row_is_about() -> None:
+    padel = row("Los sábados juego al pádel con mis amigas.")
+    q = read_question("What's his name?", "Where does my best friend live?")
+    assert about_whom(evidence(padel), q) is None
+    assert (
+        about_whom(
+            evidence(row("Ich gehe mit meiner Schwester joggen.")),
+            read_question("Wo wohnt meine Schwester?"),
+        )
+        is None
+    )
+    assert (
+        about_whom(
+            evidence(row("I have a dog called Biscuit.")), read_question("What's my dog's name?")
+        )
+        is not None
+    )
