@@ -65,7 +65,6 @@ from chazbot.agent.question import (
     about_me,
     as_person,
     asks_about_someone,
-    asks_place,
     companion_only,
     concepts_of,
     lower_tokens,
@@ -246,7 +245,7 @@ def about_whom(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     words = lower_tokens(row_text)
     # "In which city do I work?" is answered by where one goes to work ("naar mijn werk in
     # Den Haag"); what one does is not ("Wat is mijn beroep?")
-    words = whole_relatives(words if asks_place(q.text) else commute(words), row_text)
+    words = whole_relatives(commute(words, q.text), row_text)
     if any(not _has(words, [n]) for n in q.names):
         return None
     if q.attributes and not _has(words, sorted(q.attributes)) and not unnamed_attribute(q):

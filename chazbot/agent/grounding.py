@@ -390,9 +390,28 @@ werk", "antes del trabajo", "after work", "op het werk"), not what one does for 
 ("*for* a living", "*als* Lehrer", "*von* Beruf" are)."""
 
 
-def commute(words: list[str]) -> list[str]:
+PLACES = _set(
+    "where wo wohin woher où dónde donde waar city town place village country stadt ort "
+    "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
+)
+
+
+def asks_place(question: str) -> bool:
+    """Whether a question asks where, or the way somewhere ("In which *city* do I work?",
+    "Hoe ga ik *naar mijn werk*?"): then a row's "naar mijn werk" is what it asks."""
+    said = re.findall(r"[^\W\d_]+", question.replace("\u2019", "'").lower())
+    if set(said) & PLACES:
+        return True
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return len(commute(tokens)) < len(tokens)
+
+
+def commute(words: list[str], question: str = "") -> list[str]:
     """``words`` without a job's word that names where one goes ("Ik neem de trein naar mijn
-    *werk*" says nothing of what the person does)."""
+    *werk*" says nothing of what the person does), unless ``question`` asks a place or the
+    way there (``asks_place``: "In which city do I work?" is answered by that row)."""
+    if question and asks_place(question):
+        return words
     job = _CONCEPT_OF["job"]
     return [
         w
@@ -405,7 +424,7 @@ def commute(words: list[str]) -> list[str]:
 
 
 def _supports(text: str, question: str, q: Asked) -> bool:
-    words = commute(tokenize(text.replace("\u2019", "'")))
+    words = commute(tokenize(text.replace("\u2019", "'")), question.replace("\u2019", "'"))
     if _another_attribute(words, question.replace("\u2019", "'")):
         return False
     if _about_the_person(q) and _someone_else(text):
@@ -556,6 +575,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "WHO",
     "Asked",
     "asked",
+    "asks_place",
     "commute",
     "concept_ids",
     "equivalents",

@@ -251,17 +251,6 @@ def companion_only(said: str, subject: frozenset[str]) -> bool:
     return bool(hits) and all(set(tokens[max(0, i - 3) : i]) & _WITH for i in hits)
 
 
-PLACES = _set(
-    "where wo wohin woher où dónde donde waar city town place village country stadt ort "
-    "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
-)
-
-
-def asks_place(text: str) -> bool:
-    """Whether a question asks where ("In which *city* do I work?", "Waar werk ik?")."""
-    return bool(set(re.findall(r"[^\W\d_]+", text.lower())) & PLACES)
-
-
 _DEFINITE = _set("the der die das den dem des le la les l el los las lo de het 't")
 _POSSESSOR_AFTER = _set("of de du des von vom van del")
 
@@ -404,13 +393,11 @@ __all__ = [
     "FOLLOW_OPENINGS",
     "HYPHENED",
     "NUMBER_WORDS",
-    "PLACES",
     "PRONOUNS",
     "Question",
     "about_me",
     "as_person",
     "asks_about_someone",
-    "asks_place",
     "companion_only",
     "concepts_of",
     "lower_tokens",

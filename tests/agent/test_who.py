@@ -185,3 +185,14 @@ def test_a_relative_named_only_as_company_is_not_whom_the_row_is_about() -> None
         )
         is not None
     )
+
+
+def test_the_way_to_work_is_asked_of_the_way_to_work() -> None:
+    from chazbot.agent.answering import fits
+    from chazbot.agent.grounding import supports
+
+    train = row("Ik neem elke dag de trein naar mijn werk in Den Haag.")
+    for question in ("In which city do I work?", "Hoe ga ik naar mijn werk?"):
+        assert fits(evidence(train), read_question(question)), question
+    assert supports(evidence(train), "In which city do I work?")
+    assert not supports(evidence(train), "Wat is mijn beroep?")
