@@ -228,11 +228,11 @@ def _in_law(q: Question, row_text: str) -> frozenset[str] | None:
 
 def fits(row_text: str, q: Question) -> bool:
     """Whether a row (``evidence``) is about whom ``q`` asks and can hold the answer."""
-    found = about_whom(row_text, q)
+    found = is_about(row_text, q)
     return found is not None and _holds(found[0], row_text, found[1])
 
 
-def about_whom(row_text: str, q: Question) -> tuple[list[str], Question] | None:
+def is_about(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     """The row's words, and ``q`` with whom it names in the row's words, when a row
     (``evidence``) is about whom ``q`` asks (the module doc, 1), else None; what it holds
     is ``_holds``'s."""
@@ -535,6 +535,7 @@ __all__ = [
     "choose_row",
     "chosen_row",
     "fits",
+    "is_about",
     "names",
     "personal_attribute",
     "previous_question",

@@ -32,6 +32,7 @@ embedder, so it holds the same for every embedder configuration (hashed or none 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -500,21 +501,216 @@ def grounded(question: str, reply: str, shown: Iterable[str], named: Iterable[st
 
 
 def stands_on(question: str, reply: str, about: Iterable[str]) -> bool:
-    """Whether what ``reply`` adds to ``question`` comes from the rows ``about`` (their
-    ``evidence``): one of its words, every number and every name (the module doc, 3). The
-    answer check asks it of the rows that support the question by their words, and of the
-    row chosen by meaning (``answering.chosen_row``)."""
-    about = list(about)
+    """Whether every piece of ``reply`` that carries a fact stands on one of the rows
+    ``about`` (their ``evidence``) by its words: ``unsupported`` is empty (the module doc,
+    3). The answer check asks it of the rows that support the question by their words, of
+    the row chosen by meaning (``answering.chosen_row``) and of the shown rows about whom
+    the question asks (``about_whom``)."""
+    return not unsupported(question, reply, list(about))
+
+
+FILLER = _set(
+    # the listener, in the five languages ("*your* brother", "*dein* Bruder", "*ta* sœur")
+    "you your yours yourself du dein deine deinen deinem deiner deines dich dir tu ton ta tes "
+    "toi te vous votre vos tú tu tus te ti usted su sus jij je jou jouw jullie uw "
+    # when a claim holds, in the five languages ("now", "these days")
+    "now currently nowadays jetzt zurzeit derzeit inzwischen maintenant actuellement "
+    "désormais ahora actualmente nu momenteel tegenwoordig inmiddels "
+    # en: hedges, attribution, the frame of an answer
+    "think thought believe believes guess suppose recall remember remembered remembering "
+    "mention mentioned mentions told tell telling said say says saying according based going "
+    "let sure seems seem seemed apparently memory memories correctly correct right far know "
+    "knew noted note recorded see looks answer would could might probably perhaps maybe "
+    "yes yeah well okay ok course actually indeed if unless mistaken wrong "
+    # de
+    "glaube glaub denke meine meinst vermute erinnere erinnern erinnert erinnerung erzählt "
+    "erzähltest erzählst gesagt sagtest sagst erwähnt erwähntest laut soweit richtig wohl "
+    "anscheinend offenbar gespeichert notiert dass also ja jedenfalls klar "
+    "vielleicht wahrscheinlich genau wenn falls mal weiß weißt wüsste irre täusche "
+    # fr
+    "crois pense suppose souviens souvient rappelle rappelles dit dis dites mentionné "
+    "raconté racontes racontais d'après après selon bien semble semblerait apparemment "
+    "mémoire noté trompe que qu oui voilà effectivement sûr sûre peut-être probablement "
+    "si sais sache "
+    # es
+    "creo pienso supongo recuerdo recuerda acuerdo dijiste dices contaste cuentas "
+    "mencionaste según parece aparentemente memoria entiendo entendido equivoco sí pues "
+    "claro quizás quizá probablemente seguro si mal sé sabes "
+    # nl
+    "denk geloof vermoed herinner herinneren herinnering zei zegt zeg vertelde vertelt "
+    "verteld gezegd noemde genoemd volgens lijkt blijkbaar goed wel toch zeker misschien "
+    "waarschijnlijk ja inderdaad als weet vergis vergist vergissen niet "
+)
+"""Words that carry no fact of the person: hedges and attribution ("I believe", "you told
+me", "si je me souviens bien", "según lo que me contaste", "als ik me goed herinner").
+What is left of a reply's own words is what it claims."""
+
+
+def value_words(question: str, text: str) -> list[str]:
+    """The words of ``text`` (a reply, or a clause of one) that claim something beyond
+    ``question``: not its words (nor their forms or concepts), no function, question,
+    possessive or filler word."""
     asked_words = set(tokenize(question))
-    added = [t for t in _content(reply) if t not in asked_words and not _has([t], asked_words)]
-    if not added:
-        return True  # nothing beyond the question's own words ("Yes, you do.")
-    known = {w for t in about for w in tokenize(t)}
-    if any(t.isdigit() and t not in known for t in added):
+    return [
+        t
+        for t in dict.fromkeys(_content(text))
+        if t not in asked_words
+        and t not in FILLER
+        and t not in POSSESSIVES
+        and not _has([t], asked_words)
+    ]
+
+
+_CLAUSE = re.compile(r"[.!?;:\n—–]+\s*|,\s+|\s+-\s+|\.\.\.")
+
+
+def clauses(reply: str) -> list[str]:
+    """``reply`` cut where a claim may end: sentence marks, commas, dashes."""
+    return [c.strip() for c in _CLAUSE.split(reply) if c.strip()]
+
+
+def fold(word: str) -> str:
+    """``word`` without accents ("Montréal" → "montreal", "paramédica" → "paramedica")."""
+    return "".join(
+        c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c)
+    )
+
+
+COGNATE = 6
+"""A word this long or longer that differs from a row's word by one letter (accents aside)
+and starts as it does is the same word in another language ("Noorwegen"/"Norwegen",
+"Oktopus"/"octopus"); shorter words differ by more than their language ("Lena"/"Lina")."""
+
+
+def cognate(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one word spelled in two languages (``COGNATE``): the same
+    without accents, or one letter apart."""
+    x, y = fold(a), fold(b)
+    if x == y:
+        return True
+    if min(len(x), len(y)) < COGNATE or abs(len(x) - len(y)) > 1 or x[:1] != y[:1]:
         return False
-    if any(not _has([name], known) for name in _names(reply) if name in added):
-        return False  # "You study chemistry at Harvard University": Harvard was never said
-    return any(_has(tokenize(t), added) or _part_of(tokenize(t), added) for t in about)
+    if len(x) == len(y):
+        return sum(p != q for p, q in zip(x, y, strict=True)) == 1
+    short, long = sorted((x, y), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _held(word: str, row_words: list[str]) -> bool:
+    """Whether a row (its words) says ``word``: the same word, a form of it, a concept
+    (``CONCEPTS``), a part of a compound, or a cognate; a number only as itself."""
+    if word.isdigit():
+        return word in row_words
+    folded = [fold(w) for w in row_words]
+    return (
+        _has(row_words, [word])
+        or _has(folded, [fold(word)])
+        or _part_of(row_words, [word])
+        or any(cognate(word, w) for w in row_words)
+    )
+
+
+def missing(question: str, clause: str, row: str) -> list[str]:
+    """What ``clause`` claims that ``row`` (its ``evidence``) does not say, by words: its
+    ``value_words`` the row does not hold (``_held``) and every name or number it adds
+    that the row does not have."""
+    words = tokenize(row.replace("\u2019", "'"))
+    wanted = value_words(question, clause)
+    return [w for w in wanted if not _held(w, words)]
+
+
+def hard(question: str, clause: str, reply: str) -> list[str]:
+    """The words of ``clause`` (of ``reply``) that only their own spelling can support: the
+    numbers and names it adds to ``question`` (they survive translation: "Dalia", "93",
+    "Hoorn")."""
+    named = _names(reply)
+    return [w for w in value_words(question, clause) if any(c.isdigit() for c in w) or w in named]
+
+
+_YOU_OR_I = _I | _set(
+    "me my mine mich mir mein meine moi ma mon mes mí mi mis mij mijn "
+    "you your du dich dir dein deine tu te toi ton ta tes vous votre tú ti jij jou jouw u"
+)
+
+
+def asks_of_them(question: str) -> bool:
+    """Whether ``question`` opens by asking (a question word in its first two words) and
+    speaks of no one but whom it names: "Was hat Dirk aufgemacht?", "¿A qué se dedica
+    Iker?"; not a request or advice that names them ("Can you write a poem for Ada?",
+    "What should I get Ada for her birthday?")."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return bool(set(tokens[:2]) & QUESTION) and not set(tokens) & _YOU_OR_I
+
+
+def named_here(text: str, named: Iterable[str]) -> bool:
+    """Whether ``text`` (a row's words as said) names one of ``named`` as someone, not as a
+    place ("Mein Schwager *Dirk* hat …", "*Greta*, my youngest, …"; not "… in *Kassel*")."""
+    wanted = set(named)
+    tokens = tokenize(text.replace("\u2019", "'"))
+    return any(
+        w in wanted and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE) for i, w in enumerate(tokens)
+    )
+
+
+_ELIDED = re.compile(r"\b([jJdDlL])['\u2019](?=\w)")
+_UNELIDED = {"j": "je ", "d": "de ", "l": "le "}
+
+
+def unelided(text: str) -> str:
+    """French elisions written out ("j'ai" → "je ai", "le métier d'Iker" → "de Iker"), so
+    that the first person and a name after "d'" read as they do elsewhere."""
+    return _ELIDED.sub(lambda m: _UNELIDED[m.group(1).lower()], text)
+
+
+def _a_taste(question: str, q: Asked) -> bool:
+    """Whether ``question`` asks the person's favourite of something ("¿Cuál es mi *plato*
+    favorito?", "mein Lieblingsessen"), not something of someone of theirs ("my son's
+    favourite colour"): about the person, whose row need not name the thing."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    taste = any(t in FAVOURITE or t.startswith(("lieblings", "lievelings")) for t in tokens)
+    return taste and not any(s in RELATIONS for s in q.subject)
+
+
+def about_whom(question: str, text: str, named: Iterable[str] = ()) -> bool:
+    """Whether a row (its ``evidence``) is about whom ``question`` asks: every person it
+    ``named`` (a name, in the row's words or its key's); else the thing the person's
+    possessive names ("my *dog*", "meine *Frau*", in any of the five languages), not as
+    someone else's ("our landlord's *phone*"); else the person themselves: a row about no
+    one else ("Raj lives in Leicester") and not about a relative of theirs ("My daughter
+    plays …") unless the teller comes first ("I drink my coffee black")."""
+    words = tokenize(text.replace("\u2019", "'"))
+    whom = sorted(named)
+    if whom:
+        return all(_has(words, [n]) for n in whom)
+    q = asked(question)
+    said = said_text(text)
+    owned_here = _owned(said)
+    if q.subject and not _about_the_person(q) and not _a_taste(question, q):
+        if not _has(words, sorted(q.subject)):
+            return False
+        return not any(
+            what is not None
+            and _has([what], sorted(q.subject))
+            and not _has([noun], sorted(q.subject))
+            for noun, what in owned_here
+        )
+    if _someone_else(text):
+        return False
+    owners = [noun for noun, _ in owned_here]
+    mentioned = [t for t in tokenize(question) if t not in FUNCTION]
+    return not owners or speaker_first(said) or _has(owners, mentioned)
+
+
+def unsupported(question: str, reply: str, about: list[str]) -> list[str]:
+    """The clauses of ``reply`` that claim something no single row of ``about`` holds by
+    its words (``missing``); a clause of filler alone claims nothing."""
+    left: list[str] = []
+    for clause in clauses(reply):
+        if not value_words(question, clause):
+            continue
+        if not any(not missing(question, clause, row) for row in about):
+            left.append(clause)
+    return left
 
 
 COMPOUND_PART = 3
@@ -555,9 +751,11 @@ names_only = _names_only
 
 __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable from here
     "ATTRIBUTE",
+    "COGNATE",
     "CONCEPTS",
     "CONCEPT_OF",
     "FAVOURITE",
+    "FILLER",
     "FIRST_PERSON",
     "FUNCTION",
     "GENERIC",
@@ -574,17 +772,25 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "RELATIONS",
     "WHO",
     "Asked",
+    "about_whom",
     "asked",
+    "asks_of_them",
     "asks_place",
+    "clauses",
+    "cognate",
     "commute",
     "concept_ids",
     "equivalents",
     "evidence",
+    "fold",
     "gives_name",
     "grounded",
+    "hard",
     "has_word",
     "job_nouns",
     "lacks_kind",
+    "missing",
+    "named_here",
     "names_only",
     "other_kind",
     "owned",
@@ -593,4 +799,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "stands_on",
     "subject",
     "supports",
+    "unelided",
+    "unsupported",
+    "value_words",
 ]

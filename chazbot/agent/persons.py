@@ -192,11 +192,11 @@ PEOPLE: dict[str, frozenset[str]] = {
 
 ANIMALS: dict[str, frozenset[str]] = {
     "dog": _set(
-        "dog dogs doggo puppy pup hund hunde hündin welpe chien chienne chiot toutou perro "
+        "dog dogs doggo puppy pup hund hunde hündin welpe chien chienne chiot perro "
         "perra perrito perrita cachorro hond honden hondje pup puppy"
     ),
     "cat": _set(
-        "cat cats kitty kitten katze kater kätzchen mieze chat chatte chaton minou gato gata "
+        "cat cats kitten katze kater kätzchen chat chatte chaton gato gata "
         "gatito gatita kat katten poes poesje kitten"
     ),
     "horse": _set("horse horses pony pferd pferde pony cheval chevaux poney caballo yegua paard"),
@@ -207,16 +207,15 @@ ANIMALS: dict[str, frozenset[str]] = {
         "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
         "tortugas schildpad schildpadden"
     ),
-    "rabbit": _set(
-        "rabbit rabbits bunny kaninchen hase lapin lapins conejo conejos konijn konijnen"
-    ),
+    "rabbit": _set("rabbit rabbits kaninchen hase lapin lapins conejo conejos konijn konijnen"),
     "bird": _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
     "hamster": _set("hamster hamsters hámster"),
     "fish": _set("fish goldfish fisch goldfisch poisson poissons pez peces vissen goudvis"),
     "guinea pig": _set("guinea-pig meerschweinchen cobaye cobaya cavia"),
     "pet": _set("pet pets haustier haustiere animal animaux mascota mascotas huisdier huisdieren"),
 }
-"""Animals one speaks of as someone ("mein Kater", "notre chien")."""
+"""Animals one speaks of as someone ("mein Kater", "notre chien"); not the pet names
+("Minou", "Kitty", "Bunny"), which are names a row gives."""
 
 SOMEONE = _set(
     "person someone guy girl boy woman man lady lad kind chef mann frau junge mädchen kerl typ "

@@ -22,6 +22,7 @@ from chazbot.agent.grounding import evidence, supports
 from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.memory.audience import room_audience
 from tests.agent.test_answers import needs_embedder, row
+from tests.agent.turn.test_check_paraphrase import composing_asker
 from tests.support.standin_chat import OneAnswer
 
 ANN = "@ann:example.org"
@@ -116,26 +117,13 @@ async def test_the_check_keeps_a_right_answer_its_row_gives_by_meaning(tmp_path:
     """A composing model's right answer stands on the row chosen by subject and meaning,
     though that row shares no word with the question's predicate ("unterrichtet" beside
     "teaches"); a value the row does not hold is still withheld."""
+    facts = [
+        "My wife Ada teaches biology at a high school in Utrecht.",
+        "I drink my coffee with oat milk.",
+        "Mon frère Paul habite à Rennes.",
+    ]
     async with chazbot.open(tmp_path, _config(tmp_path)) as peer:
-        chaz = peer.agent("chaz")
-        dm = room_audience("dm", [ANN], lambda u: True)
-        memory = chaz.memory.within(peer.hearing(chaz, ANN, dm))
-        for n, fact in enumerate(
-            [
-                "My wife Ada teaches biology at a high school in Utrecht.",
-                "I drink my coffee with oat milk.",
-                "Mon frère Paul habite à Rennes.",
-            ]
-        ):
-            await memory.remember(f"{ANN}/2026-12-08/f{n}", f"{ANN} (2026-12-08): {fact}")
-        await peer.memory.wait_vectors(60)
-        from chazbot.agent.turn import run_turn
-
-        async def ask(text: str, reply: str, room: str) -> str:
-            session = await peer.session(room)
-            model = OneAnswer(reply, tools=True)
-            return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
-
+        ask = await composing_asker(peer, facts)
         right = "Sie unterrichtet Biology, soweit ich weiß."
         assert await ask("Was unterrichtet meine Frau?", right, "a1") == right
         wrong = "Sie unterrichtet Geschichte."

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from chazbot.agent.answering import about_whom, read_question
+from chazbot.agent.answering import is_about, read_question
 from chazbot.agent.grounding import evidence
 from chazbot.agent.persons import person_word
 from chazbot.agent.question import about_me, names, unowned_kin
@@ -29,7 +29,7 @@ FACTS = [row(text, n=i) for i, text in enumerate(OWN["facts"])]
 
 def fitting(question: str, rows: list[MemoryRow] = FACTS) -> list[int]:
     q = read_question(question)
-    return [r.doc for r in rows if about_whom(evidence(r), q) is not None]
+    return [r.doc for r in rows if is_about(evidence(r), q) is not None]
 
 
 def right(question: str, answer: int | None) -> bool:
@@ -104,7 +104,7 @@ def test_a_possessed_person_is_whom_the_question_asks_about(question: str, whom:
     ],
 )
 def test_relatives_match_across_languages_and_forms(question: str, told: str, right: bool) -> None:
-    assert (about_whom(evidence(row(told)), read_question(question)) is not None) is right
+    assert (is_about(evidence(row(told)), read_question(question)) is not None) is right
 
 
 def test_relatives_named_as_families_do_are_the_askers() -> None:
@@ -126,8 +126,8 @@ def test_a_name_after_a_french_elision_is_a_name() -> None:
 
 def test_a_who_question_finds_whoever_does_it_for_the_possessed() -> None:
     marius = row("Notre voisin Marius promène le chien le matin.")
-    assert about_whom(evidence(marius), read_question("Who walks our dog?")) is not None
-    assert about_whom(evidence(marius), read_question("What breed is our dog?")) is None
+    assert is_about(evidence(marius), read_question("Who walks our dog?")) is not None
+    assert is_about(evidence(marius), read_question("What breed is our dog?")) is None
 
 
 def test_forms_of_a_persons_word() -> None:
@@ -154,9 +154,9 @@ def test_a_favourite_number_or_kind_of_the_asker_must_be_named() -> None:
         "¿Cuál es mi número de zapato?",
         "Welche Farbe hat mein Fahrrad?",
     ):
-        assert about_whom(evidence(leipzig), read_question(question)) is None, question
+        assert is_about(evidence(leipzig), read_question(question)) is None, question
     job = row("Bin seit Oktober Bauleiterin bei einer Baufirma.")
-    assert about_whom(evidence(job), read_question("Was ist mein Job?")) is not None
+    assert is_about(evidence(job), read_question("Was ist mein Job?")) is not None
 
 
 def test_where_one_works_is_where_one_goes_to_work() -> None:
@@ -171,16 +171,16 @@ def test_where_one_works_is_where_one_goes_to_work() -> None:
 def test_a_relative_named_only_as_company_is_not_whom_the_row_is_about() -> None:
     padel = row("Los sábados juego al pádel con mis amigas.")
     q = read_question("What's his name?", "Where does my best friend live?")
-    assert about_whom(evidence(padel), q) is None
+    assert is_about(evidence(padel), q) is None
     assert (
-        about_whom(
+        is_about(
             evidence(row("Ich gehe mit meiner Schwester joggen.")),
             read_question("Wo wohnt meine Schwester?"),
         )
         is None
     )
     assert (
-        about_whom(
+        is_about(
             evidence(row("I have a dog called Biscuit.")), read_question("What's my dog's name?")
         )
         is not None
