@@ -65,7 +65,8 @@ QUESTION = _set(
 )
 WHO = _set("who whom wer qui quién quien")
 KIND_ASKERS = _set(
-    "what which welche welcher welches welchen quel quelle quels quelles qué cuál welk welke"
+    "what which welche welcher welches welchen welchem quel quelle quels quelles qué cuál "
+    "cuáles welk welke"
 )
 FUNCTION = STOPWORDS | _set(
     "ist sind bin bist war hat habe hast haben der die das den dem des ein eine einen einem "
@@ -78,7 +79,8 @@ FUNCTION = STOPWORDS | _set(
     "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
     "mij me hem haar er dat die deze "
     "something anything etwas irgendetwas quelque chose algo algún alguna iets "
-    "doet doe deed macht mache machst fait fais hace haces hizo"
+    "doet doe deed macht mache machst fait fais hace haces hizo "
+    "waren wart était étaient été sera fue fueron era eran fui será werd geweest"
 )
 """Words that say nothing of what is asked, in the five languages."""
 
@@ -117,7 +119,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     ),
     _set(
         "play plays played playing spiele spielst spielt spielen joue joues jouer juego "
-        "juegas juega jugar speel speelt spelen"
+        "juegas juega jugar speel speelt spelen toco tocas toca tocan tocar"
     ),
     _set("food eat essen nourriture plat comida eten"),
     _set(
@@ -185,13 +187,20 @@ KINDS: dict[str, frozenset[str]] = {
         "zaterdag zondag weekend week-end"
     ),
 }
-"""Kinds of answer a "which *kind*" question asks, with what is of the kind."""
+"""Kinds of answer a "which *kind*" question asks, with what is of the kind (a place has no
+list: a row names one by a capitalised word after "in", "à", "nach"…, ``grounding``)."""
+AGE_WORDS = _set("age âge alter edad leeftijd")
+"""What "which *age*" asks is a number (``question.AGE``'s rule), not a kind of thing."""
 KIND_WORDS: dict[str, str] = {
     word: kind
     for kind, words in {
         "instrument": _set("instrument instruments instrumento instrumentos"),
         "sport": _set("sport sports deporte deportes sportart race carrera wedstrijd"),
         "day": _set("day days tag tage jour jours día días dag dagen wochentag weekday"),
+        "place": _set(
+            "place city town village country ort stadt dorf land ville village pays endroit "
+            "lieu lugar ciudad pueblo país plaats stad dorp"
+        ),
     }.items()
     for word in words
 }
@@ -206,11 +215,19 @@ OWN_CONCEPTS = frozenset(
 )
 """What a person has themselves ("my *job*", "my *phone* number", "where do I *live*"): a
 question about one of these is about the person, not about someone of theirs."""
-RELATIONS = frozenset(w for group in KIN.values() for w in group)
-"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*")."""
+RELATIONS = frozenset(
+    w
+    for group in KIN.values()
+    for w in group
+    if w not in FUNCTION  # a function word of another language is no relative on its own
+)
+"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*"); a
+word that is a function word in another language is none on its own (Dutch "nicht", German
+"not", is no longer a niece's word at all: ``persons``)."""
 
 
 __all__ = [
+    "AGE_WORDS",
     "ATTRIBUTE",
     "ATTRIBUTE_WORDS",
     "CONCEPTS",

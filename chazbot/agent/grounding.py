@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from chazbot.agent.concepts import (
+    AGE_WORDS,
     ATTRIBUTE,
     CONCEPT_OF,
     CONCEPTS,
@@ -127,10 +128,13 @@ def concept_ids(word: str) -> frozenset[int]:
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
-    if concept_ids(a) & concept_ids(b):
+    of_a, of_b = concept_ids(a), concept_ids(b)
+    if of_a & of_b:
         return True
+    if of_a and of_b:
+        return False  # words of two known concepts: "grandad" is no "grandmother"
     if person_word(a) is not None and person_word(b) is not None:
-        return False  # "grandpa"/"grandmother", "stepdad"/"stepdaughter": a stem is no relative
+        return False  # "stepdad"/"stepdaughter": a stem is no relative
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
@@ -206,7 +210,7 @@ def _kind_word(tokens: list[str]) -> str | None:
     """The word right after "which"/"what" ("which *school*", "what *car*"), if it is one."""
     for i, tok in enumerate(tokens[:-1]):
         nxt = tokens[i + 1]
-        if tok in KIND_ASKERS and nxt not in FUNCTION and nxt not in QUESTION:
+        if tok in KIND_ASKERS and nxt not in FUNCTION | QUESTION | AGE_WORDS:
             return nxt
     return None
 
@@ -266,11 +270,24 @@ def _other_kind(kind: str | None, words: list[str]) -> bool:
     return bool(theirs) and asked_kind not in theirs
 
 
-def _of_kind(kind: str | None, words: list[str]) -> bool:
+_PLACE = re.compile(
+    r"\b(?:" + "|".join(sorted(_PLACE_BEFORE)) + r")\s+(?:(?:the|de|la|el|den|der)\s+)?"
+    r"[A-ZÀ-Ý][\w'-]+"
+)
+"""A place named in a row: a capitalised word after "in", "à", "nach", "en"… ("bought a tiny
+house *in Hoorn*", "viven *en Cádiz*")."""
+
+
+def _of_kind(kind: str | None, words: list[str], raw: str = "") -> bool:
     """Whether the row holds a value of the kind asked ("which *sport*" beside "juego al
-    pádel", "quel *jour*" beside "le mercredi"): it answers without the question's verb."""
+    pádel", "quel *jour*" beside "le mercredi", "welke *plaats*" beside "in Hoorn"): it
+    answers without the question's verb."""
     asked_kind = KIND_WORDS.get(kind or "")
-    return asked_kind is not None and any(w in KINDS[asked_kind] for w in words)
+    if asked_kind is None:
+        return False
+    if asked_kind not in KINDS:  # a place: no list, a name after "in", "à"… (``_PLACE``)
+        return _PLACE.search(raw) is not None
+    return any(w in KINDS[asked_kind] for w in words)
 
 
 def other_kind(question: str, row: str) -> bool:
@@ -287,7 +304,7 @@ def lacks_kind(question: str, row: str) -> bool:
     if kind is None or kind in GENERIC:
         return False
     words = tokenize(row.replace("\u2019", "'"))
-    return not _has(words, [kind]) and not _of_kind(kind, words)
+    return not _has(words, [kind]) and not _of_kind(kind, words, row)
 
 
 def gives_name(text: str, subject: Iterable[str]) -> bool:
@@ -454,6 +471,8 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return False  # "what is my cat called?" needs a row that names it
     if said & NAME and q.subject and not q.predicate and gives_name(text, q.subject):
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
+    # (a place named is no answer by itself: "In which city did I get married?" is not
+    # "I was born in London"; ``lacks_kind`` reads it)
     if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
     whom = _names(question)  # "Which school do *Nora* and *Liv* go to?": whom, not what
