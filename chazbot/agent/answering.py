@@ -56,6 +56,7 @@ from chazbot.agent.grounding import has_word as _has
 from chazbot.agent.grounding import owned as _owned
 from chazbot.agent.grounding import someone_else as _someone_else
 from chazbot.agent.lexicon import QUOTES, reply
+from chazbot.agent.persons import is_kin
 from chazbot.agent.question import (
     AGE,
     FAVOURITE_PREFIXES,
@@ -65,11 +66,14 @@ from chazbot.agent.question import (
     about_me,
     as_person,
     asks_about_someone,
+    companion_only,
     concepts_of,
     lower_tokens,
     names,
     personal_attribute,
     read_question,
+    unnamed_attribute,
+    whole_relatives,
 )
 from chazbot.agent.row_kinds import DEFAULT_KIND_TUNING, Kinds, KindTuning, kinds_of_concepts
 from chazbot.agent.words import as_said_to_them, asks, language
@@ -257,32 +261,54 @@ def fits(row_text: str, q: Question, by_meaning: bool = False) -> bool:
     """Whether a row (``evidence``) is about whom ``q`` asks and can hold the answer;
     ``by_meaning``: the row tells the kind of thing ``q`` asks by meaning (``row_kinds``),
     which holds a known attribute the row has no word of."""
+    found = is_about(row_text, q)
+    if found is None:
+        return False
+    held = _holds(found[0], row_text, found[1])
+    return by_meaning if held is None else held
+
+
+def is_about(row_text: str, q: Question) -> tuple[list[str], Question] | None:
+    """The row's words, and ``q`` with whom it names in the row's words, when a row
+    (``evidence``) is about whom ``q`` asks (the module doc, 1), else None; what it holds
+    is ``_holds``'s."""
     in_law = _in_law(q, row_text)
     if in_law is not None:
         if not in_law:
-            return False  # "Ma mère habite à Lyon" for "Where does my mother-in-law live?"
+            return None  # "Ma mère habite à Lyon" for "Where does my mother-in-law live?"
         parts = {p for w in in_law for p in w.split("-")}
         q = replace(q, subject=q.subject | in_law | parts)
-    words = commute(lower_tokens(row_text))
+    words = lower_tokens(row_text)
+    # "In which city do I work?" is answered by where one goes to work ("naar mijn werk in
+    # Den Haag"); what one does is not ("Wat is mijn beroep?")
+    words = whole_relatives(commute(words, q.text), row_text)
     if any(not _has(words, [n]) for n in q.names):
-        return False
+        return None
+    if q.attributes and not _has(words, sorted(q.attributes)) and not unnamed_attribute(q):
+        return None  # "mon livre préféré": a favourite, a number, a kind must be named
     alias = bool(q.aliases & set(words))
     if q.subject and not _has(words, sorted(q.subject)) and not alias:
-        return False
+        return None
+    # "Qui garde notre chien ?": whoever it is, the row tells it of the dog (or the plants)
+    who = bool(set(lower_tokens(q.text)) & WHO)
     if q.subject and not alias and _someone_else(row_text):
-        return False  # "Odile a un chien …" is not about "mi perro"
-    owners = set(lower_tokens(" ".join(s for s, _ in _owned(said_text(row_text)))))
-    if owners and q.subject and not alias and not _has(sorted(owners), sorted(q.subject)):
-        return False  # "Our landlord's phone number" is not "my phone number"
+        return None  # "Odile a un chien …" is not about "mi perro"
+    if q.subject and not alias and companion_only(said_text(_said_part(row_text)), q.subject):
+        return None  # "Los sábados juego al pádel con mis amigas" is not about "my best friend"
+    theirs = [s for s, _ in _owned(said_text(row_text))]  # "beau-père" whole, and its parts
+    owners = set(theirs) | set(lower_tokens(" ".join(theirs)))
+    whose = owners and q.subject and not alias and not who
+    if whose and not _has(sorted(owners), sorted(q.subject)):
+        return None  # "Our landlord's phone number" is not "my phone number"
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
-        return False
-    if q.about_asker:
-        kin = [w for w in words if w in RELATIONS]
-        owned = [] if speaker_first(said_text(_said_part(row_text))) else sorted(owners)
+        return None
+    if q.about_asker and not who:
+        first = speaker_first(said_text(_said_part(row_text)))  # "*juego* … con mis amigas"
+        kin = [] if first else [w for w in words if is_kin(w)]
+        owned = [] if first else sorted(owners)
         if kin or (owned and not _has(lower_tokens(q.text), owned)):
-            return False  # "My daughter plays the violin" says nothing of what *I* play
-    held = _holds(words, row_text, q)
-    return by_meaning if held is None else held
+            return None  # "My daughter plays the violin" says nothing of what *I* play
+    return words, q
 
 
 def choose(
@@ -624,6 +650,7 @@ __all__ = [
     "choose_row",
     "chosen_row",
     "fits",
+    "is_about",
     "names",
     "personal_attribute",
     "previous_question",

@@ -9,6 +9,8 @@ asks for ("which *sport*": tennis, pádel, judo…). Lowercase, whole tokens as
 
 from __future__ import annotations
 
+from chazbot.agent.persons import GROUPS as PERSON_GROUPS
+from chazbot.agent.persons import KIN
 from chazbot.memory.tokenize import STOPWORDS
 
 
@@ -105,26 +107,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("born birthplace geboren née né nés nacido nacida nació nací"),
     _set("birthday birthdays geburtstag anniversaire cumpleaños verjaardag jarig"),
     _set("old age alt alter âge edad años oud leeftijd"),
-    _set("son sons sohn söhne fils hijo zoon"),
-    _set("daughter daughters tochter töchter fille hija dochter"),
-    _set("wife frau ehefrau femme épouse esposa mujer vrouw echtgenote"),
-    _set("husband mann ehemann mari époux marido esposo echtgenoot man"),
-    _set("mother mum mom mutter mama mère maman madre moeder"),
-    _set("father dad vater papa père padre vader"),
-    _set("sister schwester sœur soeur hermana zus zuster"),
-    _set("brother bruder frère hermano broer"),
-    _set("grandmother grandma granny oma großmutter grand-mère abuela"),
-    _set("grandfather grandpa grandad granddad opa großvater grand-père abuelo"),
-    _set("uncle onkel oncle tío tio oom"),
-    _set("aunt tante tía tia"),
-    _set("niece nichte nièce sobrina nicht"),
-    _set("nephew neffe neveu sobrino neef"),
-    _set("dog dogs hund chien perro hond"),
-    _set("cat cats katze chat gato kat poes"),
-    _set("horse pferd cheval caballo paard"),
-    _set("doctor gp arzt ärztin médecin médico dokter huisarts"),
-    _set("dentist zahnarzt dentiste dentista tandarts"),
-    _set("teacher lehrer lehrerin professeur prof profesor profesora leraar lerares"),
     _set("colour color farbe couleur kleur"),
     _set(
         "car auto voiture coche wagen drive drives drove driving fahre fährst fährt fahren "
@@ -156,12 +138,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("friday fridays freitag freitags vendredi vendredis viernes vrijdag vrijdags"),
     _set("saturday saturdays samstag samstags samedi samedis sábado sábados zaterdag zaterdags"),
     _set("sunday sundays sonntag sonntags dimanche dimanches domingo domingos zondag zondags"),
-    _set(
-        "neighbour neighbor neighbours nachbar nachbarin voisin voisine vecino vecina buurman "
-        "buurvrouw"
-    ),
-    _set("friend friends freund freundin ami amie amigo amiga vriend vriendin"),
-    _set("partner partnerin partenaire pareja"),
     _set("book buch livre libro boek"),
     _set("grow grew grown growing"),
     _set(
@@ -178,15 +154,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("teach taught teaches"),
     _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
     _set("film movie films movies pelicula película"),
-    _set("parrot parrots papagei papageien perroquet perroquets loro loros papegaai papegaaien"),
-    _set(
-        "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
-        "tortugas schildpad schildpadden"
-    ),
-    _set("rabbit rabbits kaninchen hase lapin lapins conejo conejos konijn konijnen"),
-    _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
-    _set("hamster hamsters hámster"),
-    _set("twins twin zwillinge zwilling jumeaux jumelles jumeau gemelos gemelas mellizos tweeling"),
     _set(
         "university uni universität hochschule université fac universidad universiteit "
         "college degree studium"
@@ -195,6 +162,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("milk milch lait leche melk"),
     _set("choir chor chorale coro koor"),
     _set("morning mornings morgens matin matins mañana mañanas ochtend ochtends"),
+    *PERSON_GROUPS,
 )
 """Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
 KINDS: dict[str, frozenset[str]] = {
@@ -249,18 +217,13 @@ OWN_CONCEPTS = frozenset(
 question about one of these is about the person, not about someone of theirs."""
 RELATIONS = frozenset(
     w
-    for group in CONCEPTS
+    for group in KIN.values()
     for w in group
-    if w not in FUNCTION  # Dutch "nicht" (niece) is German "not": "Milch vertrage ich *nicht*"
-    and group
-    & _set(
-        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
-        "aunt niece nephew neighbour friend partner"
-    )
+    if w not in FUNCTION  # a function word of another language is no relative on its own
 )
 """The people a row may be about besides its teller ("my *brother*", "mijn *buurman*"); a
-word that is a function word in another language is none on its own (a possessive still
-makes "mijn nicht" someone)."""
+word that is a function word in another language is none on its own (Dutch "nicht", German
+"not", is no longer a niece's word at all: ``persons``)."""
 
 
 __all__ = [

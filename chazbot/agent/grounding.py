@@ -35,6 +35,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from chazbot.agent.concepts import (
     AGE_WORDS,
@@ -57,7 +58,8 @@ from chazbot.agent.concepts import (
     WHO,
 )
 from chazbot.agent.lexicon import ES
-from chazbot.agent.words import personal
+from chazbot.agent.persons import RANKS, person_word
+from chazbot.agent.words import language, personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
 
@@ -69,7 +71,7 @@ def _set(text: str) -> frozenset[str]:
 _CONCEPT_OF = CONCEPT_OF
 _OWN_CONCEPTS = OWN_CONCEPTS
 _JOB_NOUN = re.compile(
-    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
+    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|(?<![aeiouäöüy])in|kapitän|arzt|ärztin|chauffeur|"
     r"captain|nurse|chef|koch|cook|pilot|driver|nanny|mann)$"
 )
 
@@ -86,10 +88,12 @@ def job_nouns(words: Iterable[str]) -> list[str]:
     "buschauffeur"): a job is told as what someone *is*, without a word for "job"; not a
     place that ends like one ("lives in Dublin")."""
     tokens = list(words)
+    spanish = language(" ".join(tokens)) == "es"  # "Salgo a *correr*": a verb, not a job
     return [
         w
         for i, w in enumerate(tokens)
         if len(w) > 3
+        and not (spanish and w.endswith(("er", "ar", "ir")))
         and w not in RELATIONS
         and w not in POSSESSIVES  # "mein"
         and not w.endswith(_KIN_ENDS)  # "stepdaughter", "Großmutter"
@@ -110,14 +114,27 @@ STEM = 4
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
 
 
+@lru_cache(maxsize=8192)
+def concept_ids(word: str) -> frozenset[int]:
+    """The concepts ``word`` is a word of: its own, or, for someone's word in another form,
+    its table word's ("Nachbarinnen", "broertje", "Lieblingstante": ``persons.person_word``)."""
+    found = _CONCEPT_OF.get(word)
+    if found is not None:
+        return found
+    person = person_word(word)
+    return _CONCEPT_OF.get(person, frozenset()) if person is not None else frozenset()
+
+
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
-    of_a, of_b = _CONCEPT_OF.get(a, frozenset()), _CONCEPT_OF.get(b, frozenset())
+    of_a, of_b = concept_ids(a), concept_ids(b)
     if of_a & of_b:
         return True
     if of_a and of_b:
         return False  # words of two known concepts: "grandad" is no "grandmother"
+    if person_word(a) is not None and person_word(b) is not None:
+        return False  # "stepdad"/"stepdaughter": a stem is no relative
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
@@ -148,15 +165,29 @@ def _owned(text: str) -> list[tuple[str, str | None]]:
     for m in _APOSTROPHE_S.finditer(lowered):
         whats.setdefault(m.group(1), m.group(2))
     found: list[tuple[str, str | None]] = []
+    spanish = "¿" in text or "¡" in text
+    wholes = {  # "ma *belle-sœur*", "my *in-laws*": the whole, not "belle", "laws"
+        part: w
+        for w in HYPHENED.findall(lowered)
+        if person_word(w) is not None
+        for part in w.split("-")
+    }
     for i, tok in enumerate(tokens):
-        if tok not in POSSESSIVES:
-            continue
+        if tok not in POSSESSIVES or (tok == "nos" and spanish):
+            continue  # "¿Quién *nos* riega las plantas?": Spanish "nos" is "us", owns nothing
         rest = [t for t in tokens[i + 1 : i + 6] if t not in FUNCTION or t in ATTRIBUTE]
-        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES]
-        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER][:1]  # "my PIN"
+        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES and t not in RANKS]
+        # "my *little* brother", "mi hermano mayor", "mijn kleine broertje": the person
+        nouns = [t for t in nouns[:3] if person_word(wholes.get(t, t))][:1] or nouns
+        # "my PIN"; "my *youngest*" alone is a child ("my oldest friend": the friend)
+        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER or t in RANKS][:1]
         if nouns:
-            found.append((nouns[0], whats.get(nouns[0])))
+            found.append((wholes.get(nouns[0], nouns[0]), whats.get(nouns[0])))
     return found
+
+
+HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+"""A hyphened word ("grand-mère", "brother-in-law", "WLAN-Passwort")."""
 
 
 _APOSTROPHE_S = re.compile(r"(?<!\w)(\w+)'s\s+(?=(\w+))")
@@ -304,6 +335,7 @@ def _about_the_person(q: Asked) -> bool:
 
 
 FIRST_PERSON = frozenset(ES.opens) | _set(
+    "bin hab "  # German drops "ich" too: "*Bin* seit Oktober Bauleiterin"
     "practico hablo hago estudié estudio nací entreno odio trabajé viví crecí tuve fui "
     "toco escribo cocino salgo corro nado camino bebo leo canto bailo conduzco voy llevo "
     "prefiero necesito uso tomo escucho veo"
@@ -311,13 +343,14 @@ FIRST_PERSON = frozenset(ES.opens) | _set(
 """Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
 
 
-_I = _set("i i'm ich je j' ik yo we wir nous nosotros wij")
+_I = _set("i i'm ich je j j' ik yo we wir nous nosotros wij")
 
 
 def speaker_first(said: str) -> bool:
     """Whether the teller is the sentence's subject before any possessive ("Los sábados
     *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
-    for token in tokenize(said.replace("\u2019", "'")):
+    # every word, stopwords too ("I", "ich", "je" are stopwords of ``tokenize``)
+    for token in re.findall(r"[^\W\d_]+", said.replace("\u2019", "'").lower()):
         if token in POSSESSIVES:
             return False
         if token in _I or token in FIRST_PERSON:
@@ -375,9 +408,28 @@ werk", "antes del trabajo", "after work", "op het werk"), not what one does for 
 ("*for* a living", "*als* Lehrer", "*von* Beruf" are)."""
 
 
-def commute(words: list[str]) -> list[str]:
+PLACES = _set(
+    "where wo wohin woher où dónde donde waar city town place village country stadt ort "
+    "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
+)
+
+
+def asks_place(question: str) -> bool:
+    """Whether a question asks where, or the way somewhere ("In which *city* do I work?",
+    "Hoe ga ik *naar mijn werk*?"): then a row's "naar mijn werk" is what it asks."""
+    said = re.findall(r"[^\W\d_]+", question.replace("\u2019", "'").lower())
+    if set(said) & PLACES:
+        return True
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return len(commute(tokens)) < len(tokens)
+
+
+def commute(words: list[str], question: str = "") -> list[str]:
     """``words`` without a job's word that names where one goes ("Ik neem de trein naar mijn
-    *werk*" says nothing of what the person does)."""
+    *werk*" says nothing of what the person does), unless ``question`` asks a place or the
+    way there (``asks_place``: "In which city do I work?" is answered by that row)."""
+    if question and asks_place(question):
+        return words
     job = _CONCEPT_OF["job"]
     return [
         w
@@ -390,7 +442,7 @@ def commute(words: list[str]) -> list[str]:
 
 
 def _supports(text: str, question: str, q: Asked) -> bool:
-    words = commute(tokenize(text.replace("\u2019", "'")))
+    words = commute(tokenize(text.replace("\u2019", "'")), question.replace("\u2019", "'"))
     if _another_attribute(words, question.replace("\u2019", "'")):
         return False
     if _about_the_person(q) and _someone_else(text):
@@ -726,6 +778,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "FIRST_PERSON",
     "FUNCTION",
     "GENERIC",
+    "HYPHENED",
     "KINDS",
     "KIND_ASKERS",
     "KIND_WORDS",
@@ -741,9 +794,11 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "about_whom",
     "asked",
     "asks_of_them",
+    "asks_place",
     "clauses",
     "cognate",
     "commute",
+    "concept_ids",
     "equivalents",
     "evidence",
     "fold",
