@@ -103,13 +103,13 @@ async def forget_words(
         return await _forget(memory, sender, rows, undo, lang, what)
     by_words = _by_words(view, theirs, what, audience)
     meant = await _by_meaning(memory, theirs, by_words, what, speaker, tuning)
-    best, top, kind = meant[0]
+    best, top, _ = meant[0]
     gap = top - meant[1].score if len(meant) > 1 else top
     if by_words and best in by_words:
         other = next((m.score for m in meant if m.row not in by_words), None)
         if other is None or top - other >= tuning.margin:  # "forget my sister": both rows
             return await _forget(memory, sender, by_words, undo, lang, what)
-    clear = top >= tuning.alone and gap >= tuning.margin and kind
+    clear = top >= tuning.alone and gap >= tuning.lead
     if not by_words and clear and _whose(best, what) and not _someone_elses(best, what):
         return await _forget(memory, sender, [best], undo, lang, what)
     floor = max(tuning.floor, top - tuning.window)
@@ -311,19 +311,18 @@ async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None
         )
 
 
-async def answer(
-    found: Intent, memory: MemoryScope, sender: str, tools: frozenset[str], session: Session
-) -> str | None:
+async def answer(found: Intent, memory: MemoryScope, sender: str, session: Session) -> str | None:
     """The reply to a forget, "forget what I just said", a number answering a list, or
-    "undo"; None when ``found`` is none of them, or a forget that the model does by calling
-    its ``forget`` tool (``tools``)."""
+    "undo"; None when ``found`` is none of them. A forget in words is carried out here with
+    every chat model (SPEC §5c), one with a ``forget`` tool too: by meaning, with
+    the list to choose from and the undo, which a model's own call would not give."""
     if found.kind == "undo":
         return await undo_forget(memory, sender, session.undo, found.lang)
     if found.kind == "forget_last":
         return await forget_last(memory, sender, session, session.undo, found.lang)
     if found.kind == "choose":
         return await choose_forget(memory, sender, found.what, session.undo, found.lang)
-    if found.kind != "forget" or "forget" in tools:
+    if found.kind != "forget":
         return None
     return await forget_words(memory, sender, found.what, session.undo, found.lang)
 

@@ -61,7 +61,7 @@ class KindTuning:
     ``answers_blind.json`` and ``answers_third.json``; docs/measured.md, #45 "kinds by
     meaning")."""
 
-    near: float = 0.0
+    near: float = 0.003
     """A row holds a kind within this of its first kind's centred score (0: its first only)."""
     least_rows: int = 4
     """Fewer candidate rows than this are centred on nothing (too few to say what is usual)."""
