@@ -56,7 +56,7 @@ from chazbot.agent.grounding import has_word as _has
 from chazbot.agent.grounding import owned as _owned
 from chazbot.agent.grounding import someone_else as _someone_else
 from chazbot.agent.lexicon import QUOTES, reply
-from chazbot.agent.persons import is_kin
+from chazbot.agent.persons import is_kin, person_word
 from chazbot.agent.question import (
     AGE,
     FAVOURITE_PREFIXES,
@@ -297,7 +297,9 @@ def is_about(row_text: str, q: Question) -> tuple[list[str], Question] | None:
         return None  # "Los sábados juego al pádel con mis amigas" is not about "my best friend"
     theirs = [s for s, _ in _owned(said_text(row_text))]  # "beau-père" whole, and its parts
     owners = set(theirs) | set(lower_tokens(" ".join(theirs)))
-    whose = owners and q.subject and not alias and not who
+    # "Onze jongste, Fenna, …": the possessive owns a name given after the relative
+    named = {o for o in theirs if o.capitalize() in row_text and o in names(" " + row_text)}
+    whose = owners and q.subject and not alias and not who and not named
     if whose and not _has(sorted(owners), sorted(q.subject)):
         return None  # "Our landlord's phone number" is not "my phone number"
     if q.about_asker and (_someone_else(row_text) or not about_me(said_text(row_text))):
@@ -305,7 +307,8 @@ def is_about(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     if q.about_asker and not who:
         first = speaker_first(said_text(_said_part(row_text)))  # "*juego* … con mis amigas"
         kin = [] if first else [w for w in words if is_kin(w)]
-        owned = [] if first else sorted(owners)
+        # whom the row tells of, not what: "Mein Arbeitsweg", "mijn veertiende" are the asker's
+        owned = [] if first else sorted(o for o in owners if person_word(o) is not None)
         if kin or (owned and not _has(lower_tokens(q.text), owned)):
             return None  # "My daughter plays the violin" says nothing of what *I* play
     return words, q

@@ -45,7 +45,8 @@ KIN: dict[str, frozenset[str]] = {
     "partner": _set(
         "partner partners spouse boyfriend girlfriend fiancé fiancée fiance fiancee partnerin "
         "lebensgefährte lebensgefährtin verlobter verlobte partenaire conjoint conjointe "
-        "compagnon compagne chéri chérie pareja novio novia prometido prometida vriendje "
+        "compagnon compagne chéri chérie copain copine pareja novio novia prometido prometida "
+        "vriendje "
         "vriendinnetje verloofde"
     ),
     "mother": _set(

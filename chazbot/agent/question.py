@@ -107,6 +107,8 @@ def names(question: str) -> set[str]:
         previous = before.split()[-1].lower() if before.split() else ""
         if lang == "de" and (previous in _DE_DETERMINERS or len(base) > 8):
             continue  # "meinen Kaffee", "welcher Stadt": nouns; "des Admins": whose
+        if _after_determiner(before, lang):
+            continue  # "meine neue Wohnung", "im Schrebergarten" (read as English: "was", "an")
         found.add(base)
     low = question.replace("\u2019", "'")
     if _ROLE.search(low.lower()):  # "Where does the admin live?", "das Hobby vom Admin"
@@ -117,6 +119,21 @@ def names(question: str) -> set[str]:
         if owner not in POSSESSIVES and whose not in CONCEPT_OF and whose not in _NOT_NAMES:
             found |= set() if plain else {whose}
     return found
+
+
+def _after_determiner(before: str, lang: str) -> bool:
+    """Whether the words before a capitalised word are a German article or possessive and at
+    most two lowercase adjectives ("meine *neue* Wohnung", "im Schrebergarten"): a noun, not
+    a name. Outside German-read text only the determiners no other of the five languages
+    writes ("im", "meine", "unserem"…): the language of a short question is often misread."""
+    run = before.split()[-3:]
+    for word in reversed(run):
+        plain = word.strip(",;:\"'()").lower()
+        if plain in (_DE_DETERMINERS if lang == "de" else _DE_ONLY):
+            return True
+        if not plain.isalpha() or not plain.islower() or not word[:1].islower():
+            return False
+    return False
 
 
 _ELIDED = re.compile(r"(?:[dlsjnmtc]|qu)'(?=[^\W\d_])", re.IGNORECASE)
@@ -136,6 +153,8 @@ _DE_DETERMINERS = _set(
     "meines dein deine deinen deinem sein seine seinen ihr ihre ihren unser unsere welche "
     "welcher welches welchen im am zum zur vom beim kein keine keinen"
 )
+_DE_ONLY = _DE_DETERMINERS - _set("der die das den am sein ihr welche")
+"""German determiners no other of the five languages writes as a word of its own."""
 
 
 @dataclass(frozen=True)
