@@ -51,7 +51,7 @@ from typing import Any
 
 import chazbot
 from chazbot.agent.local_llm import LocalChat
-from chazbot.agent.words import intent
+from chazbot.agent.words import intent, language
 from chazbot.config import AgentConfig, Config, EmbeddingConfig, LLMConfig
 from chazbot.memory.audience import room_audience
 
@@ -103,20 +103,102 @@ def words_score(rows: list[list[str]], show: bool = False) -> dict[str, str]:
     return {k: f"{right[k]}/{total[k]}" for k in sorted(total)}
 
 
+FRAMES = {
+    "en": (
+        "Let me think... I believe it's {v}, going by what you mentioned.",
+        "From what you told me: {v}.",
+        "That would be {v}, if I remember right.",
+    ),
+    "de": ("Soweit ich mich erinnere: {v}.", "Du hast mir erzählt: {v}, glaube ich."),
+    "fr": ("Si je me souviens bien, c'est {v}.", "D'après ce que tu m'as dit : {v}."),
+    "es": ("Si no recuerdo mal, es {v}.", "Según lo que me contaste: {v}."),
+    "nl": ("Als ik het me goed herinner, is het {v}.", "Volgens wat je me vertelde: {v}."),
+}
+"""How the stand-in words an answer, in the language it was asked in."""
+
+
+def _w(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+KINDS: dict[str, tuple[str, ...]] = {
+    "job": _w(
+        "carpenter nurse dentist teacher plumber firefighter paramedic baker pilot lawyer "
+        "Elektriker Fährkapitän Apothekerin Bergmann Bauleiter Lehrerin Bäcker Polizist "
+        "Tischler buschauffeur visser bakker kapper loodgieter dentista piloto panadero "
+        "guía médico abogado infirmière boulanger plombier avocat pompier"
+    ),
+    "instrument": _w(
+        "trumpet cello Geige Klavier batterie ukelele piano guitar violon flauta "
+        "trompet fluit saxophone harp"
+    ),
+    "sport": _w(
+        "judo pádel boulder bowls turnen tennis hockey voetbal natation escalade "
+        "running Handball yoga ciclismo"
+    ),
+    "food": _w(
+        "mushroom stamppot cajou Kiwi Tomat Tomate coriander crevette olive pulpo "
+        "paella lasagne spinach Sauerkraut champignons garbanzos haring"
+    ),
+    "drink": _w("Rooibos coffee oat milk chai matcha Kakao thé horchata karnemelk"),
+    "colour": _w("black verde green rouge blau blauw yellow naranja violet"),
+    "day": _w("Dienstag mercredi jeudi dimanche Montag lunes vendredi zaterdag sábado"),
+    "month": _w("March Oktober janvier agosto mai September juni febrero"),
+    "subject": _w("historia chemistry math dalton poterie biologie Physik geografía"),
+    "car": _w("Volvo Fiat Skoda Renault Opel Toyota Seat Peugeot"),
+    "vehicle": _w("bike bus fiets trein tram scooter métro coche"),
+    "diet": _w("vegan vegetarian keto glutenfrei paleo"),
+    "number": _w("two seven five four veertig zwanzig noventa three six"),
+    "school": _w("Verein koor orchestra marine piscine Fahrschule Gymnasium lycée"),
+}
+"""Values of one kind the inventing stand-in swaps for one another (``--invent``)."""
+
+PLACES = _w(
+    "Leipzig Dublin Lyon Marseille Valencia Hamburg Berlin Bilbao Graz Nantes Madrid Sevilla "
+    "Utrecht Rotterdam Kassel Hoorn Montréal Cádiz Noorwegen Japan Porto Gent Innsbruck "
+    "Toulouse Zaragoza Groningen Bremen Dijon Málaga Leeds"
+)
+PEOPLE = _w(
+    "Sam Pieter Carmen Nora Valeria Marius Remedios Bram Biscuit Pluis Bolle Holle Caramel "
+    "Winston Greta Jonas Lotte Hugo Inés Mathis Femke Anouk Tobias Lucía Elodie"
+)
+
+
+def invented(right: str, shown: str, key: str) -> str:
+    """Another plausible value of the kind of ``right`` that no shown line holds: a number
+    a few off, a value of the same ``KINDS`` row, a place for a place, a name for a name."""
+    salt = sum(map(ord, key))
+    if right.isdigit():
+        return str(int(right) + 3 + salt % 5)
+    pool: tuple[str, ...] | None = next(
+        (vs for vs in KINDS.values() if right.lower() in map(str.lower, vs)), None
+    )
+    if pool is None and right[:1].isupper():
+        pool = PLACES if right in PLACES else PEOPLE
+    pool = pool or tuple(w for vs in KINDS.values() for w in vs)
+    free = [v for v in pool if v.lower() not in shown and v.lower()[:4] != right.lower()[:4]]
+    return free[salt % len(free)] if free else "Zanzibar"
+
+
 class Paraphraser:
     """A stand-in for a user's larger model (``--paraphrase``): it composes (tools offered,
     none called) and answers freely in words of its own, from the memory block it is shown:
     when a shown line has a word that answers the question it is asked (``answers``: the
-    set's), it says that word in a sentence nobody wrote; otherwise that it does not know.
-    What the answer check then refuses of a right answer is a false refusal."""
+    set's; a follow-up's keyed with the question before it), it says that word in a
+    sentence nobody wrote, in the language asked in (``FRAMES``); otherwise that it does not
+    know. What the answer check then refuses of a right answer is a false refusal. With
+    ``invent`` it swaps the value for another of the same kind that no shown line holds
+    (``invented``): what the check lets through of those slipped."""
 
     supports_tools = True
     composes = True
     vision = False
 
-    def __init__(self, answers: dict[str, list[str]]) -> None:
+    def __init__(self, answers: dict[str, list[str]], invent: bool = False) -> None:
         self.name = "paraphraser"
         self.answers = answers
+        self.invent = invent
+        self.composed: set[str] = set()
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: Any = None, model: str | None = None
@@ -125,13 +207,17 @@ class Paraphraser:
 
         asked = [m["content"] for m in messages if m["role"] == "user"]
         shown = " ".join(str(c) for c in asked if "Relevant Memories" in str(c)).lower()
-        question = next((str(c) for c in reversed(asked) if "Relevant Memories" not in str(c)), "")
-        words = [w for w in self.answers.get(question, []) if w.lower() in shown]
-        text = (
-            f"Let me think... I believe it's {words[0]}, going by what you mentioned."
-            if words
-            else "I'm not sure, you haven't told me."
-        )
+        said = [str(c) for c in asked if "Relevant Memories" not in str(c)]
+        question = said[-1] if said else ""
+        before = said[-2] if len(said) > 1 else ""
+        wanted = self.answers.get(f"{before}\n{question}", self.answers.get(question, []))
+        words = [w for w in wanted if w.lower() in shown]
+        if not words:
+            return ChatResult(content="I'm not sure, you haven't told me.", tool_calls=[])
+        value = invented(words[0], shown, question) if self.invent else words[0]
+        frames = FRAMES.get(language(question), FRAMES["en"])
+        text = frames[sum(map(ord, question)) % len(frames)].format(v=value)
+        self.composed.add(text)
         return ChatResult(content=text, tool_calls=[])
 
     async def ping(self) -> None:
@@ -158,6 +244,7 @@ async def run(
     paraphrase: bool = False,
     path: Path = DATA,
     composes: bool = False,
+    invent: bool = False,
 ) -> dict[str, Any]:
     data = json.loads(path.read_text())
     people: dict[str, str] = data["people"]
@@ -177,10 +264,12 @@ async def run(
         async with chazbot.open(tmp, cfg) as peer:
             refused: list[str] = []
             given: list[str] = []
+            stand_in: Paraphraser | None = None
             if paraphrase:
                 answers = {a[1]: a[2] for g in groups for a in g["ask"]}
-                answers |= {f[1]: f[2] for g in groups for f in g.get("follow", [])}
-                peer.models._llm, peer.models._made = Paraphraser(answers), True
+                answers |= {f"{f[0]}\n{f[1]}": f[2] for g in groups for f in g.get("follow", [])}
+                stand_in = Paraphraser(answers, invent)
+                peer.models._llm, peer.models._made = stand_in, True
             chat_model = peer.models.llm
             assert chat_model is not None
             if composes:
@@ -220,10 +309,12 @@ async def run(
                 nonlocal withheld
                 withheld += result.withheld is not None
                 said = result.withheld or result.text
-                if "I believe it's" in said:
+                if stand_in is not None and said in stand_in.composed:
                     given.append(text)
-                if result.withheld and "I believe it's" in result.withheld:
-                    refused.append(text)
+                    if result.withheld:
+                        refused.append(text)
+                    elif show and invent:
+                        print(f"  SLIPPED {text} -> {said!r}")
                 return result.text
 
             async def rows() -> list[str]:
@@ -312,7 +403,11 @@ async def run(
         "model": "paraphraser" if paraphrase else (model or "embedded"),
         "composes": paraphrase or composes,
         "load_s": round(load_s, 1),
-        "right_answers_refused_by_the_check": f"{len(refused)}/{len(given)}",
+        **(
+            {"invented_answers_let_through": f"{len(given) - len(refused)}/{len(given)}"}
+            if invent
+            else {"right_answers_refused_by_the_check": f"{len(refused)}/{len(given)}"}
+        ),
         "refused": refused,
         "groups": len(groups),
         **{k: _pct(scores[k], totals[k]) for k in sorted(totals)},
@@ -346,6 +441,11 @@ def main() -> None:
         help="a stand-in that composes freely (see Paraphraser)",
     )
     parser.add_argument(
+        "--invent",
+        action="store_true",
+        help="with --paraphrase: the stand-in swaps each value for another of its kind",
+    )
+    parser.add_argument(
         "--composes",
         action="store_true",
         help="let the embedded model compose answers about people (a measurement only)",
@@ -364,6 +464,7 @@ def main() -> None:
             args.paraphrase,
             SETS / f"{args.set}.json",
             args.composes,
+            args.invent,
         )
     )
     print(json.dumps(out, indent=1))

@@ -27,6 +27,8 @@ from chazbot import metrics
 from chazbot.agent.capture_sources import CaptureSources
 from chazbot.agent.capture_tasks import CaptureTasks, ToCapture
 from chazbot.agent.host import AgentHandle
+from chazbot.agent.meaning_vectors import FIXED_VECTORS
+from chazbot.agent.meaning_vectors import STORE_DIR as MEANING_DIR
 from chazbot.agent.pictures import Picture
 from chazbot.agent.session import Session
 from chazbot.agent.turn import Incoming, TurnContext, TurnResult, take_turn, tool_label
@@ -108,6 +110,8 @@ class Peer:
         self.registry = registry
         self.memory = memory
         self.embedder = embedder
+        self.meaning_warm: asyncio.Task[object] | None = None
+        """The fixed sentences of a forget by meaning, read or embedded in the background."""
         self.state_lock = state_lock  # held from open to close
         self.hosting = hosting
         self.sync = sync
@@ -186,6 +190,8 @@ class Peer:
                 peer.tools.start()  # in the background: a server never holds up the start
             if role not in ONE_JOB_ROLES:  # owed at the last stop: written in the background
                 await peer.memory.resume_vectors()
+            if role not in ONE_JOB_ROLES and embedder is not None:  # a forget's sentences (#45)
+                peer.meaning_warm = FIXED_VECTORS.warm(embedder, state / MEANING_DIR)
         except BaseException:
             await ledger.close()
             lock.release()
@@ -193,6 +199,8 @@ class Peer:
         return peer
 
     async def close(self) -> None:
+        if self.meaning_warm is not None and not self.meaning_warm.done():
+            self.meaning_warm.cancel()  # written whole or not at all; made again next start
         await self.wait_captures(self.tuning.capture_close_wait_s)
         await self.tools.stop()
         await self.sync.stop()

@@ -9,6 +9,8 @@ asks for ("which *sport*": tennis, pádel, judo…). Lowercase, whole tokens as
 
 from __future__ import annotations
 
+from chazbot.agent.persons import GROUPS as PERSON_GROUPS
+from chazbot.agent.persons import KIN
 from chazbot.memory.tokenize import STOPWORDS
 
 
@@ -63,7 +65,8 @@ QUESTION = _set(
 )
 WHO = _set("who whom wer qui quién quien")
 KIND_ASKERS = _set(
-    "what which welche welcher welches welchen quel quelle quels quelles qué cuál welk welke"
+    "what which welche welcher welches welchen welchem quel quelle quels quelles qué cuál "
+    "cuáles welk welke"
 )
 FUNCTION = STOPWORDS | _set(
     "ist sind bin bist war hat habe hast haben der die das den dem des ein eine einen einem "
@@ -76,7 +79,8 @@ FUNCTION = STOPWORDS | _set(
     "het een is zijn ben bent was van en of op te met voor bij ik jij je hij zij ze wij we "
     "mij me hem haar er dat die deze "
     "something anything etwas irgendetwas quelque chose algo algún alguna iets "
-    "doet doe deed macht mache machst fait fais hace haces hizo"
+    "doet doe deed macht mache machst fait fais hace haces hizo "
+    "waren wart était étaient été sera fue fueron era eran fui será werd geweest"
 )
 """Words that say nothing of what is asked, in the five languages."""
 
@@ -103,26 +107,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("born birthplace geboren née né nés nacido nacida nació nací"),
     _set("birthday birthdays geburtstag anniversaire cumpleaños verjaardag jarig"),
     _set("old age alt alter âge edad años oud leeftijd"),
-    _set("son sons sohn söhne fils hijo zoon"),
-    _set("daughter daughters tochter töchter fille hija dochter"),
-    _set("wife frau ehefrau femme épouse esposa mujer vrouw echtgenote"),
-    _set("husband mann ehemann mari époux marido esposo echtgenoot man"),
-    _set("mother mum mom mutter mama mère maman madre moeder"),
-    _set("father dad vater papa père padre vader"),
-    _set("sister schwester sœur soeur hermana zus zuster"),
-    _set("brother bruder frère hermano broer"),
-    _set("grandmother grandma granny oma großmutter grand-mère abuela"),
-    _set("grandfather grandpa opa großvater grand-père abuelo"),
-    _set("uncle onkel oncle tío tio oom"),
-    _set("aunt tante tía tia"),
-    _set("niece nichte nièce sobrina nicht"),
-    _set("nephew neffe neveu sobrino neef"),
-    _set("dog dogs hund chien perro hond"),
-    _set("cat cats katze chat gato kat poes"),
-    _set("horse pferd cheval caballo paard"),
-    _set("doctor gp arzt ärztin médecin médico dokter huisarts"),
-    _set("dentist zahnarzt dentiste dentista tandarts"),
-    _set("teacher lehrer lehrerin professeur prof profesor profesora leraar lerares"),
     _set("colour color farbe couleur kleur"),
     _set(
         "car auto voiture coche wagen drive drives drove driving fahre fährst fährt fahren "
@@ -135,7 +119,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     ),
     _set(
         "play plays played playing spiele spielst spielt spielen joue joues jouer juego "
-        "juegas juega jugar speel speelt spelen"
+        "juegas juega jugar speel speelt spelen toco tocas toca tocan tocar"
     ),
     _set("food eat essen nourriture plat comida eten"),
     _set(
@@ -154,12 +138,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("friday fridays freitag freitags vendredi vendredis viernes vrijdag vrijdags"),
     _set("saturday saturdays samstag samstags samedi samedis sábado sábados zaterdag zaterdags"),
     _set("sunday sundays sonntag sonntags dimanche dimanches domingo domingos zondag zondags"),
-    _set(
-        "neighbour neighbor neighbours nachbar nachbarin voisin voisine vecino vecina buurman "
-        "buurvrouw"
-    ),
-    _set("friend friends freund freundin ami amie amigo amiga vriend vriendin"),
-    _set("partner partnerin partenaire pareja"),
     _set("book buch livre libro boek"),
     _set("grow grew grown growing"),
     _set(
@@ -176,15 +154,6 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("teach taught teaches"),
     _set("marry married wedding getrouwd geheiratet marié mariée casado casada"),
     _set("film movie films movies pelicula película"),
-    _set("parrot parrots papagei papageien perroquet perroquets loro loros papegaai papegaaien"),
-    _set(
-        "tortoise tortoises turtle turtles schildkröte schildkröten tortue tortues tortuga "
-        "tortugas schildpad schildpadden"
-    ),
-    _set("rabbit rabbits kaninchen hase lapin lapins conejo conejos konijn konijnen"),
-    _set("bird birds vogel vögel oiseau oiseaux pájaro pájaros ave vogels"),
-    _set("hamster hamsters hámster"),
-    _set("twins twin zwillinge zwilling jumeaux jumelles jumeau gemelos gemelas mellizos tweeling"),
     _set(
         "university uni universität hochschule université fac universidad universiteit "
         "college degree studium"
@@ -193,6 +162,7 @@ CONCEPTS: tuple[frozenset[str], ...] = (
     _set("milk milch lait leche melk"),
     _set("choir chor chorale coro koor"),
     _set("morning mornings morgens matin matins mañana mañanas ochtend ochtends"),
+    *PERSON_GROUPS,
 )
 """Words that ask the same thing (in English, German, French, Spanish, Dutch)."""
 KINDS: dict[str, frozenset[str]] = {
@@ -217,13 +187,20 @@ KINDS: dict[str, frozenset[str]] = {
         "zaterdag zondag weekend week-end"
     ),
 }
-"""Kinds of answer a "which *kind*" question asks, with what is of the kind."""
+"""Kinds of answer a "which *kind*" question asks, with what is of the kind (a place has no
+list: a row names one by a capitalised word after "in", "à", "nach"…, ``grounding``)."""
+AGE_WORDS = _set("age âge alter edad leeftijd")
+"""What "which *age*" asks is a number (``question.AGE``'s rule), not a kind of thing."""
 KIND_WORDS: dict[str, str] = {
     word: kind
     for kind, words in {
         "instrument": _set("instrument instruments instrumento instrumentos"),
         "sport": _set("sport sports deporte deportes sportart race carrera wedstrijd"),
         "day": _set("day days tag tage jour jours día días dag dagen wochentag weekday"),
+        "place": _set(
+            "place city town village country ort stadt dorf land ville village pays endroit "
+            "lieu lugar ciudad pueblo país plaats stad dorp"
+        ),
     }.items()
     for word in words
 }
@@ -240,18 +217,17 @@ OWN_CONCEPTS = frozenset(
 question about one of these is about the person, not about someone of theirs."""
 RELATIONS = frozenset(
     w
-    for group in CONCEPTS
+    for group in KIN.values()
     for w in group
-    if group
-    & _set(
-        "son daughter mother father sister brother wife husband grandmother grandfather uncle "
-        "aunt niece nephew neighbour friend partner"
-    )
+    if w not in FUNCTION  # a function word of another language is no relative on its own
 )
-"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*")."""
+"""The people a row may be about besides its teller ("my *brother*", "mijn *buurman*"); a
+word that is a function word in another language is none on its own (Dutch "nicht", German
+"not", is no longer a niece's word at all: ``persons``)."""
 
 
 __all__ = [
+    "AGE_WORDS",
     "ATTRIBUTE",
     "ATTRIBUTE_WORDS",
     "CONCEPTS",

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING
 
 from chazbot.agent.answering import choose_row, fits, read_question
 from chazbot.agent.concepts import ATTRIBUTE_WORDS
-from chazbot.agent.forget_meaning import DEFAULT_MEANING_TUNING, MeaningTuning, ranked
+from chazbot.agent.forget_meaning import (
+    DEFAULT_MEANING_TUNING,
+    MeaningTuning,
+    Scored,
+    of_someone,
+    ranked,
+    row_words,
+)
 from chazbot.agent.grounding import FUNCTION, POSSESSIVES, QUESTION, evidence
 from chazbot.agent.lexicon import reply
 from chazbot.agent.undo import UNDO_MINUTES, UndoSlots
@@ -96,16 +103,19 @@ async def forget_words(
         return await _forget(memory, sender, rows, undo, lang, what)
     by_words = _by_words(view, theirs, what, audience)
     meant = await _by_meaning(memory, theirs, by_words, what, speaker, tuning)
-    best, top = meant[0]
-    gap = top - meant[1][1] if len(meant) > 1 else top
+    best, top, _ = meant[0]
+    gap = top - meant[1].score if len(meant) > 1 else top
     if by_words and best in by_words:
-        other = next((score for row, score in meant if row not in by_words), None)
+        other = next((m.score for m in meant if m.row not in by_words), None)
         if other is None or top - other >= tuning.margin:  # "forget my sister": both rows
             return await _forget(memory, sender, by_words, undo, lang, what)
-    if not by_words and top >= tuning.alone and gap >= tuning.margin and _whose(best, what):
+    clear = top >= tuning.alone and gap >= tuning.lead
+    if not by_words and clear and _whose(best, what) and not _someone_elses(best, what):
         return await _forget(memory, sender, [best], undo, lang, what)
     floor = max(tuning.floor, top - tuning.window)
-    listed = [row for row, score in meant if score >= floor][: tuning.listed]
+    listed = [m.row for m in meant if m.score >= floor][: tuning.listed]
+    if len(listed) < tuning.at_least:  # several could be meant: ask which, not "is it this?"
+        listed = [m.row for m in meant if m.score >= tuning.floor][: tuning.at_least]
     listed += [row for row in by_words if row not in listed][: max(0, tuning.listed - len(listed))]
     if not listed:
         return reply(lang, "none", what=what)
@@ -123,6 +133,13 @@ def _whose(row: MemoryRow, what: str) -> bool:
     if not q.subject and not q.names:
         return True
     return fits(evidence(row), replace(q, about_asker=False))
+
+
+def _someone_elses(row: MemoryRow, what: str) -> bool:
+    """Whether ``row`` tells of someone of the person's while ``what`` names no one ("what
+    I do for work" and "My colleague Tim works as a cook"): never forgotten without asking."""
+    q = read_question(what)
+    return not q.subject and not q.names and of_someone(row_words(row))
 
 
 def _by_words(
@@ -156,7 +173,7 @@ async def _by_meaning(
     what: str,
     speaker: str | None,
     tuning: MeaningTuning,
-) -> list[tuple[MemoryRow, float]]:
+) -> list[Scored]:
     """The person's rows best first for ``what`` (``forget_meaning.ranked``), the row a
     question of these words would be answered from a little ahead."""
     engine = memory.engine
@@ -172,8 +189,10 @@ async def _by_meaning(
     scored = await ranked(engine.embedder, rows, what, tuning)
     chosen = await choose_row(memory, read_question(what), asker=speaker, only_asker=True)
     if chosen is not None:
-        scored = [(r, s + (CHOSEN_BONUS if r.ident == chosen.ident else 0.0)) for r, s in scored]
-        scored.sort(key=lambda rs: rs[1], reverse=True)
+        scored = [
+            m._replace(score=m.score + CHOSEN_BONUS * (m.row.ident == chosen.ident)) for m in scored
+        ]
+        scored.sort(key=lambda m: m.score, reverse=True)
     return scored
 
 
@@ -292,19 +311,18 @@ async def restore_rows(memory: MemoryScope, rows: tuple[MemoryRow, ...]) -> None
         )
 
 
-async def answer(
-    found: Intent, memory: MemoryScope, sender: str, tools: frozenset[str], session: Session
-) -> str | None:
+async def answer(found: Intent, memory: MemoryScope, sender: str, session: Session) -> str | None:
     """The reply to a forget, "forget what I just said", a number answering a list, or
-    "undo"; None when ``found`` is none of them, or a forget that the model does by calling
-    its ``forget`` tool (``tools``)."""
+    "undo"; None when ``found`` is none of them. A forget in words is carried out here with
+    every chat model (SPEC §5c), one with a ``forget`` tool too: by meaning, with
+    the list to choose from and the undo, which a model's own call would not give."""
     if found.kind == "undo":
         return await undo_forget(memory, sender, session.undo, found.lang)
     if found.kind == "forget_last":
         return await forget_last(memory, sender, session, session.undo, found.lang)
     if found.kind == "choose":
         return await choose_forget(memory, sender, found.what, session.undo, found.lang)
-    if found.kind != "forget" or "forget" in tools:
+    if found.kind != "forget":
         return None
     return await forget_words(memory, sender, found.what, session.undo, found.lang)
 

@@ -32,10 +32,13 @@ embedder, so it holds the same for every embedder configuration (hashed or none 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from chazbot.agent.concepts import (
+    AGE_WORDS,
     ATTRIBUTE,
     CONCEPT_OF,
     CONCEPTS,
@@ -55,7 +58,8 @@ from chazbot.agent.concepts import (
     WHO,
 )
 from chazbot.agent.lexicon import ES
-from chazbot.agent.words import personal
+from chazbot.agent.persons import RANKS, person_word
+from chazbot.agent.words import language, personal
 from chazbot.memory.rows import MemoryRow, said_text
 from chazbot.memory.tokenize import tokenize
 
@@ -67,7 +71,7 @@ def _set(text: str) -> frozenset[str]:
 _CONCEPT_OF = CONCEPT_OF
 _OWN_CONCEPTS = OWN_CONCEPTS
 _JOB_NOUN = re.compile(
-    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|in|kapitän|arzt|ärztin|chauffeur|"
+    r"(?:er|ist|iste|ista|ero|era|eur|euse|ier|ière|(?<![aeiouäöüy])in|kapitän|arzt|ärztin|chauffeur|"
     r"captain|nurse|chef|koch|cook|pilot|driver|nanny|mann)$"
 )
 
@@ -84,10 +88,12 @@ def job_nouns(words: Iterable[str]) -> list[str]:
     "buschauffeur"): a job is told as what someone *is*, without a word for "job"; not a
     place that ends like one ("lives in Dublin")."""
     tokens = list(words)
+    spanish = language(" ".join(tokens)) == "es"  # "Salgo a *correr*": a verb, not a job
     return [
         w
         for i, w in enumerate(tokens)
         if len(w) > 3
+        and not (spanish and w.endswith(("er", "ar", "ir")))
         and w not in RELATIONS
         and w not in POSSESSIVES  # "mein"
         and not w.endswith(_KIN_ENDS)  # "stepdaughter", "Großmutter"
@@ -108,11 +114,27 @@ STEM = 4
 other's start, or they differ only in their last three letters ("allergic"/"allergy")."""
 
 
+@lru_cache(maxsize=8192)
+def concept_ids(word: str) -> frozenset[int]:
+    """The concepts ``word`` is a word of: its own, or, for someone's word in another form,
+    its table word's ("Nachbarinnen", "broertje", "Lieblingstante": ``persons.person_word``)."""
+    found = _CONCEPT_OF.get(word)
+    if found is not None:
+        return found
+    person = person_word(word)
+    return _CONCEPT_OF.get(person, frozenset()) if person is not None else frozenset()
+
+
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
-    if _CONCEPT_OF.get(a, frozenset()) & _CONCEPT_OF.get(b, frozenset()):
+    of_a, of_b = concept_ids(a), concept_ids(b)
+    if of_a & of_b:
         return True
+    if of_a and of_b:
+        return False  # words of two known concepts: "grandad" is no "grandmother"
+    if person_word(a) is not None and person_word(b) is not None:
+        return False  # "stepdad"/"stepdaughter": a stem is no relative
     if len(a) < STEM or len(b) < STEM or a[:STEM] != b[:STEM]:
         return False
     short, long = sorted((a, b), key=len)
@@ -143,15 +165,29 @@ def _owned(text: str) -> list[tuple[str, str | None]]:
     for m in _APOSTROPHE_S.finditer(lowered):
         whats.setdefault(m.group(1), m.group(2))
     found: list[tuple[str, str | None]] = []
+    spanish = "¿" in text or "¡" in text
+    wholes = {  # "ma *belle-sœur*", "my *in-laws*": the whole, not "belle", "laws"
+        part: w
+        for w in HYPHENED.findall(lowered)
+        if person_word(w) is not None
+        for part in w.split("-")
+    }
     for i, tok in enumerate(tokens):
-        if tok not in POSSESSIVES:
-            continue
+        if tok not in POSSESSIVES or (tok == "nos" and spanish):
+            continue  # "¿Quién *nos* riega las plantas?": Spanish "nos" is "us", owns nothing
         rest = [t for t in tokens[i + 1 : i + 6] if t not in FUNCTION or t in ATTRIBUTE]
-        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES]
-        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER][:1]  # "my PIN"
+        nouns = [t for t in rest if t not in ATTRIBUTE and t not in POSSESSIVES and t not in RANKS]
+        # "my *little* brother", "mi hermano mayor", "mijn kleine broertje": the person
+        nouns = [t for t in nouns[:3] if person_word(wholes.get(t, t))][:1] or nouns
+        # "my PIN"; "my *youngest*" alone is a child ("my oldest friend": the friend)
+        nouns = nouns or [t for t in rest if t in NAME or t in NUMBER or t in RANKS][:1]
         if nouns:
-            found.append((nouns[0], whats.get(nouns[0])))
+            found.append((wholes.get(nouns[0], nouns[0]), whats.get(nouns[0])))
     return found
+
+
+HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+"""A hyphened word ("grand-mère", "brother-in-law", "WLAN-Passwort")."""
 
 
 _APOSTROPHE_S = re.compile(r"(?<!\w)(\w+)'s\s+(?=(\w+))")
@@ -174,7 +210,7 @@ def _kind_word(tokens: list[str]) -> str | None:
     """The word right after "which"/"what" ("which *school*", "what *car*"), if it is one."""
     for i, tok in enumerate(tokens[:-1]):
         nxt = tokens[i + 1]
-        if tok in KIND_ASKERS and nxt not in FUNCTION and nxt not in QUESTION:
+        if tok in KIND_ASKERS and nxt not in FUNCTION | QUESTION | AGE_WORDS:
             return nxt
     return None
 
@@ -234,11 +270,24 @@ def _other_kind(kind: str | None, words: list[str]) -> bool:
     return bool(theirs) and asked_kind not in theirs
 
 
-def _of_kind(kind: str | None, words: list[str]) -> bool:
+_PLACE = re.compile(
+    r"\b(?:" + "|".join(sorted(_PLACE_BEFORE)) + r")\s+(?:(?:the|de|la|el|den|der)\s+)?"
+    r"[A-ZÀ-Ý][\w'-]+"
+)
+"""A place named in a row: a capitalised word after "in", "à", "nach", "en"… ("bought a tiny
+house *in Hoorn*", "viven *en Cádiz*")."""
+
+
+def _of_kind(kind: str | None, words: list[str], raw: str = "") -> bool:
     """Whether the row holds a value of the kind asked ("which *sport*" beside "juego al
-    pádel", "quel *jour*" beside "le mercredi"): it answers without the question's verb."""
+    pádel", "quel *jour*" beside "le mercredi", "welke *plaats*" beside "in Hoorn"): it
+    answers without the question's verb."""
     asked_kind = KIND_WORDS.get(kind or "")
-    return asked_kind is not None and any(w in KINDS[asked_kind] for w in words)
+    if asked_kind is None:
+        return False
+    if asked_kind not in KINDS:  # a place: no list, a name after "in", "à"… (``_PLACE``)
+        return _PLACE.search(raw) is not None
+    return any(w in KINDS[asked_kind] for w in words)
 
 
 def other_kind(question: str, row: str) -> bool:
@@ -255,7 +304,7 @@ def lacks_kind(question: str, row: str) -> bool:
     if kind is None or kind in GENERIC:
         return False
     words = tokenize(row.replace("\u2019", "'"))
-    return not _has(words, [kind]) and not _of_kind(kind, words)
+    return not _has(words, [kind]) and not _of_kind(kind, words, row)
 
 
 def gives_name(text: str, subject: Iterable[str]) -> bool:
@@ -286,6 +335,7 @@ def _about_the_person(q: Asked) -> bool:
 
 
 FIRST_PERSON = frozenset(ES.opens) | _set(
+    "bin hab "  # German drops "ich" too: "*Bin* seit Oktober Bauleiterin"
     "practico hablo hago estudié estudio nací entreno odio trabajé viví crecí tuve fui "
     "toco escribo cocino salgo corro nado camino bebo leo canto bailo conduzco voy llevo "
     "prefiero necesito uso tomo escucho veo"
@@ -293,13 +343,14 @@ FIRST_PERSON = frozenset(ES.opens) | _set(
 """Spanish tells its speaker by the verb alone ("*Estudié* historia", "¿Qué coche *tengo*?")."""
 
 
-_I = _set("i i'm ich je j' ik yo we wir nous nosotros wij")
+_I = _set("i i'm ich je j j' ik yo we wir nous nosotros wij")
 
 
 def speaker_first(said: str) -> bool:
     """Whether the teller is the sentence's subject before any possessive ("Los sábados
     *juego* al pádel con mis amigas", "*I* drink my coffee black")."""
-    for token in tokenize(said.replace("\u2019", "'")):
+    # every word, stopwords too ("I", "ich", "je" are stopwords of ``tokenize``)
+    for token in re.findall(r"[^\W\d_]+", said.replace("\u2019", "'").lower()):
         if token in POSSESSIVES:
             return False
         if token in _I or token in FIRST_PERSON:
@@ -357,9 +408,28 @@ werk", "antes del trabajo", "after work", "op het werk"), not what one does for 
 ("*for* a living", "*als* Lehrer", "*von* Beruf" are)."""
 
 
-def commute(words: list[str]) -> list[str]:
+PLACES = _set(
+    "where wo wohin woher où dónde donde waar city town place village country stadt ort "
+    "dorf land ville endroit pays ciudad pueblo lugar país stad plaats dorp"
+)
+
+
+def asks_place(question: str) -> bool:
+    """Whether a question asks where, or the way somewhere ("In which *city* do I work?",
+    "Hoe ga ik *naar mijn werk*?"): then a row's "naar mijn werk" is what it asks."""
+    said = re.findall(r"[^\W\d_]+", question.replace("\u2019", "'").lower())
+    if set(said) & PLACES:
+        return True
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return len(commute(tokens)) < len(tokens)
+
+
+def commute(words: list[str], question: str = "") -> list[str]:
     """``words`` without a job's word that names where one goes ("Ik neem de trein naar mijn
-    *werk*" says nothing of what the person does)."""
+    *werk*" says nothing of what the person does), unless ``question`` asks a place or the
+    way there (``asks_place``: "In which city do I work?" is answered by that row)."""
+    if question and asks_place(question):
+        return words
     job = _CONCEPT_OF["job"]
     return [
         w
@@ -372,7 +442,7 @@ def commute(words: list[str]) -> list[str]:
 
 
 def _supports(text: str, question: str, q: Asked) -> bool:
-    words = commute(tokenize(text.replace("\u2019", "'")))
+    words = commute(tokenize(text.replace("\u2019", "'")), question.replace("\u2019", "'"))
     if _another_attribute(words, question.replace("\u2019", "'")):
         return False
     if _about_the_person(q) and _someone_else(text):
@@ -401,6 +471,8 @@ def _supports(text: str, question: str, q: Asked) -> bool:
         return False  # "what is my cat called?" needs a row that names it
     if said & NAME and q.subject and not q.predicate and gives_name(text, q.subject):
         return True  # "En hoe heet hij? (my man)" beside "Mijn man Pieter werkt als …"
+    # (a place named is no answer by itself: "In which city did I get married?" is not
+    # "I was born in London"; ``lacks_kind`` reads it)
     if q.kind is not None and (_has(words, [q.kind]) or _of_kind(q.kind, words)):
         return True  # "My car is a red Skoda" for "What car do I drive?"; "juego al pádel"
     whom = _names(question)  # "Which school do *Nora* and *Liv* go to?": whom, not what
@@ -448,21 +520,216 @@ def grounded(question: str, reply: str, shown: Iterable[str], named: Iterable[st
 
 
 def stands_on(question: str, reply: str, about: Iterable[str]) -> bool:
-    """Whether what ``reply`` adds to ``question`` comes from the rows ``about`` (their
-    ``evidence``): one of its words, every number and every name (the module doc, 3). The
-    answer check asks it of the rows that support the question by their words, and of the
-    row chosen by meaning (``answering.chosen_row``)."""
-    about = list(about)
+    """Whether every piece of ``reply`` that carries a fact stands on one of the rows
+    ``about`` (their ``evidence``) by its words: ``unsupported`` is empty (the module doc,
+    3). The answer check asks it of the rows that support the question by their words, of
+    the row chosen by meaning (``answering.chosen_row``) and of the shown rows about whom
+    the question asks (``about_whom``)."""
+    return not unsupported(question, reply, list(about))
+
+
+FILLER = _set(
+    # the listener, in the five languages ("*your* brother", "*dein* Bruder", "*ta* sœur")
+    "you your yours yourself du dein deine deinen deinem deiner deines dich dir tu ton ta tes "
+    "toi te vous votre vos tú tu tus te ti usted su sus jij je jou jouw jullie uw "
+    # when a claim holds, in the five languages ("now", "these days")
+    "now currently nowadays jetzt zurzeit derzeit inzwischen maintenant actuellement "
+    "désormais ahora actualmente nu momenteel tegenwoordig inmiddels "
+    # en: hedges, attribution, the frame of an answer
+    "think thought believe believes guess suppose recall remember remembered remembering "
+    "mention mentioned mentions told tell telling said say says saying according based going "
+    "let sure seems seem seemed apparently memory memories correctly correct right far know "
+    "knew noted note recorded see looks answer would could might probably perhaps maybe "
+    "yes yeah well okay ok course actually indeed if unless mistaken wrong "
+    # de
+    "glaube glaub denke meine meinst vermute erinnere erinnern erinnert erinnerung erzählt "
+    "erzähltest erzählst gesagt sagtest sagst erwähnt erwähntest laut soweit richtig wohl "
+    "anscheinend offenbar gespeichert notiert dass also ja jedenfalls klar "
+    "vielleicht wahrscheinlich genau wenn falls mal weiß weißt wüsste irre täusche "
+    # fr
+    "crois pense suppose souviens souvient rappelle rappelles dit dis dites mentionné "
+    "raconté racontes racontais d'après après selon bien semble semblerait apparemment "
+    "mémoire noté trompe que qu oui voilà effectivement sûr sûre peut-être probablement "
+    "si sais sache "
+    # es
+    "creo pienso supongo recuerdo recuerda acuerdo dijiste dices contaste cuentas "
+    "mencionaste según parece aparentemente memoria entiendo entendido equivoco sí pues "
+    "claro quizás quizá probablemente seguro si mal sé sabes "
+    # nl
+    "denk geloof vermoed herinner herinneren herinnering zei zegt zeg vertelde vertelt "
+    "verteld gezegd noemde genoemd volgens lijkt blijkbaar goed wel toch zeker misschien "
+    "waarschijnlijk ja inderdaad als weet vergis vergist vergissen niet "
+)
+"""Words that carry no fact of the person: hedges and attribution ("I believe", "you told
+me", "si je me souviens bien", "según lo que me contaste", "als ik me goed herinner").
+What is left of a reply's own words is what it claims."""
+
+
+def value_words(question: str, text: str) -> list[str]:
+    """The words of ``text`` (a reply, or a clause of one) that claim something beyond
+    ``question``: not its words (nor their forms or concepts), no function, question,
+    possessive or filler word."""
     asked_words = set(tokenize(question))
-    added = [t for t in _content(reply) if t not in asked_words and not _has([t], asked_words)]
-    if not added:
-        return True  # nothing beyond the question's own words ("Yes, you do.")
-    known = {w for t in about for w in tokenize(t)}
-    if any(t.isdigit() and t not in known for t in added):
+    return [
+        t
+        for t in dict.fromkeys(_content(text))
+        if t not in asked_words
+        and t not in FILLER
+        and t not in POSSESSIVES
+        and not _has([t], asked_words)
+    ]
+
+
+_CLAUSE = re.compile(r"[.!?;:\n—–]+\s*|,\s+|\s+-\s+|\.\.\.")
+
+
+def clauses(reply: str) -> list[str]:
+    """``reply`` cut where a claim may end: sentence marks, commas, dashes."""
+    return [c.strip() for c in _CLAUSE.split(reply) if c.strip()]
+
+
+def fold(word: str) -> str:
+    """``word`` without accents ("Montréal" → "montreal", "paramédica" → "paramedica")."""
+    return "".join(
+        c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c)
+    )
+
+
+COGNATE = 6
+"""A word this long or longer that differs from a row's word by one letter (accents aside)
+and starts as it does is the same word in another language ("Noorwegen"/"Norwegen",
+"Oktopus"/"octopus"); shorter words differ by more than their language ("Lena"/"Lina")."""
+
+
+def cognate(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one word spelled in two languages (``COGNATE``): the same
+    without accents, or one letter apart."""
+    x, y = fold(a), fold(b)
+    if x == y:
+        return True
+    if min(len(x), len(y)) < COGNATE or abs(len(x) - len(y)) > 1 or x[:1] != y[:1]:
         return False
-    if any(not _has([name], known) for name in _names(reply) if name in added):
-        return False  # "You study chemistry at Harvard University": Harvard was never said
-    return any(_has(tokenize(t), added) or _part_of(tokenize(t), added) for t in about)
+    if len(x) == len(y):
+        return sum(p != q for p, q in zip(x, y, strict=True)) == 1
+    short, long = sorted((x, y), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _held(word: str, row_words: list[str]) -> bool:
+    """Whether a row (its words) says ``word``: the same word, a form of it, a concept
+    (``CONCEPTS``), a part of a compound, or a cognate; a number only as itself."""
+    if word.isdigit():
+        return word in row_words
+    folded = [fold(w) for w in row_words]
+    return (
+        _has(row_words, [word])
+        or _has(folded, [fold(word)])
+        or _part_of(row_words, [word])
+        or any(cognate(word, w) for w in row_words)
+    )
+
+
+def missing(question: str, clause: str, row: str) -> list[str]:
+    """What ``clause`` claims that ``row`` (its ``evidence``) does not say, by words: its
+    ``value_words`` the row does not hold (``_held``) and every name or number it adds
+    that the row does not have."""
+    words = tokenize(row.replace("\u2019", "'"))
+    wanted = value_words(question, clause)
+    return [w for w in wanted if not _held(w, words)]
+
+
+def hard(question: str, clause: str, reply: str) -> list[str]:
+    """The words of ``clause`` (of ``reply``) that only their own spelling can support: the
+    numbers and names it adds to ``question`` (they survive translation: "Dalia", "93",
+    "Hoorn")."""
+    named = _names(reply)
+    return [w for w in value_words(question, clause) if any(c.isdigit() for c in w) or w in named]
+
+
+_YOU_OR_I = _I | _set(
+    "me my mine mich mir mein meine moi ma mon mes mí mi mis mij mijn "
+    "you your du dich dir dein deine tu te toi ton ta tes vous votre tú ti jij jou jouw u"
+)
+
+
+def asks_of_them(question: str) -> bool:
+    """Whether ``question`` opens by asking (a question word in its first two words) and
+    speaks of no one but whom it names: "Was hat Dirk aufgemacht?", "¿A qué se dedica
+    Iker?"; not a request or advice that names them ("Can you write a poem for Ada?",
+    "What should I get Ada for her birthday?")."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    return bool(set(tokens[:2]) & QUESTION) and not set(tokens) & _YOU_OR_I
+
+
+def named_here(text: str, named: Iterable[str]) -> bool:
+    """Whether ``text`` (a row's words as said) names one of ``named`` as someone, not as a
+    place ("Mein Schwager *Dirk* hat …", "*Greta*, my youngest, …"; not "… in *Kassel*")."""
+    wanted = set(named)
+    tokens = tokenize(text.replace("\u2019", "'"))
+    return any(
+        w in wanted and (i == 0 or tokens[i - 1] not in _PLACE_BEFORE) for i, w in enumerate(tokens)
+    )
+
+
+_ELIDED = re.compile(r"\b([jJdDlL])['\u2019](?=\w)")
+_UNELIDED = {"j": "je ", "d": "de ", "l": "le "}
+
+
+def unelided(text: str) -> str:
+    """French elisions written out ("j'ai" → "je ai", "le métier d'Iker" → "de Iker"), so
+    that the first person and a name after "d'" read as they do elsewhere."""
+    return _ELIDED.sub(lambda m: _UNELIDED[m.group(1).lower()], text)
+
+
+def _a_taste(question: str, q: Asked) -> bool:
+    """Whether ``question`` asks the person's favourite of something ("¿Cuál es mi *plato*
+    favorito?", "mein Lieblingsessen"), not something of someone of theirs ("my son's
+    favourite colour"): about the person, whose row need not name the thing."""
+    tokens = tokenize(question.replace("\u2019", "'"))
+    taste = any(t in FAVOURITE or t.startswith(("lieblings", "lievelings")) for t in tokens)
+    return taste and not any(s in RELATIONS for s in q.subject)
+
+
+def about_whom(question: str, text: str, named: Iterable[str] = ()) -> bool:
+    """Whether a row (its ``evidence``) is about whom ``question`` asks: every person it
+    ``named`` (a name, in the row's words or its key's); else the thing the person's
+    possessive names ("my *dog*", "meine *Frau*", in any of the five languages), not as
+    someone else's ("our landlord's *phone*"); else the person themselves: a row about no
+    one else ("Raj lives in Leicester") and not about a relative of theirs ("My daughter
+    plays …") unless the teller comes first ("I drink my coffee black")."""
+    words = tokenize(text.replace("\u2019", "'"))
+    whom = sorted(named)
+    if whom:
+        return all(_has(words, [n]) for n in whom)
+    q = asked(question)
+    said = said_text(text)
+    owned_here = _owned(said)
+    if q.subject and not _about_the_person(q) and not _a_taste(question, q):
+        if not _has(words, sorted(q.subject)):
+            return False
+        return not any(
+            what is not None
+            and _has([what], sorted(q.subject))
+            and not _has([noun], sorted(q.subject))
+            for noun, what in owned_here
+        )
+    if _someone_else(text):
+        return False
+    owners = [noun for noun, _ in owned_here]
+    mentioned = [t for t in tokenize(question) if t not in FUNCTION]
+    return not owners or speaker_first(said) or _has(owners, mentioned)
+
+
+def unsupported(question: str, reply: str, about: list[str]) -> list[str]:
+    """The clauses of ``reply`` that claim something no single row of ``about`` holds by
+    its words (``missing``); a clause of filler alone claims nothing."""
+    left: list[str] = []
+    for clause in clauses(reply):
+        if not value_words(question, clause):
+            continue
+        if not any(not missing(question, clause, row) for row in about):
+            left.append(clause)
+    return left
 
 
 COMPOUND_PART = 3
@@ -503,12 +770,15 @@ names_only = _names_only
 
 __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable from here
     "ATTRIBUTE",
+    "COGNATE",
     "CONCEPTS",
     "CONCEPT_OF",
     "FAVOURITE",
+    "FILLER",
     "FIRST_PERSON",
     "FUNCTION",
     "GENERIC",
+    "HYPHENED",
     "KINDS",
     "KIND_ASKERS",
     "KIND_WORDS",
@@ -521,15 +791,25 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "RELATIONS",
     "WHO",
     "Asked",
+    "about_whom",
     "asked",
+    "asks_of_them",
+    "asks_place",
+    "clauses",
+    "cognate",
     "commute",
+    "concept_ids",
     "equivalents",
     "evidence",
+    "fold",
     "gives_name",
     "grounded",
+    "hard",
     "has_word",
     "job_nouns",
     "lacks_kind",
+    "missing",
+    "named_here",
     "names_only",
     "other_kind",
     "owned",
@@ -538,4 +818,7 @@ __all__ = [  # the vocabulary lives in ``concepts``: its names stay importable f
     "stands_on",
     "subject",
     "supports",
+    "unelided",
+    "unsupported",
+    "value_words",
 ]

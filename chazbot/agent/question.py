@@ -13,17 +13,24 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from chazbot.agent.concepts import OWN_CONCEPTS
 from chazbot.agent.grounding import (
     CONCEPT_OF,
+    FAVOURITE,
     FIRST_PERSON,
     FUNCTION,
+    HYPHENED,
     KIND_WORDS,
     KNOWN,
+    NUMBER,
     POSSESSIVES,
     QUESTION,
     RELATIONS,
     asked,
+    has_word,
+    speaker_first,
 )
+from chazbot.agent.persons import RANKS, is_kin, person_word
 from chazbot.agent.words import language, personal
 from chazbot.memory.tokenize import tokenize
 
@@ -50,6 +57,10 @@ NUMBER_WORDS = _set(
 _JOB = CONCEPT_OF["job"]
 _NAMED = CONCEPT_OF["name"]
 _NOT_NAMES = _set("i sie ihr ihnen usted ustedes vous u")
+NAME_WORDS = _set(
+    "name names named called call heißt heisst heißen nom prénom appelle appellent nombre "
+    "llama llaman heet heten naam"
+)
 
 
 FAVOURITE_PREFIXES = ("lieblings", "lievelings")
@@ -75,19 +86,29 @@ def names(question: str) -> set[str]:
     "welcher" ("meinen Kaffee"). A lowercase possessor counts too ("the admin's dog")."""
     lang = language(question)
     found: set[str] = set()
-    for match in re.finditer(r"[^\W\d_][\w'-]*", question):
-        word = match.group(0)
-        before = question[: match.start()].rstrip()
+    for match in re.finditer(r"[^\W\d_][\w'-]*", question.replace("\u2019", "'")):
+        word, start = match.group(0), match.start()
+        elided = _ELIDED.match(word)  # "le métier *d'Iker*", "l'Oksana"
+        if elided:
+            word, start = word[elided.end() :], start + elided.end()
+        before = question[:start].rstrip()
         if not word[0].isupper() or not before or before[-1] in ".!?¿¡:;":
             continue
         base = word.split("'")[0].lower()
         if len(base) < 2 or base in _NOT_NAMES or base in QUESTION:
             continue  # "Ben" is a name, though "ben" is a Dutch verb
-        if base in CONCEPT_OF or base in KIND_WORDS or (lang == "de" and base in _DE_FUNCTION):
+        if (
+            base in CONCEPT_OF
+            or base in KIND_WORDS
+            or person_word(base) is not None  # "Wo wohnt Mama?", "Omas Garten"
+            or (lang == "de" and base in _DE_FUNCTION)
+        ):
             continue  # "Ihr Hund"; not "Wo wohnt Ben?" ("ben": a Dutch word, not a German one)
         previous = before.split()[-1].lower() if before.split() else ""
         if lang == "de" and (previous in _DE_DETERMINERS or len(base) > 8):
             continue  # "meinen Kaffee", "welcher Stadt": nouns; "des Admins": whose
+        if _after_determiner(before, lang):
+            continue  # "meine neue Wohnung", "im Schrebergarten" (read as English: "was", "an")
         found.add(base)
     low = question.replace("\u2019", "'")
     if _ROLE.search(low.lower()):  # "Where does the admin live?", "das Hobby vom Admin"
@@ -99,6 +120,24 @@ def names(question: str) -> set[str]:
             found |= set() if plain else {whose}
     return found
 
+
+def _after_determiner(before: str, lang: str) -> bool:
+    """Whether the words before a capitalised word are a German article or possessive and at
+    most two lowercase adjectives ("meine *neue* Wohnung", "im Schrebergarten"): a noun, not
+    a name. Outside German-read text only the determiners no other of the five languages
+    writes ("im", "meine", "unserem"…): the language of a short question is often misread."""
+    run = before.split()[-3:]
+    for word in reversed(run):
+        plain = word.strip(",;:\"'()").lower()
+        if plain in (_DE_DETERMINERS if lang == "de" else _DE_ONLY):
+            return True
+        if not plain.isalpha() or not plain.islower() or not word[:1].islower():
+            return False
+    return False
+
+
+_ELIDED = re.compile(r"(?:[dlsjnmtc]|qu)'(?=[^\W\d_])", re.IGNORECASE)
+"""French elision before a name ("d'Iker", "l'Oksana", "qu'Anna")."""
 
 _ROLE = re.compile(
     r"\b(?:the|der|den|dem|des|vom|beim|zum|le|l'|el|del|al|de|het|onze|our|unser\w*|notre)"
@@ -114,6 +153,8 @@ _DE_DETERMINERS = _set(
     "meines dein deine deinen deinem sein seine seinen ihr ihre ihren unser unsere welche "
     "welcher welches welchen im am zum zur vom beim kein keine keinen"
 )
+_DE_ONLY = _DE_DETERMINERS - _set("der die das den am sein ihr welche")
+"""German determiners no other of the five languages writes as a word of its own."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +175,10 @@ class Question:
     aliases: frozenset[str] = frozenset()
     """Names a row gives the subject ("My sister is called *Ada*"): a row about Ada is about
     the sister ("Ada lives in Porto" answers "And where does she live?")."""
+    attributes: frozenset[str] = frozenset()
+    """Possessed nouns that are the asker's own attributes, not someone ("Was ist mein *Job*?",
+    "how is my *eyesight*", "mein *Arbeitsweg*"): the question is about the asker, and these
+    are what it asks of them (``someone``)."""
 
 
 _DE_FUNCTION = _DE_DETERMINERS | _set(
@@ -144,38 +189,146 @@ _DE_FUNCTION = _DE_DETERMINERS | _set(
 """German's own function words: a capitalised one inside a question is no name ("Ihr")."""
 
 
-def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str]]:
+def _own_subject(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """Whom ``text`` asks about: the possessed nouns that are someone, the names it gives, and
+    the possessed nouns that are the asker's own attributes (``someone``)."""
     found = asked(text)
     subject = set(found.subject) | {
         s[len(p) :] for s in found.subject for p in FAVOURITE_PREFIXES if s.startswith(p)
     }  # "Lieblingsessen" is asked as itself and as "essen" (food)
-    subject |= {  # "ma grand-mère" is asked as "grand-mère", not as "grand"
-        c for c in HYPHENED.findall(text.lower()) if c in CONCEPT_OF and c.split("-")[0] in subject
-    }
-    return frozenset(subject), frozenset(names(text))
+    for whole in HYPHENED.findall(text.lower()):  # "ma *grand-mère*", "my *brother-in-law*"
+        parts = set(whole.split("-"))
+        if parts & subject and (whole in CONCEPT_OF or person_word(whole) is not None):
+            subject = (subject - parts) | {whole}
+    named = frozenset(names(text))
+    people = {s for s in subject if person_word(s) is not None or s in RANKS}
+    kin = unowned_kin(text) if not people else frozenset()
+    if not kin:  # "the *neighbour* who waters our plants": her name is asked, not theirs
+        people |= {s for s in subject if someone(s, text)}
+    # "Wo wohnt der Opa?", "What's the name of the neighbour who waters our plants?"
+    return frozenset(people | kin), named, frozenset(subject - people)
+
+
+_DOES_ONES = _set(
+    "lives works plays studies teaches speaks wohnt lebt arbeitet spielt studiert unterrichtet "
+    "spricht habite vit travaille joue étudie enseigne parle vive trabaja juega estudia "
+    "enseña habla woont werkt speelt studeert spreekt"
+)
+_ONE_DOES = _set("live work play study teach speak")
+_AUXILIARY = _set("does did")
+"""What only someone does ("where *does* my *physio* *live*?", "Wo *arbeitet* mein Coach?"):
+a possessed noun that does it is someone, whatever the word ("my line of work" is not)."""
+
+
+def someone(noun: str, text: str) -> bool:
+    """Whether the possessed ``noun`` of the question ``text`` is someone, not an attribute of
+    the asker: a person's or an animal's word (``persons``, in any of its forms), a relative's
+    compound, or the question asks of it what one asks of someone (its name, its age, "'s",
+    or a verb only someone does). "Was ist mein *Job*?", "how is my *eyesight*?", "mein
+    *Arbeitsweg*", "mi *plato* favorito" are the asker's own."""
+    if person_word(noun) is not None or noun in RANKS:
+        return True
+    words = lower_tokens(text)
+    if set(words) & (NAME_WORDS | AGE):
+        return True  # "What is my boat called?", "How old is my car?": the old reading holds
+    said = re.findall(r"[^\W\d_]+", text.lower())  # "does" is a stopword of ``tokenize``
+    if set(said) & _DOES_ONES:
+        return True  # "Wo *arbeitet* mein Physio?"
+    return bool(set(said) & _AUXILIARY and set(said) & _ONE_DOES) or _apostrophe_s(noun, text)
+
+
+def _apostrophe_s(noun: str, text: str) -> bool:
+    low = text.replace("\u2019", "'").lower()
+    return re.search(rf"\b{re.escape(noun)}'s\b", low) is not None  # "my physio's address"
+
+
+def unnamed_attribute(q: Question) -> bool:
+    """Whether a row may tell the asker's attribute that ``q`` asks without naming it: one of
+    the person's own (a job, a home, a birth…: "Bin seit Oktober Bauleiterin" for "Was ist
+    mein *Job*?"), or anything asked plainly ("how is my *eyesight*?" beside "je suis
+    daltonienne"); not a favourite, a number or a kind, which a row that answers names
+    ("mon *livre* préféré", "mi número de *zapato*", "welche Farbe hat mein *Fahrrad*")."""
+    if concepts_of(sorted(q.attributes)) & OWN_CONCEPTS:
+        return True
+    said = lower_tokens(q.text)
+    favourite = any(w in FAVOURITE or w.startswith(FAVOURITE_PREFIXES) for w in said)
+    return not favourite and not set(said) & NUMBER and asked(q.text).kind is None
+
+
+_WITH = _set("with mit avec con met")
+
+
+def companion_only(said: str, subject: frozenset[str]) -> bool:
+    """Whether a row its teller tells of themselves names whom ``subject`` asks about only as
+    company ("*Juego* al pádel *con* mis amigas", "I go running *with* my sister"): it says
+    what the teller does, nothing of them."""
+    if not speaker_first(said):
+        return False
+    tokens = re.findall(r"[^\W\d_]+", said.replace("\u2019", "'").lower())
+    wanted = sorted(subject)
+    hits = [i for i, t in enumerate(tokens) if has_word([t], wanted)]
+    return bool(hits) and all(set(tokens[max(0, i - 3) : i]) & _WITH for i in hits)
+
+
+_DEFINITE = _set("the der die das den dem des le la les l el los las lo de het 't")
+_POSSESSOR_AFTER = _set("of de du des von vom van del")
+
+
+def unowned_kin(text: str) -> frozenset[str]:
+    """Relatives and people of the asker's named without a possessive, as families speak:
+    after a definite article or alone as a name ("Wo wohnt *der Opa*?", "What does *the
+    neighbour* do?", "Où travaille *Maman* ?"); not one whose possessor follows ("la femme
+    *de Ben*", "the mother *of* Jesus"), nor "a grandmother" (anyone's)."""
+    said = text.replace("\u2019", "'")
+    found: set[str] = set()
+    matches = list(re.finditer(r"[^\W\d_][\w'-]*", said))
+    for i, match in enumerate(matches):
+        word = match.group(0)
+        elided = _ELIDED.match(word)
+        if elided:
+            word = word[elided.end() :]
+        if word.lower().endswith("'s"):
+            continue  # "Mother's Day"
+        base = word.lower()
+        if person_word(base) is None:
+            continue
+        before = matches[i - 1].group(0).lower() if i else ""
+        after = matches[i + 1].group(0).lower() if i + 1 < len(matches) else ""
+        if after in _POSSESSOR_AFTER:
+            continue
+        if elided or before in _DEFINITE or (i and word[0].isupper() and is_kin(base)):
+            found.add(base)
+    return frozenset(found)
 
 
 def read_question(text: str, previous: str = "") -> Question:
     """``text`` read as a question about a person, with the ``previous`` question of the
     same person in the room (its subject, when ``text`` has none and points back)."""
-    subject, named = _own_subject(text)
+    subject, named, attributes = _own_subject(text)
     words = lower_tokens(text)
     points_back = bool(words) and (
         words[0] in FOLLOW_OPENINGS or any(w in PRONOUNS for w in words) or len(words) <= 3
     )
     pronoun = any(w in PRONOUNS for w in words)  # "What does *he* have of ours?"
     if previous and not subject and not named and points_back and (pronoun or not personal(text)):
-        subject, named = _own_subject(previous)
+        subject, named, earlier = _own_subject(previous)
+        search = f"{previous} {text}"
         if subject or named:
-            return Question(text, subject, named, False, True, f"{previous} {text}")
-        return Question(text, subject, named, True, True, f"{previous} {text}")
-    return Question(text, subject, named, not subject and not named, False, text)
+            return Question(text, subject, named, False, True, search)
+        return Question(text, subject, named, True, True, search, attributes=attributes | earlier)
+    about = not subject and not named
+    return Question(text, subject, named, about, False, text, attributes=attributes)
 
 
 def about_me(text: str) -> bool:
-    """Whether a question is about the asker: ``words.personal``, or a first-person verb
-    where the language drops the pronoun."""
-    return personal(text) or any(w in FIRST_PERSON for w in lower_tokens(text))
+    """Whether a question is about the asker: ``words.personal``, a first-person verb
+    where the language drops the pronoun, or one of the asker's people named as families
+    do ("Wo wohnt der Opa?": ``unowned_kin``)."""
+    return (
+        personal(text)
+        or any(w in FIRST_PERSON for w in lower_tokens(text))
+        or bool(unowned_kin(text))
+    )
 
 
 def asks_about_someone(text: str) -> bool:
@@ -187,7 +340,18 @@ def concepts_of(words: Sequence[str]) -> set[int]:
     return {i for w in words for i in CONCEPT_OF.get(w, frozenset())}
 
 
-HYPHENED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
+def whole_relatives(words: list[str], text: str) -> list[str]:
+    """``words`` (``text``'s tokens) with a relative's hyphened word whole: "Ma *belle-sœur*
+    Chloé …" is about a sister-in-law, not a "sœur"; "mi *medio-hermano*"."""
+    out = list(words)
+    for whole in HYPHENED.findall(text.replace("\u2019", "'").lower()):
+        if person_word(whole) is None:
+            continue
+        for part in whole.split("-"):
+            if part in out:
+                out.remove(part)
+        out.append(whole)
+    return out
 
 
 _BEFORE_A_PLACE = _set(
@@ -253,9 +417,14 @@ __all__ = [
     "about_me",
     "as_person",
     "asks_about_someone",
+    "companion_only",
     "concepts_of",
     "lower_tokens",
     "names",
     "personal_attribute",
     "read_question",
+    "someone",
+    "unnamed_attribute",
+    "unowned_kin",
+    "whole_relatives",
 ]

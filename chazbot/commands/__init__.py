@@ -15,7 +15,17 @@ from chazbot.commands import (
     web_cmds,
 )
 from chazbot.commands.context import Context
-from chazbot.commands.tree import Arg, Call, Command, CommandTree, Reply, UsageError
+from chazbot.commands.tree import (
+    ERROR_LINE_CHARS,
+    Arg,
+    Call,
+    Command,
+    CommandTree,
+    Meaning,
+    Reply,
+    UsageError,
+    error_text,
+)
 from chazbot.errors import ChazError
 
 TREE = CommandTree.of(
@@ -57,18 +67,6 @@ async def help_(ctx: Context, topic: str | None = None) -> Reply:
     return Reply(True, "\n".join(lines), markdown=True)
 
 
-ERROR_LINE_CHARS = 600
-"""An error's lines are cut to this: many name the argument typed, and a 30 KB one came back
-whole (a 30 KB reply, four Matrix messages, to anyone who may talk to the bot)."""
-
-
-def _cut(error: Exception) -> str:
-    return "\n".join(
-        line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
-        for line in str(error).splitlines()
-    )
-
-
 async def run_command(ctx: Context, text: str | Call, tree: CommandTree = TREE) -> Reply:
     """Run one command line (parsed) or ``Call`` (its arguments already apart, as a web form
     gives them); every failure becomes a one-line ``Reply(False, …)``."""
@@ -78,15 +76,15 @@ async def run_command(ctx: Context, text: str | Call, tree: CommandTree = TREE) 
         else:
             command, args = tree.parse(text, ctx.prefix)
     except UsageError as exc:
-        return Reply(False, _cut(exc), usage_error=True)
+        return Reply(False, error_text(exc), usage_error=True)
     if command.admin and not ctx.is_admin:
         return Reply(False, f"only admins may use {ctx.prefix}{' '.join(command.path)}")
     try:
         return await command.run(ctx, args)
     except UsageError as exc:
-        return Reply(False, _cut(exc), usage_error=True)
+        return Reply(False, error_text(exc), usage_error=True)
     except ChazError as exc:
-        return Reply(False, _cut(exc))
+        return Reply(False, error_text(exc))
 
 
 __all__ = [
@@ -97,6 +95,7 @@ __all__ = [
     "Command",
     "CommandTree",
     "Context",
+    "Meaning",
     "Reply",
     "UsageError",
     "run_command",

@@ -11,7 +11,7 @@ from chazbot.agent.host import AgentHandle
 from chazbot.agent.undo import UNDO_MINUTES
 from chazbot.commands.context import Context
 from chazbot.commands.memory_cmds import ok
-from chazbot.commands.tree import Arg, CommandTree, Reply
+from chazbot.commands.tree import Arg, CommandTree, Meaning, Reply, refused
 from chazbot.errors import ConflictError, InputError, NotFound
 from chazbot.memory.rows import MemoryRow, to_datetime
 
@@ -83,11 +83,9 @@ async def forget_mine(ctx: Context, key: str, named: str | None = None) -> Reply
     number = list_number(key)
     if number is not None and 1 <= number <= len(listing):
         return await _forget_numbered(ctx, number, listing)
-    try:
-        return await _forget_key(ctx, key)
-    except NotFound:
-        if number is None:
-            raise
+    forgot = await _forget_key(ctx, key)
+    if forgot.ok or number is None:
+        return forgot
     # plain digits that are no row's key and no number of the list: say what the list holds
     if not listing:
         raise NotFound(f"no list to take {number} from: run {ctx.prefix}memory mine first")
@@ -104,7 +102,8 @@ def list_number(text: str) -> int | None:
 
 async def _forget_key(ctx: Context, which: str | None) -> Reply:
     """Hide the sender's rows of key ``which`` (None: all of them) in every agent ``mine``
-    reads; the ones in this room's agent can be brought back with ``undo``."""
+    reads; the ones in this room's agent can be brought back with ``undo``. A failed reply
+    when none is kept (its meaning ``none_key`` or ``none_all``)."""
     hidden: dict[str, list[MemoryRow]] = {}
     for agent in _agents_for_mine(ctx):
         memory = agent.memory.within(ctx.hearing)
@@ -112,12 +111,21 @@ async def _forget_key(ctx: Context, which: str | None) -> Reply:
         if rows:
             hidden[agent.db] = rows
     count = sum(len(rows) for rows in hidden.values())
+    named = {} if which is None else {"key": which}
     if not count:
         what = "nothing you said" if which is None else f"no row {which!r} that you said"
-        raise NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
+        gone = NotFound(f"{what} is kept{'' if _alone(ctx) else ' where this room may see'}")
+        return refused(gone, Meaning("none_all" if which is None else "none_key", named))
     what = "everything you said" if which is None else repr(which)
     kept = ctx.session.undo.put_all(ctx.sender, hidden)  # every agent's rows: one undo
-    return ok(f"Forgot {what} ({count} row{'s' if count != 1 else ''}).{_undo_hint(ctx, kept)}")
+    return Reply(
+        True,
+        f"Forgot {what} ({count} row{'s' if count != 1 else ''}).{_undo_hint(ctx, kept)}",
+        meaning=Meaning(
+            "forgot_all" if which is None else "forgot_key",
+            {**named, "n": count, "undoable": kept, "minutes": UNDO_MINUTES},
+        ),
+    )
 
 
 def _undo_hint(ctx: Context, kept: bool) -> str:
@@ -135,13 +143,18 @@ async def undo(ctx: Context) -> Reply:
     found = ctx.session.undo.take(ctx.sender)
     agents = {a.db: a for a in _agents_for_mine(ctx)}
     if found is None or not any(db in agents for db in found.dbs):
-        raise NotFound("there is nothing of yours to bring back here")
+        nothing = NotFound("there is nothing of yours to bring back here")
+        return refused(nothing, Meaning("nothing_to_undo"))
     count = 0
     for db, rows in found.parts:
         if db in agents:  # an agent this room no longer uses keeps its rows hidden
             await restore_rows(agents[db].memory.within(ctx.hearing), rows)
             count += len(rows)
-    return ok(f"Brought back {count} row{'s' if count != 1 else ''}.")
+    return Reply(
+        True,
+        f"Brought back {count} row{'s' if count != 1 else ''}.",
+        meaning=Meaning("brought_back", {"n": count}),
+    )
 
 
 @command(

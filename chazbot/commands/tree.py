@@ -19,7 +19,18 @@ from dataclasses import dataclass, field
 from typing import Concatenate, TypeVar
 
 from chazbot.commands.context import Context
-from chazbot.errors import InputError
+from chazbot.errors import ChazError, InputError
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What a reply says, apart from its English words: a name and the values it carries
+    (``{"key": "pet", "n": 1}``), for a transport that words it in the person's language
+    (the memory page: ``transports.web.wording``); one that does not know the name shows the
+    reply's ``text``."""
+
+    name: str
+    values: Mapping[str, str | int | bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,27 @@ class Reply:
     text: str
     usage_error: bool = False
     markdown: bool = False  # ``text`` is Markdown (Matrix sends it with an HTML body too)
+    meaning: Meaning | None = None
+    """What ``text`` says, for a transport that words it itself (None: ``text`` only)."""
+
+
+ERROR_LINE_CHARS = 600
+"""An error's lines are cut to this: many name the argument typed, and a 30 KB one came back
+whole (a 30 KB reply, four Matrix messages, to anyone who may talk to the bot)."""
+
+
+def error_text(error: Exception) -> str:
+    """An error as a reply shows it: each line cut to ``ERROR_LINE_CHARS``."""
+    return "\n".join(
+        line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
+        for line in str(error).splitlines()
+    )
+
+
+def refused(error: ChazError, meaning: Meaning) -> Reply:
+    """A failure with its meaning: what ``run_command`` answers for a raised ``error``, and
+    what it means for a transport that words it itself."""
+    return Reply(False, error_text(error), meaning=meaning)
 
 
 class UsageError(InputError):

@@ -230,7 +230,7 @@ def test_a_value_of_the_kind_asked_answers_without_the_questions_verb() -> None:
 @pytest.mark.parametrize(
     ("question", "told", "said"),
     [  # right answers a composing model gives in words of its own (#45, the paraphraser)
-        ("What does my husband do?", "Mijn man Pieter werkt als buschauffeur.", "A bus driver."),
+        ("What does my husband do?", "Mijn man Pieter werkt als buschauffeur.", "A buschauffeur."),
         ("En hoe heet hij? — my man", "Mijn man Pieter werkt als buschauffeur.", "Pieter."),
         ("Et quel jour ? — Léo", "Mon fils Léo fait du judo le mercredi.", "Le mercredi."),
         ("Which sport do I play?", "Los sábados juego al pádel con mis amigas.", "Pádel."),
@@ -238,6 +238,16 @@ def test_a_value_of_the_kind_asked_answers_without_the_questions_verb() -> None:
 )
 def test_the_check_keeps_a_right_answer_in_other_words(question: str, told: str, said: str) -> None:
     assert grounded(question, said, [told])
+
+
+def test_words_alone_do_not_hold_a_value_told_in_another_language() -> None:
+    """ "A bus driver." for "buschauffeur": "driver" is held by no word of the row; by words
+    alone (no embedder) it is refused, as "A bus mechanic." is: only meaning could tell them
+    apart, and the local embedder's does not (docs/measured.md, the answer check by
+    meaning). The person is then told the row itself (``asked.unsupported``)."""
+    told = ["Mijn man Pieter werkt als buschauffeur."]
+    assert not grounded("What does my husband do?", "A bus driver.", told)
+    assert not grounded("What does my husband do?", "A bus mechanic.", told)
 
 
 @pytest.mark.parametrize(
@@ -466,9 +476,10 @@ async def test_a_composing_models_answer_about_someone_named_is_checked(tmp_path
             return (await run_turn(peer, chaz, session, text, ANN, model, memory)).text
 
         assert "don't know" in await ask("Where does Kees live?", "Kees lives in Amsterdam.")
-        assert await ask("What does Kees do?", "Kees repairs bikes, fietsen.") == (
-            "Kees repairs bikes, fietsen."
-        )
+        assert await ask("What does Kees do?", "Kees repairs fietsen.") == "Kees repairs fietsen."
+        # "bikes" no word of the row holds: without an embedder the row itself is told
+        bikes = await ask("What does Kees do?", "Kees repairs bikes.")
+        assert "fietsen" in bikes and "don't know" not in bikes, bikes
         assert await ask("What is the capital of Italy?", "Rome.") == "Rome."
         # someone nobody here told of is the world's: a model that composes knows Einstein
         einstein = "Albert Einstein was the physicist of relativity."

@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.shared_bot import SharedBot, chazbot, humans, shared_bot, standin_llm
 from tests.support.standin_llm import MEMORY_HEADING, StandinLLM, message_text
 from tests.support.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse
 from tests.support.waits import wait_until
 
-pytestmark = [requires_synapse, pytest.mark.timeout(120)]
+# one bot for the tests that need no process of their own, in the module's one event loop
+pytestmark = [requires_synapse, pytest.mark.timeout(120), pytest.mark.asyncio(loop_scope="module")]
+__all__ = ["chazbot", "humans", "shared_bot", "standin_llm"]  # the module's fixtures
 
 Humans = Callable[..., Awaitable[Human]]
 Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
@@ -51,10 +54,10 @@ def bot_secrets(proc: ChazbotProcess) -> list[str]:
 
 
 async def test_dm_chat_markdown_typing_and_long_replies(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans, standin_llm: StandinLLM
 ) -> None:
     alice = await humans("alice")
-    proc, bot = await chazbot(standin_llm.url, [alice.user_id], [])
+    proc, bot = shared_bot
     room = await dm(alice, bot)
 
     reply = await alice.ask(room, "hello **there**")
@@ -96,10 +99,10 @@ async def test_dm_chat_markdown_typing_and_long_replies(
 
 
 async def test_group_rooms_answer_prefix_and_mentions_only(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans
 ) -> None:
     alice, bob = await humans("alice"), await humans("bob")
-    proc, bot = await chazbot(standin_llm.url, [alice.user_id, bob.user_id], [])
+    proc, bot = shared_bot
     room = await group(alice, bot, bob)
     localpart = bot.user_id[1:].split(":")[0]
 
@@ -215,10 +218,10 @@ async def test_commands_admins_strangers_and_room_agents(
 
 
 async def test_remember_in_one_room_recalled_in_another(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans, standin_llm: StandinLLM
 ) -> None:
     alice = await humans("alice")
-    _, bot = await chazbot(standin_llm.url, [alice.user_id], [])
+    _, bot = shared_bot
     room_a = await dm(alice, bot)
     reply = await alice.ask(room_a, "remember the launch code is 4242")
     assert reply.body.startswith("Noted")
@@ -311,11 +314,9 @@ async def test_encrypted_dm_and_undecryptable_notice(
     assert alice.replies(bad[1]) == []
 
 
-async def test_burst_of_50_commands_gets_50_replies(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
-) -> None:
+async def test_burst_of_50_commands_gets_50_replies(shared_bot: SharedBot, humans: Humans) -> None:
     alice = await humans("alice")
-    _, bot = await chazbot(standin_llm.url, [alice.user_id], [])
+    _, bot = shared_bot
     room = await dm(alice, bot)
     # Each command differs by an extra content field: Synapse names an event by its hash, so
     # identical contents sent in the same millisecond on the same parents are one event (the
@@ -330,14 +331,15 @@ async def test_burst_of_50_commands_gets_50_replies(
 
 
 async def test_slow_agent_in_one_room_does_not_block_another(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans, standin_llm: StandinLLM
 ) -> None:
     alice = await humans("alice")
-    _, bot = await chazbot(standin_llm.url, [alice.user_id], [])
+    _, bot = shared_bot
     slow_room, fast_room = await dm(alice, bot), await dm(alice, bot)
+    asked = len(standin_llm.requests)  # the module's stand-in: counted from here
     standin_llm.hang(1)
     slow = await alice.send(slow_room, "think hard")
-    await standin_llm.wait_for_requests(1)
+    await standin_llm.wait_for_requests(asked + 1)
     reply = await alice.ask(fast_room, "!chaz memory list")  # answered while the turn hangs
     assert reply.content["msgtype"] == "m.notice"
     assert alice.replies(slow) == []
@@ -355,9 +357,10 @@ async def test_homeserver_restart_is_ridden_out_and_sends_are_not_duplicated(
     await alice.ask(room, "!chaz memory list")
 
     # The agent's answer is ready while the homeserver is down: the send is retried.
+    asked = len(standin_llm.requests)  # the module's stand-in: counted from here
     standin_llm.hang(1)
     pending = await alice.send(room, "answer me later")
-    await standin_llm.wait_for_requests(1)
+    await standin_llm.wait_for_requests(asked + 1)
     synapse.stop()
     standin_llm.release()
     await wait_until(lambda: "sending to" in proc.log(), what="a failed send in the log")

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from tests.support.shared_bot import SharedBot, chazbot, humans, shared_bot
 from tests.support.standin_llm import (
     CAPTURE_TOOL,
     MEMORY_HEADING,
@@ -29,7 +30,9 @@ from tests.support.standin_llm import (
 from tests.support.synapse import ChazbotProcess, Human, User, requires_synapse
 from tests.support.waits import wait_until
 
-pytestmark = [requires_synapse, pytest.mark.timeout(240)]
+# one bot for the tests that need no process of their own, in the module's one event loop
+pytestmark = [requires_synapse, pytest.mark.timeout(240), pytest.mark.asyncio(loop_scope="module")]
+__all__ = ["chazbot", "humans", "shared_bot"]  # the module's fixtures
 
 Humans = Callable[..., Awaitable[Human]]
 Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
@@ -53,10 +56,27 @@ class GatedCapture(StandinLLM):
         return await super()._chat(request)
 
 
-@pytest_asyncio.fixture
-async def llm() -> AsyncIterator[GatedCapture]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def standin_llm() -> AsyncIterator[GatedCapture]:
+    """The module's stand-in (its shared bot's too): counted from where each test starts."""
     async with GatedCapture() as server:
         yield server
+
+
+@pytest.fixture
+def llm(standin_llm: GatedCapture) -> GatedCapture:
+    return standin_llm
+
+
+@pytest.fixture(scope="module")
+def shared_bot_top() -> dict[str, Any]:
+    return FACTS
+
+
+def log_from_here(proc: ChazbotProcess) -> Callable[[], str]:
+    """The bot's log from now on (a shared bot's log holds the module's earlier tests)."""
+    start = len(proc.log())
+    return lambda: proc.log()[start:]
 
 
 def handled(proc: ChazbotProcess, event_id: str) -> bool:
@@ -110,10 +130,11 @@ async def tell(person: Human, room: str, text: str, value: str) -> str:
 
 
 async def test_a_redacted_message_is_forgotten_and_an_edit_replaces_it(
-    chazbot: Bots, humans: Humans, llm: GatedCapture
+    shared_bot: SharedBot, humans: Humans, llm: GatedCapture
 ) -> None:
     alice = await humans("alice")
-    proc, bot = await chazbot(llm.url, [alice.user_id], [], top=FACTS)
+    proc, bot = shared_bot
+    log = log_from_here(proc)
     room = await dm(alice, bot)
 
     told = await tell(alice, room, "my locker is L-4512", "L-4512")
@@ -121,7 +142,7 @@ async def test_a_redacted_message_is_forgotten_and_an_edit_replaces_it(
     assert "L-4512" in await search(alice, room, "locker")
 
     await redact(alice, room, told)
-    await wait_until(lambda: "1 captured rows forgotten" in proc.log(), 30, "the redaction")
+    await wait_until(lambda: "1 captured rows forgotten" in log(), 30, "the redaction")
     assert "L-4512" not in await mine(alice, room)
     assert "L-4512" not in await search(alice, room, "locker")
     asked = len(llm.requests)
@@ -142,12 +163,12 @@ async def test_a_redacted_message_is_forgotten_and_an_edit_replaces_it(
 
     # An edit replaces what its message gave.
     await alice.send(room, "* my bike is a blue Batavus", edit(kept, "my bike is a blue Batavus"))
-    await wait_until(lambda: "was edited in" in proc.log(), 30, "the edit")
+    await wait_until(lambda: "was edited in" in log(), 30, "the edit")
     listed = await mine(alice, room)
     assert "blue Batavus" in listed and "red Gazelle" not in listed, listed
     # ... and a redaction of the edited message forgets the new words too.
     await redact(alice, room, kept)
-    await wait_until(lambda: proc.log().count("captured rows forgotten") == 2, 30, "redaction")
+    await wait_until(lambda: log().count("captured rows forgotten") == 2, 30, "redaction")
     assert "Batavus" not in await mine(alice, room)
     assert "Traceback" not in proc.log()
 
@@ -160,10 +181,11 @@ async def test_a_redaction_waits_for_a_running_capture_and_survives_a_restart(
     room = await dm(alice, bot)
 
     # Redacted while its capture still runs: the capture finishes, then its rows go.
+    waiting = llm.waiting  # the module's stand-in: counted from here
     llm.gate.clear()
     event = await alice.send(room, "my pin is P-9911")
     await alice.wait_reply(event, timeout=30)
-    await wait_until(lambda: llm.waiting >= 1, 30, "the capture under way")
+    await wait_until(lambda: llm.waiting >= waiting + 1, 30, "the capture under way")
     redaction = await redact(alice, room, event)
     await wait_until(lambda: handled(proc, redaction), 30, "the bot to take the redaction")
     llm.gate.set()
@@ -183,10 +205,11 @@ async def test_a_redaction_waits_for_a_running_capture_and_survives_a_restart(
 
 
 async def test_nobody_else_takes_back_what_someone_said(
-    chazbot: Bots, humans: Humans, llm: GatedCapture
+    shared_bot: SharedBot, humans: Humans
 ) -> None:
     alice, bob = await humans("alice"), await humans("bob")
-    proc, bot = await chazbot(llm.url, [alice.user_id, bob.user_id], [], top=FACTS)
+    proc, bot = shared_bot
+    log = log_from_here(proc)
     group = await alice.create_room([bot.user_id, bob.user_id], name="group")
     await bob.wait_invite(group)
     await bob.join(group)
@@ -204,7 +227,7 @@ async def test_nobody_else_takes_back_what_someone_said(
     # Bob edits Alice's message (Matrix lets him send it; clients ignore it): nothing changes.
     hacked = edit(told, "!chaz my locker is HACKED")
     await bob.send(group, "* !chaz my locker is HACKED", hacked)
-    await wait_until(lambda: "may not take back" in proc.log(), 30, "the edit refused")
+    await wait_until(lambda: "may not take back" in log(), 30, "the edit refused")
     found = await search(alice, group, "locker")
     assert "L-7777" in found and "HACKED" not in found, found
 
@@ -217,17 +240,18 @@ async def test_nobody_else_takes_back_what_someone_said(
 
     await wait_until(bikes, 30, "Bob's bike captured")
     await redact(alice, group, bobs)
-    await wait_until(lambda: "1 captured rows forgotten" in proc.log(), 30, "the redaction")
+    await wait_until(lambda: "1 captured rows forgotten" in log(), 30, "the redaction")
     assert "B-2121" not in await search(bob, group, "bike")
     assert "L-7777" in await search(alice, group, "locker")
     assert "Traceback" not in proc.log()
 
 
 async def test_a_message_redacted_before_its_turn_is_not_answered(
-    chazbot: Bots, humans: Humans, llm: GatedCapture
+    shared_bot: SharedBot, humans: Humans, llm: GatedCapture
 ) -> None:
     alice = await humans("alice")
-    proc, bot = await chazbot(llm.url, [alice.user_id], [], top=FACTS)
+    proc, bot = shared_bot
+    log = log_from_here(proc)
     room = await dm(alice, bot)
 
     llm.hang(1)  # the first turn waits; the next message waits behind it in the room's queue
@@ -245,4 +269,4 @@ async def test_a_message_redacted_before_its_turn_is_not_answered(
     assert alice.replies(secret) == []
     assert all("P-0000" not in json.dumps(body) for body in llm.requests)
     assert "P-0000" not in await mine(alice, room)
-    assert "redacted before its turn" in proc.log()
+    assert "redacted before its turn" in log()

@@ -4,30 +4,33 @@ only there; the confirmation says the time understood."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from chazbot.reminders.wording import person_name
+from tests.support.shared_bot import SharedBot, humans, shared_bot, standin_llm
 from tests.support.standin_llm import StandinLLM
-from tests.support.synapse import ChazbotProcess, Human, User, requires_synapse
+from tests.support.synapse import Human, requires_synapse
 from tests.support.waits import wait_until
 
-pytestmark = [requires_synapse, pytest.mark.timeout(300)]
+# one bot for the module's tests, in the module's one event loop
+pytestmark = [requires_synapse, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+__all__ = ["humans", "shared_bot", "standin_llm"]  # the module's fixtures
 
 Humans = Callable[..., Awaitable[Human]]
-Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
+
+
+@pytest.fixture(scope="module")
+def shared_bot_top() -> dict[str, Any]:
+    return {"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"}
 
 
 async def test_a_reminder_set_in_words_arrives_in_its_room_only(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans, standin_llm: StandinLLM
 ) -> None:
     alice = await humans("alice")
-    _, bot = await chazbot(
-        standin_llm.url,
-        [alice.user_id],
-        [],
-        top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
-    )
+    _, bot = shared_bot
     await alice.client.set_displayname("Ana Alves")  # named so in the rooms made below (#50)
     dm = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_member(dm, bot.user_id)
@@ -55,18 +58,13 @@ async def test_a_reminder_set_in_words_arrives_in_its_room_only(
 
 
 async def test_a_delivered_reminder_carries_only_what_its_room_may_be_told(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans
 ) -> None:
     """Alice tells the bot in her DM where Ines lives; the same reminder delivered in her DM
     carries it, delivered in a group with Bob it does not (the bot's own reckoning of who
     reads the room at delivery, as for a reply)."""
     alice, bob = await humans("alice"), await humans("bob")
-    _, bot = await chazbot(
-        standin_llm.url,
-        [alice.user_id, bob.user_id],
-        [],
-        top={"agents": [{"name": "chaz", "capture": "off"}], "timezone": "Europe/Berlin"},
-    )
+    _, bot = shared_bot
     dm = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_member(dm, bot.user_id)
     group = await alice.create_room([bot.user_id, bob.user_id], name="family")

@@ -17,15 +17,22 @@ from typing import Any
 import pytest
 
 from chazbot.transports.matrix.rules import ROOM_CHANGED_NOTICE
+from tests.support.shared_bot import SharedBot, humans, shared_bot, standin_llm
 from tests.support.standin_llm import StandinLLM
-from tests.support.synapse import ChazbotProcess, Human, SynapseServer, User, requires_synapse
+from tests.support.synapse import Human, SynapseServer, User, requires_synapse
 from tests.support.waits import wait_until
 
-pytestmark = [requires_synapse, pytest.mark.timeout(300)]
+# one bot for the module's tests, in the module's one event loop
+pytestmark = [requires_synapse, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+__all__ = ["humans", "shared_bot", "standin_llm"]  # the module's fixtures
 
 Humans = Callable[..., Awaitable[Human]]
-Bots = Callable[..., Awaitable[tuple[ChazbotProcess, User]]]
 LOCKER = "LOCK-9921"
+
+
+@pytest.fixture(scope="module")
+def shared_bot_top() -> dict[str, Any]:
+    return {"agents": [{"name": "chaz", "capture": "off"}]}
 
 
 def room_messages(synapse: SynapseServer, admin: User, room_id: str) -> list[dict[str, Any]]:
@@ -45,19 +52,14 @@ def replies_to(events: list[dict[str, Any]], event_id: str) -> list[str]:
 
 
 async def test_an_emptied_room_is_told_only_its_own_rows(
-    chazbot: Bots,
+    shared_bot: SharedBot,
     humans: Humans,
     standin_llm: StandinLLM,
     synapse: SynapseServer,
     synapse_admin: User,
 ) -> None:
     alice, mallory = await humans("alice"), await humans("mallory")
-    proc, bot = await chazbot(
-        standin_llm.url,
-        [alice.user_id, mallory.user_id],
-        [],
-        top={"agents": [{"name": "chaz", "capture": "off"}]},
-    )
+    proc, bot = shared_bot
     dm_alice = await alice.create_room([bot.user_id], direct=True)
     await alice.wait_member(dm_alice, bot.user_id)
     told = await alice.ask(dm_alice, f"remember locker is my locker code is {LOCKER}", timeout=30)
@@ -96,15 +98,10 @@ async def test_an_emptied_room_is_told_only_its_own_rows(
 
 
 async def test_a_newcomer_reads_no_past_that_matrix_would_hide(
-    chazbot: Bots, humans: Humans, standin_llm: StandinLLM
+    shared_bot: SharedBot, humans: Humans
 ) -> None:
     alice, bob = await humans("alice"), await humans("bob")
-    _, bot = await chazbot(
-        standin_llm.url,
-        [alice.user_id, bob.user_id],
-        [],
-        top={"agents": [{"name": "chaz", "capture": "off"}]},
-    )
+    _, bot = shared_bot
     rooms = {}
     for history in ("joined", "shared"):
         room = await alice.create_room([bot.user_id], direct=True)

@@ -33,6 +33,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -557,11 +558,11 @@ def matrix_user(synapse: SynapseServer) -> Callable[[str], User]:
     return make
 
 
-@pytest_asyncio.fixture
-async def humans(
+@asynccontextmanager
+async def humans_made(
     synapse: SynapseServer, matrix_user: Callable[[str], User], tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[Human]]]:
-    """A factory of logged-in, syncing Humans (``await humans("alice", encrypted=True)``)."""
+    """A factory of logged-in, syncing Humans, all closed on leaving (``humans``)."""
     made: list[Human] = []
 
     async def make(prefix: str, encrypted: bool = False) -> Human:
@@ -576,6 +577,15 @@ async def humans(
         yield make
     finally:
         await asyncio.gather(*(h.close() for h in made), return_exceptions=True)
+
+
+@pytest_asyncio.fixture
+async def humans(
+    synapse: SynapseServer, matrix_user: Callable[[str], User], tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[Human]]]:
+    """A factory of logged-in, syncing Humans (``await humans("alice", encrypted=True)``)."""
+    async with humans_made(synapse, matrix_user, tmp_path) as make:
+        yield make
 
 
 def bot_config(
@@ -610,11 +620,11 @@ def bot_config(
     }
 
 
-@pytest_asyncio.fixture
-async def chazbot(
+@asynccontextmanager
+async def bots_made(
     synapse: SynapseServer, matrix_user: Callable[[str], User], tmp_path: Path
 ) -> AsyncIterator[Callable[..., Awaitable[tuple[ChazbotProcess, User]]]]:
-    """A factory of running bot processes: ``proc, bot = await chazbot(llm_url, allow, admins)``."""
+    """A factory of running bot processes, all stopped on leaving (``chazbot``)."""
     made: list[ChazbotProcess] = []
 
     async def make(
@@ -638,13 +648,27 @@ async def chazbot(
         yield make
     finally:
         for proc in made:
-            try:
-                await proc.stop()
-            except AssertionError:
-                proc.kill()
-            # Shown by pytest only when the test failed.
-            print(f"---- {proc.log_path} (last 150 lines) ----")
-            print("\n".join(proc.log().splitlines()[-150:]))
+            await stop_and_show(proc)
+
+
+async def stop_and_show(proc: ChazbotProcess) -> None:
+    """Stop a bot (killed if it does not stop) and print its log's end, which pytest shows
+    only when the test failed."""
+    try:
+        await proc.stop()
+    except AssertionError:
+        proc.kill()
+    print(f"---- {proc.log_path} (last 150 lines) ----")
+    print("\n".join(proc.log().splitlines()[-150:]))
+
+
+@pytest_asyncio.fixture
+async def chazbot(
+    synapse: SynapseServer, matrix_user: Callable[[str], User], tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[tuple[ChazbotProcess, User]]]]:
+    """A factory of running bot processes: ``proc, bot = await chazbot(llm_url, allow, admins)``."""
+    async with bots_made(synapse, matrix_user, tmp_path) as make:
+        yield make
 
 
 __all__ = [
@@ -655,10 +679,13 @@ __all__ = [
     "SynapseServer",
     "User",
     "bot_config",
+    "bots_made",
     "chazbot",
     "humans",
+    "humans_made",
     "matrix_user",
     "requires_synapse",
+    "stop_and_show",
     "synapse",
     "synapse_admin",
     "synapse_installed",

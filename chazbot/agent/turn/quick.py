@@ -66,7 +66,7 @@ async def answer_in_words(ctx: TurnContext, said: Incoming) -> TurnResult | None
     if found is not None:
         tools = frozenset(ctx.agent.config.allowed_tools) if ctx.can.tools else frozenset()
         if found.kind in FORGET_KINDS:  # forgets by words and by meaning (#45)
-            words = await forgetting.answer(found, ctx.memory, ctx.sender, tools, ctx.session)
+            words = await forgetting.answer(found, ctx.memory, ctx.sender, ctx.session)
         else:
             words = await asked.answer(
                 found, ctx.memory, ctx.agent.name, ctx.sender, tools, ctx.session

@@ -29,7 +29,7 @@ import jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from chazbot.commands import Call, Reply
+from chazbot.commands import Call, Meaning, Reply
 from chazbot.commands.web_cmds import (
     LINK_NOT_VALID,
     LINK_SHARED_ROOM,
@@ -44,7 +44,7 @@ from chazbot.memory.tokenize import bound_query
 from chazbot.memory.tools import cut_note
 from chazbot.transports.matrix.rules import matches_any
 from chazbot.transports.web.import_jobs import Imports
-from chazbot.transports.web.wording import ENGLISH, Words, page_lang
+from chazbot.transports.web.wording import ENGLISH, Flash, Words, cut, page_lang
 
 if TYPE_CHECKING:
     from chazbot.config import Config
@@ -60,7 +60,6 @@ COOKIE = "chazbot_web"
 SECURE_COOKIE = "__Host-chazbot_web"
 FORM_MAX_BYTES = 64 * 1024
 FIELD_MAX_CHARS = 4096
-FLASH_MAX_CHARS = 4000
 FLASHES_KEPT = 1000
 CSP = "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 CROSS_SITE = "This form was posted from another site. Open the page itself and try again."
@@ -120,7 +119,7 @@ class Pages:
         )
         # a ranked search's note when it searched only the start of ``q`` (/memory search's words)
         self.env.globals["query_cut"] = lambda q: cut_note(bound_query(q))
-        self._flash: OrderedDict[str, tuple[bool, str]] = OrderedDict()
+        self._flash: OrderedDict[str, Flash] = OrderedDict()
         self._css = (
             resources.files("chazbot.transports.web").joinpath("static/style.css").read_bytes()
         )
@@ -194,13 +193,17 @@ class Pages:
         )
         return web.Response(text=html, status=status, content_type="text/html")
 
-    def message(self, who: Who | None, status: int, title: str, text: str) -> web.Response:
-        return self.page("message.html", who, status=status, title=title, text=text)
+    def message(
+        self, who: Who | None, status: int, title: str, text: str, words: Words = ENGLISH
+    ) -> web.Response:
+        return self.page("message.html", who, status=status, title=title, text=text, words=words)
 
-    def flash(self, who: Who, ok: bool, text: str) -> None:
-        if len(text) > FLASH_MAX_CHARS:
-            text = text[:FLASH_MAX_CHARS] + "…"
-        self._flash[who.session] = (ok, text)
+    def flash(self, who: Who, ok: bool, said: str | Meaning, text: str = "") -> None:
+        """Keep a notice for ``who``'s next page: ``said`` is a ``Meaning`` the page words in
+        its language (``Words.flash``; ``text`` shown for one it does not word), or text
+        shown as it is (the admin pages')."""
+        meaning = said if isinstance(said, Meaning) else Meaning("")
+        self._flash[who.session] = Flash(ok, meaning, cut(said if isinstance(said, str) else text))
         self._flash.move_to_end(who.session)
         while len(self._flash) > FLASHES_KEPT:
             self._flash.popitem(last=False)
@@ -392,7 +395,8 @@ class Pages:
         await self.store.end_session(who.session)
         self._flash.pop(who.session, None)
         log.info("web: %s signed out", who.person)
-        response = self.message(None, 200, "Signed out", "You are signed out.")
+        words = Words(page_lang(request.headers.get("Accept-Language")))
+        response = self.message(None, 200, words.signed_out, words.signed_out_text, words)
         response.del_cookie(self.cookie_name, path="/")
         return response
 
@@ -426,7 +430,7 @@ class Pages:
     ) -> web.StreamResponse:
         """Run a command, keep its reply for the next page, and go back there (303)."""
         reply = await self.command(who, call, as_admin)
-        self.flash(who, reply.ok, reply.text)
+        self.flash(who, reply.ok, reply.meaning or reply.text, reply.text)
         return see_other(local_path(back))
 
     async def act_done(self, back: str) -> web.StreamResponse:

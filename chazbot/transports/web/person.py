@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from chazbot.commands import Call
+from chazbot.commands import Call, Meaning
 from chazbot.memory.rows import MemoryRow, said_text, to_datetime
 from chazbot.transports.web.pages import (
     PREFIX,
@@ -154,7 +154,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
         key = form.get("key", "")
         back = form.get("back", f"{PREFIX}/me")
         if not key.strip():
-            ui.flash(who, False, "Say which row to forget.")
+            ui.flash(who, False, Meaning("say_which_row"))
             return await ui.act_done(back)
         # by its key, always: a key of digits ("5") or "all" is never read as a list number
         # or as every row
@@ -163,7 +163,7 @@ def routes(ui: Pages, r: UrlDispatcher) -> None:
     async def forget_all(request: web.Request, who: Who) -> web.StreamResponse:
         form = await ui.form(request)
         if form.get("confirm") != "yes":
-            ui.flash(who, False, "Tick the box to confirm forgetting everything you said.")
+            ui.flash(who, False, Meaning("tick_to_confirm"))
             return await ui.act_done(f"{PREFIX}/me")
         return await ui.act(who, Call(FORGET_MINE, {"key": "all"}), f"{PREFIX}/me")
 

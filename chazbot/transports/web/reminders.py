@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chazbot.commands.tree import Meaning
 from chazbot.errors import NotFound
 from chazbot.reminders.store import Reminder
 from chazbot.reminders.wording import repeat_text, short_when
@@ -69,16 +70,17 @@ async def reminders_of(
     return found
 
 
-async def cancel_own(peer: Peer, person: str, agent_name: str, rid: str) -> tuple[bool, str]:
-    """Cancel ``person``'s own reminder ``rid`` of agent ``agent_name``: (ok, what to say)."""
+async def cancel_own(peer: Peer, person: str, agent_name: str, rid: str) -> tuple[bool, Meaning]:
+    """Cancel ``person``'s own reminder ``rid`` of agent ``agent_name``: (ok, what to say,
+    worded by the page in its language: ``Words.flash``)."""
     agent = peer.agents.get(agent_name)
+    if agent is None:
+        return False, Meaning("no_such_reminder")
     try:
-        if agent is None:
-            raise NotFound("no such reminder of yours (already cancelled or delivered?)")
         gone = await peer.reminders.of(agent.db, agent.key).cancel_mine(person, rid)
-    except NotFound as exc:
-        return False, str(exc)
-    return True, f"Cancelled the reminder: {gone.what}"
+    except NotFound:  # the same for anyone else's and for none: nothing told about others'
+        return False, Meaning("no_such_reminder")
+    return True, Meaning("cancelled_reminder", {"what": gone.what})
 
 
 __all__ = ["Upcoming", "cancel_own", "reminders_of"]

@@ -9,11 +9,13 @@ are written by Babel in the page's language (``dated``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from babel.dates import format_skeleton
 
+from chazbot.commands.tree import Meaning
 from chazbot.reminders.wording import LANGS
 
 _WORDS: dict[str, tuple[str, str, str, str, str]] = {
@@ -184,7 +186,117 @@ _WORDS: dict[str, tuple[str, str, str, str, str]] = {
         "Deze link logt je één keer in. Ga verder om te zien wat de bot over je bewaart.",
     ),
     "sign_in": ("Sign in", "Anmelden", "Se connecter", "Entrar", "Inloggen"),
+    "signed_out": ("Signed out", "Abgemeldet", "Déconnecté", "Sesión cerrada", "Uitgelogd"),
+    "signed_out_text": (
+        "You are signed out.",
+        "Du bist abgemeldet.",
+        "Tu es déconnecté.",
+        "Has cerrado la sesión.",
+        "Je bent uitgelogd.",
+    ),
+    # the notices after an action (``Words.flash``): a command's ``Meaning`` by its name, or
+    # the page's own
+    "forgot_key": (
+        "Forgot {key!r} ({rows}).",
+        "Vergessen: {key!r} ({rows}).",
+        "Oublié : {key!r} ({rows}).",
+        "Olvidado: {key!r} ({rows}).",
+        "Vergeten: {key!r} ({rows}).",
+    ),
+    "forgot_all": (
+        "Forgot everything you said ({rows}).",
+        "Alles vergessen, was du gesagt hast ({rows}).",
+        "Tout ce que tu as dit est oublié ({rows}).",
+        "Olvidado todo lo que dijiste ({rows}).",
+        "Alles vergeten wat je zei ({rows}).",
+    ),
+    "undo_within": (
+        " Undo within {minutes} minutes with “{undo}”.",
+        " Innerhalb von {minutes} Minuten mit „{undo}“ zurückholen.",
+        " Récupérable pendant {minutes} minutes avec « {undo} ».",
+        " Puedes recuperarlo durante {minutes} minutos con «{undo}».",
+        " Binnen {minutes} minuten terug te halen met ‘{undo}’.",
+    ),
+    "cannot_undo": (
+        " (Too many undos are pending: this one cannot be undone.)",
+        " (Zu viele Rückgängig-Möglichkeiten offen: dies lässt sich nicht rückgängig machen.)",
+        " (Trop d'annulations en attente : celle-ci ne peut pas être annulée.)",
+        " (Hay demasiados deshacer pendientes: esto no se puede deshacer.)",
+        " (Te veel ongedaan maken open: dit kan niet ongedaan worden gemaakt.)",
+    ),
+    "none_key": (
+        "No row {key!r} that you said is kept.",
+        "Kein Eintrag {key!r}, den du gesagt hast, ist gespeichert.",
+        "Aucune ligne {key!r} de ce que tu as dit n'est gardée.",
+        "No se guarda ninguna fila {key!r} de lo que dijiste.",
+        "Er is geen regel {key!r} bewaard van wat je zei.",
+    ),
+    "none_all": (
+        "Nothing you said is kept.",
+        "Nichts, was du gesagt hast, ist gespeichert.",
+        "Rien de ce que tu as dit n'est gardé.",
+        "No se guarda nada de lo que dijiste.",
+        "Niets van wat je zei is bewaard.",
+    ),
+    "brought_back": (
+        "Brought back {rows}.",
+        "Zurückgeholt: {rows}.",
+        "Récupéré : {rows}.",
+        "Recuperado: {rows}.",
+        "Teruggehaald: {rows}.",
+    ),
+    "nothing_to_undo": (
+        "There is nothing of yours to bring back.",
+        "Es gibt nichts von dir zurückzuholen.",
+        "Il n'y a rien à toi à récupérer.",
+        "No hay nada tuyo que recuperar.",
+        "Er is niets van jou om terug te halen.",
+    ),
+    "say_which_row": (
+        "Say which row to forget.",
+        "Sag, welchen Eintrag du vergessen willst.",
+        "Dis quelle ligne oublier.",
+        "Di qué fila olvidar.",
+        "Zeg welke regel je wilt vergeten.",
+    ),
+    "tick_to_confirm": (
+        "Tick the box to confirm forgetting everything you said.",
+        "Setz das Häkchen, um zu bestätigen, dass alles, was du gesagt hast, vergessen wird.",
+        "Coche la case pour confirmer l'oubli de tout ce que tu as dit.",
+        "Marca la casilla para confirmar que se olvide todo lo que dijiste.",
+        "Vink het vakje aan om te bevestigen dat alles wat je zei vergeten wordt.",
+    ),
+    "cancelled_reminder": (
+        "Cancelled the reminder: {what}",
+        "Erinnerung abgesagt: {what}",
+        "Rappel annulé : {what}",
+        "Recordatorio cancelado: {what}",
+        "Herinnering geannuleerd: {what}",
+    ),
+    "no_such_reminder": (
+        "No such reminder of yours (already cancelled or delivered?)",
+        "Diese Erinnerung hast du nicht (schon abgesagt oder zugestellt?)",
+        "Tu n'as pas ce rappel (déjà annulé ou envoyé ?)",
+        "No tienes ese recordatorio (¿ya cancelado o enviado?)",
+        "Je hebt deze herinnering niet (al geannuleerd of bezorgd?)",
+    ),
 }
+FLASHES = frozenset(
+    (
+        "forgot_key",
+        "forgot_all",
+        "none_key",
+        "none_all",
+        "brought_back",
+        "nothing_to_undo",
+        "say_which_row",
+        "tick_to_confirm",
+        "cancelled_reminder",
+        "no_such_reminder",
+    )
+)
+"""The notices ``Words.flash`` words from a ``Meaning`` (any other is shown as its English
+text)."""
 
 
 class Words:
@@ -205,8 +317,54 @@ class Words:
     def rows(self, n: int) -> str:
         return self.rows_one if n == 1 else self.rows_many.format(n=n)
 
+    def flash(self, text: str, meaning: Meaning) -> str:
+        """A notice after an action in this language: its ``meaning`` worded here (a
+        command's reply and the page's own notices, in the table of the page's words), else
+        ``text`` as it came (a reply the page does not word: in English)."""
+        if meaning.name not in FLASHES:
+            return text
+        values: dict[str, object] = dict(meaning.values)
+        n = values.get("n")
+        if isinstance(n, int):
+            values["rows"] = self.rows(n)
+        said = self._words[meaning.name].format(**values)
+        if "undoable" in values:
+            said += (
+                self.undo_within.format(minutes=values.get("minutes"), undo=self.undo)
+                if values["undoable"]
+                else self.cannot_undo
+            )
+        return said
+
 
 ENGLISH = Words("en")
+
+FLASH_MAX_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Flash:
+    """The notice a session's next page shows once, after an action: in that page's
+    language when the page words its ``meaning`` (``Words.flash``), else ``text``."""
+
+    ok: bool
+    meaning: Meaning
+    text: str
+
+    def shown(self, words: Words) -> str:
+        return cut(words.flash(self.text, self.meaning))
+
+    @property
+    def undoable(self) -> bool:
+        """A forget that can still be undone: its page offers Undo at once."""
+        m = self.meaning
+        forgot = m.name in ("forgot_key", "forgot_all")
+        return self.ok and forgot and m.values.get("undoable") is True
+
+
+def cut(text: str) -> str:
+    """A notice as kept and shown: at most ``FLASH_MAX_CHARS``."""
+    return text if len(text) <= FLASH_MAX_CHARS else text[:FLASH_MAX_CHARS] + "…"
 
 
 def page_lang(accept_language: str | None) -> str:
@@ -242,4 +400,4 @@ def dated(moment: datetime, zone: str, lang: str) -> str:
     return f"{day}, {local:%H:%M}"
 
 
-__all__ = ["ENGLISH", "Words", "dated", "page_lang"]
+__all__ = ["ENGLISH", "FLASHES", "Flash", "Words", "cut", "dated", "page_lang"]

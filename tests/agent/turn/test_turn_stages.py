@@ -25,7 +25,7 @@ from chazbot.agent.turn.dispatch import TurnTools
 from chazbot.agent.turn.model import ask_model
 from chazbot.agent.turn.prompt import NOTHING_RECALLED, Prompt, recall_and_prompt
 from chazbot.agent.turn.quick import answer_in_words
-from chazbot.config import AgentConfig, Config
+from chazbot.config import AgentConfig, Config, EmbeddingConfig
 from chazbot.errors import BackendError, PermissionDenied
 from chazbot.memory.audience import room_audience
 from chazbot.peer import Peer
@@ -321,3 +321,45 @@ async def test_a_voice_notes_turn_is_offered_no_tool_that_takes_something_away(
         assert await chaz.recall("dog") == []
         ctx = dataclasses.replace(await context(peer, Scripted(), ALICE), spoken=True)
         assert not {"forget", "cancel_schedule"} & set(TurnTools(ctx).allowed)
+
+
+async def test_a_forget_in_words_is_carried_out_with_a_model_that_has_the_forget_tool(
+    tmp_path: Path, standin_llm: StandinLLM
+) -> None:
+    """SPEC §5c: "forget …" in words does the same with every chat model. A composing model
+    offered ``forget`` used to be handed the request, and one that did not call the tool
+    forgot nothing (the bench's paraphraser: 0 of 12 forgets); the word path forgets the row
+    by meaning, with its undo, and the model is not asked."""
+    cfg = Config(
+        state_dir=tmp_path,
+        llm=standin_llm.config(),
+        agents=[AgentConfig(name="chaz", capture="messages", allowed_tools=["recall", "forget"])],
+        embedding=EmbeddingConfig(backend="local"),
+    )
+    async with chazbot.open(tmp_path, cfg) as peer:
+        dm = room_audience("dm", [ALICE], lambda u: True)
+
+        async def rows() -> list[str]:
+            return sorted(
+                r.value for r in (await peer.memory.view(peer.agent("chaz").db)).visible.values()
+            )
+
+        await peer.chat("My dog is called Rex.", session="dm", sender=ALICE, audience=dm)
+        await peer.chat("I work at the bakery.", session="dm", sender=ALICE, audience=dm)
+        await peer.wait_captures()
+        await peer.memory.wait_vectors(60)
+        told = await rows()
+        assert any("Rex" in r for r in told) and any("bakery" in r for r in told), told
+        asked = len(standin_llm.requests)
+        reply = await peer.chat(
+            "Please forget my dog Rex.", session="dm", sender=ALICE, audience=dm
+        )
+        assert "Rex" in reply.text and reply.tool_calls == [], reply
+        assert len(standin_llm.requests) == asked  # the model was not handed the forget
+        if "1." in reply.text:  # listed, or "do you mean this?": the person picks
+            reply = await peer.chat("1", session="dm", sender=ALICE, audience=dm)
+            assert len(standin_llm.requests) == asked, reply
+        left = await rows()
+        assert not any("Rex" in r for r in left) and any("bakery" in r for r in left), reply.text
+        await peer.chat("undo", session="dm", sender=ALICE, audience=dm)
+        assert await rows() == told

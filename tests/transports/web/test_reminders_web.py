@@ -89,7 +89,7 @@ async def test_a_persons_reminders_are_listed_and_cancelled_on_their_page(
                     data={"csrf": csrf, "agent": agent, "id": rid},
                 ) as page:
                     text = await page.text()
-                assert "no such reminder of yours" in text, text[:500]
+                assert "No such reminder of yours" in text, text[:500]
                 assert "secret errand" not in text
             assert all(not r.cancelled for r in await store.all())
             # her own: cancelled, and gone from the page
