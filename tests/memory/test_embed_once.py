@@ -22,7 +22,7 @@ import chazbot
 from chazbot.agent.recall import focus_query
 from chazbot.config import AgentConfig, Config
 from chazbot.peer import Peer
-from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.standin_embeddings import StandinEmbeddings, settled
 from tests.support.standin_llm import StandinLLM
 
 
@@ -67,7 +67,8 @@ async def test_a_facts_capture_embeds_the_message_once(
     message: str,
 ) -> None:
     cfg = config(tmp_path, standin_llm, standin_embeddings, "facts")
-    async with chazbot.open(tmp_path, cfg) as peer:
+    async with chazbot.open(tmp_path, cfg) as opened:
+        peer = await settled(opened)
         await turn(peer, "I grew up near the harbour in Marseille", "warm")  # rows to search
         before = len(standin_embeddings.requests)
         chats = len(standin_llm.requests)
@@ -89,7 +90,8 @@ async def test_one_question_in_two_rooms_at_once_is_embedded_once(
     tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
 ) -> None:
     cfg = config(tmp_path, standin_llm, standin_embeddings, "off")
-    async with chazbot.open(tmp_path, cfg) as peer:
+    async with chazbot.open(tmp_path, cfg) as opened:
+        peer = await settled(opened)
         await turn(peer, "Where did Ada plant the tulips?", "warm")
         standin_embeddings.hold_matching("sister")  # both turns reach the embedder first
         before = len(standin_embeddings.requests)
@@ -110,7 +112,8 @@ async def test_rows_of_one_text_owed_in_a_batch_are_embedded_once(
     tmp_path: Path, standin_llm: StandinLLM, standin_embeddings: StandinEmbeddings
 ) -> None:
     cfg = config(tmp_path, standin_llm, standin_embeddings, "off")
-    async with chazbot.open(tmp_path, cfg) as peer:
+    async with chazbot.open(tmp_path, cfg) as opened:
+        peer = await settled(opened)
         agent = peer.agent("chaz")
         before = len(standin_embeddings.requests)
         ids = [

@@ -28,7 +28,7 @@ from chazbot.memory.engine import FALLBACK_LOG_EVERY_S, EngineTiming, Fallbacks
 from chazbot.memory.rows import MEMORY_STORE, decode_vector, embeddings_store, row_text
 from chazbot.memory.vector_queue import VectorTiming
 from chazbot.peer import Peer, PeerTuning
-from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.standin_embeddings import StandinEmbeddings, settled
 from tests.support.standin_llm import StandinLLM
 from tests.support.waits import wait_until
 
@@ -225,7 +225,8 @@ async def test_a_turn_embeds_one_query(
     searches; the conversation's words reach BM25 only (bench/recall_context.py: the same
     facts found, one embedding a turn instead of two). A question about a person that a
     composing model answers costs the answer check two more, each once."""
-    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as peer:
+    async with chazbot.open(tmp_path, config(tmp_path, standin_llm, standin_embeddings)) as opened:
+        peer = await settled(opened)
         assert (await peer.chat("My sister Ada lives in Lyon", session="dm", sender=ALICE)).ok
         before = len(standin_embeddings.requests)
         asked = "Where does my brother Tom work these days?"
@@ -256,7 +257,8 @@ async def test_a_fallback_to_bm25_is_counted_logged_and_shown(
     cfg = config(tmp_path, standin_llm, standin_embeddings).model_copy(
         update={"embedding": standin_embeddings.config(max_retries=0)}
     )
-    async with chazbot.open(tmp_path, cfg) as peer:
+    async with chazbot.open(tmp_path, cfg) as opened:
+        peer = await settled(opened)  # the start's own embeddings take none of the failures
         agent = peer.agent("chaz")
         await agent.memory.remember("ada", "Ada lives in Lyon")
         now = [1000.0]

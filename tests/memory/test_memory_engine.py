@@ -21,7 +21,7 @@ from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.rows import MEMORY_STORE, embeddings_store
 from chazbot.memory.view import MemoryView
 from chazbot.peer import Peer
-from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.standin_embeddings import StandinEmbeddings, settled
 
 
 def cfg(tmp_path: Path, **kw: Any) -> Config:
@@ -165,7 +165,10 @@ async def test_embedder_without_vectors_is_bm25_only(
 async def test_embedding_failure_on_write_keeps_the_memory(
     tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
-    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+    async with chazbot.open(
+        tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())
+    ) as opened:
+        peer = await settled(opened)  # the start's own embeddings take none of the failures
         agent = peer.agent("chaz")
         standin_embeddings.fail(5, 500)
         await agent.remember("deploy", "nix build and scp")
@@ -177,7 +180,10 @@ async def test_embedding_failure_on_write_keeps_the_memory(
 async def test_embedding_failure_on_read_falls_back_to_bm25(
     tmp_path: Path, standin_embeddings: StandinEmbeddings
 ) -> None:
-    async with chazbot.open(tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())) as peer:
+    async with chazbot.open(
+        tmp_path, cfg(tmp_path, embedding=standin_embeddings.config())
+    ) as opened:
+        peer = await settled(opened)  # the start's own embeddings take none of the failures
         agent = peer.agent("chaz")
         await agent.remember("deploy", "nix build and scp")
         await agent.remember("other", "unrelated words entirely")

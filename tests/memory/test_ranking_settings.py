@@ -22,7 +22,7 @@ from chazbot.ledger import Ledger
 from chazbot.memory.engine import MemoryEngine
 from chazbot.memory.view import DEFAULT_RANKING, MemoryView, RankingSettings
 from tests.memory.test_current import ALICE, BOB, row
-from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.standin_embeddings import StandinEmbeddings, settled
 
 WIFI = [
     row(0, "Our wifi code is tulip-42", ALICE, 0),
@@ -118,7 +118,8 @@ async def test_auto_recall_builds_its_queries_as_its_tuning_says(
         embedding=standin_embeddings.config(),
         agents=[AgentConfig(name="chaz", capture="off")],
     )
-    async with chazbot.open(tmp_path, cfg) as peer:
+    async with chazbot.open(tmp_path, cfg) as opened:
+        peer = await settled(opened)
         agent = peer.agent("chaz")
         for r in WIFI:
             await agent.remember(r.key, r.value)

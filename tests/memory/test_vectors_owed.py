@@ -29,7 +29,7 @@ from chazbot.memory.transfer import import_lines
 from chazbot.memory.vector_queue import VectorTiming
 from chazbot.peer import Peer, PeerTuning
 from tests.support.paths import ROOT
-from tests.support.standin_embeddings import StandinEmbeddings
+from tests.support.standin_embeddings import StandinEmbeddings, settled
 from tests.support.waits import wait_until
 
 CHILD = """
@@ -207,7 +207,8 @@ async def test_rows_that_arrive_without_vectors_get_them_after_a_grace(
     other = await Ledger.open(tmp_path / "other.sqlite3")
     writer = KeyPair.generate()
     try:
-        async with chazbot.open(tmp_path / "here", cfg, tuning=soon) as peer:
+        async with chazbot.open(tmp_path / "here", cfg, tuning=soon) as opened:
+            peer = await settled(opened)  # the start's own embeddings take none of the failures
             assert (await peer.command("/memory new notes")).ok
             found = await peer.registry.get("bank", "notes")
             assert found is not None

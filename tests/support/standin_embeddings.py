@@ -32,6 +32,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from chazbot.config import EmbeddingConfig
+from chazbot.peer import Peer
 from tests.support.standin_base import StandinServer
 
 _WORD = re.compile(r"[^\W_]+")
@@ -159,4 +160,13 @@ async def standin_embeddings() -> AsyncIterator[StandinEmbeddings]:
         yield server
 
 
-__all__ = ["StandinEmbeddings", "hashed_vector", "standin_embeddings"]
+async def settled(peer: Peer) -> Peer:
+    """The peer once the fixed sentences of forgets and answers by meaning are embedded
+    (``meaning_vectors``: once per embedder and state directory, in the background from the
+    start): what a test then counts of the embedder's requests is its own turn's."""
+    if peer.meaning_warm is not None:
+        await asyncio.wait_for(asyncio.shield(peer.meaning_warm), 120)
+    return peer
+
+
+__all__ = ["StandinEmbeddings", "hashed_vector", "settled", "standin_embeddings"]
