@@ -298,7 +298,8 @@ def is_about(row_text: str, q: Question) -> tuple[list[str], Question] | None:
     theirs = [s for s, _ in _owned(said_text(row_text))]  # "beau-père" whole, and its parts
     owners = set(theirs) | set(lower_tokens(" ".join(theirs)))
     # "Onze jongste, Fenna, …": the possessive owns a name given after the relative
-    named = {o for o in theirs if o.capitalize() in row_text and o in names(" " + row_text)}
+    given = names(" " + row_text) if theirs else set()
+    named = {o for o in theirs if o in given and o.capitalize() in row_text}
     whose = owners and q.subject and not alias and not who and not named
     if whose and not _has(sorted(owners), sorted(q.subject)):
         return None  # "Our landlord's phone number" is not "my phone number"
